@@ -1,0 +1,1 @@
+"""The ``odradek`` command line: the only entry point that wires the layers together."""

@@ -1,0 +1,35 @@
+"""Odradek's storage engine: Kafka-style partition logs on local files.
+
+Segments of whole v2 record batches with sparse offset and time indexes, offsets
+assigned on append, file regions for ``sendfile`` on read, flush policy, recovery after
+an unclean stop, retention, compaction and the data directory that holds it all. Knows
+files and record batches, not requests, sockets or topic metadata.
+"""
+
+from odradek.storage.cleaner import CleanResult, LogCleaner
+from odradek.storage.config import LogConfig
+from odradek.storage.errors import (
+    InvalidConfigError,
+    KafkaStorageError,
+    LogDirLockedError,
+    OffsetOutOfRangeError,
+    StorageError,
+)
+from odradek.storage.log import AppendInfo, FileRegion, Log, ReadResult
+from odradek.storage.manager import LogManager
+
+__all__ = [
+    "AppendInfo",
+    "CleanResult",
+    "FileRegion",
+    "InvalidConfigError",
+    "KafkaStorageError",
+    "Log",
+    "LogCleaner",
+    "LogConfig",
+    "LogDirLockedError",
+    "LogManager",
+    "OffsetOutOfRangeError",
+    "ReadResult",
+    "StorageError",
+]

@@ -1,0 +1,283 @@
+"""Log compaction: keep the latest record per key, with offsets preserved.
+
+For logs with ``cleanup.policy`` ``compact`` (or ``compact,delete``) the cleaner, like
+Kafka's LogCleaner:
+
+1. splits the log into a *clean* head (already compacted, below the first dirty offset
+   kept in ``cleaner-offset-checkpoint``), a *dirty* part (up to the active segment, and
+   not younger than ``min.compaction.lag.ms``) and the active segment (never touched);
+2. cleans only when dirty bytes / (clean + dirty) >= ``min.cleanable.dirty.ratio``;
+3. maps every key in the dirty part to its last offset (bounded by ``max_map_entries``;
+   when the map fills, this pass stops at a segment boundary and the next goes on);
+4. rewrites each segment from the log start to the end of the mapped part, keeping a
+   record when no later record has its key, and dropping tombstones once their batch's
+   delete horizon (``delete.retention.ms`` after the pass that first kept them, KIP-534)
+   has passed. Batches keep their base offset and offset span, producer id, epoch and
+   sequence, codec and leader epoch; untouched batches are copied byte for byte.
+
+Crash safety (Kafka's swap protocol): a cleaned segment is written as ``X.log.cleaned``
+(+ indexes), fsynced, renamed to ``X.log.swap`` — the commit point — and then renamed
+over ``X.log``. On start the log discards ``.cleaned`` files and completes ``.swap``
+files, so a crash at any moment leaves either the old or the new segment, never both
+and never neither. A segment whose records are all obsolete is removed instead.
+
+Reads are never blocked: the work reads old segments (immutable) outside the log's lock;
+only the renames and the in-memory swap take it. Readers holding the old file keep a
+valid descriptor until ``file.delete.delay.ms`` has passed.
+
+Transaction markers (control batches) are kept as they are; making compaction aware of
+aborted transactions belongs with transactions.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from odradek.records import builder
+from odradek.records.batch import BatchHeader, read_header
+from odradek.storage import checkpoint
+from odradek.storage.log import CLEANED_SUFFIX, SWAP_SUFFIX, Clock, Log, wall_clock_ms
+from odradek.storage.segment import LOG_SUFFIX, LogSegment
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT_FILE = "cleaner-offset-checkpoint"
+
+# Kafka bounds its offset map by log.cleaner.dedupe.buffer.size (128 MiB of 24-byte
+# slots). Python keeps exact keys in a dict (no hash collisions can drop a live record),
+# at roughly 100-200 bytes an entry: a million keys is of the same order of memory.
+DEFAULT_MAX_MAP_ENTRIES = 1_000_000
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class CleanResult:
+    first_dirty_offset: int
+    end_offset: int  # the new first dirty offset
+    segments_rewritten: int
+    segments_removed: int
+    bytes_before: int
+    bytes_after: int
+    records_removed: int
+
+
+class LogCleaner:
+    """Compacts the logs of one data directory; its progress lives in a checkpoint."""
+
+    def __init__(
+        self,
+        data_dir: str,
+        *,
+        clock: Clock = wall_clock_ms,
+        max_map_entries: int = DEFAULT_MAX_MAP_ENTRIES,
+    ) -> None:
+        self.data_dir = data_dir
+        self.clock = clock
+        self.max_map_entries = max_map_entries
+        self.path = os.path.join(data_dir, CHECKPOINT_FILE)
+        self.first_dirty: dict[TopicPartition, int] = checkpoint.read_checkpoint(self.path)
+
+    def forget(self, tp: TopicPartition) -> None:
+        """A deleted topic partition's progress is dropped."""
+        if self.first_dirty.pop(tp, None) is not None:
+            checkpoint.write_checkpoint(self.path, self.first_dirty)
+
+    # --- choosing what to clean --------------------------------------------------------
+
+    def _cleanable(self, tp: TopicPartition, lg: Log, now: int) -> tuple[int, list[LogSegment],
+                                                                           int, int]:
+        """(first dirty offset, segments that may be rewritten, index of the first dirty
+        one among them, dirty bytes)."""
+        with lg.lock:
+            segments = list(lg.segments[:-1])  # never the active segment
+            first_dirty = max(self.first_dirty.get(tp, 0), lg.log_start_offset)
+        lag = lg.config.min_compaction_lag_ms
+        if lag > 0:
+            # Records younger than the lag stay as they are: stop at the first young one.
+            for i, seg in enumerate(segments):
+                if seg.max_timestamp > now - lag:
+                    segments = segments[:i]
+                    break
+        first_dirty_index = len(segments)
+        for i, seg in enumerate(segments):
+            if seg.next_offset > first_dirty:
+                first_dirty_index = i
+                break
+        dirty_bytes = sum(s.size for s in segments[first_dirty_index:])
+        return first_dirty, segments, first_dirty_index, dirty_bytes
+
+    def dirty_ratio(self, tp: TopicPartition, lg: Log, now: int | None = None) -> float:
+        now = self.clock() if now is None else now
+        _, segments, _, dirty = self._cleanable(tp, lg, now)
+        total = sum(s.size for s in segments)
+        return dirty / total if total else 0.0
+
+    def clean_once(self, logs: Iterable[tuple[TopicPartition, Log]],
+                   now: int | None = None) -> list[tuple[TopicPartition, CleanResult]]:
+        """One pass: clean every compacted log whose dirty ratio reaches its minimum."""
+        now = self.clock() if now is None else now
+        done = []
+        for tp, lg in logs:
+            if not lg.config.compacts or lg.closed:
+                continue
+            if self.dirty_ratio(tp, lg, now) >= lg.config.min_cleanable_dirty_ratio:
+                result = self.clean(tp, lg, now)
+                if result is not None:
+                    done.append((tp, result))
+        return done
+
+    # --- cleaning ----------------------------------------------------------------------
+
+    def clean(self, tp: TopicPartition, lg: Log, now: int | None = None) -> CleanResult | None:
+        """Clean one log now, whatever its dirty ratio. None when nothing is cleanable."""
+        now = self.clock() if now is None else now
+        first_dirty, segments, dirty_index, _ = self._cleanable(tp, lg, now)
+        if dirty_index >= len(segments):
+            return None
+        latest, end_index = self._build_offset_map(segments, dirty_index)
+        to_clean = segments[:end_index]
+        end_offset = segments[end_index].base_offset if end_index < len(segments) else (
+            lg.active.base_offset
+        )
+        lg.cleaning = True
+        try:
+            rewritten = removed = records_removed = 0
+            before = after = 0
+            for segment in to_clean:
+                outcome = self._clean_segment(lg, segment, latest, now)
+                if outcome is None:
+                    continue  # the segment left the log meanwhile
+                kind, kept_bytes, dropped = outcome
+                before += segment.size
+                after += kept_bytes
+                records_removed += dropped
+                rewritten += kind == "rewritten"
+                removed += kind == "removed"
+        finally:
+            lg.cleaning = False
+        self.first_dirty[tp] = end_offset
+        checkpoint.write_checkpoint(self.path, self.first_dirty)
+        result = CleanResult(first_dirty, end_offset, rewritten, removed, before, after,
+                             records_removed)
+        log.info("%s: cleaned offsets up to %d: %d -> %d bytes, %d records removed",
+                 lg.name, end_offset, before, after, records_removed)
+        return result
+
+    def _build_offset_map(self, segments: list[LogSegment],
+                          dirty_index: int) -> tuple[dict[bytes, int], int]:
+        """Key -> last offset over the dirty segments, stopping at a segment boundary
+        when the map would exceed its bound. Returns the map and the index of the first
+        segment it does not cover."""
+        latest: dict[bytes, int] = {}
+        end = dirty_index
+        for i in range(dirty_index, len(segments)):
+            if len(latest) >= self.max_map_entries and i > dirty_index:
+                break
+            for decoded in _decode_segment(segments[i]):
+                if decoded.header.is_control:
+                    continue
+                for record in decoded.records:
+                    if record.key is not None:
+                        latest[record.key] = record.offset
+            end = i + 1
+        return latest, end
+
+    def _clean_segment(self, lg: Log, segment: LogSegment, latest: dict[bytes, int],
+                       now: int) -> tuple[str, int, int] | None:
+        """Rewrite one segment; returns (what happened, bytes kept, records dropped)."""
+        horizon_for_new = now + lg.config.delete_retention_ms
+        out: list[tuple[bytes, BatchHeader]] = []
+        dropped = 0
+        changed = False
+        for decoded, raw in _decode_segment_raw(segment):
+            header = decoded.header
+            if header.is_control:
+                out.append((raw, header))
+                continue
+            horizon = header.base_timestamp if header.has_delete_horizon else None
+            kept = []
+            for record in decoded.records:
+                if record.key is not None and latest.get(record.key, -1) > record.offset:
+                    continue  # a later record has this key
+                if record.value is None and horizon is not None and now >= horizon:
+                    continue  # a tombstone past its delete horizon
+                kept.append(record)
+            dropped += len(decoded.records) - len(kept)
+            has_tombstone = any(r.value is None for r in kept)
+            if len(kept) == len(decoded.records) and (horizon is not None or not has_tombstone):
+                out.append((raw, header))  # untouched: copy byte for byte
+                continue
+            changed = True
+            if not kept:
+                continue
+            if horizon is None and has_tombstone:
+                horizon = horizon_for_new
+            new = builder.build_batch(
+                kept,
+                base_offset=header.base_offset,
+                last_offset_delta=header.last_offset_delta,
+                codec=header.compression,
+                producer_id=header.producer_id,
+                producer_epoch=header.producer_epoch,
+                base_sequence=header.base_sequence,
+                transactional=header.is_transactional,
+                partition_leader_epoch=header.partition_leader_epoch,
+                log_append_time=header.max_timestamp if header.is_log_append_time else None,
+                delete_horizon=horizon if has_tombstone else None,
+            )
+            out.append((new, read_header(new)))
+        if not changed:
+            return "unchanged", segment.size, 0
+        if not out:
+            return ("removed", 0, dropped) if lg.remove_segment(segment) else None
+        return self._swap_in(lg, segment, out, dropped)
+
+    def _swap_in(self, lg: Log, old: LogSegment, batches: list[tuple[bytes, BatchHeader]],
+                 dropped: int) -> tuple[str, int, int] | None:
+        directory = lg.directory
+        cleaned = LogSegment(directory, old.base_offset, create=True, suffix=CLEANED_SUFFIX,
+                             index_interval_bytes=lg.config.index_interval_bytes)
+        try:
+            cleaned.append([raw for raw, _ in batches],
+                           [(h.base_offset, h) for _, h in batches])
+            cleaned.flush()
+            size = cleaned.size
+            cleaned.close()
+        except BaseException:
+            cleaned.close(flush_indexes=False)
+            cleaned.delete_files()
+            raise
+        stem = os.path.join(directory, f"{old.base_offset:020d}")
+        with lg.lock:
+            if old not in lg.segments or old is lg.active:
+                cleaned.delete_files()
+                return None
+            # The commit point: once the .swap exists, recovery completes the swap.
+            os.replace(stem + LOG_SUFFIX + CLEANED_SUFFIX, stem + LOG_SUFFIX + SWAP_SUFFIX)
+            checkpoint.fsync_dir(directory)
+            os.replace(stem + ".index" + CLEANED_SUFFIX, stem + ".index")
+            os.replace(stem + ".timeindex" + CLEANED_SUFFIX, stem + ".timeindex")
+            os.replace(stem + LOG_SUFFIX + SWAP_SUFFIX, stem + LOG_SUFFIX)
+            checkpoint.fsync_dir(directory)
+            new = LogSegment(directory, old.base_offset, create=False,
+                             index_interval_bytes=lg.config.index_interval_bytes)
+            new.load()
+            lg.replace_segment(old, new)
+        return "rewritten", size, dropped
+
+
+def _decode_segment(segment: LogSegment) -> Iterator[builder.DecodedBatch]:
+    for decoded, _ in _decode_segment_raw(segment):
+        yield decoded
+
+
+def _decode_segment_raw(segment: LogSegment) -> Iterator[tuple[builder.DecodedBatch, bytes]]:
+    """Every batch of an (immutable) segment, decoded, with its raw bytes: one batch in
+    memory at a time, however large the segment."""
+    for position, header in segment.headers_from(0):
+        raw = segment.read_bytes(position, header.size)
+        yield builder.decode_batch(raw), raw

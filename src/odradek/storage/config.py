@@ -1,0 +1,135 @@
+"""Per-log configuration under Kafka's topic-level config names and defaults.
+
+Every setting the log honours is listed once in ``_SPECS`` with its Kafka name, type and
+default (Kafka's ``LogConfig``/``TopicConfig``), so tools and users can use the names they
+know (``segment.bytes``, ``retention.ms``, ``cleanup.policy``, ...). Unknown keys and
+ill-typed values are refused with a message naming the key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from odradek.storage.errors import InvalidConfigError
+
+LONG_MAX = 2**63 - 1
+WEEK_MS = 7 * 24 * 3600 * 1000
+DAY_MS = 24 * 3600 * 1000
+
+CLEANUP_POLICIES = ("delete", "compact", "compact,delete")
+TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+COMPRESSION_TYPES = ("producer", "uncompressed", "none", "gzip", "snappy", "lz4", "zstd")
+
+
+def _long(minimum: int) -> Callable[[str, Any], int]:
+    def parse(name: str, raw: Any) -> int:
+        try:
+            value = int(raw)
+        except (TypeError, ValueError):
+            raise InvalidConfigError(f"{name} must be an integer, got {raw!r}") from None
+        if isinstance(raw, float) and raw != value:
+            raise InvalidConfigError(f"{name} must be an integer, got {raw!r}")
+        if not minimum <= value <= LONG_MAX:
+            raise InvalidConfigError(f"{name} must be at least {minimum}, got {value}")
+        return value
+
+    return parse
+
+
+def _ratio(name: str, raw: Any) -> float:
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise InvalidConfigError(f"{name} must be a number, got {raw!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise InvalidConfigError(f"{name} must be between 0 and 1, got {value}")
+    return value
+
+
+def _choice(options: tuple[str, ...]) -> Callable[[str, Any], str]:
+    def parse(name: str, raw: Any) -> str:
+        value = str(raw).replace(" ", "")
+        if value == "delete,compact":
+            value = "compact,delete"
+        if value not in options:
+            raise InvalidConfigError(f"{name} must be one of {', '.join(options)}, got {raw!r}")
+        return value
+
+    return parse
+
+
+# Kafka name -> (attribute, parser). Defaults live on the dataclass below.
+_SPECS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
+    "segment.bytes": ("segment_bytes", _long(14)),
+    "segment.ms": ("segment_ms", _long(1)),
+    "segment.index.bytes": ("segment_index_bytes", _long(8)),
+    "index.interval.bytes": ("index_interval_bytes", _long(0)),
+    "flush.messages": ("flush_messages", _long(1)),
+    "flush.ms": ("flush_ms", _long(0)),
+    "retention.ms": ("retention_ms", _long(-1)),
+    "retention.bytes": ("retention_bytes", _long(-1)),
+    "cleanup.policy": ("cleanup_policy", _choice(CLEANUP_POLICIES)),
+    "delete.retention.ms": ("delete_retention_ms", _long(0)),
+    "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", _ratio),
+    "min.compaction.lag.ms": ("min_compaction_lag_ms", _long(0)),
+    "max.compaction.lag.ms": ("max_compaction_lag_ms", _long(1)),
+    "max.message.bytes": ("max_message_bytes", _long(0)),
+    "message.timestamp.type": ("message_timestamp_type", _choice(TIMESTAMP_TYPES)),
+    "compression.type": ("compression_type", _choice(COMPRESSION_TYPES)),
+    "file.delete.delay.ms": ("file_delete_delay_ms", _long(0)),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    """The settings one partition log honours; defaults are Kafka's."""
+
+    segment_bytes: int = 1024 * 1024 * 1024  # roll a new segment file at 1 GiB
+    segment_ms: int = WEEK_MS  # ... or when the first batch is a week old
+    segment_index_bytes: int = 10 * 1024 * 1024  # ... or when the offset index is full
+    index_interval_bytes: int = 4096  # one sparse index entry per 4 KiB of log
+    flush_messages: int = LONG_MAX  # fsync after N messages: never, the page cache
+    flush_ms: int = LONG_MAX  # fsync after T ms: never (see docs/operations.md)
+    retention_ms: int = WEEK_MS  # delete segments older than 7 days; -1 = forever
+    retention_bytes: int = -1  # size cap per partition; -1 = none
+    cleanup_policy: str = "delete"
+    delete_retention_ms: int = DAY_MS  # tombstones stay a day after compaction
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
+    max_message_bytes: int = 1048588  # Kafka's default: 1 MiB + record batch overhead
+    message_timestamp_type: str = "CreateTime"
+    compression_type: str = "producer"
+    file_delete_delay_ms: int = 60_000  # deleted files stay open this long for readers
+
+    @classmethod
+    def from_kafka(cls, settings: Mapping[str, Any], base: LogConfig | None = None) -> LogConfig:
+        """Build from Kafka-named settings over ``base`` (or the defaults)."""
+        changes = {}
+        for name, raw in settings.items():
+            spec = _SPECS.get(name)
+            if spec is None:
+                raise InvalidConfigError(f"unknown topic config {name!r}")
+            attr, parse = spec
+            changes[attr] = parse(name, raw)
+        return dataclasses.replace(base or cls(), **changes)
+
+    def to_kafka(self) -> dict[str, str]:
+        """Every setting under its Kafka name, as strings (DescribeConfigs' form)."""
+        return {name: str(getattr(self, attr)) for name, (attr, _) in _SPECS.items()}
+
+    @staticmethod
+    def names() -> list[str]:
+        return list(_SPECS)
+
+    @property
+    def deletes(self) -> bool:
+        """Whether retention by time/size applies (``delete`` in the cleanup policy)."""
+        return "delete" in self.cleanup_policy
+
+    @property
+    def compacts(self) -> bool:
+        return "compact" in self.cleanup_policy

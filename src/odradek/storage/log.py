@@ -1,0 +1,621 @@
+"""The partition log: an ordered list of segments with one active segment at the end.
+
+It owns offsets (assigning them on append, finding them on read), segment rolls, the
+flush policy, recovery after an unclean stop, truncation, DeleteRecords and time/size
+retention. It deals in whole record batches and file regions; it never decodes records
+on append or read, and it knows nothing of requests, sockets or topic metadata.
+
+Threading: every method runs on the broker's event loop thread, except the cleaner's
+heavy work, which reads immutable old segments from a worker thread and then swaps its
+result in under ``lock`` (see ``cleaner``).
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from odradek.records import batch as rb
+from odradek.records import builder
+from odradek.records.batch import BatchHeader
+from odradek.records.errors import CorruptRecordError, RecordTooLargeError
+from odradek.storage.config import LogConfig
+from odradek.storage.errors import InvalidOffsetError, OffsetOutOfRangeError
+from odradek.storage.index import IndexCorruptError
+from odradek.storage.segment import (
+    LOG_SUFFIX,
+    LogSegment,
+    parse_base_offset,
+)
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], int]
+
+DELETED_SUFFIX = ".deleted"  # retired files, closed after file.delete.delay.ms
+CLEANED_SUFFIX = ".cleaned"  # a cleaner's output being written: discarded on recovery
+SWAP_SUFFIX = ".swap"  # a finished, synced cleaner output: swapped in on recovery
+
+# A segment's offsets are stored relative to its base in int32 (index files).
+MAX_RELATIVE_OFFSET = 2**31 - 1
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class FileRegion:
+    """Bytes of whole batches in a segment file, to hand to ``os.sendfile``.
+
+    The fd stays open at least ``file.delete.delay.ms`` after the segment leaves the log
+    (retention, truncation, compaction), so a region can be sent after it was read."""
+
+    fd: int
+    position: int
+    length: int
+
+    def read(self) -> bytes:
+        """Copy the bytes through Python (for tests and tools; the broker uses sendfile)."""
+        return os.pread(self.fd, self.length, self.position)
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    region: FileRegion | None  # None: nothing to return from this offset
+    first_offset: int  # base offset of the first batch returned (or the requested offset)
+    log_start_offset: int
+    log_end_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    first_offset: int
+    last_offset: int
+    max_timestamp: int  # largest timestamp appended (the broker's time for LogAppendTime)
+    log_append_time: int  # -1 for CreateTime logs, as the Produce response wants
+    record_count: int
+    log_start_offset: int
+    batches: tuple[BatchHeader, ...]  # as received (for producer-state checks)
+
+
+class Log:
+    """One topic partition's log in its own directory ``<topic>-<partition>/``."""
+
+    def __init__(self, directory: str, config: LogConfig, *, clock: Clock = wall_clock_ms) -> None:
+        self.directory = directory
+        self.config = config
+        self.clock = clock
+        self.lock = threading.RLock()
+        self.segments: list[LogSegment] = []
+        self._bases: list[int] = []  # first offset of every segment, for bisect
+        self.log_start_offset = 0
+        self.recovery_point = 0  # every offset below this is known to be on disk
+        self._unflushed_messages = 0
+        self._last_flush_ms = clock()
+        # (close deadline, segment, unlink its files): closed after file.delete.delay.ms
+        self._retired: list[tuple[int, LogSegment, bool]] = []
+        self.cleaning = False  # while set, retired files stay open: the cleaner reads them
+        self.closed = False
+
+    # --- opening -----------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        directory: str,
+        config: LogConfig | None = None,
+        *,
+        log_start_offset: int = 0,
+        recovery_point: int = 0,
+        clean_shutdown: bool = False,
+        clock: Clock = wall_clock_ms,
+    ) -> Log:
+        """Open (or create) the log in ``directory``.
+
+        After a clean shutdown the files are trusted. Otherwise every segment from the
+        one holding ``recovery_point`` on is validated batch by batch (CRC included) and
+        its indexes rebuilt; the log is cut at the first torn or corrupt batch and any
+        later segments are deleted. Work is proportional to data after the recovery point.
+        """
+        self = cls(directory, config or LogConfig(), clock=clock)
+        os.makedirs(directory, exist_ok=True)
+        self._finish_interrupted_operations()
+        bases = sorted(
+            base
+            for name in os.listdir(directory)
+            if name.endswith(LOG_SUFFIX) and (base := parse_base_offset(name)) is not None
+        )
+        interval = self.config.index_interval_bytes
+        for base in bases:
+            self.segments.append(
+                LogSegment(directory, base, index_interval_bytes=interval, create=False)
+            )
+        self._bases = bases
+        if not self.segments:
+            self._add_segment(log_start_offset)
+        self._recover(recovery_point, clean_shutdown)
+        self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
+        self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+        self.recovery_point = self.log_end_offset
+        return self
+
+    def _finish_interrupted_operations(self) -> None:
+        """Complete or undo file operations a crash interrupted (Kafka's swap protocol)."""
+        for name in sorted(os.listdir(self.directory)):
+            path = os.path.join(self.directory, name)
+            if name.endswith(DELETED_SUFFIX) or name.endswith(CLEANED_SUFFIX):
+                os.unlink(path)  # retired files, or a cleaner output never finished
+            elif name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
+                # A finished cleaner output: it replaces the segment of the same base.
+                # Its indexes may or may not have been swapped too: they are derived
+                # data, so drop them and let the segment rebuild them on load.
+                target = path[: -len(SWAP_SUFFIX)]
+                os.replace(path, target)
+                stem = target[: -len(LOG_SUFFIX)]
+                for suffix in (".index", ".timeindex"):
+                    if os.path.exists(stem + suffix):
+                        os.unlink(stem + suffix)
+            elif name.endswith(SWAP_SUFFIX):
+                os.unlink(path)  # an index swap file: indexes are rebuilt anyway
+        # Index files whose segment is gone (a removal interrupted between renames).
+        for name in os.listdir(self.directory):
+            stem, _, suffix = name.partition(".")
+            if suffix in ("index", "timeindex") and not os.path.exists(
+                os.path.join(self.directory, stem + LOG_SUFFIX)
+            ):
+                os.unlink(os.path.join(self.directory, name))
+
+    def _recover(self, recovery_point: int, clean_shutdown: bool) -> None:
+        # Segments from the one holding the recovery point on are validated in full.
+        first_unsafe = len(self.segments)
+        if not clean_shutdown:
+            first_unsafe = max(0, bisect.bisect_right(self._bases, recovery_point) - 1)
+        for i, segment in enumerate(self.segments):
+            must_rebuild = i >= first_unsafe
+            if not must_rebuild:
+                try:
+                    segment.load()
+                except (IndexCorruptError, CorruptRecordError) as exc:
+                    log.warning("%s: %s; validating it and rebuilding its index",
+                                segment.log_path, exc)
+                    must_rebuild = True
+            if must_rebuild:
+                cut = segment.recover()
+                segment.flush()
+                if cut:
+                    log.warning("%s: cut %d bytes of torn or corrupt data at the end",
+                                segment.log_path, cut)
+                    # Nothing after a corrupt batch can be trusted (Kafka does the same).
+                    for later in self.segments[i + 1 :]:
+                        later.close(flush_indexes=False)
+                        later.delete_files()
+                        log.warning("%s: deleted, it followed corrupt data", later.log_path)
+                    del self.segments[i + 1 :]
+                    del self._bases[i + 1 :]
+                    break
+
+    # --- properties --------------------------------------------------------------------
+
+    @property
+    def active(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return max(self.active.next_offset, self.active.base_offset)
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    @property
+    def name(self) -> str:
+        return os.path.basename(self.directory)
+
+    # --- appending ---------------------------------------------------------------------
+
+    def append(
+        self,
+        records: bytes | bytearray | memoryview,
+        *,
+        leader_epoch: int | None = None,
+        assign_offsets: bool = True,
+    ) -> AppendInfo:
+        """Validate and append one or more whole batches.
+
+        As leader (``assign_offsets``) the batches get consecutive offsets from the log
+        end, written into their headers on the way to disk (outside the CRC, so no byte
+        is copied or checksummed again); the producer rules of Kafka's LogValidator
+        apply. As follower the batches keep their offsets, which must continue the log.
+        Nothing is written unless every batch passes.
+        """
+        view = memoryview(records)
+        cfg = self.config
+        batches: list[tuple[int, BatchHeader]] = []
+        headers: list[BatchHeader] = []
+        buffers: list[bytes | memoryview] = []
+        log_append_time = (
+            self.clock() if cfg.message_timestamp_type == "LogAppendTime" and assign_offsets
+            else -1
+        )
+        if log_append_time >= 0:
+            view = memoryview(bytearray(view))  # the header changes under the CRC: copy
+        with self.lock:
+            next_offset = self.log_end_offset
+            first_offset = next_offset
+            total = 0
+            record_count = 0
+            max_timestamp = rb.NO_TIMESTAMP
+            for pos, header in rb.iter_headers(view):
+                if header.size > cfg.max_message_bytes:
+                    raise RecordTooLargeError(
+                        f"batch of {header.size} bytes exceeds max.message.bytes "
+                        f"({cfg.max_message_bytes})"
+                    )
+                if assign_offsets:
+                    rb.check_producer_batch(header)
+                    base = next_offset
+                    if log_append_time >= 0:
+                        rb.set_log_append_time(view, log_append_time, pos)
+                        header = header._replace(max_timestamp=log_append_time)
+                    buffers.append(rb.pack_i64(base))
+                    if leader_epoch is None:
+                        buffers.append(view[pos + 8 : pos + header.size])
+                    else:
+                        buffers.append(view[pos + 8 : pos + 12])
+                        buffers.append(rb.pack_i32(leader_epoch))
+                        buffers.append(view[pos + 16 : pos + header.size])
+                else:
+                    base = header.base_offset
+                    if base < next_offset:
+                        raise InvalidOffsetError(
+                            f"batch at offset {base} does not continue the log at {next_offset}"
+                        )
+                    if not batches:
+                        first_offset = base
+                    buffers.append(view[pos : pos + header.size])
+                batches.append((base, header))
+                headers.append(header)
+                next_offset = base + header.last_offset_delta + 1
+                total += header.size
+                record_count += header.record_count
+                max_timestamp = max(max_timestamp, header.max_timestamp)
+            if not batches:
+                raise CorruptRecordError("no record batch in the appended data")
+            self._maybe_roll(total, first_offset, next_offset - 1, max_timestamp)
+            self.active.append(buffers, batches)
+            self._unflushed_messages += record_count
+            if self._unflushed_messages >= cfg.flush_messages:
+                self.flush()
+            return AppendInfo(
+                first_offset=first_offset,
+                last_offset=next_offset - 1,
+                max_timestamp=max_timestamp,
+                log_append_time=log_append_time,
+                record_count=record_count,
+                log_start_offset=self.log_start_offset,
+                batches=tuple(headers),
+            )
+
+    def _maybe_roll(
+        self, incoming: int, first_offset: int, last_offset: int, max_timestamp: int
+    ) -> None:
+        active = self.active
+        cfg = self.config
+        if active.size == 0:
+            if active.base_offset != first_offset and first_offset > active.base_offset:
+                # A follower append that skips offsets into an empty segment: start a
+                # segment at the new base so offsets stay relative-addressable.
+                self.roll(first_offset)
+            return
+        full = active.size + incoming > cfg.segment_bytes
+        # segment.ms compares the incoming batch's timestamp with the segment's first
+        # batch, as Kafka does (LogSegment.shouldRoll), not the wall clock.
+        old = (
+            active.rolling_timestamp is not None
+            and max_timestamp - active.rolling_timestamp > cfg.segment_ms
+        )
+        index_full = len(active.offset_index) >= cfg.segment_index_bytes // 8 - 1
+        overflow = last_offset - active.base_offset > MAX_RELATIVE_OFFSET
+        if full or old or index_full or overflow:
+            self.roll(first_offset)
+
+    def roll(self, base_offset: int | None = None) -> LogSegment:
+        """Close the active segment for writes (synced to disk) and start a new one."""
+        with self.lock:
+            base = self.log_end_offset if base_offset is None else base_offset
+            if self.active.size == 0 and self.active.base_offset == base:
+                return self.active
+            self.flush()
+            return self._add_segment(base)
+
+    def _add_segment(self, base_offset: int) -> LogSegment:
+        if self.segments and self.active.size == 0:
+            # An empty active segment is replaced rather than left behind.
+            empty = self.segments.pop()
+            self._bases.pop()
+            empty.close(flush_indexes=False)
+            empty.delete_files()
+        segment = LogSegment(
+            self.directory,
+            base_offset,
+            index_interval_bytes=self.config.index_interval_bytes,
+            create=True,
+        )
+        self.segments.append(segment)
+        self._bases.append(base_offset)
+        return segment
+
+    # --- flushing ----------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """fsync everything not yet synced and move the recovery point to the log end."""
+        with self.lock:
+            end = self.log_end_offset
+            if self.recovery_point >= end and self._unflushed_messages == 0:
+                return
+            start = max(0, bisect.bisect_right(self._bases, self.recovery_point) - 1)
+            for segment in self.segments[start:]:
+                segment.flush()
+            self.recovery_point = end
+            self._unflushed_messages = 0
+            self._last_flush_ms = self.clock()
+
+    def maybe_flush(self, now: int | None = None) -> bool:
+        """Apply ``flush.ms``: fsync when the oldest unflushed data is older than that."""
+        now = self.clock() if now is None else now
+        if self._unflushed_messages and now - self._last_flush_ms >= self.config.flush_ms:
+            self.flush()
+            return True
+        return False
+
+    # --- reading -----------------------------------------------------------------------
+
+    def read(
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None = None,
+        min_one: bool = True,
+    ) -> ReadResult:
+        """Whole batches from the one holding ``offset``, up to ``max_bytes`` (at least
+        one batch when ``min_one``, as Kafka returns for the first partition of a fetch),
+        none at or past ``max_offset`` (the high watermark or last stable offset)."""
+        with self.lock:
+            start, end = self.log_start_offset, self.log_end_offset
+            if offset < start or offset > end:
+                raise OffsetOutOfRangeError(offset, start, end)
+            limit = end if max_offset is None else min(max_offset, end)
+            if offset >= limit:
+                return ReadResult(None, offset, start, end)
+            i = max(0, bisect.bisect_right(self._bases, offset) - 1)
+            for segment in self.segments[i:]:
+                if segment.base_offset >= limit:
+                    break
+                found = segment.read(offset, max_bytes, limit, min_one)
+                if found is not None:
+                    position, length, first = found
+                    return ReadResult(
+                        FileRegion(segment.fd, position, length), first.base_offset, start, end
+                    )
+                if segment.next_offset > offset and segment.size:
+                    # A batch exists but does not fit max_bytes and min_one is off.
+                    return ReadResult(None, offset, start, end)
+            return ReadResult(None, offset, start, end)
+
+    def read_batches(self, offset: int, max_bytes: int = 2**31 - 1) -> list[builder.DecodedBatch]:
+        """Decode whole batches from ``offset`` (for tools and tests, not the broker)."""
+        out: list[builder.DecodedBatch] = []
+        while offset < self.log_end_offset:
+            result = self.read(offset, max_bytes)
+            if result.region is None:
+                break
+            batches = builder.decode_batches(result.region.read())
+            out.extend(batches)
+            offset = batches[-1].header.next_offset
+            max_bytes -= result.region.length
+            if max_bytes <= 0:
+                break
+        return out
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= ``timestamp`` (the
+        ListOffsets lookup), or None. Batches are found by their max timestamp through
+        the time index; only the one batch that holds the answer is decoded."""
+        with self.lock:
+            for segment in self.segments:
+                if segment.max_timestamp < timestamp or segment.size == 0:
+                    continue
+                start = max(segment.time_index.start_offset_for(timestamp), self.log_start_offset)
+                found = segment.find(start)
+                if found is None:
+                    continue
+                for pos, header in segment.headers_from(found[0]):
+                    if header.max_timestamp >= timestamp:
+                        decoded = builder.decode_batch(segment.read_bytes(pos, header.size))
+                        for r in decoded.records:
+                            if r.timestamp >= timestamp and r.offset >= self.log_start_offset:
+                                return r.offset, r.timestamp
+            return None
+
+    def offset_of_max_timestamp(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the record with the largest timestamp (KIP-734)."""
+        with self.lock:
+            best = max(
+                (s for s in self.segments if s.size), key=lambda s: s.max_timestamp, default=None
+            )
+            if best is None or self.log_start_offset >= self.log_end_offset:
+                return None
+            found = best.find(best.offset_of_max_timestamp)
+            if found is not None:
+                pos, header = found
+                decoded = builder.decode_batch(best.read_bytes(pos, header.size))
+                for record in decoded.records:
+                    if record.timestamp == best.max_timestamp:
+                        return record.offset, record.timestamp
+            return None
+
+    # --- changing the range ------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch at or after ``offset`` (whole batches: a batch holding
+        ``offset`` goes entirely, and the log end becomes its base offset). Replication
+        uses this to drop a diverged tail."""
+        with self.lock:
+            if offset >= self.log_end_offset:
+                return
+            if offset < self.segments[0].base_offset:
+                self.truncate_fully_and_start_at(offset)
+                return
+            while len(self.segments) > 1 and self.active.base_offset >= offset:
+                self._retire(self.segments.pop())
+                self._bases.pop()
+            active = self.active
+            removed_base = active.truncate_to(offset)
+            new_end = offset if removed_base is None else min(offset, removed_base)
+            active.next_offset = max(active.next_offset, new_end)
+            self.recovery_point = min(self.recovery_point, self.log_end_offset)
+            self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop everything; the log restarts empty at ``offset``."""
+        with self.lock:
+            old = self.segments
+            self.segments, self._bases = [], []
+            for segment in old:
+                self._retire(segment)
+            self._add_segment(offset)
+            self.log_start_offset = offset
+            self.recovery_point = offset
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: make ``offset`` the log start; whole segments below it go.
+        Returns the new log start offset."""
+        with self.lock:
+            if offset > self.log_end_offset:
+                raise OffsetOutOfRangeError(offset, self.log_start_offset, self.log_end_offset)
+            if offset > self.log_start_offset:
+                self.log_start_offset = offset
+                self._delete_leading(lambda seg, nxt: nxt <= offset)
+            return self.log_start_offset
+
+    def apply_retention(self, now: int | None = None) -> int:
+        """Delete whole old segments by ``retention.ms`` and ``retention.bytes`` (never the
+        active one). Returns how many were deleted."""
+        cfg = self.config
+        if not cfg.deletes:
+            return 0
+        now = self.clock() if now is None else now
+        deleted = 0
+        with self.lock:
+            if cfg.retention_ms >= 0:
+                deleted += self._delete_leading(
+                    lambda seg, _nxt: seg.max_timestamp < now - cfg.retention_ms
+                    if seg.size else True
+                )
+            if cfg.retention_bytes >= 0:
+                excess = self.size_bytes - cfg.retention_bytes
+
+                def over(seg: LogSegment, _nxt: int) -> bool:
+                    nonlocal excess
+                    if excess - seg.size < 0:
+                        return False
+                    excess -= seg.size
+                    return True
+
+                deleted += self._delete_leading(over)
+        return deleted
+
+    def _delete_leading(self, predicate: Callable[[LogSegment, int], bool]) -> int:
+        """Delete segments from the oldest while ``predicate(segment, next segment's base)``
+        holds; the active segment always stays."""
+        deleted = 0
+        while len(self.segments) > 1 and predicate(self.segments[0], self._bases[1]):
+            self._retire(self.segments.pop(0))
+            self._bases.pop(0)
+            deleted += 1
+        if deleted:
+            self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+            log.info("%s: deleted %d segment(s); log start offset is now %d",
+                     self.name, deleted, self.log_start_offset)
+        return deleted
+
+    def _retire(self, segment: LogSegment) -> None:
+        """Take a segment out of service: rename its files ``.deleted`` and close them
+        after ``file.delete.delay.ms``, so regions already handed out stay valid."""
+        segment.rename_files(DELETED_SUFFIX)
+        self._retired.append((self.clock() + self.config.file_delete_delay_ms, segment, True))
+
+    def close_retired(self, now: int | None = None, *, everything: bool = False) -> int:
+        """Close and unlink retired segments whose delay has passed."""
+        now = self.clock() if now is None else now
+        if self.cleaning and not everything:
+            return 0
+        keep, done = [], 0
+        for deadline, segment, unlink in self._retired:
+            if everything or deadline <= now:
+                segment.close(flush_indexes=False)
+                if unlink:
+                    segment.delete_files()
+                done += 1
+            else:
+                keep.append((deadline, segment, unlink))
+        self._retired = keep
+        return done
+
+    # --- compaction support ------------------------------------------------------------
+
+    def replace_segment(self, old: LogSegment, new: LogSegment) -> bool:
+        """Put a cleaned segment in place of ``old`` (same base offset). Returns False if
+        ``old`` is no longer in the log (truncated or deleted meanwhile)."""
+        with self.lock:
+            i = bisect.bisect_left(self._bases, old.base_offset)
+            if i >= len(self.segments) or self.segments[i] is not old or old is self.active:
+                return False
+            self.segments[i] = new
+            # Its files were replaced on disk by the new ones (same names): close the old
+            # inodes later, but unlink nothing.
+            self._retired.append((self.clock() + self.config.file_delete_delay_ms, old, False))
+            return True
+
+    def remove_segment(self, old: LogSegment) -> bool:
+        """Drop a segment the cleaner found fully obsolete (offsets stay reserved)."""
+        with self.lock:
+            i = bisect.bisect_left(self._bases, old.base_offset)
+            if i >= len(self.segments) or self.segments[i] is not old or old is self.active:
+                return False
+            del self.segments[i]
+            del self._bases[i]
+            self._retire(old)
+            return True
+
+    # --- closing -----------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Flush everything and close every file (a clean shutdown of this log)."""
+        with self.lock:
+            if self.closed:
+                return
+            self.flush()
+            for segment in self.segments:
+                segment.close()
+            self.close_retired(everything=True)
+            self.closed = True
+
+    def delete(self) -> None:
+        """Close without flushing and remove the whole directory (topic deletion)."""
+        with self.lock:
+            for segment in self.segments:
+                segment.close(flush_indexes=False)
+            self.close_retired(everything=True)
+            self.closed = True
+        for name in os.listdir(self.directory):
+            os.unlink(os.path.join(self.directory, name))
+        os.rmdir(self.directory)

@@ -1,0 +1,243 @@
+"""The data directory: its lock, its checkpoints, and every partition log in it.
+
+Layout (Kafka's, so operators find what they know)::
+
+    DATA_DIR/
+      .lock                               held (flock) while a process uses the directory
+      .kafka_cleanshutdown                present only between a clean stop and the next start
+      recovery-point-offset-checkpoint    per partition: every offset below is on disk
+      log-start-offset-checkpoint         per partition: the first offset still readable
+      cleaner-offset-checkpoint           per partition: where compaction stopped
+      <topic>-<partition>/                one directory per partition log
+
+The manager opens every log at start (recovering those that need it), runs the periodic
+duties when asked (flush by ``flush.ms``, retention, closing retired files, writing
+checkpoints, compaction) and closes everything cleanly. It owns no threads or tasks: the
+server decides when and where each duty runs.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import shutil
+import uuid
+from collections.abc import Callable
+
+from odradek.storage import checkpoint
+from odradek.storage.cleaner import DEFAULT_MAX_MAP_ENTRIES, CleanResult, LogCleaner
+from odradek.storage.config import LogConfig
+from odradek.storage.errors import LogDirLockedError
+from odradek.storage.log import Clock, Log, wall_clock_ms
+
+log = logging.getLogger(__name__)
+
+LOCK_FILE = ".lock"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
+LOG_START_FILE = "log-start-offset-checkpoint"
+DELETE_DIR_SUFFIX = "-delete"
+
+TopicPartition = tuple[str, int]
+
+
+def log_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+def parse_log_dir_name(name: str) -> TopicPartition | None:
+    """``my-topic-3`` -> ("my-topic", 3); None for anything else."""
+    topic, sep, partition = name.rpartition("-")
+    if not sep or not topic or not partition.isdigit() or name.startswith("."):
+        return None
+    return topic, int(partition)
+
+
+class LogManager:
+    """Every partition log of one data directory."""
+
+    def __init__(
+        self,
+        data_dir: str,
+        *,
+        default_config: LogConfig | None = None,
+        topic_config: Callable[[str], LogConfig] | None = None,
+        clock: Clock = wall_clock_ms,
+        max_map_entries: int = DEFAULT_MAX_MAP_ENTRIES,
+    ) -> None:
+        self.data_dir = os.path.abspath(data_dir)
+        self.default_config = default_config or LogConfig()
+        self._topic_config = topic_config
+        self.clock = clock
+        self.logs: dict[TopicPartition, Log] = {}
+        self._lock_fd: int | None = None
+        self._max_map_entries = max_map_entries
+        self.cleaner: LogCleaner | None = None
+        self.had_clean_shutdown = False
+
+    def config_for(self, topic: str) -> LogConfig:
+        return self._topic_config(topic) if self._topic_config else self.default_config
+
+    # --- lifecycle ---------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, data_dir: str, **kwargs: object) -> LogManager:
+        """Lock the directory, then open and (where needed) recover every log in it."""
+        self = cls(data_dir, **kwargs)  # type: ignore[arg-type]
+        os.makedirs(self.data_dir, exist_ok=True)
+        self._acquire_lock()
+        try:
+            self._open_logs()
+        except BaseException:
+            self._release_lock()
+            raise
+        return self
+
+    def _acquire_lock(self) -> None:
+        path = os.path.join(self.data_dir, LOCK_FILE)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise LogDirLockedError(
+                f"{self.data_dir} is in use by another process (pid {holder}); "
+                "two brokers on one data directory would corrupt it"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._lock_fd = fd
+
+    def _release_lock(self) -> None:
+        if self._lock_fd is not None:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def _open_logs(self) -> None:
+        marker = os.path.join(self.data_dir, CLEAN_SHUTDOWN_FILE)
+        self.had_clean_shutdown = os.path.exists(marker)
+        recovery = checkpoint.read_checkpoint(os.path.join(self.data_dir, RECOVERY_POINT_FILE))
+        starts = checkpoint.read_checkpoint(os.path.join(self.data_dir, LOG_START_FILE))
+        for name in sorted(os.listdir(self.data_dir)):
+            path = os.path.join(self.data_dir, name)
+            if not os.path.isdir(path):
+                continue
+            if name.endswith(DELETE_DIR_SUFFIX):
+                shutil.rmtree(path)  # a deletion a stop interrupted
+                continue
+            tp = parse_log_dir_name(name)
+            if tp is None:
+                continue
+            self.logs[tp] = Log.open(
+                path,
+                self.config_for(tp[0]),
+                log_start_offset=starts.get(tp, 0),
+                recovery_point=recovery.get(tp, 0),
+                clean_shutdown=self.had_clean_shutdown,
+                clock=self.clock,
+            )
+        self.cleaner = LogCleaner(self.data_dir, clock=self.clock,
+                                  max_map_entries=self._max_map_entries)
+        # From here on a crash is unclean until close() writes the marker again.
+        if self.had_clean_shutdown:
+            os.unlink(marker)
+            checkpoint.fsync_dir(self.data_dir)
+        self.write_checkpoints()
+        log.info("opened %d logs in %s (%s shutdown before)", len(self.logs), self.data_dir,
+                 "clean" if self.had_clean_shutdown else "unclean")
+
+    def close(self) -> None:
+        """Flush and close every log, write the checkpoints and the clean-shutdown
+        marker, release the lock."""
+        if self._lock_fd is None:
+            return
+        for lg in self.logs.values():
+            lg.close()
+        self.write_checkpoints()
+        fd = os.open(os.path.join(self.data_dir, CLEAN_SHUTDOWN_FILE),
+                     os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        os.fsync(fd)
+        os.close(fd)
+        checkpoint.fsync_dir(self.data_dir)
+        self._release_lock()
+
+    def __enter__(self) -> LogManager:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- logs --------------------------------------------------------------------------
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        return self.logs.get((topic, partition))
+
+    def get_or_create_log(self, topic: str, partition: int,
+                          config: LogConfig | None = None) -> Log:
+        tp = (topic, partition)
+        lg = self.logs.get(tp)
+        if lg is None:
+            path = os.path.join(self.data_dir, log_dir_name(topic, partition))
+            lg = Log.open(path, config or self.config_for(topic), clock=self.clock)
+            checkpoint.fsync_dir(self.data_dir)
+            self.logs[tp] = lg
+        return lg
+
+    def delete_log(self, topic: str, partition: int) -> bool:
+        """Remove a partition's log: renamed ``<dir>.<id>-delete`` first (atomic, so a
+        crash cannot resurrect half of it), then removed."""
+        lg = self.logs.pop((topic, partition), None)
+        if lg is None:
+            return False
+        target = f"{lg.directory}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+        with lg.lock:
+            lg.close_retired(everything=True)
+            for segment in lg.segments:
+                segment.close(flush_indexes=False)
+            lg.closed = True
+            os.replace(lg.directory, target)
+        checkpoint.fsync_dir(self.data_dir)
+        shutil.rmtree(target)
+        if self.cleaner is not None:
+            self.cleaner.forget((topic, partition))
+        return True
+
+    def update_config(self, topic: str, config: LogConfig) -> None:
+        """New topic-level settings take effect on the next append/retention/clean."""
+        for (t, _), lg in self.logs.items():
+            if t == topic:
+                lg.config = config
+
+    # --- periodic duties ---------------------------------------------------------------
+
+    def flush_due(self, now: int | None = None) -> int:
+        """Apply ``flush.ms`` to every log; returns how many were synced."""
+        return sum(lg.maybe_flush(now) for lg in self.logs.values())
+
+    def apply_retention(self, now: int | None = None) -> int:
+        """Time and size retention on every log, then close retired files that are due."""
+        deleted = 0
+        for lg in list(self.logs.values()):
+            deleted += lg.apply_retention(now)
+            lg.close_retired(now)
+        if deleted:
+            self.write_checkpoints()
+        return deleted
+
+    def clean(self, now: int | None = None) -> list[tuple[TopicPartition, CleanResult]]:
+        """One compaction pass over the logs whose dirty ratio calls for it."""
+        assert self.cleaner is not None, "the manager is not open"
+        return self.cleaner.clean_once(list(self.logs.items()), now)
+
+    def write_checkpoints(self) -> None:
+        checkpoint.write_checkpoint(
+            os.path.join(self.data_dir, RECOVERY_POINT_FILE),
+            {tp: lg.recovery_point for tp, lg in self.logs.items()},
+        )
+        checkpoint.write_checkpoint(
+            os.path.join(self.data_dir, LOG_START_FILE),
+            {tp: lg.log_start_offset for tp, lg in self.logs.items()},
+        )
