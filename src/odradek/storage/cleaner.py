@@ -51,6 +51,8 @@ CHECKPOINT_FILE = "cleaner-offset-checkpoint"
 # at roughly 100-200 bytes an entry: a million keys is of the same order of memory.
 DEFAULT_MAX_MAP_ENTRIES = 1_000_000
 
+NO_HORIZON = 2**63 - 1
+
 TopicPartition = tuple[str, int]
 
 
@@ -80,6 +82,10 @@ class LogCleaner:
         self.max_map_entries = max_map_entries
         self.path = os.path.join(data_dir, CHECKPOINT_FILE)
         self.first_dirty: dict[TopicPartition, int] = checkpoint.read_checkpoint(self.path)
+        # Earliest tombstone delete horizon seen in each log's last pass (KIP-534): a log
+        # whose horizon has passed is cleaned even with no dirty data, or its tombstones
+        # would stay forever. Unknown after a start: one pass finds out.
+        self._horizons: dict[TopicPartition, int] = {}
 
     def forget(self, tp: TopicPartition) -> None:
         """A deleted topic partition's progress is dropped."""
@@ -124,7 +130,8 @@ class LogCleaner:
         for tp, lg in logs:
             if not lg.config.compacts or lg.closed:
                 continue
-            if self.dirty_ratio(tp, lg, now) >= lg.config.min_cleanable_dirty_ratio:
+            due = self._horizons.get(tp, 0) <= now
+            if due or self.dirty_ratio(tp, lg, now) >= lg.config.min_cleanable_dirty_ratio:
                 result = self.clean(tp, lg, now)
                 if result is not None:
                     done.append((tp, result))
@@ -136,7 +143,7 @@ class LogCleaner:
         """Clean one log now, whatever its dirty ratio. None when nothing is cleanable."""
         now = self.clock() if now is None else now
         first_dirty, segments, dirty_index, _ = self._cleanable(tp, lg, now)
-        if dirty_index >= len(segments):
+        if not segments or (dirty_index >= len(segments) and self._horizons.get(tp, 0) > now):
             return None
         latest, end_index = self._build_offset_map(segments, dirty_index)
         to_clean = segments[:end_index]
@@ -144,6 +151,7 @@ class LogCleaner:
             lg.active.base_offset
         )
         lg.cleaning = True
+        horizon = NO_HORIZON
         try:
             rewritten = removed = records_removed = 0
             before = after = 0
@@ -151,7 +159,8 @@ class LogCleaner:
                 outcome = self._clean_segment(lg, segment, latest, now)
                 if outcome is None:
                     continue  # the segment left the log meanwhile
-                kind, kept_bytes, dropped = outcome
+                kind, kept_bytes, dropped, segment_horizon = outcome
+                horizon = min(horizon, segment_horizon)
                 before += segment.size
                 after += kept_bytes
                 records_removed += dropped
@@ -159,6 +168,7 @@ class LogCleaner:
                 removed += kind == "removed"
         finally:
             lg.cleaning = False
+        self._horizons[tp] = horizon
         self.first_dirty[tp] = end_offset
         checkpoint.write_checkpoint(self.path, self.first_dirty)
         result = CleanResult(first_dirty, end_offset, rewritten, removed, before, after,
@@ -187,12 +197,14 @@ class LogCleaner:
         return latest, end
 
     def _clean_segment(self, lg: Log, segment: LogSegment, latest: dict[bytes, int],
-                       now: int) -> tuple[str, int, int] | None:
-        """Rewrite one segment; returns (what happened, bytes kept, records dropped)."""
+                       now: int) -> tuple[str, int, int, int] | None:
+        """Rewrite one segment; returns (what happened, bytes kept, records dropped,
+        earliest delete horizon of the tombstones it kept)."""
         horizon_for_new = now + lg.config.delete_retention_ms
         out: list[tuple[bytes, BatchHeader]] = []
         dropped = 0
         changed = False
+        earliest = NO_HORIZON
         for decoded, raw in _decode_segment_raw(segment):
             header = decoded.header
             if header.is_control:
@@ -208,14 +220,17 @@ class LogCleaner:
                 kept.append(record)
             dropped += len(decoded.records) - len(kept)
             has_tombstone = any(r.value is None for r in kept)
-            if len(kept) == len(decoded.records) and (horizon is not None or not has_tombstone):
+            if has_tombstone:
+                horizon = horizon_for_new if horizon is None else horizon
+                earliest = min(earliest, horizon)
+            if len(kept) == len(decoded.records) and (
+                header.has_delete_horizon or not has_tombstone
+            ):
                 out.append((raw, header))  # untouched: copy byte for byte
                 continue
             changed = True
             if not kept:
                 continue
-            if horizon is None and has_tombstone:
-                horizon = horizon_for_new
             new = builder.build_batch(
                 kept,
                 base_offset=header.base_offset,
@@ -231,13 +246,15 @@ class LogCleaner:
             )
             out.append((new, read_header(new)))
         if not changed:
-            return "unchanged", segment.size, 0
+            return "unchanged", segment.size, 0, earliest
         if not out:
-            return ("removed", 0, dropped) if lg.remove_segment(segment) else None
-        return self._swap_in(lg, segment, out, dropped)
+            return ("removed", 0, dropped, earliest) if lg.remove_segment(segment) else None
+        swapped = self._swap_in(lg, segment, out)
+        return None if swapped is None else ("rewritten", swapped, dropped, earliest)
 
-    def _swap_in(self, lg: Log, old: LogSegment, batches: list[tuple[bytes, BatchHeader]],
-                 dropped: int) -> tuple[str, int, int] | None:
+    def _swap_in(self, lg: Log, old: LogSegment,
+                 batches: list[tuple[bytes, BatchHeader]]) -> int | None:
+        """Swap a cleaned copy in for ``old``; returns its size, None if ``old`` left."""
         directory = lg.directory
         cleaned = LogSegment(directory, old.base_offset, create=True, suffix=CLEANED_SUFFIX,
                              index_interval_bytes=lg.config.index_interval_bytes)
@@ -267,7 +284,7 @@ class LogCleaner:
                              index_interval_bytes=lg.config.index_interval_bytes)
             new.load()
             lg.replace_segment(old, new)
-        return "rewritten", size, dropped
+        return size
 
 
 def _decode_segment(segment: LogSegment) -> Iterator[builder.DecodedBatch]:

@@ -87,6 +87,24 @@ class _SparseIndex(ABC):
         self._persisted = len(self)
         self._loaded = True
 
+    def _last_on_disk(self) -> bytes | None:
+        """The last entry's bytes, read from the file without loading the rest."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return None
+        try:
+            size = os.fstat(fd).st_size
+            if size % self.entry_size:
+                raise IndexCorruptError(
+                    f"{self.path} is {size} bytes, not a multiple of {self.entry_size}"
+                )
+            if not size:
+                return None
+            return os.pread(fd, self.entry_size, size - self.entry_size)
+        finally:
+            os.close(fd)
+
     def reset(self) -> None:
         """Forget every entry (before a rebuild)."""
         self._reset_columns()
@@ -191,7 +209,14 @@ class OffsetIndex(_SparseIndex):
         return self.base_offset + self.offsets[i], self.positions[i]
 
     def last(self) -> tuple[int, int]:
-        self.ensure_loaded()
+        """(offset, position) of the last entry, else (base, 0); reads only that entry
+        when the index is not loaded yet."""
+        if not self._loaded:
+            raw = self._last_on_disk()
+            if raw is None:
+                return self.base_offset, 0
+            rel, position = _OFFSET_ENTRY.unpack(raw)
+            return self.base_offset + rel, position
         if not self.offsets:
             return self.base_offset, 0
         return self.base_offset + self.offsets[-1], self.positions[-1]
@@ -202,9 +227,9 @@ class OffsetIndex(_SparseIndex):
         self._truncate_entries(bisect.bisect_left(self.offsets, offset - self.base_offset))
 
     def check_against(self, log_size: int) -> None:
-        """Kafka's sanity check: every position must lie inside the log file."""
-        self.ensure_loaded()
-        if self.positions and (self.positions[-1] >= log_size or self.positions[0] < 0):
+        """Kafka's sanity check: the last entry must lie inside the log file."""
+        offset, position = self.last()
+        if position and (position >= log_size or position < 0 or offset < self.base_offset):
             raise IndexCorruptError(f"{self.path} points past the end of its log")
 
 
@@ -254,7 +279,12 @@ class TimeIndex(_SparseIndex):
 
     def last(self) -> tuple[int, int] | None:
         """(timestamp, offset) of the last entry, if any."""
-        self.ensure_loaded()
+        if not self._loaded:
+            raw = self._last_on_disk()
+            if raw is None:
+                return None
+            ts, rel = _TIME_ENTRY.unpack(raw)
+            return ts, self.base_offset + rel
         if not self.timestamps:
             return None
         return self.timestamps[-1], self.base_offset + self.offsets[-1]

@@ -140,6 +140,7 @@ class Log:
         if not self.segments:
             self._add_segment(log_start_offset)
         self._recover(recovery_point, clean_shutdown)
+        self.active.ensure_indexes()  # appends extend them
         self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
         self.recovery_point = self.log_end_offset
@@ -433,6 +434,7 @@ class Log:
             for segment in self.segments:
                 if segment.max_timestamp < timestamp or segment.size == 0:
                     continue
+                segment.ensure_indexes()
                 start = max(segment.time_index.start_offset_for(timestamp), self.log_start_offset)
                 found = segment.find(start)
                 if found is None:

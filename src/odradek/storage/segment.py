@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import os
 from collections.abc import Iterator, Sequence
 
@@ -23,6 +24,8 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+
+log = logging.getLogger(__name__)
 
 # Recovery reads the log in chunks of this size: large enough that the syscall cost per
 # byte vanishes, small enough to bound the memory a recovery needs.
@@ -213,8 +216,23 @@ class LogSegment:
 
     # --- lookups -----------------------------------------------------------------------
 
+    def ensure_indexes(self) -> None:
+        """Load both indexes (lazily, on first use); one that fails its checks is rebuilt
+        from the log rather than trusted."""
+        if self.offset_index._loaded and self.time_index._loaded:
+            return
+        try:
+            self.offset_index.ensure_loaded()
+            self.time_index.ensure_loaded()
+        except IndexCorruptError as exc:
+            log.warning("%s; rebuilding the indexes of %s", exc, self.log_path)
+            self.recover()
+            self.offset_index.flush()
+            self.time_index.flush()
+
     def find(self, offset: int) -> tuple[int, BatchHeader] | None:
         """The first batch whose last offset is >= ``offset``, with its position."""
+        self.ensure_indexes()
         _, position = self.offset_index.lookup(offset)
         for pos, header in self.headers_from(position):
             if header.last_offset >= offset:
