@@ -128,6 +128,9 @@ class _SparseIndex(ABC):
                 os.write(fd, data)
             if fsync:
                 os.fsync(fd)
+        except OSError:
+            self._dirty_file = True  # part may be written: cut back before the next try
+            raise
         finally:
             os.close(fd)
         self._persisted = len(self)

@@ -25,7 +25,7 @@ from odradek.records import builder
 from odradek.records.batch import BatchHeader
 from odradek.records.errors import CorruptRecordError, RecordTooLargeError
 from odradek.storage.config import LogConfig
-from odradek.storage.errors import InvalidOffsetError, OffsetOutOfRangeError
+from odradek.storage.errors import InvalidOffsetError, KafkaStorageError, OffsetOutOfRangeError
 from odradek.storage.index import IndexCorruptError
 from odradek.storage.segment import (
     LOG_SUFFIX,
@@ -188,7 +188,12 @@ class Log:
                     must_rebuild = True
             if must_rebuild:
                 cut = segment.recover()
-                segment.flush()
+                try:
+                    segment.flush()
+                except KafkaStorageError as exc:
+                    # e.g. a full disk: the data is validated; the rebuilt indexes stay
+                    # in memory and are written at the next flush that succeeds.
+                    log.warning("%s; the rebuilt indexes stay in memory for now", exc)
                 if cut:
                     log.warning("%s: cut %d bytes of torn or corrupt data at the end",
                                 segment.log_path, cut)
@@ -600,16 +605,24 @@ class Log:
 
     # --- closing -----------------------------------------------------------------------
 
-    def close(self) -> None:
-        """Flush everything and close every file (a clean shutdown of this log)."""
+    def close(self) -> bool:
+        """Flush everything and close every file. Returns whether the flush succeeded,
+        i.e. whether this was a clean shutdown of the log; the files are closed either
+        way, and an unclean one is recovered at the next open."""
         with self.lock:
             if self.closed:
-                return
-            self.flush()
+                return True
+            clean = True
+            try:
+                self.flush()
+            except KafkaStorageError as exc:
+                log.error("%s: closing without a complete flush: %s", self.name, exc)
+                clean = False
             for segment in self.segments:
                 segment.close()
             self.close_retired(everything=True)
             self.closed = True
+            return clean
 
     def delete(self) -> None:
         """Close without flushing and remove the whole directory (topic deletion)."""

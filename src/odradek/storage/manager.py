@@ -154,15 +154,22 @@ class LogManager:
         marker, release the lock."""
         if self._lock_fd is None:
             return
-        for lg in self.logs.values():
-            lg.close()
-        self.write_checkpoints()
-        fd = os.open(os.path.join(self.data_dir, CLEAN_SHUTDOWN_FILE),
-                     os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        os.fsync(fd)
-        os.close(fd)
-        checkpoint.fsync_dir(self.data_dir)
-        self._release_lock()
+        try:
+            clean = all([lg.close() for lg in self.logs.values()])
+            if clean:
+                self.write_checkpoints()
+                fd = os.open(os.path.join(self.data_dir, CLEAN_SHUTDOWN_FILE),
+                             os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+                os.fsync(fd)
+                os.close(fd)
+                checkpoint.fsync_dir(self.data_dir)
+            else:
+                log.error("%s: not every log flushed; the next start recovers them",
+                          self.data_dir)
+        except OSError as exc:
+            log.error("%s: could not record a clean shutdown: %s", self.data_dir, exc)
+        finally:
+            self._release_lock()
 
     def __enter__(self) -> LogManager:
         return self

@@ -295,21 +295,33 @@ class LogSegment:
         return header.base_offset
 
     def flush(self) -> None:
+        """fsync the log, then write and fsync the index entries not yet on disk."""
         try:
             os.fsync(self.fd)
+        except OSError as exc:
+            raise KafkaStorageError(f"fsync of {self.log_path} failed: {exc}") from exc
+        try:
             self.offset_index.flush()
             self.time_index.flush()
         except OSError as exc:
-            raise KafkaStorageError(f"fsync of {self.log_path} failed: {exc}") from exc
+            raise KafkaStorageError(
+                f"writing the indexes of {self.log_path} failed: {exc}"
+            ) from exc
 
     def close(self, *, flush_indexes: bool = True) -> None:
+        """Close the file; a failure to write the indexes is logged, not raised: they
+        are derived data, and a short or partial index file is rebuilt or read as is."""
         if self.closed:
             return
-        if flush_indexes:
-            self.offset_index.flush(fsync=False)
-            self.time_index.flush(fsync=False)
-        os.close(self.fd)
-        self.closed = True
+        try:
+            if flush_indexes:
+                self.offset_index.flush(fsync=False)
+                self.time_index.flush(fsync=False)
+        except OSError as exc:
+            log.warning("%s: could not write its indexes at close: %s", self.log_path, exc)
+        finally:
+            os.close(self.fd)
+            self.closed = True
 
     def paths(self) -> list[str]:
         return [self.log_path, self.offset_index.path, self.time_index.path]
