@@ -6,6 +6,7 @@ an unclean stop, retention, compaction and the data directory that holds it all.
 files and record batches, not requests, sockets or topic metadata.
 """
 
+from odradek.storage.background import DutyIntervals, LogDuties
 from odradek.storage.cleaner import CleanResult, LogCleaner
 from odradek.storage.config import LogConfig
 from odradek.storage.errors import (
@@ -21,6 +22,7 @@ from odradek.storage.manager import LogManager
 __all__ = [
     "AppendInfo",
     "CleanResult",
+    "DutyIntervals",
     "FileRegion",
     "InvalidConfigError",
     "KafkaStorageError",
@@ -28,6 +30,7 @@ __all__ = [
     "LogCleaner",
     "LogConfig",
     "LogDirLockedError",
+    "LogDuties",
     "LogManager",
     "OffsetOutOfRangeError",
     "ReadResult",

@@ -222,7 +222,7 @@ class LogManager:
 
     def flush_due(self, now: int | None = None) -> int:
         """Apply ``flush.ms`` to every log; returns how many were synced."""
-        return sum(lg.maybe_flush(now) for lg in self.logs.values())
+        return sum(lg.maybe_flush(now) for lg in list(self.logs.values()))
 
     def apply_retention(self, now: int | None = None) -> int:
         """Time and size retention on every log, then close retired files that are due."""
@@ -240,11 +240,12 @@ class LogManager:
         return self.cleaner.clean_once(list(self.logs.items()), now)
 
     def write_checkpoints(self) -> None:
+        logs = list(self.logs.items())  # the request path may add logs meanwhile
         checkpoint.write_checkpoint(
             os.path.join(self.data_dir, RECOVERY_POINT_FILE),
-            {tp: lg.recovery_point for tp, lg in self.logs.items()},
+            {tp: lg.recovery_point for tp, lg in logs},
         )
         checkpoint.write_checkpoint(
             os.path.join(self.data_dir, LOG_START_FILE),
-            {tp: lg.log_start_offset for tp, lg in self.logs.items()},
+            {tp: lg.log_start_offset for tp, lg in logs},
         )

@@ -1,0 +1,168 @@
+"""The data directory: logs per partition, checkpoints, clean-shutdown marker, deletion,
+and the periodic duties (flush.ms, retention, compaction)."""
+
+from __future__ import annotations
+
+import os
+
+from odradek.records import builder
+from odradek.storage import LogConfig, LogManager
+from odradek.storage.checkpoint import read_checkpoint, write_checkpoint
+from odradek.storage.manager import parse_log_dir_name
+
+from .conftest import FakeClock, make_batch, values_in
+
+
+def test_checkpoint_files_use_kafkas_format(tmp_path):
+    path = str(tmp_path / "recovery-point-offset-checkpoint")
+    write_checkpoint(path, {("orders", 0): 42, ("my-topic", 11): 7})
+    with open(path) as f:
+        assert f.read() == "0\n2\nmy-topic 11 7\norders 0 42\n"
+    assert read_checkpoint(path) == {("orders", 0): 42, ("my-topic", 11): 7}
+    assert read_checkpoint(str(tmp_path / "missing")) == {}
+
+
+def test_partition_directory_names_parse_like_kafkas():
+    assert parse_log_dir_name("orders-0") == ("orders", 0)
+    assert parse_log_dir_name("my-dashed-topic-12") == ("my-dashed-topic", 12)
+    assert parse_log_dir_name("orders") is None
+    assert parse_log_dir_name("orders-x") is None
+    assert parse_log_dir_name(".hidden-1") is None
+
+
+def test_logs_are_found_again_after_a_clean_restart(tmp_path):
+    with LogManager.open(str(tmp_path)) as manager:
+        assert not manager.had_clean_shutdown
+        for partition in range(3):
+            lg = manager.get_or_create_log("page-views", partition)
+            lg.append(make_batch(partition + 1))
+        manager.get_or_create_log("other-topic", 0).append(make_batch(4))
+    assert os.path.exists(tmp_path / ".kafka_cleanshutdown")
+    with LogManager.open(str(tmp_path)) as manager:
+        assert manager.had_clean_shutdown
+        assert not os.path.exists(tmp_path / ".kafka_cleanshutdown")  # a crash now is unclean
+        assert sorted(manager.logs) == [("other-topic", 0), ("page-views", 0),
+                                        ("page-views", 1), ("page-views", 2)]
+        assert [manager.get_log("page-views", p).log_end_offset for p in range(3)] == [1, 2, 3]
+
+
+def test_recovery_points_and_log_starts_are_checkpointed(tmp_path):
+    with LogManager.open(str(tmp_path)) as manager:
+        lg = manager.get_or_create_log("events", 0)
+        for i in range(10):
+            lg.append(make_batch(5, start=5 * i))
+        lg.delete_records_before(17)
+    assert read_checkpoint(str(tmp_path / "recovery-point-offset-checkpoint")) == {
+        ("events", 0): 50}
+    assert read_checkpoint(str(tmp_path / "log-start-offset-checkpoint")) == {("events", 0): 17}
+    with LogManager.open(str(tmp_path)) as manager:
+        assert manager.get_log("events", 0).log_start_offset == 17
+
+
+def test_deleting_a_log_removes_its_directory_and_it_stays_gone(tmp_path):
+    with LogManager.open(str(tmp_path)) as manager:
+        manager.get_or_create_log("doomed", 0).append(make_batch(3))
+        manager.get_or_create_log("kept", 0).append(make_batch(3))
+        assert manager.delete_log("doomed", 0)
+        assert not manager.delete_log("doomed", 0)
+        assert not [n for n in os.listdir(tmp_path) if n.startswith("doomed")]
+    # A deletion interrupted after the rename is finished at the next start.
+    os.makedirs(tmp_path / "half-0.abc-delete")
+    with LogManager.open(str(tmp_path)) as manager:
+        assert list(manager.logs) == [("kept", 0)]
+    assert not os.path.exists(tmp_path / "half-0.abc-delete")
+
+
+def test_flush_ms_syncs_logs_whose_unflushed_data_is_old_enough(tmp_path, monkeypatch):
+    clock = FakeClock()
+    config = LogConfig.from_kafka({"flush.ms": 1000})
+    with LogManager.open(str(tmp_path), default_config=config, clock=clock) as manager:
+        lg = manager.get_or_create_log("events", 0)
+        lg.append(make_batch(3))
+        assert lg.recovery_point == 0
+        assert manager.flush_due() == 0
+        clock.advance(1000)
+        assert manager.flush_due() == 1
+        assert lg.recovery_point == 3
+
+
+def test_flush_messages_one_syncs_before_the_append_returns(tmp_path, monkeypatch):
+    synced = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd)))
+    config = LogConfig.from_kafka({"flush.messages": 1})
+    with LogManager.open(str(tmp_path), default_config=config) as manager:
+        lg = manager.get_or_create_log("events", 0)
+        synced.clear()
+        lg.append(make_batch(3))
+        assert lg.active.fd in synced
+        assert lg.recovery_point == lg.log_end_offset == 3
+
+
+def test_the_default_flush_policy_leaves_syncing_to_the_page_cache(tmp_path, monkeypatch):
+    synced = []
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd))
+    with LogManager.open(str(tmp_path)) as manager:
+        lg = manager.get_or_create_log("events", 0)
+        synced.clear()
+        for i in range(100):
+            lg.append(make_batch(3, start=3 * i))
+        assert synced == []
+        assert lg.recovery_point == 0
+
+
+def test_periodic_duties_apply_retention_and_compaction_per_topic_config(tmp_path):
+    clock = FakeClock()
+    configs = {
+        "metrics": LogConfig.from_kafka({"segment.bytes": 1024, "retention.ms": 3_600_000}),
+        "profiles": LogConfig.from_kafka({"segment.bytes": 1024, "cleanup.policy": "compact"}),
+    }
+    with LogManager.open(str(tmp_path), topic_config=configs.__getitem__,
+                         clock=clock) as manager:
+        metrics = manager.get_or_create_log("metrics", 0)
+        profiles = manager.get_or_create_log("profiles", 0)
+        for i in range(40):
+            metrics.append(make_batch(5, start=5 * i, timestamp=clock.now - 7_200_000,
+                                      value_size=30))
+            profiles.append(builder.build_batch(
+                [builder.Record(j, clock.now, b"user-%d" % (j % 3), b"x" * 30)
+                 for j in range(5)]))
+        metrics.append(make_batch(1, start=200))
+        profiles.roll()
+        assert manager.apply_retention() > 0
+        assert metrics.log_start_offset > 0
+        assert profiles.log_start_offset == 0  # compact only: no time retention
+        assert [tp for tp, _ in manager.clean()] == [("profiles", 0)]
+        assert len(values_in(profiles)) == 3
+
+
+def test_background_duties_apply_retention_and_compaction_without_being_called(tmp_path):
+    import time
+
+    from odradek.storage import DutyIntervals, LogDuties
+
+    configs = {
+        "metrics": LogConfig.from_kafka({"segment.bytes": 1024, "retention.ms": 3_600_000}),
+        "profiles": LogConfig.from_kafka({"segment.bytes": 1024, "cleanup.policy": "compact"}),
+    }
+    intervals = DutyIntervals(retention_check_ms=50, flush_check_ms=50, checkpoint_ms=50,
+                              cleaner_backoff_ms=50)
+    with LogManager.open(str(tmp_path), topic_config=configs.__getitem__) as manager:
+        metrics = manager.get_or_create_log("metrics", 0)
+        profiles = manager.get_or_create_log("profiles", 0)
+        old = int(time.time() * 1000) - 7_200_000
+        for i in range(40):
+            metrics.append(make_batch(5, start=5 * i, timestamp=old, value_size=30))
+            profiles.append(builder.build_batch(
+                [builder.Record(j, old, b"user-%d" % (j % 3), b"x" * 30) for j in range(5)]))
+        metrics.append(make_batch(1, start=200))
+        profiles.roll()
+        with LogDuties(manager, intervals) as duties:
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and (
+                metrics.log_start_offset == 0 or len(values_in(profiles)) != 3
+            ):
+                time.sleep(0.05)
+        assert metrics.log_start_offset > 0
+        assert len(values_in(profiles)) == 3
+        assert {"retention", "cleaner", "checkpoint"} <= set(duties.runs)
