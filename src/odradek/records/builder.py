@@ -42,8 +42,15 @@ class DecodedBatch:
 # --- varints (zig-zag, as protobuf and Kafka) ------------------------------------------
 
 
+def _wrap64(value: int) -> int:
+    """Two's-complement wrap to int64, as Java's long arithmetic does: a timestamp delta
+    between extreme timestamps then round-trips exactly (base + delta wraps back)."""
+    return ((value + 2**63) % 2**64) - 2**63
+
+
 def _put_varint(out: bytearray, value: int) -> None:
-    zz = (value << 1) ^ (value >> 63)
+    value = _wrap64(value)
+    zz = ((value << 1) ^ (value >> 63)) & 0xFFFF_FFFF_FFFF_FFFF
     while zz & ~0x7F:
         out.append((zz & 0x7F) | 0x80)
         zz >>= 7
@@ -64,6 +71,8 @@ def _get_varint(buf: bytes, pos: int) -> tuple[int, int]:
         shift += 7
         if shift > 63:
             raise CorruptRecordError("varint longer than 10 bytes")
+    if result >= 2**64:
+        raise CorruptRecordError("varint does not fit in 64 bits")
     return (result >> 1) ^ -(result & 1), pos
 
 
@@ -264,17 +273,26 @@ def decode_batch(buf: bytes | memoryview, pos: int = 0) -> DecodedBatch:
         key, rpos = _get_bytes(data, rpos)
         value, rpos = _get_bytes(data, rpos)
         count, rpos = _get_varint(data, rpos)
+        if count < 0:
+            raise CorruptRecordError(f"invalid number of record headers {count}")
         headers = []
         for _h in range(count):
             hkey, rpos = _get_bytes(data, rpos)
+            if hkey is None:
+                raise CorruptRecordError("a record header has a null key")
             hvalue, rpos = _get_bytes(data, rpos)
-            headers.append(((hkey or b"").decode("utf-8", "replace"), hvalue))
+            headers.append((hkey.decode("utf-8", "replace"), hvalue))
         if rpos != end:
             raise CorruptRecordError("record length does not match its fields")
         timestamp = (
-            header.max_timestamp if header.is_log_append_time else header.base_timestamp + ts_delta
+            header.max_timestamp if header.is_log_append_time
+            else _wrap64(header.base_timestamp + ts_delta)
         )
         records.append(Record(header.base_offset + offset_delta, timestamp, key, value, headers))
+    if rpos != len(data):
+        raise CorruptRecordError(
+            f"batch declares {header.record_count} records but holds more data after them"
+        )
     return DecodedBatch(header, records)
 
 

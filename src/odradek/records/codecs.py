@@ -75,6 +75,8 @@ def _xerial_compress(data: bytes) -> bytes:
 def _snappy_decompress(data: bytes) -> bytes:
     if not data.startswith(_XERIAL_MAGIC):
         return bytes(cramjam.snappy.decompress_raw(data))
+    if len(data) < len(_XERIAL_HEADER):
+        raise CorruptRecordError("xerial snappy header is cut short")
     pos = len(_XERIAL_HEADER)
     out = []
     while pos < len(data):
