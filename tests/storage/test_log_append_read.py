@@ -189,3 +189,21 @@ def test_follower_appends_keep_their_offsets_and_must_continue_the_log(open_log)
     rb.set_base_offset(leader_batch, 10)  # a gap (e.g. compacted upstream) is fine
     info = lg.append(bytes(leader_batch), assign_offsets=False)
     assert (info.first_offset, lg.log_end_offset) == (10, 13)
+
+
+def test_a_large_append_with_a_bad_crc_is_cut_off_the_file_after_the_overlapped_check(open_log):
+    from odradek.storage.log import OVERLAP_CRC_BYTES
+
+    lg = open_log()
+    lg.append(make_batch(2))
+    size = lg.active.size
+    big = make_batch(2000, start=2, value_size=200)
+    assert len(big) >= OVERLAP_CRC_BYTES  # takes the overlapped path
+    bad = _corrupt(big, len(big) - 10)
+    with pytest.raises(CorruptRecordError, match="CRC"):
+        lg.append(bad)
+    assert lg.active.size == size == os.path.getsize(lg.active.log_path)
+    assert lg.log_end_offset == 2
+    info = lg.append(big)
+    assert (info.first_offset, info.last_offset) == (2, 2001)
+    assert len(values_in(lg)) == 2002

@@ -166,3 +166,21 @@ def test_background_duties_apply_retention_and_compaction_without_being_called(t
         assert metrics.log_start_offset > 0
         assert len(values_in(profiles)) == 3
         assert {"retention", "cleaner", "checkpoint"} <= set(duties.runs)
+
+
+def test_rolling_does_not_fsync_but_the_flush_duty_syncs_rolled_segments(tmp_path, monkeypatch):
+    synced = []
+    real = os.fsync
+    config = LogConfig.from_kafka({"segment.bytes": 1024})
+    with LogManager.open(str(tmp_path), default_config=config) as manager:
+        lg = manager.get_or_create_log("events", 0)
+        monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd)))
+        for i in range(40):
+            lg.append(make_batch(5, start=5 * i, value_size=30))
+        assert len(lg.segments) > 3
+        assert synced == []  # no append waited for a disk sync
+        assert lg.recovery_point == 0
+        assert manager.flush_due() == 1
+        assert {s.fd for s in lg.segments[:-1]} <= set(synced)
+        assert lg.recovery_point == lg.active.base_offset
+        assert lg.active.fd not in synced  # the active segment follows flush.ms

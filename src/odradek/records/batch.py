@@ -137,11 +137,18 @@ def compute_crc(batch: bytes | bytearray | memoryview) -> int:
 
 
 def check_batch(buf: bytes | bytearray | memoryview, pos: int, end: int) -> BatchHeader:
-    """Validate the batch that starts at ``pos`` and must end at or before ``end``.
+    """Validate the batch that starts at ``pos`` and must end at or before ``end``:
+    its framing (``check_frame``) and its CRC (``check_crc``).
 
-    Raises CorruptRecordError when the bytes cannot be a batch (bad magic, size or CRC)
-    and InvalidRecordError when a well-formed batch breaks the format's rules.
+    Raises CorruptRecordError when the bytes cannot be a batch (bad magic, size or CRC).
     """
+    header = check_frame(buf, pos, end)
+    check_crc(buf, pos, header)
+    return header
+
+
+def check_frame(buf: bytes | bytearray | memoryview, pos: int, end: int) -> BatchHeader:
+    """Everything ``check_batch`` checks except the CRC: magic, sizes, counts."""
     if end - pos < HEADER_SIZE:
         raise CorruptRecordError(f"batch at byte {pos} is shorter than the 61-byte header")
     header = read_header(buf, pos)
@@ -156,13 +163,18 @@ def check_batch(buf: bytes | bytearray | memoryview, pos: int, end: int) -> Batc
         )
     if header.record_count < 0 or header.last_offset_delta < 0:
         raise CorruptRecordError(f"batch at byte {pos} has a negative count or offset delta")
-    crc = _crc32c.crc32c(memoryview(buf)[pos + ATTRIBUTES_AT : pos + size])
+    return header
+
+
+def check_crc(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> None:
+    """CRC-32C over attributes..end of the batch at ``pos`` (whose frame was checked).
+    Releases the GIL while it runs, so another thread can write meanwhile."""
+    crc = _crc32c.crc32c(memoryview(buf)[pos + ATTRIBUTES_AT : pos + header.size], 0, 1)
     if crc != header.crc:
         raise CorruptRecordError(
             f"batch at byte {pos} failed its CRC-32C check "
             f"(stored {header.crc:#010x}, computed {crc:#010x})"
         )
-    return header
 
 
 def check_producer_batch(header: BatchHeader) -> None:
@@ -182,12 +194,17 @@ def check_producer_batch(header: BatchHeader) -> None:
         raise InvalidRecordError("clients may not produce control batches")
 
 
-def iter_headers(buf: bytes | bytearray | memoryview) -> Iterator[tuple[int, BatchHeader]]:
-    """Yield (position, header) for each validated batch in a buffer of whole batches."""
+def iter_headers(
+    buf: bytes | bytearray | memoryview, *, crc: bool = True
+) -> Iterator[tuple[int, BatchHeader]]:
+    """Yield (position, header) for each batch in a buffer of whole batches, each one
+    validated (its CRC too, unless ``crc`` is False and the caller checks it)."""
     end = len(buf)
     pos = 0
     while pos < end:
-        header = check_batch(buf, pos, end)
+        header = check_frame(buf, pos, end)
+        if crc:
+            check_crc(buf, pos, header)
         yield pos, header
         pos += header.size
 

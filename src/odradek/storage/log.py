@@ -17,8 +17,9 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import NamedTuple
 
 from odradek.records import batch as rb
 from odradek.records import builder
@@ -49,8 +50,20 @@ def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-@dataclass(frozen=True, slots=True)
-class FileRegion:
+# Appends at least this large check their batches' CRC-32C on a helper thread while the
+# bytes are being written (both release the GIL): the check costs ~0.2 of a page-cache
+# write, and overlapping it is worth the thread hand-off (~tens of us) only for big
+# appends. A batch that fails is cut off the file before anything about it is recorded.
+OVERLAP_CRC_BYTES = 256 * 1024
+_crc_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="odradek-crc")
+
+
+def _check_crcs(view: memoryview, batches: Sequence[tuple[int, BatchHeader]]) -> None:
+    for pos, header in batches:
+        rb.check_crc(view, pos, header)
+
+
+class FileRegion(NamedTuple):
     """Bytes of whole batches in a segment file, to hand to ``os.sendfile``.
 
     The fd stays open at least ``file.delete.delay.ms`` after the segment leaves the log
@@ -65,16 +78,16 @@ class FileRegion:
         return os.pread(self.fd, self.length, self.position)
 
 
-@dataclass(frozen=True, slots=True)
-class ReadResult:
+# Results are NamedTuples: the append and read paths make one per call, and a tuple is
+# several times cheaper to build than a frozen dataclass.
+class ReadResult(NamedTuple):
     region: FileRegion | None  # None: nothing to return from this offset
     first_offset: int  # base offset of the first batch returned (or the requested offset)
     log_start_offset: int
     log_end_offset: int
 
 
-@dataclass(frozen=True, slots=True)
-class AppendInfo:
+class AppendInfo(NamedTuple):
     first_offset: int
     last_offset: int
     max_timestamp: int  # largest timestamp appended (the broker's time for LogAppendTime)
@@ -252,13 +265,17 @@ class Log:
         )
         if log_append_time >= 0:
             view = memoryview(bytearray(view))  # the header changes under the CRC: copy
+        # Big appends check CRCs on the helper thread during the write (not when the
+        # header must change under the CRC: that has to be checked before it is redone).
+        overlap = len(view) >= OVERLAP_CRC_BYTES and log_append_time < 0
+        positions: list[tuple[int, BatchHeader]] = []
         with self.lock:
             next_offset = self.log_end_offset
             first_offset = next_offset
             total = 0
             record_count = 0
             max_timestamp = rb.NO_TIMESTAMP
-            for pos, header in rb.iter_headers(view):
+            for pos, header in rb.iter_headers(view, crc=not overlap):
                 if header.size > cfg.max_message_bytes:
                     raise RecordTooLargeError(
                         f"batch of {header.size} bytes exceeds max.message.bytes "
@@ -288,6 +305,7 @@ class Log:
                     buffers.append(view[pos : pos + header.size])
                 batches.append((base, header))
                 headers.append(header)
+                positions.append((pos, header))
                 next_offset = base + header.last_offset_delta + 1
                 total += header.size
                 record_count += header.record_count
@@ -295,7 +313,11 @@ class Log:
             if not batches:
                 raise CorruptRecordError("no record batch in the appended data")
             self._maybe_roll(total, first_offset, next_offset - 1, max_timestamp)
-            self.active.append(buffers, batches)
+            if overlap:
+                crc_check: Future[None] = _crc_pool.submit(_check_crcs, view, positions)
+                self.active.append(buffers, batches, before_commit=crc_check.result)
+            else:
+                self.active.append(buffers, batches)
             self._unflushed_messages += record_count
             if self._unflushed_messages >= cfg.flush_messages:
                 self.flush()
@@ -333,12 +355,19 @@ class Log:
             self.roll(first_offset)
 
     def roll(self, base_offset: int | None = None) -> LogSegment:
-        """Close the active segment for writes (synced to disk) and start a new one."""
+        """Close the active segment for writes and start a new one.
+
+        The old segment is not synced here: an fsync of up to a segment's worth of dirty
+        pages would stall every append behind it (0.6 s for 1 GiB measured here). As in
+        Kafka, it is synced in the background (``flush_rolled``, run by the duties
+        thread); until then it stays above the recovery point and is validated after an
+        unclean stop."""
         with self.lock:
             base = self.log_end_offset if base_offset is None else base_offset
             if self.active.size == 0 and self.active.base_offset == base:
                 return self.active
-            self.flush()
+            self.active.offset_index.flush(fsync=False)  # entries out of memory: written
+            self.active.time_index.flush(fsync=False)
             return self._add_segment(base)
 
     def _add_segment(self, base_offset: int) -> LogSegment:
@@ -374,12 +403,30 @@ class Log:
             self._last_flush_ms = self.clock()
 
     def maybe_flush(self, now: int | None = None) -> bool:
-        """Apply ``flush.ms``: fsync when the oldest unflushed data is older than that."""
+        """Apply ``flush.ms`` (fsync when the oldest unflushed data is older than that),
+        and sync segments rolled since the last flush."""
         now = self.clock() if now is None else now
         if self._unflushed_messages and now - self._last_flush_ms >= self.config.flush_ms:
             self.flush()
             return True
-        return False
+        return self.flush_rolled()
+
+    def flush_rolled(self) -> bool:
+        """fsync segments that rolled and are not synced yet, and move the recovery point
+        to the active segment's base. The fsyncs run without the log's lock: appends go
+        to the active segment meanwhile, and a segment that leaves the log keeps its
+        descriptor open for file.delete.delay.ms."""
+        with self.lock:
+            target = self.active.base_offset
+            if self.recovery_point >= target:
+                return False
+            start = max(0, bisect.bisect_right(self._bases, self.recovery_point) - 1)
+            pending = self.segments[start:-1]
+        for segment in pending:
+            segment.flush()
+        with self.lock:
+            self.recovery_point = max(self.recovery_point, min(target, self.log_end_offset))
+        return True
 
     # --- reading -----------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ import contextlib
 import errno
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from odradek.records import batch as rb
 from odradek.records.batch import BatchHeader
@@ -100,10 +100,12 @@ class LogSegment:
     # --- appending ---------------------------------------------------------------------
 
     def append(self, buffers: Sequence[bytes | memoryview],
-               batches: Sequence[tuple[int, BatchHeader]]) -> None:
+               batches: Sequence[tuple[int, BatchHeader]],
+               before_commit: Callable[[], object] | None = None) -> None:
         """Write whole batches at the end. ``batches`` are (new base offset, header) in
         order. On any write error the file is cut back to where it was and
-        KafkaStorageError is raised, so a failed append leaves no partial batch."""
+        KafkaStorageError is raised, so a failed append leaves no partial batch; the same
+        happens if ``before_commit`` (a check that ran during the write) raises."""
         start = self.size
         try:
             _write_all(self.fd, buffers)
@@ -111,6 +113,12 @@ class LogSegment:
             self._undo_write(start)
             reason = "the disk is full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else exc
             raise KafkaStorageError(f"append to {self.log_path} failed: {reason}") from exc
+        if before_commit is not None:
+            try:
+                before_commit()
+            except BaseException:
+                self._undo_write(start)
+                raise
         position = start
         for base_offset, header in batches:
             self._track(position, base_offset, header)
