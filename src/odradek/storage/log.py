@@ -28,6 +28,7 @@ from odradek.records.errors import CorruptRecordError, RecordTooLargeError
 from odradek.storage.config import LogConfig
 from odradek.storage.errors import InvalidOffsetError, KafkaStorageError, OffsetOutOfRangeError
 from odradek.storage.index import IndexCorruptError
+from odradek.storage.producer_state import ProducerStateManager
 from odradek.storage.segment import (
     LOG_SUFFIX,
     LogSegment,
@@ -94,7 +95,8 @@ class AppendInfo(NamedTuple):
     log_append_time: int  # -1 for CreateTime logs, as the Produce response wants
     record_count: int
     log_start_offset: int
-    batches: tuple[BatchHeader, ...]  # as received (for producer-state checks)
+    batches: tuple[BatchHeader, ...]  # as received
+    duplicate: bool = False  # a producer's retry: nothing written, first offsets returned
 
 
 class Log:
@@ -113,6 +115,7 @@ class Log:
         self._last_flush_ms = clock()
         # (close deadline, segment, unlink its files): closed after file.delete.delay.ms
         self._retired: list[tuple[int, LogSegment, bool]] = []
+        self.producer_state = ProducerStateManager()
         self.cleaning = False  # while set, retired files stay open: the cleaner reads them
         self.closed = False
 
@@ -157,8 +160,26 @@ class Log:
         self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
         self.recovery_point = self.log_end_offset
+        self._load_producer_state()
         return self
 
+    def _load_producer_state(self) -> None:
+        """Snapshot (if one fits the recovered log) plus the batch headers after it."""
+        end = self.log_end_offset
+        snapshot = ProducerStateManager.latest_snapshot(self.directory)
+        start = self.segments[0].base_offset
+        if snapshot is not None and snapshot[0] <= end and self.producer_state.load_snapshot(
+            snapshot[1]
+        ):
+            start = snapshot[0]
+        if start >= end:
+            return
+        i = max(0, bisect.bisect_right(self._bases, start) - 1)
+        for segment in self.segments[i:]:
+            found = segment.find(start)
+            if found is None:
+                continue
+            self.producer_state.rebuild(h for _, h in segment.headers_from(found[0]))
     def _finish_interrupted_operations(self) -> None:
         """Complete or undo file operations a crash interrupted (Kafka's swap protocol)."""
         for name in sorted(os.listdir(self.directory)):
@@ -269,6 +290,8 @@ class Log:
         # header must change under the CRC: that has to be checked before it is redone).
         overlap = len(view) >= OVERLAP_CRC_BYTES and log_append_time < 0
         positions: list[tuple[int, BatchHeader]] = []
+        pending: dict[int, tuple[int, int]] = {}  # producer id -> (epoch, last sequence)
+        state = self.producer_state
         with self.lock:
             next_offset = self.log_end_offset
             first_offset = next_offset
@@ -283,6 +306,16 @@ class Log:
                     )
                 if assign_offsets:
                     rb.check_producer_batch(header)
+                    if header.producer_id >= 0:
+                        duplicate = state.find_duplicate(header)
+                        if duplicate is not None and pos == 0 and pos + header.size == len(view):
+                            if overlap:  # a retry is answered only if it is intact
+                                rb.check_crc(view, pos, header)
+                            return AppendInfo(duplicate.first_offset, duplicate.last_offset,
+                                              header.max_timestamp, log_append_time,
+                                              header.record_count, self.log_start_offset,
+                                              (header,), True)
+                        state.check(header, pending)
                     base = next_offset
                     if log_append_time >= 0:
                         rb.set_log_append_time(view, log_append_time, pos)
@@ -318,6 +351,9 @@ class Log:
                 self.active.append(buffers, batches, before_commit=crc_check.result)
             else:
                 self.active.append(buffers, batches)
+            for base, header in batches:
+                if header.producer_id >= 0:
+                    state.update(header, base)
             self._unflushed_messages += record_count
             if self._unflushed_messages >= cfg.flush_messages:
                 self.flush()
@@ -535,6 +571,7 @@ class Log:
             removed_base = active.truncate_to(offset)
             new_end = offset if removed_base is None else min(offset, removed_base)
             active.next_offset = max(active.next_offset, new_end)
+            self.producer_state.truncate_to(self.log_end_offset)
             self.recovery_point = min(self.recovery_point, self.log_end_offset)
             self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
 
@@ -662,7 +699,9 @@ class Log:
             clean = True
             try:
                 self.flush()
-            except KafkaStorageError as exc:
+                # Even an empty snapshot saves the next open a scan of every batch header.
+                self.producer_state.write_snapshot(self.directory, self.log_end_offset)
+            except (KafkaStorageError, OSError) as exc:
                 log.error("%s: closing without a complete flush: %s", self.name, exc)
                 clean = False
             for segment in self.segments:
