@@ -1,5 +1,7 @@
 """``odradek``: the command line.
 
+- ``odradek serve [--listen HOST:PORT] [--data-dir DIR] [--config FILE.toml]
+  [--override NAME=VALUE ...]`` runs a broker until SIGTERM/SIGINT.
 - ``odradek selfcheck [--data-dir DIR]`` exercises the storage engine end to end on a
   real directory (append with every codec, read back, unclean-stop recovery of a torn
   tail, retention, compaction) and prints what it checked.
@@ -26,6 +28,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"odradek {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
+    serve = sub.add_parser("serve", help="run a broker that Kafka clients can use")
+    serve.add_argument("--listen", default=None, metavar="HOST:PORT",
+                       help="address to listen on (default 127.0.0.1:9092)")
+    serve.add_argument("--data-dir", default=None, metavar="DIR",
+                       help="where the logs live (default ./odradek-data)")
+    serve.add_argument("--config", default=None, metavar="FILE.toml",
+                       help="settings under their Kafka names")
+    serve.add_argument("--override", action="append", default=[], metavar="NAME=VALUE",
+                       help="a setting, above file and environment (repeatable)")
+
     check = sub.add_parser("selfcheck", help="exercise the storage engine on a data directory")
     check.add_argument("--data-dir", help="directory to use (default: a temporary one)")
     check.add_argument("--records", type=int, default=20_000,
@@ -41,6 +53,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if args.command == "serve":
+        return _serve(args)
     if args.command == "selfcheck":
         from odradek.cli.selfcheck import run_selfcheck
 
@@ -54,3 +68,47 @@ def main(argv: Sequence[str] | None = None) -> int:
         return dump_log(args.files, records=args.records)
     parser.print_help(sys.stderr)
     return 2
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from odradek.server.config import ConfigError, load_config
+    from odradek.server.run import serve
+    from odradek.storage import LogDirLockedError
+
+    logging.getLogger("odradek").setLevel(logging.INFO)
+    overrides = {}
+    for item in args.override:
+        name, sep, value = item.partition("=")
+        if not sep:
+            print(f"odradek serve: --override needs NAME=VALUE, got {item!r}", file=sys.stderr)
+            return 2
+        overrides[name.strip()] = value
+    try:
+        config = load_config(listen=args.listen, data_dir=args.data_dir,
+                             config_file=args.config, overrides=overrides)
+    except ConfigError as exc:
+        print(f"odradek serve: {exc}", file=sys.stderr)
+        return 2
+
+    def started(broker: object) -> None:
+        from odradek.server.broker import Broker
+
+        assert isinstance(broker, Broker)
+        print(f"Odradek {__version__} listening on {broker.host}:{broker.port}", flush=True)
+        print(f"data directory: {broker.logs.data_dir if broker.logs else config.data_dir}")
+        print("effective config:")
+        for name, value, source in config.describe():
+            print(f"  {name} = {value}" + ("" if source == "default" else f"  ({source})"))
+        sys.stdout.flush()
+
+    try:
+        asyncio.run(serve(config, started))
+    except LogDirLockedError as exc:
+        print(f"odradek serve: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"odradek serve: cannot start: {exc}", file=sys.stderr)
+        return 1
+    return 0

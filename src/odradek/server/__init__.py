@@ -1,0 +1,2 @@
+"""The broker: asyncio listener, request handlers per API family, fetch purgatory,
+configuration and topic metadata. The only layer that owns tasks and sockets."""

@@ -1,0 +1,200 @@
+"""The single-node broker: wires configuration, the log manager, topic metadata, the
+background log duties and the listener, and owns their lifetimes.
+
+Runs on the standard library's asyncio loop: its ``loop.sendfile`` is zero-copy
+(``os.sendfile``), while uvloop's is not implemented (it would read the bytes through
+Python), and fetch is where the bytes are.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from odradek.protocol.codec import Request, encode_response
+from odradek.protocol.messages import build
+from odradek.server.config import BrokerConfig
+from odradek.server.connection import Connection, Response
+from odradek.server.metadata import MetadataStore, Topic
+from odradek.server.purgatory import FetchPurgatory
+from odradek.storage import DutyIntervals, Log, LogConfig, LogDuties, LogManager
+from odradek.storage.log import wall_clock_ms
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[["Broker", Request], Awaitable[Response]]
+
+# How long a stopping broker waits for requests in flight (a long-poll fetch is woken at
+# once; a produce finishes its append) before it closes their connections anyway.
+STOP_GRACE_S = 10.0
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig, *, clock: Callable[[], int] = wall_clock_ms) -> None:
+        from odradek.server.handlers import HANDLERS
+
+        self.config = config
+        self.clock = clock
+        self.node_id: int = config["node.id"]
+        self.handlers: dict[int, Handler] = {key: h.handle for key, h in HANDLERS.items()}
+        self.supported: dict[int, tuple[int, int]] = {
+            key: (h.min_version, h.max_version) for key, h in HANDLERS.items()
+        }
+        self.purgatory = FetchPurgatory()
+        self.stopping = False
+        self.logs: LogManager | None = None
+        self.metadata: MetadataStore | None = None
+        self._duties: LogDuties | None = None
+        self._server: asyncio.Server | None = None
+        self._connections: dict[asyncio.Task[None], Connection] = {}
+        self.host = config.host
+        self.port = config.port
+        self.fetch_sessions: Any = None  # set by the fetch handler module on first use
+
+    # --- lifecycle ---------------------------------------------------------------------
+
+    async def start(self) -> None:
+        cfg = self.config
+        os.makedirs(cfg.data_dir, exist_ok=True)
+        self.logs = LogManager.open(cfg.data_dir, default_config=cfg.log_config(),
+                                    topic_config=self.log_config_for, clock=self.clock)
+        try:
+            self.metadata = MetadataStore(self.logs.data_dir, self.node_id)
+            for topic in self.metadata.topics.values():
+                for partition in range(topic.partitions):
+                    self.logs.get_or_create_log(topic.name, partition)
+            self._duties = LogDuties(self.logs, DutyIntervals(
+                retention_check_ms=cfg["log.retention.check.interval.ms"],
+                flush_check_ms=cfg["log.flush.scheduler.interval.ms"],
+                checkpoint_ms=cfg["log.flush.offset.checkpoint.interval.ms"],
+                cleaner_backoff_ms=cfg["log.cleaner.backoff.ms"],
+                cleaner_enabled=cfg["log.cleaner.enable"],
+            ))
+            self._duties.start()
+            self._server = await asyncio.start_server(
+                self._on_connection, cfg.host, cfg.port, reuse_address=True)
+        except BaseException:
+            if self._duties is not None:
+                self._duties.stop()
+            self.logs.close()
+            raise
+        self.port = self._server.sockets[0].getsockname()[1]
+        log.info("listening on %s:%d, data in %s", self.host, self.port, self.logs.data_dir)
+
+    async def stop(self) -> None:
+        """Stop accepting, let requests in flight finish, then flush and close the logs."""
+        if self.stopping:
+            return
+        self.stopping = True
+        if self._server is not None:
+            self._server.close()
+        self.purgatory.wake_all()
+        for task, conn in list(self._connections.items()):
+            if not conn.in_request:
+                task.cancel()
+        if self._connections:
+            _, pending = await asyncio.wait(list(self._connections), timeout=STOP_GRACE_S)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending)
+        if self._server is not None:
+            await self._server.wait_closed()
+        if self._duties is not None:
+            self._duties.stop()
+        if self.logs is not None:
+            self.logs.close()
+        log.info("stopped; logs flushed and closed")
+
+    async def _on_connection(self, reader: asyncio.StreamReader,
+                             writer: asyncio.StreamWriter) -> None:
+        if self.stopping:
+            writer.close()
+            return
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conn = Connection(self, reader, writer)
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections[task] = conn
+        try:
+            await conn.run()
+        except asyncio.CancelledError:
+            writer.close()
+        finally:
+            self._connections.pop(task, None)
+
+    # --- topics and logs ---------------------------------------------------------------
+
+    @property
+    def advertised_host(self) -> str:
+        return self.host if self.host not in ("0.0.0.0", "::", "") else socket.gethostname()
+
+    def log_config_for(self, topic: str) -> LogConfig:
+        base = self.config.log_config()
+        meta = self.metadata.topics.get(topic) if self.metadata else None
+        return LogConfig.from_kafka(meta.configs, base) if meta and meta.configs else base
+
+    def topic(self, name: str) -> Topic | None:
+        assert self.metadata is not None
+        return self.metadata.topics.get(name)
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        assert self.logs is not None
+        return self.logs.get_log(topic, partition)
+
+    def create_topic(self, name: str, partitions: int | None = None,
+                     configs: dict[str, str] | None = None, *,
+                     validate_only: bool = False) -> Topic:
+        assert self.metadata is not None and self.logs is not None
+        count = self.config["num.partitions"] if partitions is None or partitions < 0 else (
+            partitions)
+        topic = self.metadata.create_topic(name, count, configs, validate_only=validate_only)
+        if not validate_only:
+            for partition in range(topic.partitions):
+                self.logs.get_or_create_log(name, partition)
+            log.info("created topic %s with %d partition(s)", name, topic.partitions)
+        return topic
+
+    def delete_topic(self, name: str) -> Topic:
+        assert self.metadata is not None and self.logs is not None
+        topic = self.metadata.delete_topic(name)
+        for partition in range(topic.partitions):
+            self.logs.delete_log(name, partition)
+        log.info("deleted topic %s", name)
+        return topic
+
+    def add_partitions(self, name: str, count: int, *, validate_only: bool = False) -> Topic:
+        assert self.metadata is not None and self.logs is not None
+        topic = self.metadata.add_partitions(name, count, validate_only=validate_only)
+        if not validate_only:
+            for partition in range(topic.partitions):
+                self.logs.get_or_create_log(name, partition)
+        return topic
+
+    def set_topic_configs(self, name: str, configs: dict[str, str], *,
+                          validate_only: bool = False) -> Topic:
+        assert self.metadata is not None and self.logs is not None
+        topic = self.metadata.set_configs(name, configs, validate_only=validate_only)
+        if not validate_only:
+            self.logs.update_config(name, self.log_config_for(name))
+        return topic
+
+    # --- responses ---------------------------------------------------------------------
+
+    def api_versions_fallback(self, correlation_id: int) -> bytes:
+        """ApiVersions v0 with UNSUPPORTED_VERSION and our versions (what Kafka answers to
+        an ApiVersions version it does not know, so the client can retry lower)."""
+        from kio.index import load_response_schema
+
+        body = build(load_response_schema(18, 0), {
+            "error_code": 35,
+            "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi}
+                         for k, (lo, hi) in sorted(self.supported.items())],
+        })
+        return encode_response(18, 0, correlation_id, body)

@@ -1,0 +1,233 @@
+"""Broker configuration under Kafka's broker config names.
+
+Sources, highest precedence first: command-line flags, environment variables
+(``ODRADEK_`` + the name upper-cased with dots as underscores, e.g.
+``ODRADEK_LOG_RETENTION_MS``), a TOML file (``--config``; keys are the Kafka names,
+quoted, at top level), then the defaults below. An unknown name or a value of the wrong
+type is a startup error naming the setting and where it came from.
+
+The ``log.*`` settings are the broker-wide defaults of the topic-level settings the log
+honours (``log.retention.ms`` -> ``retention.ms``), exactly as in Kafka.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from odradek.storage.config import CLEANUP_POLICIES, COMPRESSION_TYPES, TIMESTAMP_TYPES, LogConfig
+
+ENV_PREFIX = "ODRADEK_"
+
+
+class ConfigError(ValueError):
+    """A setting that cannot be used; the message names it and its source."""
+
+
+def _int(minimum: int | None = None) -> Callable[[str, Any], int]:
+    def parse(name: str, raw: Any) -> int:
+        if isinstance(raw, bool):
+            raise ConfigError(f"{name} must be an integer, got {raw!r}")
+        try:
+            value = int(str(raw).strip())
+        except ValueError:
+            raise ConfigError(f"{name} must be an integer, got {raw!r}") from None
+        if minimum is not None and value < minimum:
+            raise ConfigError(f"{name} must be at least {minimum}, got {value}")
+        return value
+
+    return parse
+
+
+def _bool(name: str, raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no"):
+        return False
+    raise ConfigError(f"{name} must be true or false, got {raw!r}")
+
+
+def _float(name: str, raw: Any) -> float:
+    try:
+        return float(raw)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name} must be a number, got {raw!r}") from None
+
+
+def _str(name: str, raw: Any) -> str:
+    return str(raw)
+
+
+def _choice(options: tuple[str, ...]) -> Callable[[str, Any], str]:
+    def parse(name: str, raw: Any) -> str:
+        value = str(raw)
+        if value not in options:
+            raise ConfigError(f"{name} must be one of {', '.join(options)}, got {raw!r}")
+        return value
+
+    return parse
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    name: str
+    default: Any
+    parse: Callable[[str, Any], Any]
+    doc: str
+    topic_name: str | None = None  # the topic-level setting this is the default of
+
+
+_SETTINGS = [
+    Setting("node.id", 0, _int(0), "this broker's id"),
+    Setting("num.partitions", 1, _int(1), "partitions of an auto-created topic"),
+    Setting("default.replication.factor", 1, _int(1), "replicas of an auto-created topic"),
+    Setting("auto.create.topics.enable", True, _bool,
+            "create a topic when a client asks for its metadata or produces to it"),
+    Setting("delete.topic.enable", True, _bool, "allow DeleteTopics"),
+    Setting("message.max.bytes", 1048588, _int(0), "largest record batch accepted",
+            "max.message.bytes"),
+    Setting("socket.request.max.bytes", 104857600, _int(1024),
+            "largest request frame; checked before anything is allocated"),
+    Setting("connections.max.idle.ms", 600000, _int(1), "close connections idle this long"),
+    Setting("queued.max.requests", 500, _int(1), "requests read ahead per connection"),
+    Setting("log.segment.bytes", 1073741824, _int(14), "segment size", "segment.bytes"),
+    Setting("log.roll.ms", 604800000, _int(1), "segment age", "segment.ms"),
+    Setting("log.index.interval.bytes", 4096, _int(0), "index density",
+            "index.interval.bytes"),
+    Setting("log.index.size.max.bytes", 10485760, _int(8), "offset index size",
+            "segment.index.bytes"),
+    Setting("log.flush.interval.messages", 2**63 - 1, _int(1), "fsync after N records",
+            "flush.messages"),
+    Setting("log.flush.interval.ms", 2**63 - 1, _int(0), "fsync after T ms", "flush.ms"),
+    Setting("log.retention.ms", 604800000, _int(-1), "time retention", "retention.ms"),
+    Setting("log.retention.bytes", -1, _int(-1), "size retention", "retention.bytes"),
+    Setting("log.cleanup.policy", "delete", _choice(CLEANUP_POLICIES), "cleanup policy",
+            "cleanup.policy"),
+    Setting("log.cleaner.delete.retention.ms", 86400000, _int(0), "tombstone retention",
+            "delete.retention.ms"),
+    Setting("log.cleaner.min.cleanable.ratio", 0.5, _float, "dirty ratio to compact",
+            "min.cleanable.dirty.ratio"),
+    Setting("log.cleaner.min.compaction.lag.ms", 0, _int(0), "compaction lag",
+            "min.compaction.lag.ms"),
+    Setting("log.message.timestamp.type", "CreateTime", _choice(TIMESTAMP_TYPES),
+            "CreateTime or LogAppendTime", "message.timestamp.type"),
+    Setting("compression.type", "producer", _choice(COMPRESSION_TYPES),
+            "codec of stored batches", "compression.type"),
+    Setting("log.segment.delete.delay.ms", 60000, _int(0), "delay before unlinking",
+            "file.delete.delay.ms"),
+    Setting("log.retention.check.interval.ms", 300000, _int(1), "retention check period"),
+    Setting("log.flush.scheduler.interval.ms", 1000, _int(1), "flush.ms check period"),
+    Setting("log.flush.offset.checkpoint.interval.ms", 60000, _int(1), "checkpoint period"),
+    Setting("log.cleaner.backoff.ms", 15000, _int(1), "compaction check period"),
+    Setting("log.cleaner.enable", True, _bool, "run the log cleaner"),
+]
+SETTINGS: dict[str, Setting] = {s.name: s for s in _SETTINGS}
+# Kafka also accepts coarser units for some settings; they map onto the ms ones.
+_ALIASES = {
+    "log.retention.hours": ("log.retention.ms", 3_600_000),
+    "log.retention.minutes": ("log.retention.ms", 60_000),
+    "log.roll.hours": ("log.roll.ms", 3_600_000),
+    "broker.id": ("node.id", 1),
+}
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """The effective broker settings (Kafka names -> values) plus where each came from."""
+
+    host: str = "127.0.0.1"
+    port: int = 9092
+    data_dir: str = "./odradek-data"
+    values: dict[str, Any] = field(default_factory=lambda: {s.name: s.default for s in _SETTINGS})
+    sources: dict[str, str] = field(default_factory=dict)
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name]
+
+    def log_config(self) -> LogConfig:
+        """The topic-level defaults every log starts from."""
+        return LogConfig.from_kafka(
+            {s.topic_name: self.values[s.name] for s in _SETTINGS if s.topic_name}
+        )
+
+    def describe(self) -> list[tuple[str, Any, str]]:
+        """(name, value, source) for every setting, for the startup banner."""
+        return [(s.name, self.values[s.name], self.sources.get(s.name, "default"))
+                for s in _SETTINGS]
+
+
+def _apply(values: dict[str, Any], sources: dict[str, str], name: str, raw: Any,
+           source: str) -> None:
+    scale = 1
+    if name in _ALIASES:
+        name, scale = _ALIASES[name]
+    setting = SETTINGS.get(name)
+    if setting is None:
+        raise ConfigError(f"unknown setting {name!r} (from {source})")
+    try:
+        value = setting.parse(name, raw)
+    except ConfigError as exc:
+        raise ConfigError(f"{exc} (from {source})") from None
+    values[name] = value * scale if scale != 1 else value
+    sources[name] = source
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise ConfigError(f"--listen must be HOST:PORT, got {text!r}")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def load_config(
+    *,
+    listen: str | None = None,
+    data_dir: str | None = None,
+    config_file: str | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> BrokerConfig:
+    """Merge defaults < file < environment < flags into one BrokerConfig."""
+    environ = os.environ if environ is None else environ
+    values = {s.name: s.default for s in _SETTINGS}
+    sources: dict[str, str] = {}
+    host, port, directory = "127.0.0.1", 9092, "./odradek-data"
+    if config_file:
+        try:
+            with open(config_file, "rb") as f:
+                table = tomllib.load(f)
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"cannot read config file {config_file}: {exc}") from None
+        for name, raw in table.items():
+            if name == "listen":
+                host, port = parse_listen(str(raw))
+            elif name == "data.dir":
+                directory = str(raw)
+            else:
+                _apply(values, sources, name, raw, f"file {config_file}")
+    known_env = {ENV_PREFIX + n.upper().replace(".", "_"): n
+                 for n in [*SETTINGS, *_ALIASES]}
+    for key, raw in environ.items():
+        if not key.startswith(ENV_PREFIX):
+            continue
+        if key == ENV_PREFIX + "LISTEN":
+            host, port = parse_listen(raw)
+        elif key == ENV_PREFIX + "DATA_DIR":
+            directory = raw
+        elif key in known_env:
+            _apply(values, sources, known_env[key], raw, f"environment {key}")
+        else:
+            raise ConfigError(f"unknown setting in environment variable {key}")
+    for name, raw in (overrides or {}).items():
+        _apply(values, sources, name, raw, "command line")
+    if listen:
+        host, port = parse_listen(listen)
+    if data_dir:
+        directory = data_dir
+    return BrokerConfig(host, port, directory, values, sources)

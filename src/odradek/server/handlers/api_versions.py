@@ -1,0 +1,27 @@
+"""ApiVersions (18): the versions of every API this broker serves.
+
+Clients pick their versions from this answer (librdkafka picks the v2 record format only
+if Produce >= 3 and Fetch >= 4 are listed). An ApiVersions version we do not know is
+answered by the connection with a v0 UNSUPPORTED_VERSION response (see broker)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from odradek.protocol.codec import Request
+from odradek.server.handlers.base import Api, respond
+
+if TYPE_CHECKING:
+    from odradek.server.broker import Broker
+
+
+async def handle(broker: Broker, request: Request) -> bytes:
+    return respond(request, {
+        "error_code": 0,
+        "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi}
+                     for k, (lo, hi) in sorted(broker.supported.items())],
+        "throttle_time": 0,
+    })
+
+
+API = Api(18, "ApiVersions", 0, 3, handle)

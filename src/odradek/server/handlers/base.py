@@ -1,0 +1,32 @@
+"""What every handler module shares: the API table entry and response encoding."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from odradek.protocol.codec import Request, encode_response, response_schema
+from odradek.protocol.messages import build
+
+if TYPE_CHECKING:
+    from odradek.server.broker import Broker
+    from odradek.server.connection import Response
+
+
+@dataclass(frozen=True, slots=True)
+class Api:
+    """One API this broker serves, at versions min..max, and its handler."""
+
+    key: int
+    name: str
+    min_version: int
+    max_version: int
+    handle: Callable[[Broker, Request], Awaitable[Response]]
+
+
+def respond(request: Request, data: Mapping[str, Any]) -> bytes:
+    """Encode a response for ``request`` from version-agnostic data."""
+    cls = response_schema(request.api_key, request.api_version)
+    return encode_response(request.api_key, request.api_version, request.correlation_id,
+                           build(cls, data))

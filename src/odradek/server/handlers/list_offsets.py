@@ -1,0 +1,51 @@
+"""ListOffsets (2): the earliest, latest or max-timestamp offset, or the first offset at
+or after a timestamp (time index lookup), per partition."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from odradek.protocol.codec import Request
+from odradek.server.handlers.base import Api, respond
+
+if TYPE_CHECKING:
+    from odradek.server.broker import Broker
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3  # KIP-734, v7+
+UNKNOWN_TOPIC_OR_PARTITION = 3
+LEADER_EPOCH = 0
+
+
+def lookup(broker: Broker, topic: str, partition: int, timestamp: int) -> dict[str, Any]:
+    lg = broker.get_log(topic, partition)
+    if lg is None:
+        return {"partition_index": partition, "error_code": UNKNOWN_TOPIC_OR_PARTITION,
+                "timestamp": -1, "offset": -1, "leader_epoch": -1}
+    found: tuple[int, int] | None
+    if timestamp == LATEST:
+        found = (lg.log_end_offset, -1)
+    elif timestamp == EARLIEST:
+        found = (lg.log_start_offset, -1)
+    elif timestamp == MAX_TIMESTAMP:
+        found = lg.offset_of_max_timestamp()
+    else:
+        found = lg.offset_for_timestamp(timestamp)
+    offset, ts = found if found is not None else (-1, -1)
+    return {"partition_index": partition, "error_code": 0, "timestamp": ts, "offset": offset,
+            "leader_epoch": LEADER_EPOCH if offset >= 0 else -1}
+
+
+async def handle(broker: Broker, request: Request) -> bytes:
+    topics = []
+    for topic in request.body.topics:
+        topics.append({
+            "name": topic.name,
+            "partitions": [lookup(broker, topic.name, p.partition_index, p.timestamp)
+                           for p in topic.partitions],
+        })
+    return respond(request, {"throttle_time": 0, "topics": topics})
+
+
+API = Api(2, "ListOffsets", 1, 7, handle)

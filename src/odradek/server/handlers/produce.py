@@ -1,0 +1,85 @@
+"""Produce (0): append each partition's batches, answer with their first offsets.
+
+The batches stay opaque bytes: the log checks their headers and CRCs and writes them
+with the assigned offsets (no per-record work). ``acks=0`` gets no response at all, and a
+failure then closes the connection, which is how Kafka tells such a producer; acks 1 and
+-1 are the same on one node (the leader is the whole ISR). Appends wake long-polling
+fetches of the same partitions.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from odradek.protocol.codec import Request
+from odradek.server.connection import ConnectionClosed
+from odradek.server.errors import error_code, message
+from odradek.server.handlers.base import Api, respond
+
+if TYPE_CHECKING:
+    from odradek.server.broker import Broker
+
+log = logging.getLogger(__name__)
+
+LEADER_EPOCH = 0
+UNKNOWN_TOPIC_OR_PARTITION = 3
+INVALID_REQUIRED_ACKS = 21
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+CORRUPT_MESSAGE = 2
+
+
+def _failed(index: int, code: int, text: str) -> dict[str, Any]:
+    return {"index": index, "error_code": code, "base_offset": -1, "log_append_time": -1,
+            "log_start_offset": -1, "error_message": text, "record_errors": []}
+
+
+async def handle(broker: Broker, request: Request) -> bytes | None:
+    body = request.body
+    acks = body.acks
+    responses = []
+    failures = []
+    for topic_data in body.topic_data:
+        name = topic_data.name
+        partitions = []
+        for data in topic_data.partition_data:
+            index = data.index
+            lg = broker.get_log(name, index)
+            if acks not in (-1, 0, 1):
+                entry = _failed(index, INVALID_REQUIRED_ACKS,
+                                f"acks must be -1, 0 or 1, not {acks}")
+            elif body.transactional_id is not None:
+                entry = _failed(index, TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                "transactions are not supported yet")
+            elif lg is None:
+                entry = _failed(index, UNKNOWN_TOPIC_OR_PARTITION,
+                                f"{name}-{index} does not exist on this broker")
+            elif data.records is None:
+                entry = _failed(index, CORRUPT_MESSAGE, "a produce request needs records")
+            else:
+                try:
+                    info = lg.append(data.records, leader_epoch=LEADER_EPOCH)
+                except Exception as exc:
+                    code = error_code(exc)
+                    log.info("produce to %s-%d from %s refused: %s", name, index,
+                             request.client_id, exc)
+                    entry = _failed(index, code, message(exc))
+                else:
+                    if not info.duplicate:
+                        broker.purgatory.notify((name, index))
+                    entry = {"index": index, "error_code": 0, "base_offset": info.first_offset,
+                             "log_append_time": info.log_append_time,
+                             "log_start_offset": info.log_start_offset, "record_errors": [],
+                             "error_message": None}
+            if entry["error_code"]:
+                failures.append(f"{name}-{index}: {entry['error_message']}")
+            partitions.append(entry)
+        responses.append({"name": name, "partition_responses": partitions})
+    if acks == 0:
+        if failures:
+            raise ConnectionClosed("acks=0 produce failed: " + "; ".join(failures))
+        return None
+    return respond(request, {"responses": responses, "throttle_time": 0})
+
+
+API = Api(0, "Produce", 3, 9, handle)

@@ -1,0 +1,83 @@
+"""Running a broker: in the foreground until SIGTERM/SIGINT (``odradek serve``), or on a
+thread of its own with its own event loop (``odradek.testing``)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import threading
+from collections.abc import Callable
+
+from odradek.server.broker import Broker
+from odradek.server.config import BrokerConfig
+
+log = logging.getLogger(__name__)
+
+
+async def serve(config: BrokerConfig, on_started: Callable[[Broker], None] | None = None) -> None:
+    """Start, then run until SIGTERM or SIGINT; stop cleanly (in-flight requests finish,
+    logs are flushed and closed)."""
+    broker = Broker(config)
+    await broker.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        if on_started is not None:
+            on_started(broker)
+        await stop.wait()
+        log.info("stopping on signal")
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+        await broker.stop()
+
+
+class BrokerThread:
+    """A broker on a background thread (for tests and embedding): ``start()`` returns once
+    it listens; ``stop()`` stops it cleanly and joins the thread."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.broker: Broker | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._ready = threading.Event()
+        self._stop: asyncio.Event | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._main, name="odradek-broker", daemon=True)
+
+    def _main(self) -> None:
+        asyncio.run(self._run())
+
+    async def _run(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        broker = Broker(self.config)
+        try:
+            await broker.start()
+        except BaseException as exc:
+            self._error = exc
+            self._ready.set()
+            return
+        self.broker = broker
+        self._ready.set()
+        try:
+            await self._stop.wait()
+        finally:
+            await broker.stop()
+
+    def start(self, timeout: float = 30.0) -> Broker:
+        self._thread.start()
+        if not self._ready.wait(timeout):
+            raise TimeoutError("the broker did not start in time")
+        if self._error is not None:
+            raise self._error
+        assert self.broker is not None
+        return self.broker
+
+    def stop(self, timeout: float = 30.0) -> None:
+        if self._loop is not None and self._stop is not None and self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(timeout)
