@@ -18,6 +18,7 @@ import tempfile
 from collections.abc import Sequence
 
 from odradek import __version__
+from odradek.cli.tools import add_tool_commands, run_tool
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,6 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     dump = sub.add_parser("dump-log", help="print the record batches of a segment file")
     dump.add_argument("files", nargs="+", metavar="FILE.log")
     dump.add_argument("--records", action="store_true", help="decode and print every record")
+
+    add_tool_commands(sub)
     return parser
 
 
@@ -66,6 +69,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from odradek.cli.dump_log import dump_log
 
         return dump_log(args.files, records=args.records)
+    code = run_tool(args)
+    if code is not None:
+        return code
     parser.print_help(sys.stderr)
     return 2
 
@@ -96,11 +102,13 @@ def _serve(args: argparse.Namespace) -> int:
         from odradek.server.broker import Broker
 
         assert isinstance(broker, Broker)
-        print(f"Odradek {__version__} listening on {broker.host}:{broker.port}", flush=True)
-        print(f"data directory: {broker.logs.data_dir if broker.logs else config.data_dir}")
-        print("effective config:")
+        lines = [f"data directory: {broker.logs.data_dir if broker.logs else config.data_dir}",
+                 "effective config:"]
         for name, value, source in config.describe():
-            print(f"  {name} = {value}" + ("" if source == "default" else f"  ({source})"))
+            lines.append(f"  {name} = {value}" + ("" if source == "default" else f"  ({source})"))
+        # Last, in the same write: tools wait for this line to know the broker is ready.
+        lines.append(f"Odradek {__version__} listening on {broker.host}:{broker.port}")
+        sys.stdout.write("\n".join(lines) + "\n")
         sys.stdout.flush()
 
     try:

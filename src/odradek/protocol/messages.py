@@ -89,14 +89,18 @@ def _nested_type(hint: Any) -> tuple[type | None, bool]:
     """(entity class, is array) for a field's type hint."""
     args = typing.get_args(hint)
     origin = typing.get_origin(hint)
-    if origin is tuple and args and dataclasses.is_dataclass(args[0]):
-        return args[0], True
+    if origin is tuple:
+        element = args[0] if args else None
+        return (element if dataclasses.is_dataclass(element) else None), True
     if dataclasses.is_dataclass(hint):
         return hint, False
-    for arg in args:  # Optional[Entity]
-        if dataclasses.is_dataclass(arg):
-            return arg, False
-    return None, origin is tuple
+    for arg in args:  # Optional[...]
+        if arg is type(None):
+            continue
+        nested, array = _nested_type(arg)
+        if nested is not None or array:
+            return nested, array
+    return None, False
 
 
 @functools.cache

@@ -67,6 +67,10 @@ class Broker:
             for topic in self.metadata.topics.values():
                 for partition in range(topic.partitions):
                     self.logs.get_or_create_log(topic.name, partition)
+                if topic.configs:
+                    # The logs were opened before the metadata (and so the topic's
+                    # overrides) was loaded: give them their own settings now.
+                    self.logs.update_config(topic.name, self.log_config_for(topic.name))
             self._duties = LogDuties(self.logs, DutyIntervals(
                 retention_check_ms=cfg["log.retention.check.interval.ms"],
                 flush_check_ms=cfg["log.flush.scheduler.interval.ms"],

@@ -1,12 +1,14 @@
 """Request handlers, one module per API family; ``HANDLERS`` maps API keys to them."""
 
 from odradek.server.handlers import (
+    admin,
     api_versions,
     fetch,
     list_offsets,
     metadata,
     produce,
     producer_id,
+    records,
     topics,
 )
 from odradek.server.handlers.base import Api
@@ -23,5 +25,12 @@ HANDLERS: dict[int, Api] = {
         topics.DELETE_TOPICS,
         topics.CREATE_PARTITIONS,
         producer_id.API,
+        records.DELETE_RECORDS,
+        records.OFFSET_FOR_LEADER_EPOCH,
+        admin.DESCRIBE_CONFIGS,
+        admin.ALTER_CONFIGS,
+        admin.INCREMENTAL_ALTER_CONFIGS,
+        admin.DESCRIBE_LOG_DIRS,
+        admin.DESCRIBE_CLUSTER,
     )
 }

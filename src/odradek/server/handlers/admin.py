@@ -1,0 +1,396 @@
+"""DescribeConfigs (32), AlterConfigs (33), IncrementalAlterConfigs (44),
+DescribeLogDirs (35) and DescribeCluster (60).
+
+Configs: a topic's settings are its overrides (``Topic.configs``, persisted in the
+metadata file) over the broker's ``log.*`` defaults, under Kafka's names. Describing one
+reports where each value comes from, with Kafka's config sources: a topic override is
+DYNAMIC_TOPIC_CONFIG, a broker setting given in the file, environment or command line is
+STATIC_BROKER_CONFIG, anything else DEFAULT_CONFIG. Broker settings are static here (no
+dynamic broker configs): they can be described, not altered.
+
+AlterConfigs replaces a topic's whole override set (configs it does not name go back to
+the broker default, as in Kafka); IncrementalAlterConfigs (KIP-339) edits it key by key.
+Either way the new settings reach the open logs at once (``Broker.set_topic_configs``).
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from odradek.protocol.codec import Request
+from odradek.server.config import SETTINGS, Setting
+from odradek.server.errors import error_code
+from odradek.server.handlers.base import Api, respond
+from odradek.server.metadata import Topic, TopicError
+from odradek.storage.config import LogConfig
+
+if TYPE_CHECKING:
+    from odradek.server.broker import Broker
+
+# ConfigResource.Type (the resource_type field)
+TOPIC = 2
+BROKER = 4
+
+# DescribeConfigsResponse.ConfigSource
+DYNAMIC_TOPIC_CONFIG = 1
+STATIC_BROKER_CONFIG = 4
+DEFAULT_CONFIG = 5
+
+# ConfigDef.Type as DescribeConfigs v3+ reports it (KIP-569)
+UNKNOWN_TYPE, BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST = range(8)
+
+# Kafka's types of the topic configs we honour (TopicConfig / LogConfig's ConfigDef).
+TOPIC_CONFIG_TYPES = {
+    "segment.bytes": INT,
+    "segment.ms": LONG,
+    "segment.index.bytes": INT,
+    "index.interval.bytes": INT,
+    "flush.messages": LONG,
+    "flush.ms": LONG,
+    "retention.ms": LONG,
+    "retention.bytes": LONG,
+    "cleanup.policy": LIST,
+    "delete.retention.ms": LONG,
+    "min.cleanable.dirty.ratio": DOUBLE,
+    "min.compaction.lag.ms": LONG,
+    "max.compaction.lag.ms": LONG,
+    "max.message.bytes": INT,
+    "message.timestamp.type": STRING,
+    "compression.type": STRING,
+    "file.delete.delay.ms": LONG,
+}
+LIST_CONFIGS = frozenset(n for n, t in TOPIC_CONFIG_TYPES.items() if t == LIST)
+
+# IncrementalAlterConfigs' config_operation (AlterConfigOp.OpType)
+SET, DELETE, APPEND, SUBTRACT = range(4)
+_OP_NAMES = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
+
+# The broker setting each topic config defaults to (log.retention.ms -> retention.ms).
+_BROKER_SETTING_OF = {s.topic_name: s for s in SETTINGS.values() if s.topic_name}
+
+# AclOperation codes a single node without an authorizer allows on the cluster resource,
+# reported when a client asks for cluster_authorized_operations (KIP-430).
+_CLUSTER_OPERATIONS = (5, 7, 8, 9, 10, 11, 12)  # CREATE, ALTER, DESCRIBE, CLUSTER_ACTION,
+# DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE
+NO_AUTHORIZED_OPERATIONS = -(2**31)  # "not requested"
+
+BROKERS_ENDPOINT = 1  # DescribeCluster v1 endpoint_type: brokers (2 = controllers)
+UNSUPPORTED_ENDPOINT_TYPE = 115
+
+
+class ConfigRequestError(Exception):
+    """A resource of a configs request that cannot be served; ``kafka_error`` names the
+    Kafka error."""
+
+    def __init__(self, kafka_error: str, message: str) -> None:
+        super().__init__(message)
+        self.kafka_error = kafka_error
+
+
+def _text(value: Any) -> str:
+    """A setting's value as Kafka prints it (booleans in lower case)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _setting_type(setting: Setting) -> int:
+    if setting.topic_name in TOPIC_CONFIG_TYPES:
+        return TOPIC_CONFIG_TYPES[setting.topic_name]
+    default = setting.default
+    if isinstance(default, bool):
+        return BOOLEAN
+    if isinstance(default, float):
+        return DOUBLE
+    if isinstance(default, int):
+        return LONG if setting.name.endswith(".ms") else INT
+    return STRING
+
+
+def _entry(name: str, value: str | None, source: int, config_type: int,
+           synonyms: list[dict[str, Any]], doc: str | None, *, read_only: bool,
+           include_synonyms: bool, include_documentation: bool) -> dict[str, Any]:
+    return {
+        "name": name,
+        "value": value,
+        "read_only": read_only,
+        "config_source": source,
+        "is_sensitive": False,
+        "synonyms": synonyms if include_synonyms else [],
+        "config_type": config_type,
+        "documentation": doc if include_documentation else None,
+    }
+
+
+def _wanted(keys: Any) -> set[str] | None:
+    """The configuration_keys filter: None (or, as Kafka also accepts, empty) means all."""
+    return set(keys) if keys else None
+
+
+def describe_topic(broker: Broker, topic: Topic, keys: set[str] | None, *,
+                   include_synonyms: bool, include_documentation: bool
+                   ) -> list[dict[str, Any]]:
+    effective = broker.log_config_for(topic.name).to_kafka()
+    defaults = LogConfig().to_kafka()
+    sources = broker.config.sources
+    entries = []
+    for name, value in effective.items():
+        if keys is not None and name not in keys:
+            continue
+        setting = _BROKER_SETTING_OF.get(name)
+        # Synonyms in order of precedence, the one in effect first (as Kafka lists them).
+        synonyms = []
+        if name in topic.configs:
+            synonyms.append({"name": name, "value": value, "source": DYNAMIC_TOPIC_CONFIG})
+        if setting is not None:
+            if setting.name in sources:
+                synonyms.append({"name": setting.name, "value": _text(broker.config[setting.name]),
+                                 "source": STATIC_BROKER_CONFIG})
+            synonyms.append({"name": setting.name, "value": _text(setting.default),
+                             "source": DEFAULT_CONFIG})
+        else:
+            synonyms.append({"name": name, "value": defaults[name], "source": DEFAULT_CONFIG})
+        entries.append(_entry(
+            name, value, synonyms[0]["source"], TOPIC_CONFIG_TYPES.get(name, UNKNOWN_TYPE),
+            synonyms, setting.doc if setting is not None else None, read_only=False,
+            include_synonyms=include_synonyms, include_documentation=include_documentation))
+    return entries
+
+
+def describe_broker(broker: Broker, keys: set[str] | None, *, include_synonyms: bool,
+                    include_documentation: bool) -> list[dict[str, Any]]:
+    entries = []
+    for setting in SETTINGS.values():
+        if keys is not None and setting.name not in keys:
+            continue
+        synonyms = []
+        if setting.name in broker.config.sources:
+            synonyms.append({"name": setting.name, "value": _text(broker.config[setting.name]),
+                             "source": STATIC_BROKER_CONFIG})
+        synonyms.append({"name": setting.name, "value": _text(setting.default),
+                         "source": DEFAULT_CONFIG})
+        entries.append(_entry(
+            setting.name, synonyms[0]["value"], synonyms[0]["source"], _setting_type(setting),
+            synonyms, setting.doc, read_only=True, include_synonyms=include_synonyms,
+            include_documentation=include_documentation))
+    return entries
+
+
+def _check_broker_name(broker: Broker, name: str) -> None:
+    """A broker resource names this node by id (or is "" for the cluster-wide defaults)."""
+    if name == "":
+        return
+    try:
+        node = int(name)
+    except ValueError:
+        raise ConfigRequestError("INVALID_REQUEST",
+                                 f"broker id must be an integer, got {name!r}") from None
+    if node != broker.node_id:
+        raise ConfigRequestError("INVALID_REQUEST",
+                                 f"unexpected broker id {node}: this is broker "
+                                 f"{broker.node_id}")
+
+
+def _require_topic(broker: Broker, name: str) -> Topic:
+    topic = broker.topic(name)
+    if topic is None:
+        raise ConfigRequestError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
+    return topic
+
+
+def _failure(exc: Exception) -> dict[str, Any]:
+    return {"error_code": error_code(exc), "error_message": str(exc)}
+
+
+async def describe_configs(broker: Broker, request: Request) -> bytes:
+    body = request.body
+    include_synonyms = getattr(body, "include_synonyms", False)
+    include_documentation = getattr(body, "include_documentation", False)
+    results = []
+    for res in body.resources:
+        entry: dict[str, Any] = {"error_code": 0, "error_message": None,
+                                 "resource_type": res.resource_type,
+                                 "resource_name": res.resource_name, "configs": []}
+        keys = _wanted(res.configuration_keys)
+        try:
+            if res.resource_type == TOPIC:
+                entry["configs"] = describe_topic(
+                    broker, _require_topic(broker, res.resource_name), keys,
+                    include_synonyms=include_synonyms,
+                    include_documentation=include_documentation)
+            elif res.resource_type == BROKER:
+                _check_broker_name(broker, res.resource_name)
+                # "" asks for the cluster-wide dynamic defaults, of which there are none.
+                if res.resource_name != "":
+                    entry["configs"] = describe_broker(
+                        broker, keys, include_synonyms=include_synonyms,
+                        include_documentation=include_documentation)
+            else:
+                raise ConfigRequestError("INVALID_REQUEST",
+                                         f"resource type {res.resource_type} is not supported")
+        except (ConfigRequestError, TopicError) as exc:
+            entry.update(_failure(exc))
+        results.append(entry)
+    return respond(request, {"throttle_time": 0, "results": results})
+
+
+def _duplicate_resources(resources: Any) -> set[tuple[int, str]]:
+    counts = Counter((r.resource_type, r.resource_name) for r in resources)
+    return {key for key, n in counts.items() if n > 1}
+
+
+def _check_alterable(broker: Broker, res: Any, duplicates: set[tuple[int, str]]) -> None:
+    if (res.resource_type, res.resource_name) in duplicates:
+        raise ConfigRequestError("INVALID_REQUEST",
+                                 f"resource {res.resource_name!r} appears more than once")
+    if res.resource_type == BROKER:
+        _check_broker_name(broker, res.resource_name)
+        raise ConfigRequestError("INVALID_REQUEST",
+                                 "dynamic broker configs are not supported; broker settings "
+                                 "come from the config file, environment or command line")
+    if res.resource_type != TOPIC:
+        raise ConfigRequestError("INVALID_REQUEST",
+                                 f"resource type {res.resource_type} is not supported")
+    names = Counter(c.name for c in res.configs)
+    repeated = sorted(n for n, count in names.items() if count > 1)
+    if repeated:
+        raise ConfigRequestError("INVALID_REQUEST",
+                                 f"config {', '.join(repeated)} appears more than once")
+    _require_topic(broker, res.resource_name)
+
+
+async def alter_configs(broker: Broker, request: Request) -> bytes:
+    body = request.body
+    duplicates = _duplicate_resources(body.resources)
+    responses = []
+    for res in body.resources:
+        entry: dict[str, Any] = {"error_code": 0, "error_message": None,
+                                 "resource_type": res.resource_type,
+                                 "resource_name": res.resource_name}
+        try:
+            _check_alterable(broker, res, duplicates)
+            # The new override set is exactly what the request lists (null: not set).
+            configs = {c.name: c.value for c in res.configs if c.value is not None}
+            broker.set_topic_configs(res.resource_name, configs,
+                                     validate_only=body.validate_only)
+        except (ConfigRequestError, TopicError) as exc:
+            entry.update(_failure(exc))
+        responses.append(entry)
+    return respond(request, {"throttle_time": 0, "responses": responses})
+
+
+def _list_items(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def apply_incremental(broker: Broker, topic: Topic, ops: Any) -> dict[str, str]:
+    """The override set after applying IncrementalAlterConfigs' operations in order."""
+    configs = dict(topic.configs)
+    broker_defaults = broker.config.log_config().to_kafka()
+    known = set(LogConfig.names())
+    for op in ops:
+        name, kind, value = op.name, op.config_operation, op.value
+        if kind not in _OP_NAMES:
+            raise ConfigRequestError("INVALID_REQUEST",
+                                     f"unknown config operation {kind} for {name}")
+        if name not in known:
+            raise ConfigRequestError("INVALID_CONFIG", f"unknown topic config {name!r}")
+        if kind != DELETE and value is None:
+            raise ConfigRequestError("INVALID_REQUEST",
+                                     f"{_OP_NAMES[kind]} of {name} needs a value, got null")
+        if kind == SET:
+            configs[name] = value
+        elif kind == DELETE:
+            configs.pop(name, None)
+        else:
+            if name not in LIST_CONFIGS:
+                raise ConfigRequestError(
+                    "INVALID_CONFIG",
+                    f"{_OP_NAMES[kind]} is only allowed for list configs "
+                    f"({', '.join(sorted(LIST_CONFIGS))}); {name} is not one")
+            # The list in effect: the topic's override, else the broker default (Kafka).
+            items = _list_items(configs.get(name, broker_defaults[name]))
+            given = _list_items(value)
+            if kind == APPEND:
+                items += [item for item in given if item not in items]
+            else:
+                items = [item for item in items if item not in given]
+            configs[name] = ",".join(items)
+    return configs
+
+
+async def incremental_alter_configs(broker: Broker, request: Request) -> bytes:
+    body = request.body
+    duplicates = _duplicate_resources(body.resources)
+    responses = []
+    for res in body.resources:
+        entry: dict[str, Any] = {"error_code": 0, "error_message": None,
+                                 "resource_type": res.resource_type,
+                                 "resource_name": res.resource_name}
+        try:
+            _check_alterable(broker, res, duplicates)
+            topic = _require_topic(broker, res.resource_name)
+            configs = apply_incremental(broker, topic, res.configs)
+            broker.set_topic_configs(res.resource_name, configs,
+                                     validate_only=body.validate_only)
+        except (ConfigRequestError, TopicError) as exc:
+            entry.update(_failure(exc))
+        responses.append(entry)
+    return respond(request, {"throttle_time": 0, "responses": responses})
+
+
+async def describe_log_dirs(broker: Broker, request: Request) -> bytes:
+    assert broker.logs is not None
+    requested = request.body.topics
+    wanted: set[tuple[str, int]] | None = None
+    if requested is not None:
+        wanted = {(t.topic, p) for t in requested for p in t.partitions}
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for (name, partition), lg in sorted(list(broker.logs.logs.items())):
+        if wanted is not None and (name, partition) not in wanted:
+            continue
+        by_topic.setdefault(name, []).append({
+            "partition_index": partition, "partition_size": lg.size_bytes,
+            "offset_lag": 0,  # the leader is never behind itself
+            "is_future_key": False,
+        })
+    usage = shutil.disk_usage(broker.logs.data_dir)
+    return respond(request, {"throttle_time": 0, "error_code": 0, "results": [{
+        "error_code": 0,
+        "log_dir": broker.logs.data_dir,
+        "topics": [{"name": name, "partitions": parts} for name, parts in by_topic.items()],
+        "total_bytes": usage.total,
+        "usable_bytes": usage.free,
+    }]})
+
+
+async def describe_cluster(broker: Broker, request: Request) -> bytes:
+    body = request.body
+    assert broker.metadata is not None
+    endpoint_type = getattr(body, "endpoint_type", BROKERS_ENDPOINT)
+    data: dict[str, Any] = {
+        "throttle_time": 0, "error_code": 0, "error_message": None,
+        "endpoint_type": endpoint_type,
+        "cluster_id": broker.metadata.cluster_id,
+        "controller_id": broker.node_id,
+        "brokers": [{"broker_id": broker.node_id, "host": broker.advertised_host,
+                     "port": broker.port, "rack": None}],
+        "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS,
+    }
+    if endpoint_type != BROKERS_ENDPOINT:
+        data.update(error_code=UNSUPPORTED_ENDPOINT_TYPE,
+                    error_message=f"endpoint type {endpoint_type} is not served: this node "
+                                  "is a broker, not a KRaft controller",
+                    brokers=[], controller_id=-1)
+    elif body.include_cluster_authorized_operations:
+        data["cluster_authorized_operations"] = sum(1 << op for op in _CLUSTER_OPERATIONS)
+    return respond(request, data)
+
+
+DESCRIBE_CONFIGS = Api(32, "DescribeConfigs", 1, 4, describe_configs)
+ALTER_CONFIGS = Api(33, "AlterConfigs", 0, 2, alter_configs)
+INCREMENTAL_ALTER_CONFIGS = Api(44, "IncrementalAlterConfigs", 0, 1, incremental_alter_configs)
+DESCRIBE_LOG_DIRS = Api(35, "DescribeLogDirs", 1, 4, describe_log_dirs)
+DESCRIBE_CLUSTER = Api(60, "DescribeCluster", 0, 1, describe_cluster)

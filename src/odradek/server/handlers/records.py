@@ -1,0 +1,107 @@
+"""DeleteRecords (21) and OffsetForLeaderEpoch (23): requests about a partition's
+offsets rather than its records.
+
+DeleteRecords moves a partition's log start offset forward (whole segments below it are
+deleted; the rest stay but are no longer served), and the new start is checkpointed at
+once so it survives a restart.
+
+OffsetForLeaderEpoch (KIP-101, KIP-320) tells a client or follower where an epoch of
+leadership ended, so it can detect a log that diverged under it. A single node is leader
+from the start and never changes (every batch is written with partitionLeaderEpoch 0), so
+its epoch cache has one entry, epoch 0 starting at the log start, and the answer is
+Kafka's ``LeaderEpochFileCache.endOffsetFor`` over that cache.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from odradek.protocol.codec import Request
+from odradek.server.errors import error_code
+from odradek.server.handlers.base import Api, respond
+from odradek.storage.errors import StorageError
+
+if TYPE_CHECKING:
+    from odradek.server.broker import Broker
+
+UNKNOWN_TOPIC_OR_PARTITION = 3
+OFFSET_OUT_OF_RANGE = 1
+POLICY_VIOLATION = 44
+UNKNOWN_LEADER_EPOCH = 75
+
+HIGH_WATERMARK = -1  # DeleteRecords' "up to the high watermark"
+LEADER_EPOCH = 0  # the one epoch of a single node's leadership
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
+
+
+def delete_before(broker: Broker, topic: str, partition: int, offset: int) -> dict[str, Any]:
+    entry: dict[str, Any] = {"partition_index": partition, "low_watermark": -1,
+                             "error_code": 0}
+    lg = broker.get_log(topic, partition)
+    if lg is None:
+        entry["error_code"] = UNKNOWN_TOPIC_OR_PARTITION
+        return entry
+    if not lg.config.deletes:
+        # Kafka refuses to cut a compact-only log: its retention is by key, not offset.
+        entry["error_code"] = POLICY_VIOLATION
+        return entry
+    # The high watermark is the log end offset: a single node commits what it appends.
+    if offset == HIGH_WATERMARK:
+        offset = lg.log_end_offset
+    if offset < 0:
+        entry["error_code"] = OFFSET_OUT_OF_RANGE
+        return entry
+    try:
+        entry["low_watermark"] = lg.delete_records_before(offset)
+    except (StorageError, OSError) as exc:
+        entry["error_code"] = error_code(exc)
+    return entry
+
+
+async def delete_records(broker: Broker, request: Request) -> bytes:
+    assert broker.logs is not None
+    topics = []
+    for t in request.body.topics:
+        topics.append({
+            "name": t.name,
+            "partitions": [delete_before(broker, t.name, p.partition_index, p.offset)
+                           for p in t.partitions],
+        })
+    # The new log start offsets must survive a crash, not only a clean stop.
+    if any(p["error_code"] == 0 for t in topics for p in t["partitions"]):
+        broker.logs.write_checkpoints()
+    return respond(request, {"throttle_time": 0, "topics": topics})
+
+
+def epoch_end(broker: Broker, topic: str, p: Any) -> dict[str, Any]:
+    entry: dict[str, Any] = {"partition": p.partition, "error_code": 0,
+                             "leader_epoch": UNDEFINED_EPOCH,
+                             "end_offset": UNDEFINED_EPOCH_OFFSET}
+    lg = broker.get_log(topic, p.partition)
+    if lg is None:
+        entry["error_code"] = UNKNOWN_TOPIC_OR_PARTITION
+        return entry
+    # current_leader_epoch (KIP-320): the epoch the client believes the leader has; -1
+    # means it does not say. Newer than ours is UNKNOWN_LEADER_EPOCH (the client knows of
+    # a leader we have not heard of); older would be FENCED_LEADER_EPOCH, but none is
+    # older than 0.
+    if getattr(p, "current_leader_epoch", -1) > LEADER_EPOCH:
+        entry["error_code"] = UNKNOWN_LEADER_EPOCH
+    elif p.leader_epoch == LEADER_EPOCH:
+        # The latest epoch ends at the log end (endOffsetFor's requestedEpoch == latest).
+        entry.update(leader_epoch=LEADER_EPOCH, end_offset=lg.log_end_offset)
+    # An epoch above ours (or -1) is not in the cache: UNDEFINED_EPOCH(_OFFSET), as Kafka.
+    return entry
+
+
+async def offset_for_leader_epoch(broker: Broker, request: Request) -> bytes:
+    topics = []
+    for t in request.body.topics:
+        topics.append({"topic": t.topic,
+                       "partitions": [epoch_end(broker, t.topic, p) for p in t.partitions]})
+    return respond(request, {"throttle_time": 0, "topics": topics})
+
+
+DELETE_RECORDS = Api(21, "DeleteRecords", 0, 2, delete_records)
+OFFSET_FOR_LEADER_EPOCH = Api(23, "OffsetForLeaderEpoch", 2, 4, offset_for_leader_epoch)

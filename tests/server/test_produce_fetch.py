@@ -1,0 +1,285 @@
+"""Producing and fetching through the broker, as clients see it: offsets, codecs, keys,
+headers and timestamps intact, acks, long polls woken by appends, fetch limits and
+incremental fetch sessions (KIP-227)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from odradek.records import builder, codecs
+
+from ..wire import WireClient
+
+CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+
+
+def create(bootstrap: str, topic: str, partitions: int = 1, **configs: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(topic, partitions, 1, config=configs)]).values():
+        future.result(10)
+
+
+def consume_all(bootstrap: str, topic: str, partitions: int, count: int,
+                timeout: float = 20.0) -> list:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused",
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    out = []
+    deadline = time.monotonic() + timeout
+    while len(out) < count and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is None:
+            continue
+        if message.error():
+            raise KafkaException(message.error())
+        out.append(message)
+    consumer.close()
+    return out
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_records_come_back_with_keys_values_headers_and_timestamps_intact(broker, codec):
+    create(broker.bootstrap, "events")
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "compression.type": codec,
+                         "linger.ms": 20})
+    sent = []
+    for i in range(300):
+        key, value = f"user-{i % 7}".encode(), f"event {i} ".encode() * (i % 5 + 1)
+        headers = [("trace", f"t{i}".encode()), ("empty", b"")]
+        timestamp = 1_700_000_000_000 + i
+        producer.produce("events", key=key, value=value, headers=headers, timestamp=timestamp)
+        sent.append((key, value, headers, timestamp))
+    assert producer.flush(20) == 0
+    received = consume_all(broker.bootstrap, "events", 1, len(sent))
+    assert [m.offset() for m in received] == list(range(len(sent)))
+    assert [(m.key(), m.value(), m.headers(), m.timestamp()[1]) for m in received] == sent
+
+
+def test_acks_zero_records_are_stored_without_responses(broker):
+    create(broker.bootstrap, "fire-and-forget")
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": 0})
+    for i in range(200):
+        producer.produce("fire-and-forget", value=b"%d" % i)
+    assert producer.flush(20) == 0
+    received = consume_all(broker.bootstrap, "fire-and-forget", 1, 200)
+    assert [m.value() for m in received] == [b"%d" % i for i in range(200)]
+
+
+def test_keyed_records_spread_over_partitions_and_keep_order_within_each(broker):
+    create(broker.bootstrap, "orders", partitions=4)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True})
+    for i in range(400):
+        producer.produce("orders", key=f"customer-{i % 13}", value=f"{i}")
+    assert producer.flush(20) == 0
+    received = consume_all(broker.bootstrap, "orders", 4, 400)
+    assert len({m.partition() for m in received}) > 1
+    per_key: dict[bytes, list[int]] = {}
+    for m in received:
+        per_key.setdefault(m.key(), []).append(int(m.value()))
+    for values in per_key.values():
+        assert values == sorted(values)  # one key, one partition, in order
+
+
+def test_a_topic_is_auto_created_by_metadata_with_num_partitions():
+    from odradek.testing import running_broker
+
+    with running_broker(**{"num.partitions": 3}) as b:
+        producer = Producer({"bootstrap.servers": b.bootstrap})
+        producer.produce("made-on-demand", value=b"x")
+        assert producer.flush(20) == 0
+        assert b.broker.topic("made-on-demand").partitions == 3
+
+
+def test_without_auto_create_unknown_topics_are_refused():
+    from odradek.testing import running_broker
+
+    with running_broker(**{"auto.create.topics.enable": False}) as b, WireClient(b.port) as c:
+        response = c.request(3, 9, {"topics": [{"name": "nope"}],
+                                    "allow_auto_topic_creation": True})
+        assert response.topics[0].error_code.value == 3  # UNKNOWN_TOPIC_OR_PARTITION
+        assert b.broker.topic("nope") is None
+
+
+def _fetch(client: WireClient, topic: str, offset: int, *, max_wait_ms: int = 0,
+           min_bytes: int = 1, version: int = 11, **extra):
+    return client.request(1, version, {
+        "max_wait": max_wait_ms, "min_bytes": min_bytes, "max_bytes": 1 << 20,
+        "isolation_level": 0,
+        "topics": [{"topic": topic, "partitions": [
+            {"partition": 0, "fetch_offset": offset, "partition_max_bytes": 1 << 20}]}],
+        **extra,
+    })
+
+
+def test_a_long_poll_fetch_is_woken_by_an_append_not_by_its_timeout(broker):
+    create(broker.bootstrap, "quiet")
+    result = {}
+
+    def poll():
+        with WireClient(broker.port, timeout=60) as c:
+            start = time.monotonic()
+            result["response"] = _fetch(c, "quiet", 0, max_wait_ms=30_000)
+            result["waited"] = time.monotonic() - start
+
+    waiter = threading.Thread(target=poll)
+    waiter.start()
+    time.sleep(0.5)  # the fetch is parked in the purgatory by now
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    producer.produce("quiet", value=b"wake up")
+    producer.flush(10)
+    waiter.join(40)
+    assert result["waited"] < 15  # far below the 30 s it would wait for nothing
+    records = result["response"].responses[0].partitions[0].records
+    assert builder.decode_batches(records)[0].records[0].value == b"wake up"
+
+
+def test_a_fetch_with_nothing_to_return_waits_its_max_wait(broker):
+    create(broker.bootstrap, "empty")
+    with WireClient(broker.port) as c:
+        start = time.monotonic()
+        response = _fetch(c, "empty", 0, max_wait_ms=300)
+        assert time.monotonic() - start >= 0.29
+        partition = response.responses[0].partitions[0]
+        assert partition.error_code.value == 0 and not partition.records
+
+
+def test_fetch_limits_return_whole_batches_and_at_least_one(broker):
+    create(broker.bootstrap, "big")
+    batch = builder.build_simple([b"x" * 1000] * 10)  # ~10 KB per batch
+    with WireClient(broker.port) as c:
+        for _ in range(5):
+            c.request(0, 7, {"acks": 1, "timeout": 5000, "topic_data": [
+                {"name": "big", "partition_data": [{"index": 0, "records": batch}]}]})
+        response = c.request(1, 11, {
+            "max_wait": 0, "min_bytes": 1, "max_bytes": 25_000, "isolation_level": 0,
+            "topics": [{"topic": "big", "partitions": [
+                {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]})
+        records = response.responses[0].partitions[0].records
+        assert len(records) == 2 * len(batch)  # whole batches within max_bytes
+        response = c.request(1, 11, {
+            "max_wait": 0, "min_bytes": 1, "max_bytes": 100, "isolation_level": 0,
+            "topics": [{"topic": "big", "partitions": [
+                {"partition": 0, "fetch_offset": 13, "partition_max_bytes": 100}]}]})
+        records = response.responses[0].partitions[0].records
+        decoded = builder.decode_batches(records)
+        assert len(decoded) == 1 and decoded[0].header.base_offset == 10  # one, over limits
+
+
+def test_fetching_past_the_log_end_is_offset_out_of_range(broker):
+    create(broker.bootstrap, "short")
+    with WireClient(broker.port) as c:
+        partition = _fetch(c, "short", 5).responses[0].partitions[0]
+        assert partition.error_code.value == 1
+        assert partition.high_watermark == 0
+
+
+def test_incremental_fetch_sessions_send_only_what_changed(broker):
+    create(broker.bootstrap, "a")
+    create(broker.bootstrap, "b")
+    both = [{"topic": t, "partitions": [{"partition": 0, "fetch_offset": 0,
+                                         "partition_max_bytes": 1 << 20}]} for t in "ab"]
+    with WireClient(broker.port) as c:
+        full = c.request(1, 11, {"max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+                                 "isolation_level": 0, "session_id": 0, "session_epoch": 0,
+                                 "topics": both})
+        assert full.session_id > 0
+        assert {t.topic for t in full.responses} == {"a", "b"}
+        c.request(0, 7, {"acks": 1, "timeout": 5000, "topic_data": [
+            {"name": "b", "partition_data": [{"index": 0,
+                                              "records": builder.build_simple([b"new"])}]}]})
+        incremental = c.request(1, 11, {"max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+                                        "isolation_level": 0, "session_id": full.session_id,
+                                        "session_epoch": 1, "topics": []})
+        assert [t.topic for t in incremental.responses] == ["b"]  # only b changed
+        stale = c.request(1, 11, {"max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+                                  "isolation_level": 0, "session_id": full.session_id,
+                                  "session_epoch": 1, "topics": []})
+        assert stale.error_code.value == 71  # INVALID_FETCH_SESSION_EPOCH
+        unknown = c.request(1, 11, {"max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+                                    "isolation_level": 0, "session_id": 987654,
+                                    "session_epoch": 3, "topics": []})
+        assert unknown.error_code.value == 70  # FETCH_SESSION_ID_NOT_FOUND
+
+
+@pytest.mark.parametrize("version", [4, 7, 11, 12])
+def test_every_fetch_version_decodes_with_kafkas_schema(broker, version):
+    create(broker.bootstrap, "versions")
+    with WireClient(broker.port) as c:
+        c.request(0, 9, {"acks": -1, "timeout": 5000, "topic_data": [
+            {"name": "versions", "partition_data": [
+                {"index": 0, "records": builder.build_simple([b"v"], codec=codecs.GZIP)}]}]})
+        response = _fetch(c, "versions", 0, version=version)
+        partition = response.responses[0].partitions[0]
+        assert partition.high_watermark == 1
+        assert builder.decode_batches(partition.records)[0].records[0].value == b"v"
+
+
+def test_a_retried_idempotent_produce_gets_its_first_offset_again(broker):
+    create(broker.bootstrap, "exactly")
+    with WireClient(broker.port) as c:
+        pid = c.request(22, 4, {"transactional_id": None, "transaction_timeout": 60000,
+                                "producer_id": -1, "producer_epoch": -1})
+        assert pid.error_code.value == 0
+        batch = builder.build_simple([b"once"], producer_id=pid.producer_id,
+                                     producer_epoch=pid.producer_epoch, base_sequence=0)
+        request = {"acks": -1, "timeout": 5000, "topic_data": [
+            {"name": "exactly", "partition_data": [{"index": 0, "records": batch}]}]}
+        first = c.request(0, 9, request).responses[0].partition_responses[0]
+        retry = c.request(0, 9, request).responses[0].partition_responses[0]
+        assert first.error_code.value == retry.error_code.value == 0
+        assert first.base_offset == retry.base_offset == 0
+        gap = builder.build_simple([b"gap"], producer_id=pid.producer_id,
+                                   producer_epoch=pid.producer_epoch, base_sequence=5)
+        refused = c.request(0, 9, {"acks": -1, "timeout": 5000, "topic_data": [
+            {"name": "exactly", "partition_data": [{"index": 0, "records": gap}]}]})
+        assert refused.responses[0].partition_responses[0].error_code.value == 45
+    assert broker.broker.get_log("exactly", 0).log_end_offset == 1
+
+
+def test_list_offsets_finds_earliest_latest_by_time_and_max_timestamp(broker):
+    create(broker.bootstrap, "timed")
+    with WireClient(broker.port) as c:
+        for i, ts in enumerate([1000, 2000, 9000, 3000]):
+            batch = builder.build_simple([b"%d" % i], timestamp=ts)
+            c.request(0, 7, {"acks": 1, "timeout": 5000, "topic_data": [
+                {"name": "timed", "partition_data": [{"index": 0, "records": batch}]}]})
+
+        def lookup(timestamp):
+            r = c.request(2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+                {"name": "timed", "partitions": [{"partition_index": 0,
+                                                  "timestamp": timestamp}]}]})
+            p = r.topics[0].partitions[0]
+            return p.offset, p.timestamp
+
+        assert lookup(-2)[0] == 0
+        assert lookup(-1)[0] == 4
+        assert lookup(1500) == (1, 2000)
+        assert lookup(-3) == (2, 9000)
+        assert lookup(10_000) == (-1, -1)
+
+
+def test_produce_to_an_unknown_partition_is_refused_per_partition(broker):
+    create(broker.bootstrap, "one", partitions=1)
+    with WireClient(broker.port) as c:
+        response = c.request(0, 9, {"acks": 1, "timeout": 5000, "topic_data": [
+            {"name": "one", "partition_data": [
+                {"index": 0, "records": builder.build_simple([b"ok"])},
+                {"index": 7, "records": builder.build_simple([b"no"])}]}]})
+        errors = [p.error_code.value for p in response.responses[0].partition_responses]
+        assert errors == [0, 3]
+
+
+def test_a_corrupt_batch_is_refused_with_corrupt_message_and_nothing_is_stored(broker):
+    create(broker.bootstrap, "careful")
+    bad = bytearray(builder.build_simple([b"payload"]))
+    bad[-1] ^= 0xFF
+    with WireClient(broker.port) as c:
+        response = c.request(0, 9, {"acks": 1, "timeout": 5000, "topic_data": [
+            {"name": "careful", "partition_data": [{"index": 0, "records": bytes(bad)}]}]})
+        assert response.responses[0].partition_responses[0].error_code.value == 2
+    assert broker.broker.get_log("careful", 0).log_end_offset == 0

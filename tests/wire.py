@@ -1,0 +1,65 @@
+"""A tiny blocking Kafka wire client for tests: send any kio request at any version over a
+plain socket and decode the response. For checking what real clients cannot show
+(sessions, raw errors, exact versions)."""
+
+from __future__ import annotations
+
+import io
+import socket
+import struct
+from typing import Any
+
+from kio.index import load_request_schema, load_response_schema
+from kio.serial import entity_reader, entity_writer
+
+from odradek.protocol.messages import build
+
+
+class WireClient:
+    def __init__(self, port: int, host: str = "127.0.0.1", timeout: float = 10.0) -> None:
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.correlation_id = 0
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> WireClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def send(self, api_key: int, version: int, body: dict[str, Any]) -> int:
+        """Send a request built from version-agnostic data; returns its correlation id."""
+        schema = load_request_schema(api_key, version)
+        header_cls = schema.__header_schema__
+        self.correlation_id += 1
+        buf = io.BytesIO()
+        entity_writer(header_cls)(buf, build(header_cls, {
+            "request_api_key": api_key, "request_api_version": version,
+            "correlation_id": self.correlation_id, "client_id": "wire-test"}))
+        entity_writer(schema)(buf, build(schema, body))
+        payload = buf.getvalue()
+        self.sock.sendall(struct.pack(">i", len(payload)) + payload)
+        return self.correlation_id
+
+    def receive(self, api_key: int, version: int) -> Any:
+        size = struct.unpack(">i", self._read(4))[0]
+        payload = self._read(size)
+        schema = load_response_schema(api_key, version)
+        _, used = entity_reader(schema.__header_schema__)(payload, 0)
+        body, _ = entity_reader(schema)(payload, used)
+        return body
+
+    def request(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
+        self.send(api_key, version, body)
+        return self.receive(api_key, version)
+
+    def _read(self, n: int) -> bytes:
+        out = bytearray()
+        while len(out) < n:
+            chunk = self.sock.recv(n - len(out))
+            if not chunk:
+                raise ConnectionError("the broker closed the connection")
+            out += chunk
+        return bytes(out)
