@@ -283,3 +283,15 @@ def test_a_corrupt_batch_is_refused_with_corrupt_message_and_nothing_is_stored(b
             {"name": "careful", "partition_data": [{"index": 0, "records": bytes(bad)}]}]})
         assert response.responses[0].partition_responses[0].error_code.value == 2
     assert broker.broker.get_log("careful", 0).log_end_offset == 0
+
+
+def test_a_topic_with_compression_type_stores_what_it_says_whatever_clients_send(broker):
+    create(broker.bootstrap, "squeezed", **{"compression.type": "zstd"})
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "compression.type": "lz4"})
+    for i in range(50):
+        producer.produce("squeezed", key=b"k", value=b"v%d" % i)
+    assert producer.flush(20) == 0
+    stored = broker.broker.get_log("squeezed", 0).read_batches(0)
+    assert {b.header.compression for b in stored} == {codecs.ZSTD}
+    received = consume_all(broker.bootstrap, "squeezed", 1, 50)
+    assert [m.value() for m in received] == [b"v%d" % i for i in range(50)]

@@ -207,3 +207,27 @@ def test_a_large_append_with_a_bad_crc_is_cut_off_the_file_after_the_overlapped_
     info = lg.append(big)
     assert (info.first_offset, info.last_offset) == (2, 2001)
     assert len(values_in(lg)) == 2002
+
+
+@pytest.mark.parametrize("target", ["gzip", "zstd", "uncompressed"])
+def test_a_topic_compression_type_recompresses_batches_keeping_everything_else(open_log,
+                                                                             target):
+    lg = open_log(LogConfig.from_kafka({"compression.type": target}))
+    records = [builder.Record(i, 1000 + i, b"k%d" % i, b"v%d" % i, [("h", b"x")])
+               for i in range(5)]
+    sent = builder.build_batch(records, codec=codecs.LZ4, producer_id=3, producer_epoch=0,
+                               base_sequence=0)
+    lg.append(sent)
+    (stored,) = lg.read_batches(0)
+    assert stored.header.compression == codecs.IDS.get(target, codecs.NONE)
+    assert (stored.header.producer_id, stored.header.base_sequence) == (3, 0)
+    assert [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in stored.records] == [
+        (r.offset, r.timestamp, r.key, r.value, r.headers) for r in records]
+    assert lg.append(sent).duplicate  # the retry is still recognised
+
+
+def test_compression_type_producer_keeps_the_producers_bytes(open_log):
+    lg = open_log()
+    sent = make_batch(5, codec=codecs.SNAPPY)
+    lg.append(sent)
+    assert lg.read(0, 10_000).region.read()[rb.MAGIC_AT:] == sent[rb.MAGIC_AT:]

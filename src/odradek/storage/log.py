@@ -22,7 +22,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import NamedTuple
 
 from odradek.records import batch as rb
-from odradek.records import builder
+from odradek.records import builder, codecs
 from odradek.records.batch import BatchHeader
 from odradek.records.errors import CorruptRecordError, RecordTooLargeError
 from odradek.storage.config import LogConfig
@@ -57,6 +57,39 @@ def wall_clock_ms() -> int:
 # appends. A batch that fails is cut off the file before anything about it is recorded.
 OVERLAP_CRC_BYTES = 256 * 1024
 _crc_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="odradek-crc")
+
+
+# compression.type other than "producer": the codec stored batches must have. A batch
+# produced with another codec is decoded and re-encoded (records, offsets, timestamps,
+# headers and producer fields kept), as Kafka does; this is the one append path that
+# touches records, and only for topics configured so.
+TARGET_CODECS = {"uncompressed": codecs.NONE, "none": codecs.NONE, "gzip": codecs.GZIP,
+                 "snappy": codecs.SNAPPY, "lz4": codecs.LZ4, "zstd": codecs.ZSTD}
+
+
+def _recompress(view: memoryview, codec: int) -> memoryview:
+    if all(h.compression == codec for _, h in rb.iter_headers(view, crc=False)):
+        return view
+    out = []
+    for pos, header in rb.iter_headers(view):  # CRCs checked before re-encoding
+        raw = view[pos : pos + header.size]
+        if header.compression == codec or header.is_control:
+            out.append(bytes(raw))
+            continue
+        decoded = builder.decode_batch(bytes(raw))
+        out.append(builder.build_batch(
+            decoded.records,
+            base_offset=header.base_offset,
+            last_offset_delta=header.last_offset_delta,
+            codec=codec,
+            producer_id=header.producer_id,
+            producer_epoch=header.producer_epoch,
+            base_sequence=header.base_sequence,
+            transactional=header.is_transactional,
+            partition_leader_epoch=header.partition_leader_epoch,
+            log_append_time=header.max_timestamp if header.is_log_append_time else None,
+        ))
+    return memoryview(b"".join(out))
 
 
 def _check_crcs(view: memoryview, batches: Sequence[tuple[int, BatchHeader]]) -> None:
@@ -284,6 +317,9 @@ class Log:
             self.clock() if cfg.message_timestamp_type == "LogAppendTime" and assign_offsets
             else -1
         )
+        target_codec = TARGET_CODECS.get(cfg.compression_type)
+        if target_codec is not None and assign_offsets:
+            view = _recompress(view, target_codec)
         if log_append_time >= 0:
             view = memoryview(bytearray(view))  # the header changes under the CRC: copy
         # Big appends check CRCs on the helper thread during the write (not when the
