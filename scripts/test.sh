@@ -11,6 +11,65 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
 
+# The interop tier's non-Python clients: kcat (Debian's, librdkafka 2.0.2) and kafkajs
+# (tests/interop/js). Installed only when missing or out of date; quiet unless they fail.
+fail() { echo "scripts/test.sh: $*" >&2; exit 1; }
+
+# Runs a command quietly; if it fails, prints its output and stops the script.
+quietly() {
+  local log status=0
+  log=$(mktemp)
+  "$@" >"$log" 2>&1 || status=$?
+  if [ "$status" -ne 0 ]; then
+    cat "$log" >&2
+    rm -f "$log"
+    fail "failed (exit code $status): $*"
+  fi
+  rm -f "$log"
+}
+
+# apt-get install as root: directly, else through sudo without a password prompt.
+apt_install() {
+  local sudo=()
+  command -v apt-get >/dev/null 2>&1 ||
+    fail "the tests need $*, and there is no apt-get here: install it yourself and rerun"
+  if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+      sudo=(sudo -n)
+    else
+      fail "the tests need $*: run as root, allow passwordless sudo, or" \
+           "'apt-get install $*' yourself and rerun"
+    fi
+  fi
+  echo "scripts/test.sh: installing $* (apt-get)" >&2
+  quietly ${sudo[@]+"${sudo[@]}"} env DEBIAN_FRONTEND=noninteractive apt-get update -q
+  quietly ${sudo[@]+"${sudo[@]}"} env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y -q --no-install-recommends "$@"
+}
+
+if ! command -v kcat >/dev/null 2>&1; then
+  apt_install kcat
+fi
+if ! command -v npm >/dev/null 2>&1; then
+  apt_install nodejs npm g++ make  # a compiler for node-gyp: kafkajs-lz4 builds lz4
+fi
+
+# npm ci when node_modules is missing or was installed from another package-lock.json
+# (a stamp inside node_modules, which git ignores, records which one).
+JS=tests/interop/js
+if [ -f "$JS/package-lock.json" ]; then
+  lock_sum=$(cksum <"$JS/package-lock.json")
+  stamp=$JS/node_modules/.odradek-lock-cksum
+  if [ "$(cat "$stamp" 2>/dev/null)" != "$lock_sum" ]; then
+    echo "scripts/test.sh: npm ci in $JS" >&2
+    quietly npm ci --prefix "$JS" --no-audit --no-fund
+    echo "$lock_sum" >"$stamp"
+  fi
+elif [ ! -d "$JS/node_modules" ]; then
+  echo "scripts/test.sh: npm install in $JS (no package-lock.json)" >&2
+  quietly npm install --prefix "$JS" --no-audit --no-fund
+fi
+
 .venv/bin/ruff check src tests bench
 .venv/bin/lint-imports --no-cache
 

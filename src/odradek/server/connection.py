@@ -85,7 +85,11 @@ class Connection:
             if exc.api_key == 18:  # ApiVersions: answer so the client can pick a version
                 await self._send(broker.api_versions_fallback(exc.correlation_id))
                 return
-            raise ConnectionClosed(f"{exc} (client should have used ApiVersions)") from None
+            if exc.api_key == 0 and exc.api_version < 3:
+                raise ConnectionClosed(
+                    f"Produce v{exc.api_version} (message format v0/v1) is not supported; "
+                    "clients must send record batches (Produce v3+)") from None
+            raise ConnectionClosed(str(exc)) from None
         except CorruptRequestError as exc:
             raise ConnectionClosed(str(exc)) from None
         handler = broker.handlers[request.api_key]

@@ -3,6 +3,7 @@
 from odradek.server.handlers import (
     admin,
     api_versions,
+    coordinator,
     fetch,
     list_offsets,
     metadata,
@@ -25,6 +26,7 @@ HANDLERS: dict[int, Api] = {
         topics.DELETE_TOPICS,
         topics.CREATE_PARTITIONS,
         producer_id.API,
+        coordinator.API,
         records.DELETE_RECORDS,
         records.OFFSET_FOR_LEADER_EPOCH,
         admin.DESCRIBE_CONFIGS,

@@ -82,4 +82,9 @@ async def handle(broker: Broker, request: Request) -> bytes | None:
     return respond(request, {"responses": responses, "throttle_time": 0})
 
 
-API = Api(0, "Produce", 3, 9, handle)
+# Advertised from v0 although only v3+ (record batches, magic 2) is decoded: librdkafka
+# before 2.11 enables gzip, snappy and lz4 only if the broker lists Produce v0 (its check
+# of the codec's minimum version reads the range v0..v0), and Debian's kcat is built on
+# librdkafka 2.0.2. A client that really sends v0-2 has its connection closed with a
+# message saying so; every client of the last seven years sends v3 or later.
+API = Api(0, "Produce", 0, 9, handle)
