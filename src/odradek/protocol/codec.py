@@ -20,6 +20,7 @@ from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_re
 from kio.serial import entity_reader, entity_writer
 
 from odradek.protocol.framing import SIZE
+from odradek.protocol.guard import ClaimError, check_claims
 
 _KEY_VERSION_CORRELATION = struct.Struct(">hhi")
 _CORRELATION = struct.Struct(">i")
@@ -58,6 +59,8 @@ class Request:
 
 @dataclass(frozen=True, slots=True)
 class _Decoder:
+    header_schema: type
+    schema: type
     read_header: Callable[[bytes, int], tuple[Any, int]]
     read_body: Callable[[bytes, int], tuple[Any, int]]
 
@@ -72,7 +75,8 @@ def peek_header(frame: bytes) -> tuple[int, int, int]:
 @functools.cache
 def _decoder(api_key: int, api_version: int) -> _Decoder:
     schema = load_request_schema(api_key, api_version)
-    return _Decoder(entity_reader(schema.__header_schema__), entity_reader(schema))
+    return _Decoder(schema.__header_schema__, schema, entity_reader(schema.__header_schema__),
+                    entity_reader(schema))
 
 
 def decode_request(frame: bytes, supported: dict[int, tuple[int, int]]) -> Request:
@@ -89,6 +93,14 @@ def decode_request(frame: bytes, supported: dict[int, tuple[int, int]]) -> Reque
         decoder = _decoder(api_key, api_version)
     except (UnknownAPIKey, UnknownEntity):
         raise UnsupportedVersionError(api_key, api_version, correlation_id) from None
+    try:
+        # Every claimed length and count is checked against the bytes present before
+        # kio sees them (kio allocates by claimed counts: see guard).
+        body_start, frame = check_claims(decoder.header_schema, frame, 0)
+        _, frame = check_claims(decoder.schema, frame, body_start)
+    except ClaimError as exc:
+        raise CorruptRequestError(
+            f"API key {api_key} v{api_version} request: {exc}", correlation_id) from None
     try:
         header, used = decoder.read_header(frame, 0)
         body, _ = decoder.read_body(frame, used)

@@ -39,8 +39,11 @@ class FrameDecoder:
         if self._pos and self._pos == len(self._buffer):
             self._buffer.clear()
             self._pos = 0
-        self._buffer += data
-        self._check_size()
+        if len(self._buffer) - self._pos < 4:
+            self._buffer += data
+            self._check_size()  # a bad size is refused before its frame is buffered
+        else:
+            self._buffer += data
 
     def _check_size(self) -> None:
         if len(self._buffer) - self._pos >= 4:
@@ -54,7 +57,10 @@ class FrameDecoder:
                 )
 
     def next_frame(self) -> bytes | None:
-        """The next whole frame's payload (without its size), or None if incomplete."""
+        """The next whole frame's payload (without its size), or None if incomplete.
+        A bad size after a whole frame is reported at the next call, so the frame before
+        it is still answered (as Kafka does)."""
+        self._check_size()
         available = len(self._buffer) - self._pos
         if available < 4:
             return None
@@ -68,7 +74,6 @@ class FrameDecoder:
         if self._pos > 65536 and self._pos * 2 > len(self._buffer):
             del self._buffer[: self._pos]
             self._pos = 0
-        self._check_size()
         return frame
 
 

@@ -75,7 +75,12 @@ class Connection:
         except (ConnectionError, OSError) as exc:
             log.info("%s: connection lost: %s", self.peer, exc)
         finally:
-            self.writer.close()
+            transport = self.writer.transport
+            if transport.get_write_buffer_size():
+                # Responses the peer never read: close() would wait for them forever.
+                transport.abort()
+            else:
+                self.writer.close()
 
     async def _handle(self, frame: bytes) -> None:
         broker = self.broker
