@@ -11,6 +11,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from odradek.records import batch as rb
 from odradek.records import builder, codecs
 
 from ..wire import WireClient
@@ -295,3 +296,49 @@ def test_a_topic_with_compression_type_stores_what_it_says_whatever_clients_send
     assert {b.header.compression for b in stored} == {codecs.ZSTD}
     received = consume_all(broker.bootstrap, "squeezed", 1, 50)
     assert [m.value() for m in received] == [b"v%d" % i for i in range(50)]
+
+
+def test_pipelined_requests_are_answered_in_order(broker):
+    create(broker.bootstrap, "piped")
+    with WireClient(broker.port) as c:
+        ids = [c.send(3, 9, {"topics": [{"name": "piped"}]}),
+               c.send(18, 3, {"client_software_name": "t", "client_software_version": "1"}),
+               c.send(3, 1, {"topics": None})]
+        # Reading them back in order works only if they were answered in order.
+        assert c.receive(3, 9).topics[0].name == "piped"
+        assert c.receive(18, 3).error_code.value == 0
+        assert [t.name for t in c.receive(3, 1).topics] == ["piped"]
+        assert ids == [1, 2, 3]
+
+
+def test_fetched_records_go_from_the_segment_file_to_the_socket_by_sendfile(broker,
+                                                                            monkeypatch):
+    import os
+
+    create(broker.bootstrap, "zero-copy")
+    payload = builder.build_simple([b"z" * 5000] * 20)
+    calls = []
+    real_sendfile = os.sendfile
+
+    def counting_sendfile(out_fd, in_fd, offset, count):
+        calls.append((in_fd, count))
+        return real_sendfile(out_fd, in_fd, offset, count)
+
+    monkeypatch.setattr(os, "sendfile", counting_sendfile)
+    with WireClient(broker.port) as c:
+        c.request(0, 9, {"acks": 1, "timeout": 5000, "topic_data": [
+            {"name": "zero-copy", "partition_data": [{"index": 0, "records": payload}]}]})
+        records = _fetch(c, "zero-copy", 0).responses[0].partitions[0].records
+    segment_fd = broker.broker.get_log("zero-copy", 0).active.fd
+    # Identical from the magic byte on (the broker set the base offset and leader epoch).
+    assert records[rb.MAGIC_AT:] == payload[rb.MAGIC_AT:]
+    assert calls and all(fd == segment_fd for fd, _ in calls)
+    assert sum(n for _, n in calls) >= len(payload)
+
+
+
+def test_the_pytest_fixture_gives_each_test_a_broker(odradek_broker):
+    producer = Producer({"bootstrap.servers": odradek_broker.bootstrap})
+    producer.produce("fixture-topic", value=b"hello")
+    assert producer.flush(10) == 0
+    assert odradek_broker.broker.get_log("fixture-topic", 0).log_end_offset == 1
