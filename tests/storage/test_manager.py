@@ -184,3 +184,18 @@ def test_rolling_does_not_fsync_but_the_flush_duty_syncs_rolled_segments(tmp_pat
         assert {s.fd for s in lg.segments[:-1]} <= set(synced)
         assert lg.recovery_point == lg.active.base_offset
         assert lg.active.fd not in synced  # the active segment follows flush.ms
+
+
+def test_a_deleted_logs_files_stay_readable_by_open_regions_until_the_delay(tmp_path):
+    clock = FakeClock()
+    with LogManager.open(str(tmp_path), clock=clock) as manager:
+        lg = manager.get_or_create_log("doomed", 0)
+        lg.append(make_batch(3))
+        region = lg.read(0, 10_000).region
+        expected = region.read()
+        manager.delete_log("doomed", 0)
+        assert not os.path.exists(lg.directory)
+        assert region.read() == expected  # a fetch in flight still sends the right bytes
+        clock.advance(60_001)
+        manager.apply_retention()
+        assert all(segment.closed for segment in lg.segments)

@@ -75,6 +75,7 @@ class LogManager:
         self._max_map_entries = max_map_entries
         self.cleaner: LogCleaner | None = None
         self.had_clean_shutdown = False
+        self._deleted: list[tuple[int, Log]] = []  # (close deadline, deleted log)
 
     def config_for(self, topic: str) -> LogConfig:
         return self._topic_config(topic) if self._topic_config else self.default_config
@@ -155,6 +156,7 @@ class LogManager:
         if self._lock_fd is None:
             return
         try:
+            self._close_deleted(everything=True)
             clean = all([lg.close() for lg in self.logs.values()])
             if clean:
                 self.write_checkpoints()
@@ -201,16 +203,30 @@ class LogManager:
             return False
         target = f"{lg.directory}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
         with lg.lock:
-            lg.close_retired(everything=True)
-            for segment in lg.segments:
-                segment.close(flush_indexes=False)
             lg.closed = True
             os.replace(lg.directory, target)
         checkpoint.fsync_dir(self.data_dir)
         shutil.rmtree(target)
+        # The files are gone, but their descriptors stay open for file.delete.delay.ms:
+        # a fetch may hold a region of them, and a closed descriptor's number could be
+        # reused by another file before its sendfile runs.
+        self._deleted.append((self.clock() + lg.config.file_delete_delay_ms, lg))
         if self.cleaner is not None:
             self.cleaner.forget((topic, partition))
         return True
+
+    def _close_deleted(self, now: int | None = None, *, everything: bool = False) -> None:
+        now = self.clock() if now is None else now
+        keep = []
+        for deadline, lg in self._deleted:
+            if everything or deadline <= now:
+                with lg.lock:
+                    lg.close_retired(everything=True)
+                    for segment in lg.segments:
+                        segment.close(flush_indexes=False)
+            else:
+                keep.append((deadline, lg))
+        self._deleted = keep
 
     def update_config(self, topic: str, config: LogConfig) -> None:
         """New topic-level settings take effect on the next append/retention/clean."""
@@ -230,6 +246,7 @@ class LogManager:
         for lg in list(self.logs.values()):
             deleted += lg.apply_retention(now)
             lg.close_retired(now)
+        self._close_deleted(now)
         if deleted:
             self.write_checkpoints()
         return deleted

@@ -68,10 +68,11 @@ class FetchSession:
 class FetchSessionCache:
     def __init__(self) -> None:
         self.sessions: OrderedDict[int, FetchSession] = OrderedDict()
-        self._ids = itertools.count(1)
+        self._ids = itertools.count()
 
     def create(self) -> FetchSession:
-        session = FetchSession(next(self._ids) & 0x7FFFFFFF or next(self._ids), 1)
+        # Ids are positive int32s; 0 means "no session" on the wire.
+        session = FetchSession(next(self._ids) % 0x7FFFFFFF + 1, 1)
         self.sessions[session.session_id] = session
         while len(self.sessions) > MAX_SESSIONS:
             self.sessions.popitem(last=False)
