@@ -342,3 +342,33 @@ def test_the_pytest_fixture_gives_each_test_a_broker(odradek_broker):
     producer.produce("fixture-topic", value=b"hello")
     assert producer.flush(10) == 0
     assert odradek_broker.broker.get_log("fixture-topic", 0).log_end_offset == 1
+
+
+def test_kafka_python_consumes_through_an_incremental_fetch_session(broker):
+    """kafka-python 3 uses KIP-227 sessions: the broker keeps one for it and its epoch
+    moves on with every fetch, while the records keep arriving."""
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KafkaTopicPartition
+
+    create(broker.bootstrap, "sessions", partitions=3)
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None,
+                             enable_auto_commit=False, fetch_max_wait_ms=100,
+                             auto_offset_reset="earliest")
+    assert consumer.config["enable_incremental_fetch_sessions"]
+    consumer.assign([KafkaTopicPartition("sessions", p) for p in range(3)])
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    got: list[bytes] = []
+    for round_ in range(3):
+        for i in range(30):
+            producer.produce("sessions", value=b"%d-%d" % (round_, i), partition=i % 3)
+        assert producer.flush(10) == 0
+        deadline = time.monotonic() + 20
+        while len(got) < 30 * (round_ + 1) and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=200).values():
+                got.extend(r.value for r in records)
+    consumer.close()
+    assert sorted(got) == sorted(b"%d-%d" % (r, i) for r in range(3) for i in range(30))
+    sessions = broker.broker.fetch_sessions.sessions
+    assert sessions and max(s.epoch for s in sessions.values()) >= 2  # incremental fetches
+    assert {tp for s in sessions.values() for tp in s.partitions} == {
+        ("sessions", p) for p in range(3)}
