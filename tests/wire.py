@@ -18,7 +18,8 @@ from odradek.protocol.messages import build
 class WireClient:
     def __init__(self, port: int, host: str = "127.0.0.1", timeout: float = 10.0) -> None:
         self.sock = socket.create_connection((host, port), timeout=timeout)
-        self.correlation_id = 0
+        self.correlation_id = 0  # of the last request sent
+        self.answered = 0  # of the last response received
 
     def close(self) -> None:
         self.sock.close()
@@ -44,10 +45,14 @@ class WireClient:
         return self.correlation_id
 
     def receive(self, api_key: int, version: int) -> Any:
+        """The next response; responses come in request order, so its correlation id
+        must be the oldest one not yet answered."""
         size = struct.unpack(">i", self._read(4))[0]
         payload = self._read(size)
         schema = load_response_schema(api_key, version)
-        _, used = entity_reader(schema.__header_schema__)(payload, 0)
+        header, used = entity_reader(schema.__header_schema__)(payload, 0)
+        self.answered += 1
+        assert header.correlation_id == self.answered, (header, self.answered)
         body, _ = entity_reader(schema)(payload, used)
         return body
 

@@ -9,11 +9,8 @@ exact fields of a version) goes over a plain socket with kio's schemas.
 
 from __future__ import annotations
 
-import io
 import os
 import shutil
-import socket
-import struct
 from collections.abc import Iterator
 from typing import Any
 
@@ -35,15 +32,14 @@ from confluent_kafka.admin import (
     NewTopic,
     OffsetSpec,
 )
-from kio.index import load_request_schema, load_response_schema
-from kio.serial import entity_reader, entity_writer
 
-from odradek.protocol.messages import build
 from odradek.server.config import SETTINGS
 from odradek.storage import checkpoint
 from odradek.storage.config import LogConfig
 from odradek.storage.manager import LOG_START_FILE
 from odradek.testing import RunningBroker, running_broker
+
+from ..wire import WireClient
 
 TIMEOUT = 10.0
 DEFAULT_RETENTION_MS = str(LogConfig().retention_ms)
@@ -52,41 +48,7 @@ DEFAULT_RETENTION_MS = str(LogConfig().retention_ms)
 # --- helpers ---------------------------------------------------------------------------------
 
 
-class Wire:
-    """One request at a time over a plain socket, encoded with kio's schemas."""
-
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
-        self.correlation_id = 0
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def request(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
-        schema = load_request_schema(api_key, version)
-        header = schema.__header_schema__
-        self.correlation_id += 1
-        buf = io.BytesIO()
-        entity_writer(header)(buf, build(header, {
-            "request_api_key": api_key, "request_api_version": version,
-            "correlation_id": self.correlation_id, "client_id": "admin-test"}))
-        entity_writer(schema)(buf, build(schema, body))
-        self.sock.sendall(struct.pack(">i", buf.tell()) + buf.getvalue())
-        (size,) = struct.unpack(">i", self._read(4))
-        payload = self._read(size)
-        response = load_response_schema(api_key, version)
-        header_value, used = entity_reader(response.__header_schema__)(payload, 0)
-        assert header_value.correlation_id == self.correlation_id
-        return entity_reader(response)(payload, used)[0]
-
-    def _read(self, n: int) -> bytes:
-        out = bytearray()
-        while len(out) < n:
-            chunk = self.sock.recv(n - len(out))
-            if not chunk:
-                raise ConnectionError("the broker closed the connection")
-            out += chunk
-        return bytes(out)
+Wire = WireClient  # one request at a time over a plain socket (tests/wire.py)
 
 
 @pytest.fixture

@@ -80,3 +80,14 @@ class FrameDecoder:
 def frame(payload: bytes | bytearray) -> bytes:
     """Prefix a payload with its size."""
     return SIZE.pack(len(payload)) + payload
+
+
+def encode_uvarint(value: int) -> bytes:
+    """Kafka's unsigned varint (compact lengths, tagged fields), least significant group
+    first."""
+    out = bytearray()
+    while value & ~0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)

@@ -19,6 +19,8 @@ import functools
 import typing
 from collections.abc import Callable
 
+from odradek.protocol.framing import encode_uvarint
+
 # The most array elements one request may hold. The largest legitimate requests (a fetch
 # or metadata request for every partition of a 10,000-partition broker, a produce to
 # thousands of partitions) stay far below; walking (and later decoding) more would hold
@@ -117,15 +119,6 @@ def _skip_array(flexible: bool, element: Step) -> Step:
     return step
 
 
-def _uvarint_bytes(value: int) -> bytes:
-    out = bytearray()
-    while value & ~0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def _skip_tagged(known: frozenset[int]) -> Step:
     """The tagged section of a flexible struct. Tags the schema does not know are dropped
     from the request (KIP-482: receivers skip unknown tagged fields), by an edit that
@@ -147,7 +140,7 @@ def _skip_tagged(known: frozenset[int]) -> Step:
             else:
                 dropped = True
         if dropped:
-            w.edits.append((start, pos, _uvarint_bytes(len(kept)) + b"".join(kept)))
+            w.edits.append((start, pos, encode_uvarint(len(kept)) + b"".join(kept)))
         return pos
 
     return step

@@ -196,6 +196,32 @@ def build_batch(
     return bytes(out)
 
 
+def rebuild_batch(
+    header: b.BatchHeader,
+    records: Sequence[Record],
+    *,
+    codec: int | None = None,
+    delete_horizon: int | None = None,
+) -> bytes:
+    """Re-encode (some of) a batch's records into a batch that keeps everything else of
+    ``header``: base offset and offset span (so producer sequences stay right), producer
+    id, epoch and sequence, transactional flag, leader epoch, LogAppendTime, and codec
+    unless another is given. The log cleaner and topic-level recompression use it."""
+    return build_batch(
+        records,
+        base_offset=header.base_offset,
+        last_offset_delta=header.last_offset_delta,
+        codec=header.compression if codec is None else codec,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        transactional=header.is_transactional,
+        partition_leader_epoch=header.partition_leader_epoch,
+        log_append_time=header.max_timestamp if header.is_log_append_time else None,
+        delete_horizon=delete_horizon,
+    )
+
+
 def build_simple(
     values: Sequence[bytes | None],
     *,

@@ -231,19 +231,8 @@ class LogCleaner:
             changed = True
             if not kept:
                 continue
-            new = builder.build_batch(
-                kept,
-                base_offset=header.base_offset,
-                last_offset_delta=header.last_offset_delta,
-                codec=header.compression,
-                producer_id=header.producer_id,
-                producer_epoch=header.producer_epoch,
-                base_sequence=header.base_sequence,
-                transactional=header.is_transactional,
-                partition_leader_epoch=header.partition_leader_epoch,
-                log_append_time=header.max_timestamp if header.is_log_append_time else None,
-                delete_horizon=horizon if has_tombstone else None,
-            )
+            new = builder.rebuild_batch(header, kept,
+                                        delete_horizon=horizon if has_tombstone else None)
             out.append((new, read_header(new)))
         if not changed:
             return "unchanged", segment.size, 0, earliest

@@ -77,18 +77,7 @@ def _recompress(view: memoryview, codec: int) -> memoryview:
             out.append(bytes(raw))
             continue
         decoded = builder.decode_batch(bytes(raw))
-        out.append(builder.build_batch(
-            decoded.records,
-            base_offset=header.base_offset,
-            last_offset_delta=header.last_offset_delta,
-            codec=codec,
-            producer_id=header.producer_id,
-            producer_epoch=header.producer_epoch,
-            base_sequence=header.base_sequence,
-            transactional=header.is_transactional,
-            partition_leader_epoch=header.partition_leader_epoch,
-            log_append_time=header.max_timestamp if header.is_log_append_time else None,
-        ))
+        out.append(builder.rebuild_batch(header, decoded.records, codec=codec))
     return memoryview(b"".join(out))
 
 

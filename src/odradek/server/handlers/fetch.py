@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from odradek.protocol.codec import Request
+from odradek.protocol.framing import encode_uvarint
 from odradek.protocol.messages import ms
 from odradek.server.errors import error_code
 from odradek.server.handlers.base import Api
@@ -205,15 +206,6 @@ def _error_response(request: Request, code: int) -> list[bytes | FileRegion]:
 # --- the response, by hand ---------------------------------------------------------------
 
 
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value & ~0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def encode_fetch_response(request: Request, results: list[PartitionResult], session_id: int,
                           read_committed: bool, error: int = 0) -> list[bytes | FileRegion]:
     """Fetch response v4..12 as parts: bytes, and file regions for record sections."""
@@ -230,11 +222,11 @@ def encode_fetch_response(request: Request, results: list[PartitionResult], sess
     by_topic: dict[str, list[PartitionResult]] = {}
     for r in results:
         by_topic.setdefault(r.topic, []).append(r)
-    buf += _uvarint(len(by_topic) + 1) if flexible else _I32.pack(len(by_topic))
+    buf += encode_uvarint(len(by_topic) + 1) if flexible else _I32.pack(len(by_topic))
     for topic, partitions in by_topic.items():
         name = topic.encode()
-        buf += (_uvarint(len(name) + 1) if flexible else _I16.pack(len(name))) + name
-        buf += _uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions))
+        buf += (encode_uvarint(len(name) + 1) if flexible else _I16.pack(len(name))) + name
+        buf += encode_uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions))
         for r in partitions:
             buf += _PARTITION_V4.pack(r.partition, r.error, r.high_watermark,
                                       r.last_stable_offset)
@@ -248,7 +240,7 @@ def encode_fetch_response(request: Request, results: list[PartitionResult], sess
             if version >= 11:
                 buf += _I32.pack(-1)  # preferred read replica: none
             length = r.region.length if r.region is not None else 0
-            buf += _uvarint(length + 1) if flexible else _I32.pack(length)
+            buf += encode_uvarint(length + 1) if flexible else _I32.pack(length)
             if r.region is not None:
                 parts.append(bytes(buf))
                 parts.append(r.region)
