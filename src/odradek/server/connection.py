@@ -74,6 +74,9 @@ class Connection:
             log.warning("%s: closing connection: %s", self.peer, exc)
         except (ConnectionError, OSError) as exc:
             log.info("%s: connection lost: %s", self.peer, exc)
+        except Exception:
+            # A bug in a handler ends this one connection, never the broker.
+            log.exception("%s: closing connection after an unexpected error", self.peer)
         finally:
             transport = self.writer.transport
             if transport.get_write_buffer_size():
