@@ -372,3 +372,20 @@ def test_kafka_python_consumes_through_an_incremental_fetch_session(broker):
     assert sessions and max(s.epoch for s in sessions.values()) >= 2  # incremental fetches
     assert {tp for s in sessions.values() for tp in s.partitions} == {
         ("sessions", p) for p in range(3)}
+
+
+def test_a_handler_bug_closes_only_that_connection(broker):
+    async def broken(_broker, _request):
+        raise KeyError("a bug")
+
+    real = broker.broker.handlers[3]
+    broker.broker.handlers[3] = broken
+    try:
+        with WireClient(broker.port) as c:
+            c.send(3, 9, {"topics": None})
+            with pytest.raises(ConnectionError):
+                c.receive(3, 9)
+    finally:
+        broker.broker.handlers[3] = real
+    with WireClient(broker.port) as c:  # everyone else is still served
+        assert c.request(3, 9, {"topics": None}).cluster_id
