@@ -38,7 +38,6 @@ import contextlib
 import datetime
 import json
 import os
-import platform
 import resource
 import shutil
 import signal
@@ -57,8 +56,9 @@ import confluent_kafka
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from _common import first_line_with, machine_info, machine_line, note, shown_path
+
 CLK_TCK = os.sysconf("SC_CLK_TCK")
-MiB = 1024 * 1024
 TOPIC = "bench"
 START_TIMEOUT_S = 30.0
 STALL_TIMEOUT_S = 60.0  # no progress for this long: the run is declared failed
@@ -68,47 +68,17 @@ WATERMARK_ANOMALIES: list[dict[str, Any]] = []  # ListOffsets answers that disag
 LABELS = {ODRADEK: "Odradek", TANSU: "Tansu 0.6 (memory storage)"}
 
 
-def note(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
-
-
 # --- machine --------------------------------------------------------------------------
 
 
-def _first_line_with(path: str, prefix: str) -> str | None:
-    try:
-        with open(path) as f:
-            for line in f:
-                if line.startswith(prefix):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return None
+def broker_machine_info() -> dict[str, Any]:
+    return machine_info(confluent_kafka=getattr(confluent_kafka, "__version__", None),
+                        librdkafka=confluent_kafka.libversion()[0])
 
 
-def machine_info() -> dict[str, Any]:
-    mem_kib = _first_line_with("/proc/meminfo", "MemTotal")
-    return {
-        "nproc": len(os.sched_getaffinity(0)),
-        "cpu_count": os.cpu_count(),
-        "cpu_model": _first_line_with("/proc/cpuinfo", "model name") or platform.processor(),
-        "mem_gib": round(int(mem_kib.split()[0]) / MiB, 1) if mem_kib else None,
-        "python": platform.python_version(),
-        "python_implementation": platform.python_implementation(),
-        "kernel": platform.release(),
-        "platform": platform.platform(),
-        "confluent_kafka": getattr(confluent_kafka, "__version__", None),
-        "librdkafka": confluent_kafka.libversion()[0],
-        "loadavg_start": [round(x, 2) for x in os.getloadavg()],
-    }
-
-
-def machine_line(m: dict[str, Any]) -> str:
-    return (
-        f"{m['nproc']} CPUs ({m['cpu_model']}), {m['mem_gib']} GiB RAM, "
-        f"Linux {m['kernel']}, {m['python_implementation']} {m['python']}, "
-        f"confluent-kafka {m['confluent_kafka']} (librdkafka {m['librdkafka']})"
-    )
+def broker_machine_line(m: dict[str, Any]) -> str:
+    return machine_line(m, f"confluent-kafka {m['confluent_kafka']} "
+                           f"(librdkafka {m['librdkafka']})")
 
 
 # --- processes ------------------------------------------------------------------------
@@ -122,7 +92,7 @@ def proc_cpu_s(pid: int) -> float:
 
 
 def proc_peak_rss_mib(pid: int) -> float:
-    kib = _first_line_with(f"/proc/{pid}/status", "VmHWM")
+    kib = first_line_with(f"/proc/{pid}/status", "VmHWM")
     return int(kib.split()[0]) / 1024 if kib else float("nan")
 
 
@@ -377,7 +347,7 @@ def summarize(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, Any]:
 def markdown(results: dict[str, Any]) -> str:
     m, p, s = results["machine"], results["params"], results["summary"]
     lines = [
-        f"machine: {machine_line(m)}",
+        f"machine: {broker_machine_line(m)}",
         f"workload: {p['records']:,} records of {p['value_bytes']}-byte values, 1 partition, "
         f"acks=1, linger.ms=5, no compression; {p['rounds']} rounds, brokers alternating "
         "(ABBA); medians of rounds; ratios are medians of per-round ratios",
@@ -409,11 +379,6 @@ def markdown(results: dict[str, Any]) -> str:
 # --- main -----------------------------------------------------------------------------
 
 
-def _shown_path(path: str) -> str:
-    rel = os.path.relpath(path)
-    return path if rel.startswith("..") else rel
-
-
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     here = Path(__file__).resolve().parent
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
@@ -437,8 +402,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     results: dict[str, Any] = {
         "benchmark": "broker",
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "command": " ".join([_shown_path(sys.executable), *sys.argv]),
-        "machine": machine_info(),
+        "command": " ".join([shown_path(sys.executable), *sys.argv]),
+        "machine": broker_machine_info(),
         "params": {
             "records": args.records,
             "rounds": args.rounds,

@@ -35,7 +35,6 @@ import gc
 import itertools
 import json
 import os
-import platform
 import shutil
 import statistics
 import sys
@@ -48,29 +47,18 @@ from typing import Any
 
 import crc32c
 
+from _common import MiB, machine_info, machine_line, note, shown_path
 from odradek.records import batch as rb
 from odradek.records import builder
 from odradek.storage.config import LogConfig
 from odradek.storage.log import Log
 from odradek.storage.segment import RECOVERY_CHUNK
 
-MiB = 1024 * 1024
 GiB = 1024 * MiB
 READ_CHUNK = 1 * MiB  # max_bytes of every Log.read, and the raw baselines' chunk
 OPEN_FLAGS = os.O_RDWR | os.O_APPEND | os.O_CLOEXEC | os.O_CREAT | os.O_EXCL  # as LogSegment
 
 # --- machine --------------------------------------------------------------------------
-
-
-def _first_line_with(path: str, prefix: str) -> str | None:
-    try:
-        with open(path) as f:
-            for line in f:
-                if line.startswith(prefix):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return None
 
 
 def _filesystem_of(path: str) -> str:
@@ -89,30 +77,13 @@ def _filesystem_of(path: str) -> str:
     return f"{best[1]} ({best[2]} on {best[0]})"
 
 
-def machine_info(work_dir: str) -> dict[str, Any]:
-    mem_kib = _first_line_with("/proc/meminfo", "MemTotal")
-    return {
-        "nproc": len(os.sched_getaffinity(0)),
-        "cpu_count": os.cpu_count(),
-        "cpu_model": _first_line_with("/proc/cpuinfo", "model name") or platform.processor(),
-        "mem_gib": round(int(mem_kib.split()[0]) / MiB, 1) if mem_kib else None,
-        "python": platform.python_version(),
-        "python_implementation": platform.python_implementation(),
-        "kernel": platform.release(),
-        "platform": platform.platform(),
-        "crc32c_hardware": bool(getattr(crc32c, "hardware_based", False)),
-        "filesystem": _filesystem_of(work_dir),
-        "work_dir": work_dir,
-        "loadavg_start": [round(x, 2) for x in os.getloadavg()],
-    }
+def storage_machine_info(work_dir: str) -> dict[str, Any]:
+    return machine_info(crc32c_hardware=bool(getattr(crc32c, "hardware_based", False)),
+                        filesystem=_filesystem_of(work_dir), work_dir=work_dir)
 
 
-def machine_line(m: dict[str, Any]) -> str:
-    return (
-        f"{m['nproc']} CPUs ({m['cpu_model']}), {m['mem_gib']} GiB RAM, "
-        f"Linux {m['kernel']}, {m['python_implementation']} {m['python']}, "
-        f"crc32c hardware={m['crc32c_hardware']}, {m['filesystem']}"
-    )
+def storage_machine_line(m: dict[str, Any]) -> str:
+    return machine_line(m, f"crc32c hardware={m['crc32c_hardware']}", m["filesystem"])
 
 
 # --- batches --------------------------------------------------------------------------
@@ -218,10 +189,6 @@ def run_rounds(rounds: int, sides: Sequence[Callable[[], float]]) -> list[list[f
 def run_paired(rounds: int, log_fn: Callable[[], float], raw_fn: Callable[[], float]) -> Paired:
     raw, lg = run_rounds(rounds, [raw_fn, log_fn])
     return Paired(lg, raw)
-
-
-def note(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
 
 
 # --- 1. append ------------------------------------------------------------------------
@@ -535,7 +502,7 @@ def _fmt(x: float) -> str:
 def markdown(results: dict[str, Any]) -> str:
     m, p = results["machine"], results["params"]
     lines = [
-        f"machine: {machine_line(m)}",
+        f"machine: {storage_machine_line(m)}",
         f"workload: {p['batch_bytes']:,}-byte uncompressed batches of "
         f"{p['records_per_batch']:,} records ({p['value_bytes']}-byte values, "
         f"{p['bytes_per_record']:.1f} B/record on disk), leader_epoch={p['leader_epoch']}, "
@@ -601,12 +568,6 @@ def markdown(results: dict[str, Any]) -> str:
 # --- main -----------------------------------------------------------------------------
 
 
-def _shown_path(path: str) -> str:
-    """``path`` relative to the current directory when it lies inside it."""
-    rel = os.path.relpath(path)
-    return path if rel.startswith("..") else rel
-
-
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     here = Path(__file__).resolve().parent
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
@@ -657,8 +618,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     results: dict[str, Any] = {
         "benchmark": "storage",
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "command": " ".join([_shown_path(sys.executable), *sys.argv]),
-        "machine": machine_info(root),
+        "command": " ".join([shown_path(sys.executable), *sys.argv]),
+        "machine": storage_machine_info(root),
         "params": {
             "gib": args.gib,
             "recovery_mib": recovery_mib,
