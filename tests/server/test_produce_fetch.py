@@ -389,3 +389,27 @@ def test_a_handler_bug_closes_only_that_connection(broker):
         broker.broker.handlers[3] = real
     with WireClient(broker.port) as c:  # everyone else is still served
         assert c.request(3, 9, {"topics": None}).cluster_id
+
+
+@pytest.mark.parametrize("version", range(3, 10))
+def test_the_hand_written_produce_response_matches_kios_encoder_byte_for_byte(version):
+    from odradek.protocol.codec import Request, encode_response, response_schema
+    from odradek.protocol.messages import build
+    from odradek.server.handlers.produce import encode_produce_response
+
+    responses = [
+        {"name": "orders", "partition_responses": [
+            {"index": 0, "error_code": 0, "base_offset": 12345, "log_append_time": -1,
+             "log_start_offset": 7, "record_errors": [], "error_message": None},
+            {"index": 3, "error_code": 45, "base_offset": -1, "log_append_time": -1,
+             "log_start_offset": -1, "record_errors": [],
+             "error_message": "producer 4: sequence 9 does not follow 2"}]},
+        {"name": "ünïcode-topic", "partition_responses": [
+            {"index": 1, "error_code": 0, "base_offset": 0,
+             "log_append_time": 1_700_000_000_123, "log_start_offset": 0,
+             "record_errors": [], "error_message": None}]},
+    ]
+    request = Request(0, version, 99, "c", None)
+    expected = encode_response(0, version, 99, build(response_schema(0, version), {
+        "responses": responses, "throttle_time": 0}))
+    assert encode_produce_response(request, responses) == expected

@@ -135,10 +135,13 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, body: A
     return bytes(out)
 
 
+@functools.cache
 def response_schema(api_key: int, api_version: int) -> type:
-    """The kio response dataclass for an API version (for handlers to instantiate)."""
+    """The kio response dataclass for an API version (for handlers to instantiate);
+    cached: kio resolves it by import path on every call."""
     return load_response_schema(api_key, api_version)
 
 
+@functools.cache
 def request_schema(api_key: int, api_version: int) -> type:
     return load_request_schema(api_key, api_version)

@@ -88,7 +88,13 @@ Step = Callable[[_Walk, int], int]
 
 
 def _skip_fixed(size: int) -> Step:
-    return lambda w, pos: w.need(pos, size)
+    def step(w: _Walk, pos: int) -> int:
+        end = pos + size
+        if end > w.end:
+            raise ClaimError(f"a {size}-byte field at byte {pos} runs past the end")
+        return end
+
+    return step
 
 
 def _skip_sized(flexible: bool, legacy_length: str) -> Step:
@@ -161,7 +167,7 @@ def _plan(cls: type) -> Step:
     """One step that skips a whole entity of class ``cls``."""
     flexible = bool(getattr(cls, "__flexible__", False))
     hints = typing.get_type_hints(cls)
-    steps: list[Step] = []
+    steps: list[Step | int] = []  # an int: that many bytes of fixed-size fields
     known_tags = frozenset(f.metadata["tag"] for f in dataclasses.fields(cls)
                            if "tag" in f.metadata)
     for field in dataclasses.fields(cls):
@@ -178,6 +184,12 @@ def _plan(cls: type) -> Step:
             element = (_plan(element_type) if dataclasses.is_dataclass(element_type)
                        else _primitive(kafka_type or "", flexible))
             steps.append(_skip_array(flexible, element))
+        elif kafka_type in _FIXED:
+            # Consecutive fixed-size fields are checked as one run of bytes.
+            if steps and isinstance(steps[-1], int):
+                steps[-1] += _FIXED[kafka_type]
+            else:
+                steps.append(_FIXED[kafka_type])
         elif kafka_type is not None:
             # The request header's client id is a classic string in every header version
             # ("flexibleVersions": "none" in RequestHeader.json), even in header v2.
@@ -189,9 +201,12 @@ def _plan(cls: type) -> Step:
             steps.append(_plan(nested))
     if flexible:
         steps.append(_skip_tagged(known_tags))
+    compiled = tuple(_skip_fixed(s) if isinstance(s, int) else s for s in steps)
+    if len(compiled) == 1:
+        return compiled[0]
 
     def skip_entity(w: _Walk, pos: int) -> int:
-        for step in steps:
+        for step in compiled:
             pos = step(w, pos)
         return pos
 
