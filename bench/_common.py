@@ -3,12 +3,17 @@ goes beside every figure, and paths shown relative to where the command ran."""
 
 from __future__ import annotations
 
+import json
 import os
 import platform
+import resource
+import socket
 import sys
+from pathlib import Path
 from typing import Any
 
 MiB = 1024 * 1024
+CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 def note(msg: str) -> None:
@@ -57,3 +62,38 @@ def shown_path(path: str) -> str:
     """``path`` relative to the current directory when it lies inside it."""
     rel = os.path.relpath(path)
     return path if rel.startswith("..") else rel
+
+
+def proc_cpu_s(pid: int) -> float:
+    """utime + stime of process ``pid`` (all its threads), in seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # fields 14 and 15 of stat(5)
+
+
+def proc_peak_rss_mib(pid: int) -> float:
+    kib = first_line_with(f"/proc/{pid}/status", "VmHWM")
+    return int(kib.split()[0]) / 1024 if kib else float("nan")
+
+
+def self_cpu_s() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def finish(results: dict[str, Any], table: str, out_path: str) -> int:
+    """Record the end load average, write the JSON results, print the markdown table."""
+    results["machine"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+    results["markdown"] = table
+    out = Path(out_path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    print(table)
+    note(f"results written to {shown_path(str(out))}")
+    return 0

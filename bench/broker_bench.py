@@ -36,9 +36,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
-import json
 import os
-import resource
 import shutil
 import signal
 import socket
@@ -56,9 +54,18 @@ import confluent_kafka
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from _common import first_line_with, machine_info, machine_line, note, shown_path
+from _common import (
+    finish,
+    free_port,
+    machine_info,
+    machine_line,
+    note,
+    proc_cpu_s,
+    proc_peak_rss_mib,
+    self_cpu_s,
+    shown_path,
+)
 
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 TOPIC = "bench"
 START_TIMEOUT_S = 30.0
 STALL_TIMEOUT_S = 60.0  # no progress for this long: the run is declared failed
@@ -82,29 +89,6 @@ def broker_machine_line(m: dict[str, Any]) -> str:
 
 
 # --- processes ------------------------------------------------------------------------
-
-
-def proc_cpu_s(pid: int) -> float:
-    """utime + stime of process ``pid`` (all its threads), in seconds."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # fields 14 and 15 of stat(5)
-
-
-def proc_peak_rss_mib(pid: int) -> float:
-    kib = first_line_with(f"/proc/{pid}/status", "VmHWM")
-    return int(kib.split()[0]) / 1024 if kib else float("nan")
-
-
-def self_cpu_s() -> float:
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    return ru.ru_utime + ru.ru_stime
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def tansu_binary() -> str:
@@ -434,15 +418,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     results["rounds"] = rounds
     results["watermark_anomalies"] = WATERMARK_ANOMALIES
     results["summary"] = summarize(rounds)
-    results["machine"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
-    table = markdown(results)
-    results["markdown"] = table
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2) + "\n")
-    print(table)
-    note(f"results written to {out}")
-    return 0
+    return finish(results, markdown(results), args.out)
 
 
 if __name__ == "__main__":

@@ -42,10 +42,8 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import math
 import multiprocessing as mp
-import os
 import resource
 import shutil
 import sys
@@ -59,7 +57,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from _common import note, shown_path
+from _common import finish, note, shown_path
 from broker_bench import (
     LABELS,
     ODRADEK,
@@ -456,15 +454,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         shutil.rmtree(tmp_root, ignore_errors=True)
     results["runs"] = runs
     results["summary"] = summarize(runs, lats, args)
-    results["machine"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
-    table = markdown(results)
-    results["markdown"] = table
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2) + "\n")
-    print(table)
-    note(f"results written to {out}")
-    return 0
+    return finish(results, markdown(results), args.out)
 
 
 if __name__ == "__main__":

@@ -47,9 +47,7 @@ import asyncio
 import contextlib
 import datetime
 import glob
-import json
 import os
-import resource
 import shutil
 import signal
 import socket
@@ -63,9 +61,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from _common import first_line_with, machine_info, machine_line, note, shown_path
+from _common import (
+    finish,
+    free_port,
+    machine_info,
+    machine_line,
+    note,
+    proc_cpu_s,
+    proc_peak_rss_mib,
+    self_cpu_s,
+    shown_path,
+)
 
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 START_TIMEOUT_S = 90.0
 STALL_TIMEOUT_S = 60.0
 NAME = "bench"
@@ -116,29 +123,6 @@ def epmd_binary() -> str | None:
 
 
 # --- processes ------------------------------------------------------------------------
-
-
-def proc_cpu_s(pid: int) -> float:
-    """utime + stime of process ``pid`` (all its threads), in seconds."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # fields 14 and 15 of stat(5)
-
-
-def proc_peak_rss_mib(pid: int) -> float:
-    kib = first_line_with(f"/proc/{pid}/status", "VmHWM")
-    return int(kib.split()[0]) / 1024 if kib else float("nan")
-
-
-def self_cpu_s() -> float:
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    return ru.ru_utime + ru.ru_stime
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_port(port: int, deadline: float) -> bool:
@@ -619,15 +603,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     results["rounds"] = rounds
     results["errors"] = errors
     results["summary"] = summarize(rounds, systems)
-    results["machine"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
-    table = markdown(results)
-    results["markdown"] = table
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2) + "\n")
-    print(table)
-    note(f"results written to {shown_path(str(out))}")
-    return 0
+    return finish(results, markdown(results), args.out)
 
 
 if __name__ == "__main__":

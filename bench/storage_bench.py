@@ -33,7 +33,6 @@ import datetime
 import functools
 import gc
 import itertools
-import json
 import os
 import shutil
 import statistics
@@ -47,7 +46,7 @@ from typing import Any
 
 import crc32c
 
-from _common import MiB, machine_info, machine_line, note, shown_path
+from _common import MiB, finish, machine_info, machine_line, note, shown_path
 from odradek.records import batch as rb
 from odradek.records import builder
 from odradek.storage.config import LogConfig
@@ -648,16 +647,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                  leader_epoch)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    results["machine"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
-
-    table = markdown(results)
-    results["markdown"] = table
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2) + "\n")
-    print(table)
-    note(f"results written to {out}")
-    return 0
+    return finish(results, markdown(results), args.out)
 
 
 if __name__ == "__main__":
