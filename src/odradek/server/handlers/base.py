@@ -14,6 +14,12 @@ if TYPE_CHECKING:
     from odradek.server.connection import Response
 
 
+# A single node leads every partition from the start and never changes leaders: every
+# batch is written with partition leader epoch 0, and every answer names epoch 0.
+LEADER_EPOCH = 0
+UNKNOWN_TOPIC_OR_PARTITION = 3  # the error code most handlers need for a missing partition
+
+
 @dataclass(frozen=True, slots=True)
 class Api:
     """One API this broker serves, at versions min..max, and its handler."""

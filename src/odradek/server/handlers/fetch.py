@@ -26,14 +26,13 @@ from odradek.protocol.codec import Request
 from odradek.protocol.framing import encode_uvarint
 from odradek.protocol.messages import ms
 from odradek.server.errors import error_code
-from odradek.server.handlers.base import Api
+from odradek.server.handlers.base import UNKNOWN_TOPIC_OR_PARTITION, Api
 from odradek.storage.errors import OffsetOutOfRangeError
 from odradek.storage.log import FileRegion
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
 
-UNKNOWN_TOPIC_OR_PARTITION = 3
 FETCH_SESSION_ID_NOT_FOUND = 70
 INVALID_FETCH_SESSION_EPOCH = 71
 FINAL_EPOCH = -1

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from odradek.protocol.codec import Request
-from odradek.server.handlers.base import Api, respond
+from odradek.server.handlers.base import LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION, Api, respond
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
@@ -14,8 +14,6 @@ if TYPE_CHECKING:
 LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3  # KIP-734, v7+
-UNKNOWN_TOPIC_OR_PARTITION = 3
-LEADER_EPOCH = 0
 
 
 def lookup(broker: Broker, topic: str, partition: int, timestamp: int) -> dict[str, Any]:

@@ -9,13 +9,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from odradek.protocol.codec import Request
-from odradek.server.handlers.base import Api, respond
+from odradek.server.handlers.base import LEADER_EPOCH, Api, respond
 from odradek.server.metadata import Topic, TopicError, validate_topic_name
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
 
-LEADER_EPOCH = 0  # a single node never changes leaders
 
 
 def topic_entry(broker: Broker, topic: Topic) -> dict[str, Any]:

@@ -17,15 +17,13 @@ from odradek.protocol.codec import Request
 from odradek.protocol.framing import encode_uvarint
 from odradek.server.connection import ConnectionClosed
 from odradek.server.errors import error_code, message
-from odradek.server.handlers.base import Api
+from odradek.server.handlers.base import LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION, Api
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
 
 log = logging.getLogger(__name__)
 
-LEADER_EPOCH = 0
-UNKNOWN_TOPIC_OR_PARTITION = 3
 INVALID_REQUIRED_ACKS = 21
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 CORRUPT_MESSAGE = 2

@@ -18,19 +18,17 @@ from typing import TYPE_CHECKING, Any
 
 from odradek.protocol.codec import Request
 from odradek.server.errors import error_code
-from odradek.server.handlers.base import Api, respond
+from odradek.server.handlers.base import LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION, Api, respond
 from odradek.storage.errors import StorageError
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
 
-UNKNOWN_TOPIC_OR_PARTITION = 3
 OFFSET_OUT_OF_RANGE = 1
 POLICY_VIOLATION = 44
 UNKNOWN_LEADER_EPOCH = 75
 
 HIGH_WATERMARK = -1  # DeleteRecords' "up to the high watermark"
-LEADER_EPOCH = 0  # the one epoch of a single node's leadership
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
 
