@@ -13,7 +13,6 @@ import logging
 import os
 import socket
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from odradek.protocol.codec import Request, encode_response
 from odradek.protocol.messages import build
@@ -36,6 +35,7 @@ STOP_GRACE_S = 10.0
 class Broker:
     def __init__(self, config: BrokerConfig, *, clock: Callable[[], int] = wall_clock_ms) -> None:
         from odradek.server.handlers import HANDLERS
+        from odradek.server.handlers.fetch import FetchSessionCache
 
         self.config = config
         self.clock = clock
@@ -53,24 +53,22 @@ class Broker:
         self._connections: dict[asyncio.Task[None], Connection] = {}
         self.host = config.host
         self.port = config.port
-        self.fetch_sessions: Any = None  # set by the fetch handler module on first use
+        self.fetch_sessions = FetchSessionCache()  # KIP-227 sessions of this broker
 
     # --- lifecycle ---------------------------------------------------------------------
 
     async def start(self) -> None:
         cfg = self.config
         os.makedirs(cfg.data_dir, exist_ok=True)
+        # Read first: every log opens (and recovers) with its topic's own settings.
+        self.metadata = MetadataStore(os.path.abspath(cfg.data_dir), self.node_id)
         self.logs = LogManager.open(cfg.data_dir, default_config=cfg.log_config(),
                                     topic_config=self.log_config_for, clock=self.clock)
         try:
-            self.metadata = MetadataStore(self.logs.data_dir, self.node_id)
+            self.metadata.persist()  # only now: the directory is ours
             for topic in self.metadata.topics.values():
                 for partition in range(topic.partitions):
                     self.logs.get_or_create_log(topic.name, partition)
-                if topic.configs:
-                    # The logs were opened before the metadata (and so the topic's
-                    # overrides) was loaded: give them their own settings now.
-                    self.logs.update_config(topic.name, self.log_config_for(topic.name))
             self._duties = LogDuties(self.logs, DutyIntervals(
                 retention_check_ms=cfg["log.retention.check.interval.ms"],
                 flush_check_ms=cfg["log.flush.scheduler.interval.ms"],

@@ -62,7 +62,11 @@ class Topic:
 
 
 class MetadataStore:
-    """Topics and ids of one broker; every change is on disk before it returns."""
+    """Topics and ids of one broker; every change is on disk before it returns.
+
+    Constructing it only reads the file (the topics' configs are needed to open their
+    logs, before the data directory is locked); ``persist()`` writes it, once the caller
+    holds the directory's lock."""
 
     def __init__(self, data_dir: str, node_id: int) -> None:
         self.data_dir = data_dir
@@ -87,6 +91,9 @@ class MetadataStore:
         # Everything up to the reserved mark may have been handed out before a crash.
         self._next_producer_id = self._reserved_producer_id = int(
             data.get("reserved_producer_id", 0))
+
+    def persist(self) -> None:
+        """Write the store and meta.properties (a new cluster id is fixed from here on)."""
         self._save()
         self._write_meta_properties()
 

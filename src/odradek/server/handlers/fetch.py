@@ -127,8 +127,7 @@ def _read(broker: Broker, wanted: list[tuple[TopicPartition, PartitionFetch]],
 async def handle(broker: Broker, request: Request) -> list[bytes | FileRegion]:
     body = request.body
     version = request.api_version
-    cache: FetchSessionCache = broker.fetch_sessions or FetchSessionCache()
-    broker.fetch_sessions = cache
+    cache = broker.fetch_sessions
     requested = [
         ((t.topic, p.partition), PartitionFetch(p.fetch_offset, p.partition_max_bytes))
         for t in body.topics for p in t.partitions
