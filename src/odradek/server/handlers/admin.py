@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import shutil
 from collections import Counter
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from odradek.protocol.codec import Request
@@ -261,7 +262,10 @@ def _check_alterable(broker: Broker, res: Any, duplicates: set[tuple[int, str]])
     _require_topic(broker, res.resource_name)
 
 
-async def alter_configs(broker: Broker, request: Request) -> bytes:
+def _alter(broker: Broker, request: Request,
+           new_configs: Callable[[Any], dict[str, str]]) -> bytes:
+    """The resource loop AlterConfigs and IncrementalAlterConfigs share: check each
+    resource, compute its new override set with ``new_configs``, apply or validate it."""
     body = request.body
     duplicates = _duplicate_resources(body.resources)
     responses = []
@@ -271,14 +275,18 @@ async def alter_configs(broker: Broker, request: Request) -> bytes:
                                  "resource_name": res.resource_name}
         try:
             _check_alterable(broker, res, duplicates)
-            # The new override set is exactly what the request lists (null: not set).
-            configs = {c.name: c.value for c in res.configs if c.value is not None}
-            broker.set_topic_configs(res.resource_name, configs,
+            broker.set_topic_configs(res.resource_name, new_configs(res),
                                      validate_only=body.validate_only)
         except (ConfigRequestError, TopicError) as exc:
             entry.update(_failure(exc))
         responses.append(entry)
     return respond(request, {"throttle_time": 0, "responses": responses})
+
+
+async def alter_configs(broker: Broker, request: Request) -> bytes:
+    # The new override set is exactly what the request lists (null: not set).
+    return _alter(broker, request, lambda res: {
+        c.name: c.value for c in res.configs if c.value is not None})
 
 
 def _list_items(text: str) -> list[str]:
@@ -322,23 +330,8 @@ def apply_incremental(broker: Broker, topic: Topic, ops: Any) -> dict[str, str]:
 
 
 async def incremental_alter_configs(broker: Broker, request: Request) -> bytes:
-    body = request.body
-    duplicates = _duplicate_resources(body.resources)
-    responses = []
-    for res in body.resources:
-        entry: dict[str, Any] = {"error_code": 0, "error_message": None,
-                                 "resource_type": res.resource_type,
-                                 "resource_name": res.resource_name}
-        try:
-            _check_alterable(broker, res, duplicates)
-            topic = _require_topic(broker, res.resource_name)
-            configs = apply_incremental(broker, topic, res.configs)
-            broker.set_topic_configs(res.resource_name, configs,
-                                     validate_only=body.validate_only)
-        except (ConfigRequestError, TopicError) as exc:
-            entry.update(_failure(exc))
-        responses.append(entry)
-    return respond(request, {"throttle_time": 0, "responses": responses})
+    return _alter(broker, request, lambda res: apply_incremental(
+        broker, _require_topic(broker, res.resource_name), res.configs))
 
 
 async def describe_log_dirs(broker: Broker, request: Request) -> bytes:
