@@ -152,12 +152,3 @@ def ms(value: datetime.timedelta | int | None, default: int = 0) -> int:
     if isinstance(value, datetime.timedelta):
         return value.days * 86_400_000 + value.seconds * 1000 + value.microseconds // 1000
     return int(value)
-
-
-def epoch_ms(value: datetime.datetime | int | None) -> int:
-    """Milliseconds since the epoch from a kio timestamp field; -1 for none."""
-    if value is None:
-        return -1
-    if isinstance(value, datetime.datetime):
-        return int((value - _EPOCH).total_seconds() * 1000)
-    return int(value)
