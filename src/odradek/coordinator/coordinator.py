@@ -1,0 +1,1200 @@
+"""The consumer-group coordinator (Kafka's classic GroupCoordinator) as a pure state
+machine: groups, their rebalances, and their committed offsets.
+
+Every operation takes plain arguments and the current time (``now_ms``) and returns
+``Effects``: records for ``__consumer_offsets`` and responses keyed by the opaque token
+each request came with. The runtime appends the records, then sends the responses
+(Kafka answers a SyncGroup or OffsetCommit only once its record is in the log).
+JoinGroup and SyncGroup requests that must wait are parked under their token and
+answered by a later call: another member's join or sync, ``tick`` when a timer fires,
+a leave. Nothing here reads a clock, starts a task or touches a socket or a file.
+
+Timers, as in Kafka's purgatories: a member's session (or, while it is new in a
+rebalance, the 5-minute new-member join timeout), a KIP-394 pending member's expiry,
+the rebalance timeout / ``group.initial.rebalance.delay.ms`` of a join phase, the
+pending-sync timeout after a join phase, and the periodic offset expiry
+(``offsets.retention.check.interval.ms``). ``next_deadline`` says when ``tick`` is due.
+
+State is rebuilt after a restart by ``load``-ing every ``__consumer_offsets`` record in
+log order, then ``finish_load`` (fresh sessions for the loaded members, as Kafka's
+onGroupLoaded gives them).
+
+Departures from Kafka, each so that every token gets exactly one answer: a parked
+JoinGroup/SyncGroup that is superseded by a newer one from the same member is answered
+REBALANCE_IN_PROGRESS (Kafka drops it), and a member that leaves or is removed while
+its SyncGroup is parked gets UNKNOWN_MEMBER_ID (Kafka drops it). Group state changes
+as soon as the decision is made; the runtime is expected not to fail an append (Kafka
+reverts on a failed append; here that is a broker failure).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from typing import Any
+
+from odradek.coordinator import offsets_topic as ot
+from odradek.coordinator.group import (
+    CommittedOffset,
+    Group,
+    GroupState,
+    Member,
+    Waiting,
+)
+from odradek.coordinator.results import (
+    FENCED_INSTANCE_ID,
+    GROUP_ID_NOT_FOUND,
+    GROUP_MAX_SIZE_REACHED,
+    GROUP_SUBSCRIBED_TO_TOPIC,
+    ILLEGAL_GENERATION,
+    INCONSISTENT_GROUP_PROTOCOL,
+    INVALID_GROUP_ID,
+    INVALID_SESSION_TIMEOUT,
+    MEMBER_ID_REQUIRED,
+    NO_OFFSET,
+    NON_EMPTY_GROUP,
+    NONE,
+    OFFSET_METADATA_TOO_LARGE,
+    REBALANCE_IN_PROGRESS,
+    UNKNOWN_MEMBER,
+    UNKNOWN_MEMBER_ID,
+    DeletedGroup,
+    DeleteGroupsResult,
+    Effects,
+    FetchedOffset,
+    GroupDescription,
+    GroupOverview,
+    HeartbeatResult,
+    JoinMember,
+    JoinResult,
+    LeaveMemberResult,
+    LeaveResult,
+    MemberDescription,
+    MemberIdentity,
+    OffsetCommitRequestPartition,
+    OffsetCommitResult,
+    OffsetDeleteResult,
+    OffsetFetchResult,
+    PartitionResult,
+    Record,
+    SyncResult,
+)
+
+log = logging.getLogger(__name__)
+
+# Kafka's defaults for the broker settings this coordinator takes.
+GROUP_INITIAL_REBALANCE_DELAY_MS = 3000  # group.initial.rebalance.delay.ms
+GROUP_MIN_SESSION_TIMEOUT_MS = 6000  # group.min.session.timeout.ms
+GROUP_MAX_SESSION_TIMEOUT_MS = 1_800_000  # group.max.session.timeout.ms
+GROUP_MAX_SIZE = 2**31 - 1  # group.max.size
+OFFSET_METADATA_MAX_BYTES = 4096  # offset.metadata.max.bytes
+OFFSETS_RETENTION_MS = 7 * 24 * 60 * 60 * 1000  # offsets.retention.minutes = 10080
+OFFSETS_RETENTION_CHECK_INTERVAL_MS = 600_000  # offsets.retention.check.interval.ms
+# A member that joins has no session until the join phase ends (it cannot heartbeat, and
+# its socket is muted while the JoinGroup waits); this bounds how long it may hold the
+# rebalance up before it is dropped (GroupCoordinator.NewMemberJoinTimeoutMs).
+NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
+
+# Timer kinds in the heap.
+_HEARTBEAT = "heartbeat"
+_PENDING = "pending-member"
+_JOIN = "join"
+_SYNC = "sync"
+_EXPIRY = "offset-expiry"
+
+Protocols = list[tuple[str, bytes]]
+
+
+def _new_uuid() -> str:
+    return str(uuid.uuid4())
+
+
+class GroupCoordinator:
+    """All groups of this broker and their offsets. Not thread-safe: one caller at a time
+    (the broker's event loop)."""
+
+    def __init__(
+        self,
+        *,
+        initial_rebalance_delay_ms: int = GROUP_INITIAL_REBALANCE_DELAY_MS,
+        min_session_timeout_ms: int = GROUP_MIN_SESSION_TIMEOUT_MS,
+        max_session_timeout_ms: int = GROUP_MAX_SESSION_TIMEOUT_MS,
+        max_group_size: int = GROUP_MAX_SIZE,
+        offset_metadata_max_bytes: int = OFFSET_METADATA_MAX_BYTES,
+        offsets_retention_ms: int = OFFSETS_RETENTION_MS,
+        offsets_retention_check_interval_ms: int | None = OFFSETS_RETENTION_CHECK_INTERVAL_MS,
+        new_uuid: Callable[[], str] = _new_uuid,
+    ) -> None:
+        self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
+        self.min_session_timeout_ms = min_session_timeout_ms
+        self.max_session_timeout_ms = max_session_timeout_ms
+        self.max_group_size = max_group_size
+        self.offset_metadata_max_bytes = offset_metadata_max_bytes
+        self.offsets_retention_ms = offsets_retention_ms
+        self.offsets_retention_check_interval_ms = offsets_retention_check_interval_ms
+        self._new_uuid = new_uuid
+        self.groups: dict[str, Group] = {}
+        # (deadline, seq, kind, group, member id). Entries are never removed when a
+        # deadline moves; a popped entry counts only if it still matches the state.
+        self._timers: list[tuple[int, int, str, Group | None, str]] = []
+        self._seq = itertools.count()
+        self._next_expiry_check: int | None = None
+
+    # --- JoinGroup -------------------------------------------------------------------
+
+    def join(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        protocol_type: str,
+        protocols: Iterable[tuple[str, bytes]],
+        *,
+        require_known_member_id: bool,
+        supports_skip_assignment: bool = False,
+        reason: str | None = None,
+        token: Any,
+        now_ms: int,
+    ) -> Effects:
+        """JoinGroup. ``require_known_member_id`` is true from v4 (KIP-394),
+        ``supports_skip_assignment`` from v9 (KIP-814); ``reason`` is v8's (KIP-800).
+        The answer usually comes later, when the join phase completes."""
+        fx = self._effects(now_ms)
+        protocols = [(name, bytes(metadata)) for name, metadata in protocols]
+        why = f"client reason: {reason or 'not provided'}"
+        if not group_id:
+            fx.respond(token, JoinResult(INVALID_GROUP_ID, member_id=member_id))
+            return fx
+        if not self.min_session_timeout_ms <= session_timeout_ms <= self.max_session_timeout_ms:
+            fx.respond(token, JoinResult(INVALID_SESSION_TIMEOUT, member_id=member_id))
+            return fx
+        is_unknown = member_id == UNKNOWN_MEMBER
+        group = self.groups.get(group_id)
+        if group is None:
+            if not is_unknown:
+                # A member id for a group we do not know: the member must start over.
+                fx.respond(token, JoinResult(UNKNOWN_MEMBER_ID, member_id=member_id))
+                return fx
+            group = self.groups[group_id] = Group(group_id, now_ms)
+
+        args = (client_id, client_host, rebalance_timeout_ms, session_timeout_ms, protocol_type)
+        if not self._accept_joining_member(group, member_id):
+            self._drop_member(group, member_id, fx)
+            fx.respond(token, JoinResult(GROUP_MAX_SIZE_REACHED, member_id=UNKNOWN_MEMBER))
+        elif is_unknown:
+            if not group.supports_protocols(protocol_type, protocols):
+                fx.respond(token, JoinResult(INCONSISTENT_GROUP_PROTOCOL))
+            else:
+                prefix = client_id if group_instance_id is None else group_instance_id
+                new_id = f"{prefix}-{self._new_uuid()}"
+                if group_instance_id is not None:
+                    old_id = group.current_static_member(group_instance_id)
+                    if old_id is not None:
+                        self._replace_static_member(
+                            group, old_id, new_id, group_instance_id, protocols,
+                            rebalance_timeout_ms, session_timeout_ms,
+                            supports_skip_assignment, token, now_ms, fx, why,
+                        )
+                    else:
+                        self._add_member_and_rebalance(
+                            group, new_id, group_instance_id, *args, protocols, token,
+                            now_ms, fx, why,
+                        )
+                elif require_known_member_id:
+                    # KIP-394: hand out the id and have the client join again with it, so
+                    # a client that times out and retries does not leave a ghost member.
+                    group.pending_members[new_id] = now_ms + session_timeout_ms
+                    self._schedule(group.pending_members[new_id], _PENDING, group, new_id)
+                    fx.respond(token, JoinResult(MEMBER_ID_REQUIRED, member_id=new_id))
+                else:
+                    self._add_member_and_rebalance(
+                        group, new_id, None, *args, protocols, token, now_ms, fx, why
+                    )
+        else:
+            self._current_member_join(
+                group, member_id, group_instance_id, args, protocols, token, now_ms, fx, why
+            )
+
+        if group.is_(GroupState.PREPARING_REBALANCE):
+            self._try_complete_join(group, now_ms, fx)
+        return fx
+
+    def _accept_joining_member(self, group: Group, member_id: str) -> bool:
+        if group.state in (GroupState.EMPTY, GroupState.DEAD):
+            return True
+        if group.is_(GroupState.PREPARING_REBALANCE):
+            # Count members awaiting join, not the group size: the size may exceed a
+            # lowered limit, and this lets the last rejoiners be the ones turned away.
+            member = group.members.get(member_id)
+            return (member is not None and member.join is not None) or (
+                group.num_awaiting_join < self.max_group_size
+            )
+        return group.has(member_id) or len(group.members) < self.max_group_size
+
+    def _current_member_join(
+        self,
+        group: Group,
+        member_id: str,
+        group_instance_id: str | None,
+        args: tuple[str, str, int, int, str],
+        protocols: Protocols,
+        token: Any,
+        now_ms: int,
+        fx: Effects,
+        why: str,
+    ) -> None:
+        _, _, rebalance_timeout_ms, session_timeout_ms, protocol_type = args
+        if not group.supports_protocols(protocol_type, protocols):
+            fx.respond(token, JoinResult(INCONSISTENT_GROUP_PROTOCOL, member_id=member_id))
+            return
+        if member_id in group.pending_members:
+            if group_instance_id is not None:
+                # Static members never get MEMBER_ID_REQUIRED: not a member id we gave it.
+                fx.respond(token, JoinResult(UNKNOWN_MEMBER_ID, member_id=member_id))
+                return
+            self._add_member_and_rebalance(
+                group, member_id, None, *args, protocols, token, now_ms, fx, why
+            )
+            return
+        error = self._validate_member(group, member_id, group_instance_id)
+        if error is not None:
+            fx.respond(token, JoinResult(error, member_id=member_id))
+            return
+        member = group.members[member_id]
+        timeouts = (rebalance_timeout_ms, session_timeout_ms)
+        if group.is_(GroupState.PREPARING_REBALANCE):
+            self._update_member_and_rebalance(
+                group, member, protocols, timeouts, token, now_ms, fx, f"member rejoins; {why}"
+            )
+        elif group.is_(GroupState.COMPLETING_REBALANCE):
+            if member.matches(protocols):
+                # Probably a retry after a lost JoinGroup answer: the same answer again.
+                leader = group.is_leader(member_id)
+                fx.respond(token, self._join_result(group, member, with_members=leader))
+            else:
+                self._update_member_and_rebalance(
+                    group, member, protocols, timeouts, token, now_ms, fx,
+                    f"member {member_id} changed its metadata; {why}",
+                )
+        elif group.is_(GroupState.STABLE):
+            if group.is_leader(member_id) or not member.matches(protocols):
+                # The leader rejoining is how it asks for a rebalance for reasons the
+                # coordinator cannot see (e.g. a topic's partition count changed).
+                self._update_member_and_rebalance(
+                    group, member, protocols, timeouts, token, now_ms, fx,
+                    f"member {member_id} rejoins the stable group; {why}",
+                )
+            else:
+                fx.respond(token, self._join_result(group, member, with_members=False))
+        else:
+            fx.respond(token, JoinResult(UNKNOWN_MEMBER_ID, member_id=member_id))
+
+    def _add_member_and_rebalance(
+        self,
+        group: Group,
+        member_id: str,
+        group_instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        protocol_type: str,
+        protocols: Protocols,
+        token: Any,
+        now_ms: int,
+        fx: Effects,
+        why: str,
+    ) -> None:
+        member = Member(
+            member_id, group_instance_id, client_id, client_host,
+            rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
+        )
+        member.is_new = True
+        if group.is_(GroupState.PREPARING_REBALANCE) and group.generation_id == 0:
+            # Lets the initial delayed join wait another round for more members.
+            group.new_member_added = True
+        group.add(member)
+        member.join = Waiting(token)
+        self._set_heartbeat(group, member, now_ms + NEW_MEMBER_JOIN_TIMEOUT_MS)
+        self._maybe_prepare_rebalance(
+            group, now_ms, fx, f"adding member {member_id} (instance {group_instance_id}); {why}"
+        )
+
+    def _update_member_and_rebalance(
+        self,
+        group: Group,
+        member: Member,
+        protocols: Protocols,
+        timeouts: tuple[int, int],
+        token: Any,
+        now_ms: int,
+        fx: Effects,
+        why: str,
+    ) -> None:
+        group.update_protocols(member, protocols, *timeouts)
+        self._park_join(member, token, fx)
+        self._maybe_prepare_rebalance(group, now_ms, fx, why)
+
+    def _replace_static_member(
+        self,
+        group: Group,
+        old_id: str,
+        new_id: str,
+        group_instance_id: str,
+        protocols: Protocols,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        supports_skip_assignment: bool,
+        token: Any,
+        now_ms: int,
+        fx: Effects,
+        why: str,
+    ) -> None:
+        """KIP-345: a static member restarted (it lost its member id). The new id takes
+        the old one's place; the old id is fenced."""
+        current_leader = group.leader_id
+        member = group.members[old_id]
+        if member.join is not None:
+            fx.respond(member.join.token, JoinResult(FENCED_INSTANCE_ID, member_id=old_id))
+            member.join = None
+        if member.sync is not None:
+            fx.respond(member.sync.token, SyncResult(FENCED_INSTANCE_ID))
+            member.sync = None
+        group.replace_static_member(group_instance_id, old_id, new_id)
+        self._set_heartbeat(group, member, now_ms + member.session_timeout_ms)
+        group.update_protocols(member, protocols, rebalance_timeout_ms, session_timeout_ms)
+        member.join = Waiting(token)
+
+        if group.is_(GroupState.STABLE):
+            if group.protocol_name == group.select_protocol():
+                # Nothing the assignment depends on changed: no rebalance. Persist the new
+                # member id (so a restart of the broker fences the old one too) and give
+                # the member the current generation.
+                assignment = {m.member_id: m.assignment for m in group.members.values()}
+                fx.records.append(self._group_record(group, assignment))
+                member.join = None
+                if supports_skip_assignment:
+                    # v9+: a restarted leader learns it leads but must not reassign.
+                    leader = group.is_leader(new_id)
+                    result = replace(
+                        self._join_result(group, member, with_members=leader),
+                        skip_assignment=leader,
+                    )
+                else:
+                    # Before v9: name the old leader id so that a restarted leader does
+                    # not run an assignment a stable group would never hand out.
+                    result = replace(
+                        self._join_result(group, member, with_members=False),
+                        leader=current_leader or "",
+                    )
+                fx.respond(token, result)
+            else:
+                self._maybe_prepare_rebalance(
+                    group, now_ms, fx,
+                    f"static member {group_instance_id} changed the group's protocol; {why}",
+                )
+        elif group.is_(GroupState.COMPLETING_REBALANCE):
+            # The leader may already be assigning to the old member id: start over.
+            self._prepare_rebalance(
+                group, now_ms, fx, f"static member {group_instance_id} rejoined; {why}"
+            )
+        # PreparingRebalance: it simply waits with the others.
+
+    def _park_join(self, member: Member, token: Any, fx: Effects) -> None:
+        if member.join is not None:
+            superseded = JoinResult(REBALANCE_IN_PROGRESS, member_id=member.member_id)
+            fx.respond(member.join.token, superseded)
+        member.join = Waiting(token)
+
+    def _join_result(self, group: Group, member: Member, *, with_members: bool) -> JoinResult:
+        members = []
+        if with_members:
+            assert group.protocol_name is not None
+            members = [
+                JoinMember(m.member_id, m.group_instance_id, m.metadata(group.protocol_name))
+                for m in group.members.values()
+            ]
+        return JoinResult(
+            NONE,
+            generation_id=group.generation_id,
+            protocol_type=group.protocol_type,
+            protocol_name=group.protocol_name,
+            leader=group.leader_id or "",
+            member_id=member.member_id,
+            members=members,
+        )
+
+    # --- rebalance -------------------------------------------------------------------
+
+    def _maybe_prepare_rebalance(self, group: Group, now_ms: int, fx: Effects, why: str) -> None:
+        if group.can_rebalance:
+            self._prepare_rebalance(group, now_ms, fx, why)
+
+    def _prepare_rebalance(self, group: Group, now_ms: int, fx: Effects, why: str) -> None:
+        if group.is_(GroupState.COMPLETING_REBALANCE):
+            # Members waiting for the assignment of a generation that will not be: rejoin.
+            self._propagate_assignment(group, REBALANCE_IN_PROGRESS, now_ms, fx, reset=True)
+        group.pending_sync.clear()
+        group.sync_deadline = None
+        if group.is_(GroupState.EMPTY):
+            # The first join of an empty group waits group.initial.rebalance.delay.ms, and
+            # again while members keep arriving, up to the rebalance timeout, so that a
+            # whole fleet starting together gets one rebalance rather than one each.
+            delay = self.initial_rebalance_delay_ms
+            group.initial_delay_ms = delay
+            group.initial_delay_remaining = max(group.rebalance_timeout_ms - delay, 0)
+            group.new_member_added = False
+        else:
+            delay = group.rebalance_timeout_ms
+            group.initial_delay_remaining = None
+        group.transition(GroupState.PREPARING_REBALANCE, now_ms)
+        group.join_deadline = now_ms + delay
+        self._schedule(group.join_deadline, _JOIN, group)
+        log.info(
+            "Preparing to rebalance group %s with old generation %d (%s)",
+            group.group_id, group.generation_id, why,
+        )
+        self._try_complete_join(group, now_ms, fx)
+
+    def _try_complete_join(self, group: Group, now_ms: int, fx: Effects) -> None:
+        # The initial delayed join never completes early: it is a delay on purpose.
+        if group.initial_delay_remaining is None and group.has_all_members_joined:
+            self._complete_join(group, now_ms, fx)
+
+    def _on_join_deadline(self, group: Group, now_ms: int, fx: Effects) -> None:
+        remaining = group.initial_delay_remaining
+        if remaining is not None and group.new_member_added and remaining != 0:
+            group.new_member_added = False
+            delay = min(self.initial_rebalance_delay_ms, remaining)
+            group.initial_delay_remaining = max(remaining - group.initial_delay_ms, 0)
+            group.initial_delay_ms = delay
+            group.join_deadline = now_ms + delay
+            self._schedule(group.join_deadline, _JOIN, group)
+            return
+        self._complete_join(group, now_ms, fx)
+
+    def _complete_join(self, group: Group, now_ms: int, fx: Effects) -> None:
+        group.join_deadline = None
+        group.initial_delay_remaining = None
+        # Dynamic members that did not rejoin in time are gone; static ones stay (their
+        # instance may be restarting) and are in the new generation without having joined.
+        for member in list(group.members.values()):
+            if member.join is None and not member.is_static:
+                self._drop_member(group, member.member_id, fx)
+        if not group.elect_joined_leader() and group.members:
+            # Only static members that have not rejoined are left: wait for them, or for
+            # their sessions to end.
+            log.warning("Group %s: no member rejoined, waiting longer", group.group_id)
+            group.join_deadline = now_ms + group.rebalance_timeout_ms
+            self._schedule(group.join_deadline, _JOIN, group)
+            return
+        group.init_next_generation(now_ms)
+        if group.is_(GroupState.EMPTY):
+            log.info("Group %s is empty at generation %d", group.group_id, group.generation_id)
+            fx.records.append(self._group_record(group, {}))
+            return
+        log.info(
+            "Group %s stabilized at generation %d with %d members",
+            group.group_id, group.generation_id, len(group.members),
+        )
+        for member in group.members.values():
+            if member.join is not None:
+                leader = group.is_leader(member.member_id)
+                fx.respond(member.join.token, self._join_result(group, member, with_members=leader))
+                member.join = None
+            self._set_heartbeat(group, member, now_ms + member.session_timeout_ms)
+            member.is_new = False
+            group.pending_sync.add(member.member_id)
+        # Members that never follow up with SyncGroup are removed after the rebalance
+        # timeout, so one dead member cannot keep the others without an assignment.
+        group.sync_deadline = now_ms + group.rebalance_timeout_ms
+        self._schedule(group.sync_deadline, _SYNC, group)
+
+    def _on_sync_deadline(self, group: Group, now_ms: int, fx: Effects) -> None:
+        group.sync_deadline = None
+        if group.state not in (GroupState.COMPLETING_REBALANCE, GroupState.STABLE):
+            return
+        missing = sorted(group.pending_sync)
+        if not missing:
+            return
+        for member_id in missing:
+            self._drop_member(group, member_id, fx)
+        self._prepare_rebalance(
+            group, now_ms, fx, f"members {missing} did not sync before the rebalance timeout"
+        )
+
+    def _drop_member(self, group: Group, member_id: str, fx: Effects) -> Member | None:
+        """Remove a member, answering whatever it had parked."""
+        member = group.remove(member_id)
+        if member is None:
+            return None
+        if member.join is not None:
+            # UNKNOWN_MEMBER_ID makes a still-alive client join again from scratch.
+            fx.respond(member.join.token, JoinResult(UNKNOWN_MEMBER_ID, member_id=UNKNOWN_MEMBER))
+            member.join = None
+        if member.sync is not None:
+            fx.respond(member.sync.token, SyncResult(UNKNOWN_MEMBER_ID))
+            member.sync = None
+        member.heartbeat_deadline = None
+        return member
+
+    def _remove_member_and_update_group(
+        self, group: Group, member: Member, now_ms: int, fx: Effects, why: str
+    ) -> None:
+        self._drop_member(group, member.member_id, fx)
+        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self._maybe_prepare_rebalance(group, now_ms, fx, why)
+        elif group.is_(GroupState.PREPARING_REBALANCE):
+            self._try_complete_join(group, now_ms, fx)
+
+    # --- SyncGroup -------------------------------------------------------------------
+
+    def sync(
+        self,
+        group_id: str,
+        member_id: str,
+        generation_id: int,
+        group_instance_id: str | None,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: Iterable[tuple[str, bytes]],
+        *,
+        token: Any,
+        now_ms: int,
+    ) -> Effects:
+        """SyncGroup. ``protocol_type``/``protocol_name`` are v5's (None before). The
+        leader's assignments complete every member's SyncGroup of this generation;
+        followers that come first are parked until then."""
+        fx = self._effects(now_ms)
+        if not group_id:
+            fx.respond(token, SyncResult(INVALID_GROUP_ID))
+            return fx
+        group = self.groups.get(group_id)
+        if group is None:
+            fx.respond(token, SyncResult(UNKNOWN_MEMBER_ID))
+            return fx
+        error = self._validate_member(group, member_id, group_instance_id)
+        if error is None and generation_id != group.generation_id:
+            error = ILLEGAL_GENERATION
+        if error is None and (
+            (protocol_type is not None and protocol_type != group.protocol_type)
+            or (protocol_name is not None and protocol_name != group.protocol_name)
+        ):
+            error = INCONSISTENT_GROUP_PROTOCOL
+        if error is not None:
+            fx.respond(token, SyncResult(error))
+        elif group.is_(GroupState.EMPTY):
+            fx.respond(token, SyncResult(UNKNOWN_MEMBER_ID))
+        elif group.is_(GroupState.PREPARING_REBALANCE):
+            fx.respond(token, SyncResult(REBALANCE_IN_PROGRESS))
+        elif group.is_(GroupState.COMPLETING_REBALANCE):
+            member = group.members[member_id]
+            if member.sync is not None:
+                fx.respond(member.sync.token, SyncResult(REBALANCE_IN_PROGRESS))
+            member.sync = Waiting(token)
+            self._synced(group, member_id)
+            if group.is_leader(member_id):
+                given = {mid: bytes(a) for mid, a in assignments}
+                # Members the leader left out get an empty assignment, as in Kafka.
+                assignment = {mid: given.get(mid, b"") for mid in group.members}
+                log.info(
+                    "Assignment from leader %s for group %s generation %d",
+                    member_id, group_id, group.generation_id,
+                )
+                # Stored with the CompletingRebalance timestamp, as Kafka's storeGroup
+                # runs before the group moves to Stable.
+                fx.records.append(self._group_record(group, assignment))
+                for m in group.members.values():
+                    m.assignment = assignment[m.member_id]
+                self._propagate_assignment(group, NONE, now_ms, fx)
+                group.transition(GroupState.STABLE, now_ms)
+        else:  # Stable: a late follower, or a retry; the assignment is known.
+            member = group.members[member_id]
+            self._synced(group, member_id)
+            fx.respond(
+                token,
+                SyncResult(NONE, group.protocol_type, group.protocol_name, member.assignment),
+            )
+            self._set_heartbeat(group, member, now_ms + member.session_timeout_ms)
+        return fx
+
+    def _synced(self, group: Group, member_id: str) -> None:
+        group.pending_sync.discard(member_id)
+        if not group.pending_sync:
+            group.sync_deadline = None
+
+    def _propagate_assignment(
+        self, group: Group, error: int, now_ms: int, fx: Effects, *, reset: bool = False
+    ) -> None:
+        for member in group.members.values():
+            if reset:
+                member.assignment = b""
+            if member.sync is None:
+                continue
+            result = (
+                SyncResult(NONE, group.protocol_type, group.protocol_name, member.assignment)
+                if error == NONE
+                else SyncResult(error)
+            )
+            fx.respond(member.sync.token, result)
+            member.sync = None
+            # Its session restarts now: it could not heartbeat while its sync was parked.
+            self._set_heartbeat(group, member, now_ms + member.session_timeout_ms)
+
+    # --- Heartbeat and LeaveGroup ----------------------------------------------------
+
+    def heartbeat(
+        self,
+        group_id: str,
+        member_id: str,
+        generation_id: int,
+        group_instance_id: str | None,
+        *,
+        token: Any,
+        now_ms: int,
+    ) -> Effects:
+        fx = self._effects(now_ms)
+        fx.respond(
+            token,
+            HeartbeatResult(
+                self._heartbeat(group_id, member_id, generation_id, group_instance_id, now_ms)
+            ),
+        )
+        return fx
+
+    def _heartbeat(
+        self,
+        group_id: str,
+        member_id: str,
+        generation_id: int,
+        group_instance_id: str | None,
+        now_ms: int,
+    ) -> int:
+        if not group_id:
+            return INVALID_GROUP_ID
+        group = self.groups.get(group_id)
+        if group is None:
+            return UNKNOWN_MEMBER_ID
+        error = self._validate_member(group, member_id, group_instance_id)
+        if error is not None:
+            return error
+        if generation_id != group.generation_id:
+            return ILLEGAL_GENERATION
+        if group.is_(GroupState.EMPTY):
+            return UNKNOWN_MEMBER_ID
+        member = group.members[member_id]
+        self._set_heartbeat(group, member, now_ms + member.session_timeout_ms)
+        # During a join phase the heartbeat answer is how members learn to rejoin.
+        return REBALANCE_IN_PROGRESS if group.is_(GroupState.PREPARING_REBALANCE) else NONE
+
+    def leave(
+        self,
+        group_id: str,
+        members: Iterable[MemberIdentity | tuple[str, str | None]],
+        *,
+        token: Any,
+        now_ms: int,
+    ) -> Effects:
+        """LeaveGroup: v0-v2 name one member by id; v3+ (KIP-345) a batch, each by member
+        id or, with member id "", by group.instance.id (an admin removing a static member)."""
+        fx = self._effects(now_ms)
+        identities = [MemberIdentity(*m) for m in members]
+        if not group_id:
+            fx.respond(token, LeaveResult(INVALID_GROUP_ID))
+            return fx
+        group = self.groups.get(group_id)
+        if group is None:
+            fx.respond(
+                token,
+                LeaveResult(NONE, [
+                    LeaveMemberResult(m.member_id, m.group_instance_id, UNKNOWN_MEMBER_ID)
+                    for m in identities
+                ]),
+            )
+            return fx
+        results = []
+        for ident in identities:
+            why = f"member left the group; client reason: {ident.reason or 'not provided'}"
+            if ident.member_id == UNKNOWN_MEMBER:
+                target = (
+                    group.current_static_member(ident.group_instance_id)
+                    if ident.group_instance_id is not None
+                    else None
+                )
+                if target is None:
+                    error = UNKNOWN_MEMBER_ID
+                else:
+                    self._remove_member_and_update_group(
+                        group, group.members[target], now_ms, fx, why
+                    )
+                    error = NONE
+            elif ident.member_id in group.pending_members:
+                del group.pending_members[ident.member_id]
+                if group.is_(GroupState.PREPARING_REBALANCE):
+                    self._try_complete_join(group, now_ms, fx)
+                error = NONE
+            else:
+                error = self._validate_member(group, ident.member_id, ident.group_instance_id)
+                if error is None:
+                    self._remove_member_and_update_group(
+                        group, group.members[ident.member_id], now_ms, fx, why
+                    )
+                    error = NONE
+            results.append(LeaveMemberResult(ident.member_id, ident.group_instance_id, error))
+        fx.respond(token, LeaveResult(NONE, results))
+        return fx
+
+    def _validate_member(
+        self, group: Group, member_id: str, group_instance_id: str | None
+    ) -> int | None:
+        """KIP-345 fencing: a group.instance.id must map to this very member id."""
+        if group_instance_id is not None:
+            current = group.current_static_member(group_instance_id)
+            if current is None:
+                return UNKNOWN_MEMBER_ID
+            if current != member_id:
+                return FENCED_INSTANCE_ID
+        return None if group.has(member_id) else UNKNOWN_MEMBER_ID
+
+    # --- offsets ---------------------------------------------------------------------
+
+    def commit_offsets(
+        self,
+        group_id: str,
+        member_id: str,
+        generation_id: int,
+        group_instance_id: str | None,
+        offsets: Iterable[OffsetCommitRequestPartition | tuple],
+        *,
+        retention_ms: int | None = None,
+        token: Any,
+        now_ms: int,
+    ) -> Effects:
+        """OffsetCommit. Generation -1 with no member id is a commit from outside group
+        management (admin tools, assign()-mode consumers): allowed while the group has no
+        members. ``retention_ms`` is v2-v4's retention_time_ms (-1 or None: the broker's)."""
+        fx = self._effects(now_ms)
+        parts = [OffsetCommitRequestPartition(*p) for p in offsets]
+        group = self.groups.get(group_id)
+        if group is None:
+            if generation_id >= 0:
+                # A commit from a generation of a group we do not know: reject.
+                fx.respond(token, self._commit_error(parts, ILLEGAL_GENERATION))
+                return fx
+            group = self.groups[group_id] = Group(group_id, now_ms)
+        error = self._validate_offset_commit(group, member_id, generation_id, group_instance_id)
+        if error is None and group.is_(GroupState.COMPLETING_REBALANCE):
+            # The member has the new generation but not yet its assignment.
+            error = REBALANCE_IN_PROGRESS
+        if error is not None:
+            fx.respond(token, self._commit_error(parts, error))
+            return fx
+        if group.state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE):
+            member = group.members[member_id]
+            self._set_heartbeat(group, member, now_ms + member.session_timeout_ms)
+        expire = now_ms + retention_ms if retention_ms is not None and retention_ms >= 0 else -1
+        results = []
+        for p in parts:
+            metadata = p.metadata or ""
+            if len(metadata) > self.offset_metadata_max_bytes:
+                results.append(PartitionResult(p.topic, p.partition, OFFSET_METADATA_TOO_LARGE))
+                continue
+            committed = CommittedOffset(p.offset, p.leader_epoch, metadata, now_ms, expire)
+            group.offsets[(p.topic, p.partition)] = committed
+            fx.records.append(self._offset_record(group_id, p.topic, p.partition, committed))
+            results.append(PartitionResult(p.topic, p.partition, NONE))
+        fx.respond(token, OffsetCommitResult(results))
+        return fx
+
+    @staticmethod
+    def _commit_error(parts: list[OffsetCommitRequestPartition], error: int) -> OffsetCommitResult:
+        return OffsetCommitResult([PartitionResult(p.topic, p.partition, error) for p in parts])
+
+    def _validate_offset_commit(
+        self, group: Group, member_id: str, generation_id: int, group_instance_id: str | None
+    ) -> int | None:
+        if generation_id < 0 and group.is_(GroupState.EMPTY):
+            return None
+        if generation_id >= 0 or member_id != UNKNOWN_MEMBER or group_instance_id is not None:
+            error = self._validate_member(group, member_id, group_instance_id)
+            if error is None and generation_id != group.generation_id:
+                error = ILLEGAL_GENERATION
+            return error
+        # Once the group has members, only they may commit.
+        return None if group.is_(GroupState.EMPTY) else UNKNOWN_MEMBER_ID
+
+    def fetch_offsets(
+        self, group_id: str, partitions: Iterable[tuple[str, int]] | None = None
+    ) -> OffsetFetchResult:
+        """OffsetFetch: the committed offsets of ``partitions`` (all the group has when
+        None); a partition without one answers offset -1. Answered in any group state:
+        the group may use Kafka only to store offsets."""
+        group = self.groups.get(group_id)
+        offsets = group.offsets if group is not None else {}
+        if partitions is None:
+            keys = sorted(offsets)
+        else:
+            keys = [(topic, partition) for topic, partition in partitions]
+        result = []
+        for topic, partition in keys:
+            committed = offsets.get((topic, partition))
+            if committed is None:
+                result.append(FetchedOffset(topic, partition, NO_OFFSET, -1, ""))
+            else:
+                result.append(
+                    FetchedOffset(
+                        topic, partition, committed.offset, committed.leader_epoch,
+                        committed.metadata,
+                    )
+                )
+        return OffsetFetchResult(NONE, result)
+
+    def delete_offsets(
+        self,
+        group_id: str,
+        partitions: Iterable[tuple[str, int]],
+        *,
+        token: Any,
+        now_ms: int,
+    ) -> Effects:
+        """OffsetDelete (KIP-496): an empty group loses any offsets; an active consumer
+        group only those of topics it is not subscribed to."""
+        fx = self._effects(now_ms)
+        wanted = [(topic, partition) for topic, partition in partitions]
+        group = self.groups.get(group_id) if group_id else None
+        if not group_id:
+            fx.respond(token, OffsetDeleteResult(INVALID_GROUP_ID))
+            return fx
+        if group is None:
+            fx.respond(token, OffsetDeleteResult(GROUP_ID_NOT_FOUND))
+            return fx
+        if group.is_(GroupState.EMPTY):
+            results = [PartitionResult(t, p, NONE) for t, p in wanted]
+        elif group.is_consumer_group:
+            # Deleting the offsets of a topic the members consume would rewind them.
+            results = [
+                PartitionResult(
+                    t, p, GROUP_SUBSCRIBED_TO_TOPIC if group.is_subscribed_to(t) else NONE
+                )
+                for t, p in wanted
+            ]
+        else:
+            fx.respond(token, OffsetDeleteResult(NON_EMPTY_GROUP))
+            return fx
+        eligible = [(r.topic, r.partition) for r in results if r.error_code == NONE]
+        self._remove_offsets(group, eligible, now_ms, fx)
+        fx.respond(token, OffsetDeleteResult(NONE, results))
+        return fx
+
+    def _remove_offsets(
+        self, group: Group, keys: Iterable[tuple[str, int]], now_ms: int, fx: Effects
+    ) -> None:
+        """Tombstone the given offsets; an empty group left without offsets is over
+        (Kafka's cleanupGroupMetadata)."""
+        for key in keys:
+            if group.offsets.pop(key, None) is not None:
+                fx.records.append(Record(
+                    group.group_id, ot.encode_offset_commit_key(group.group_id, *key), None
+                ))
+        if group.is_(GroupState.EMPTY) and not group.offsets:
+            group.transition(GroupState.DEAD, now_ms)
+        if group.is_(GroupState.DEAD):
+            if self.groups.get(group.group_id) is group:
+                del self.groups[group.group_id]
+            # Generation 0: the group only ever stored offsets, it has no metadata record.
+            if group.generation_id > 0:
+                fx.records.append(
+                    Record(group.group_id, ot.encode_group_metadata_key(group.group_id), None)
+                )
+
+    def expire_offsets(self, now_ms: int) -> Effects:
+        """offsets.retention.minutes: drop offsets nobody will come back for, and the
+        empty groups left without offsets. ``tick`` runs this every
+        offsets.retention.check.interval.ms; it may also be called directly."""
+        fx = Effects()
+        for group in list(self.groups.values()):
+            self._remove_offsets(group, self._expired_offsets(group, now_ms), now_ms, fx)
+        return fx
+
+    def _expired_offsets(self, group: Group, now_ms: int) -> list[tuple[str, int]]:
+        # Kafka 2.1+ (KIP-211): an offset does not expire while its group is using it.
+        if group.protocol_type is not None and group.is_(GroupState.EMPTY):
+            # Retention counts from the moment the group became empty.
+            base, skip = group.state_timestamp, frozenset[str]()
+        elif group.is_consumer_group and group.subscribed is not None and group.is_(
+            GroupState.STABLE
+        ):
+            # A stable consumer group keeps the offsets of topics it subscribes to.
+            base, skip = None, frozenset(group.subscribed)
+        elif group.protocol_type is None:
+            # Offsets-only group (no group management): from each commit.
+            base, skip = None, frozenset()
+        else:
+            return []
+        expired = []
+        for key, committed in group.offsets.items():
+            if key[0] in skip:
+                continue
+            if committed.expire_timestamp >= 0:
+                # Committed with an explicit retention (OffsetCommit v2-v4).
+                if now_ms >= committed.expire_timestamp:
+                    expired.append(key)
+            elif now_ms - (committed.commit_timestamp if base is None else base) >= (
+                self.offsets_retention_ms
+            ):
+                expired.append(key)
+        return expired
+
+    # --- admin -----------------------------------------------------------------------
+
+    def delete_groups(self, group_ids: Iterable[str], *, token: Any, now_ms: int) -> Effects:
+        """DeleteGroups: only a group without members can go; its offsets go with it."""
+        fx = self._effects(now_ms)
+        results = []
+        for group_id in group_ids:
+            group = self.groups.get(group_id)
+            if group is None:
+                results.append(DeletedGroup(group_id, GROUP_ID_NOT_FOUND))
+            elif group.is_(GroupState.EMPTY):
+                group.transition(GroupState.DEAD, now_ms)
+                self._remove_offsets(group, list(group.offsets), now_ms, fx)
+                results.append(DeletedGroup(group_id, NONE))
+            else:
+                results.append(DeletedGroup(group_id, NON_EMPTY_GROUP))
+        fx.respond(token, DeleteGroupsResult(results))
+        return fx
+
+    def list_groups(self, states_filter: Iterable[str] | None = None) -> list[GroupOverview]:
+        """ListGroups; ``states_filter`` (v4+, KIP-518) matches state names ignoring case."""
+        wanted = {s.lower() for s in states_filter or ()}
+        return [
+            GroupOverview(g.group_id, g.protocol_type or "", g.state.value)
+            for g in self.groups.values()
+            if not wanted or g.state.value.lower() in wanted
+        ]
+
+    def describe_groups(
+        self, group_ids: Iterable[str], *, not_found_error: bool = False
+    ) -> list[GroupDescription]:
+        """DescribeGroups. An unknown group is described as Dead with no error, as before
+        v6; ``not_found_error`` (v6+) answers GROUP_ID_NOT_FOUND for it instead.
+        Member metadata and assignments are shown only for a Stable group."""
+        out = []
+        for group_id in group_ids:
+            group = self.groups.get(group_id)
+            if group is None:
+                error = GROUP_ID_NOT_FOUND if not_found_error else NONE
+                out.append(GroupDescription(error, group_id, GroupState.DEAD.value, "", ""))
+                continue
+            stable = group.is_(GroupState.STABLE) and group.protocol_name is not None
+            members = [
+                MemberDescription(
+                    m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                    m.metadata(group.protocol_name) if stable and group.protocol_name else b"",
+                    m.assignment if stable else b"",
+                )
+                for m in group.members.values()
+            ]
+            out.append(
+                GroupDescription(
+                    NONE, group_id, group.state.value, group.protocol_type or "",
+                    (group.protocol_name or "") if stable else "", members,
+                )
+            )
+        return out
+
+    # --- timers ----------------------------------------------------------------------
+
+    def next_deadline(self) -> int | None:
+        """When ``tick`` next has something to do (absolute ms), or None."""
+        while self._timers and not self._is_current(self._timers[0]):
+            heapq.heappop(self._timers)
+        return self._timers[0][0] if self._timers else None
+
+    def tick(self, now_ms: int) -> Effects:
+        """Fire every timer due by ``now_ms``, earliest first, each as if at its own
+        deadline: a late tick does the same as punctual ones would have (a timer that
+        re-arms, like the initial delayed join, fires again within this tick if due)."""
+        fx = self._effects(now_ms)
+        while self._timers and self._timers[0][0] <= now_ms:
+            entry = heapq.heappop(self._timers)
+            if not self._is_current(entry):
+                continue
+            at, _, kind, group, member_id = entry
+            if kind == _EXPIRY:
+                self._next_expiry_check = None
+                fx.records += self.expire_offsets(at).records
+                self._schedule_expiry(at)
+                continue
+            assert group is not None
+            if kind == _HEARTBEAT:
+                self._on_heartbeat_deadline(group, group.members[member_id], at, fx)
+            elif kind == _PENDING:
+                # A KIP-394 member that never came back with its id.
+                del group.pending_members[member_id]
+                if group.is_(GroupState.PREPARING_REBALANCE):
+                    self._try_complete_join(group, at, fx)
+            elif kind == _JOIN:
+                self._on_join_deadline(group, at, fx)
+            elif kind == _SYNC:
+                self._on_sync_deadline(group, at, fx)
+        return fx
+
+    def _on_heartbeat_deadline(
+        self, group: Group, member: Member, now_ms: int, fx: Effects
+    ) -> None:
+        member.heartbeat_deadline = None
+        if not member.is_new and (member.join is not None or member.sync is not None):
+            # Parked in a join or sync: it cannot heartbeat, and its session restarts
+            # when the parked request is answered.
+            return
+        log.info("Member %s of group %s has failed, removing it", member.member_id, group.group_id)
+        self._remove_member_and_update_group(
+            group, member, now_ms, fx, f"member {member.member_id}'s session expired"
+        )
+
+    def _is_current(self, entry: tuple[int, int, str, Group | None, str]) -> bool:
+        deadline, _, kind, group, member_id = entry
+        if kind == _EXPIRY:
+            return self._next_expiry_check == deadline
+        assert group is not None
+        if self.groups.get(group.group_id) is not group:
+            return False
+        if kind == _HEARTBEAT:
+            member = group.members.get(member_id)
+            return member is not None and member.heartbeat_deadline == deadline
+        if kind == _PENDING:
+            return group.pending_members.get(member_id) == deadline
+        if kind == _JOIN:
+            return group.join_deadline == deadline and group.is_(GroupState.PREPARING_REBALANCE)
+        return group.sync_deadline == deadline
+
+    def _schedule(self, deadline: int, kind: str, group: Group | None, member_id: str = "") -> None:
+        heapq.heappush(self._timers, (deadline, next(self._seq), kind, group, member_id))
+
+    def _set_heartbeat(self, group: Group, member: Member, deadline: int) -> None:
+        member.heartbeat_deadline = deadline
+        self._schedule(deadline, _HEARTBEAT, group, member.member_id)
+
+    def _schedule_expiry(self, now_ms: int) -> None:
+        if self.offsets_retention_check_interval_ms is not None and self._next_expiry_check is None:
+            self._next_expiry_check = now_ms + self.offsets_retention_check_interval_ms
+            self._schedule(self._next_expiry_check, _EXPIRY, None)
+
+    def _effects(self, now_ms: int) -> Effects:
+        # The first call tells us the time: the periodic offset expiry starts from it.
+        self._schedule_expiry(now_ms)
+        return Effects()
+
+    # --- persistence -----------------------------------------------------------------
+
+    def _group_record(self, group: Group, assignment: dict[str, bytes]) -> Record:
+        protocol = group.protocol_name
+        members = []
+        for m in group.members.values():
+            assert protocol is not None, "a group with members has a protocol"
+            members.append(
+                ot.MemberMetadataValue(
+                    m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                    m.rebalance_timeout_ms, m.session_timeout_ms, m.metadata(protocol),
+                    assignment.get(m.member_id, b""),
+                )
+            )
+        value = ot.GroupMetadataValue(
+            group.protocol_type or "",
+            group.generation_id,
+            protocol,
+            group.leader_id,
+            ot.NO_TIMESTAMP if group.state_timestamp is None else group.state_timestamp,
+            members,
+        )
+        return Record(
+            group.group_id,
+            ot.encode_group_metadata_key(group.group_id),
+            ot.encode_group_metadata_value(value),
+        )
+
+    @staticmethod
+    def _offset_record(group_id: str, topic: str, partition: int, c: CommittedOffset) -> Record:
+        value = ot.OffsetCommitValue(
+            c.offset, c.leader_epoch, c.metadata, c.commit_timestamp, c.expire_timestamp
+        )
+        return Record(
+            group_id,
+            ot.encode_offset_commit_key(group_id, topic, partition),
+            ot.encode_offset_commit_value(value),
+        )
+
+    def load(self, key: bytes, value: bytes | None) -> None:
+        """Replay one ``__consumer_offsets`` record (in log order) into the state.
+        Call ``finish_load`` once the partition has been read."""
+        k = ot.decode_key(key)
+        if isinstance(k, ot.OffsetCommitKey):
+            group = self.groups.get(k.group)
+            if value is None:
+                if group is not None:
+                    group.offsets.pop((k.topic, k.partition), None)
+                    if group.generation_id == 0 and not group.offsets and not group.members:
+                        # It existed only through these offsets.
+                        del self.groups[k.group]
+                return
+            v = ot.decode_offset_commit_value(value)
+            if group is None:
+                group = self.groups[k.group] = Group(k.group, now_ms=0)
+                group.state_timestamp = None
+            group.offsets[(k.topic, k.partition)] = CommittedOffset(
+                v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp
+            )
+        elif isinstance(k, ot.GroupMetadataKey):
+            old = self.groups.pop(k.group, None)
+            offsets = old.offsets if old is not None else {}
+            if value is None:
+                if offsets:
+                    group = self.groups[k.group] = Group(k.group, now_ms=0)
+                    group.state_timestamp = None
+                    group.offsets = offsets
+                return
+            group = self._group_from_record(k.group, ot.decode_group_metadata_value(value))
+            group.offsets = offsets
+            self.groups[k.group] = group
+
+    @staticmethod
+    def _group_from_record(group_id: str, v: ot.GroupMetadataValue) -> Group:
+        state = GroupState.STABLE if v.members else GroupState.EMPTY
+        group = Group(group_id, now_ms=0, state=state)
+        group.state_timestamp = None if v.current_state_timestamp < 0 else v.current_state_timestamp
+        group.protocol_type = v.protocol_type or None
+        group.generation_id = v.generation
+        group.protocol_name = v.protocol
+        for m in v.members:
+            member = Member(
+                m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                m.rebalance_timeout, m.session_timeout, v.protocol_type,
+                [(v.protocol or "", m.subscription)],
+            )
+            member.assignment = m.assignment
+            group.add(member)
+        group.protocol_type = v.protocol_type or None
+        group.leader_id = v.leader if v.leader in group.members else next(iter(group.members), None)
+        group.subscribed = group.compute_subscribed_topics()
+        return group
+
+    def finish_load(self, now_ms: int) -> Effects:
+        """After replay: loaded members get a full session from now (they were alive a
+        moment ago, and cannot have heartbeated to a coordinator that was loading); a
+        group above group.max.size is rebalanced so members beyond it are turned away."""
+        fx = self._effects(now_ms)
+        for group in list(self.groups.values()):
+            for member in group.members.values():
+                self._set_heartbeat(group, member, now_ms + member.session_timeout_ms)
+            if len(group.members) > self.max_group_size:
+                self._prepare_rebalance(group, now_ms, fx, "loaded group is over group.max.size")
+        return fx

@@ -1,0 +1,193 @@
+"""What the group coordinator hands back: Kafka error codes, response values, and
+``Effects`` — the records to append to ``__consumer_offsets`` and the responses that may
+be sent once they are appended ("decide, then act").
+
+Responses are plain, version-agnostic values; the broker's handlers turn them into the
+JoinGroup/SyncGroup/... response of whatever version was asked for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+# Kafka's error codes (org.apache.kafka.common.protocol.Errors), the ones groups answer with.
+NONE = 0
+OFFSET_METADATA_TOO_LARGE = 12
+ILLEGAL_GENERATION = 22
+INCONSISTENT_GROUP_PROTOCOL = 23
+INVALID_GROUP_ID = 24
+UNKNOWN_MEMBER_ID = 25
+INVALID_SESSION_TIMEOUT = 26
+REBALANCE_IN_PROGRESS = 27
+NON_EMPTY_GROUP = 68
+GROUP_ID_NOT_FOUND = 69
+MEMBER_ID_REQUIRED = 79
+GROUP_MAX_SIZE_REACHED = 81
+FENCED_INSTANCE_ID = 82
+GROUP_SUBSCRIBED_TO_TOPIC = 86
+
+UNKNOWN_MEMBER = ""  # JoinGroupRequest.UNKNOWN_MEMBER_ID: "no member id yet"
+NO_GENERATION = -1
+NO_OFFSET = -1  # OffsetFetch answer for a partition without a committed offset
+
+
+class Record(NamedTuple):
+    """One record for ``__consumer_offsets``: append it to partition
+    ``partition_for(group_id)``. ``value`` None is a tombstone."""
+
+    group_id: str
+    key: bytes
+    value: bytes | None
+
+
+@dataclass(slots=True)
+class Effects:
+    """The outcome of one call: append ``records`` (in order), then send ``responses``.
+
+    ``responses`` pairs the opaque token a request came with and its answer; it may hold
+    answers to requests that were parked by earlier calls (JoinGroup waiting for the
+    rebalance, SyncGroup waiting for the leader's assignment)."""
+
+    records: list[Record] = field(default_factory=list)
+    responses: list[tuple[Any, Any]] = field(default_factory=list)
+
+    def respond(self, token: Any, response: Any) -> None:
+        self.responses.append((token, response))
+
+    def response_to(self, token: Any) -> Any:
+        """The answer to ``token`` in this outcome, or None (tests and simple callers)."""
+        for t, response in self.responses:
+            if t == token:
+                return response
+        return None
+
+
+class JoinMember(NamedTuple):
+    member_id: str
+    group_instance_id: str | None
+    metadata: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class JoinResult:
+    error_code: int
+    generation_id: int = NO_GENERATION
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader: str = ""
+    member_id: str = UNKNOWN_MEMBER
+    # Only the leader gets the members (with their metadata for the chosen protocol).
+    members: list[JoinMember] = field(default_factory=list)
+    # JoinGroup v9+ (KIP-814): the leader of a stable group is told not to run its assignor.
+    skip_assignment: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SyncResult:
+    error_code: int
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    assignment: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatResult:
+    error_code: int
+
+
+class MemberIdentity(NamedTuple):
+    """A member named in a LeaveGroup request (by member id, or by group.instance.id
+    with member id "")."""
+
+    member_id: str
+    group_instance_id: str | None = None
+    reason: str | None = None
+
+
+class LeaveMemberResult(NamedTuple):
+    member_id: str
+    group_instance_id: str | None
+    error_code: int
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveResult:
+    error_code: int
+    members: list[LeaveMemberResult] = field(default_factory=list)
+
+
+class PartitionResult(NamedTuple):
+    topic: str
+    partition: int
+    error_code: int
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitResult:
+    partitions: list[PartitionResult]
+
+
+class OffsetCommitRequestPartition(NamedTuple):
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int = -1
+    metadata: str | None = None
+
+
+class FetchedOffset(NamedTuple):
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int
+    metadata: str
+    error_code: int = NONE
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetFetchResult:
+    error_code: int
+    partitions: list[FetchedOffset]
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetDeleteResult:
+    error_code: int
+    # Empty when there is a group-level error, as in Kafka.
+    partitions: list[PartitionResult] = field(default_factory=list)
+
+
+class DeletedGroup(NamedTuple):
+    group_id: str
+    error_code: int
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteGroupsResult:
+    groups: list[DeletedGroup]
+
+
+class GroupOverview(NamedTuple):
+    group_id: str
+    protocol_type: str
+    state: str
+
+
+class MemberDescription(NamedTuple):
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes  # empty unless the group is Stable
+    assignment: bytes  # empty unless the group is Stable
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDescription:
+    error_code: int
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol_name: str
+    members: list[MemberDescription] = field(default_factory=list)
