@@ -34,7 +34,7 @@ import itertools
 import logging
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from odradek.coordinator import offsets_topic as ot
@@ -109,6 +109,22 @@ _EXPIRY = "offset-expiry"
 Protocols = list[tuple[str, bytes]]
 
 
+@dataclass(frozen=True, slots=True)
+class _Join:
+    """What a JoinGroup request says about the joining member."""
+
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: Protocols
+    supports_skip_assignment: bool
+    why: str  # for the log: the client's reason (KIP-800)
+    token: Any
+
+
 def _new_uuid() -> str:
     return str(uuid.uuid4())
 
@@ -168,66 +184,38 @@ class GroupCoordinator:
         ``supports_skip_assignment`` from v9 (KIP-814); ``reason`` is v8's (KIP-800).
         The answer usually comes later, when the join phase completes."""
         fx = self._effects(now_ms)
-        protocols = [(name, bytes(metadata)) for name, metadata in protocols]
-        why = f"client reason: {reason or 'not provided'}"
         if not group_id:
             fx.respond(token, JoinResult(INVALID_GROUP_ID, member_id=member_id))
             return fx
         if not self.min_session_timeout_ms <= session_timeout_ms <= self.max_session_timeout_ms:
             fx.respond(token, JoinResult(INVALID_SESSION_TIMEOUT, member_id=member_id))
             return fx
-        is_unknown = member_id == UNKNOWN_MEMBER
+        req = _Join(
+            group_instance_id, client_id, client_host, session_timeout_ms, rebalance_timeout_ms,
+            protocol_type, [(name, bytes(metadata)) for name, metadata in protocols],
+            supports_skip_assignment, f"client reason: {reason or 'not provided'}", token,
+        )
         group = self.groups.get(group_id)
         if group is None:
-            if not is_unknown:
+            if member_id != UNKNOWN_MEMBER:
                 # A member id for a group we do not know: the member must start over.
                 fx.respond(token, JoinResult(UNKNOWN_MEMBER_ID, member_id=member_id))
                 return fx
             group = self.groups[group_id] = Group(group_id, now_ms)
 
-        args = (client_id, client_host, rebalance_timeout_ms, session_timeout_ms, protocol_type)
         if not self._accept_joining_member(group, member_id):
             self._drop_member(group, member_id, fx)
             fx.respond(token, JoinResult(GROUP_MAX_SIZE_REACHED, member_id=UNKNOWN_MEMBER))
-        elif is_unknown:
-            if not group.supports_protocols(protocol_type, protocols):
-                fx.respond(token, JoinResult(INCONSISTENT_GROUP_PROTOCOL))
-            else:
-                prefix = client_id if group_instance_id is None else group_instance_id
-                new_id = f"{prefix}-{self._new_uuid()}"
-                if group_instance_id is not None:
-                    old_id = group.current_static_member(group_instance_id)
-                    if old_id is not None:
-                        self._replace_static_member(
-                            group, old_id, new_id, group_instance_id, protocols,
-                            rebalance_timeout_ms, session_timeout_ms,
-                            supports_skip_assignment, token, now_ms, fx, why,
-                        )
-                    else:
-                        self._add_member_and_rebalance(
-                            group, new_id, group_instance_id, *args, protocols, token,
-                            now_ms, fx, why,
-                        )
-                elif require_known_member_id:
-                    # KIP-394: hand out the id and have the client join again with it, so
-                    # a client that times out and retries does not leave a ghost member.
-                    group.pending_members[new_id] = now_ms + session_timeout_ms
-                    self._schedule(group.pending_members[new_id], _PENDING, group, new_id)
-                    fx.respond(token, JoinResult(MEMBER_ID_REQUIRED, member_id=new_id))
-                else:
-                    self._add_member_and_rebalance(
-                        group, new_id, None, *args, protocols, token, now_ms, fx, why
-                    )
+        elif member_id == UNKNOWN_MEMBER:
+            self._new_member_join(group, req, require_known_member_id, now_ms, fx)
         else:
-            self._current_member_join(
-                group, member_id, group_instance_id, args, protocols, token, now_ms, fx, why
-            )
-
+            self._current_member_join(group, member_id, req, now_ms, fx)
         if group.is_(GroupState.PREPARING_REBALANCE):
             self._try_complete_join(group, now_ms, fx)
         return fx
 
     def _accept_joining_member(self, group: Group, member_id: str) -> bool:
+        """group.max.size."""
         if group.state in (GroupState.EMPTY, GroupState.DEAD):
             return True
         if group.is_(GroupState.PREPARING_REBALANCE):
@@ -239,58 +227,65 @@ class GroupCoordinator:
             )
         return group.has(member_id) or len(group.members) < self.max_group_size
 
-    def _current_member_join(
-        self,
-        group: Group,
-        member_id: str,
-        group_instance_id: str | None,
-        args: tuple[str, str, int, int, str],
-        protocols: Protocols,
-        token: Any,
-        now_ms: int,
-        fx: Effects,
-        why: str,
+    def _new_member_join(
+        self, group: Group, req: _Join, require_known_member_id: bool, now_ms: int, fx: Effects
     ) -> None:
-        _, _, rebalance_timeout_ms, session_timeout_ms, protocol_type = args
-        if not group.supports_protocols(protocol_type, protocols):
+        if not group.supports_protocols(req.protocol_type, req.protocols):
+            fx.respond(req.token, JoinResult(INCONSISTENT_GROUP_PROTOCOL))
+            return
+        prefix = req.client_id if req.group_instance_id is None else req.group_instance_id
+        new_id = f"{prefix}-{self._new_uuid()}"
+        if req.group_instance_id is not None:
+            old_id = group.current_static_member(req.group_instance_id)
+            if old_id is not None:
+                self._replace_static_member(group, old_id, new_id, req, now_ms, fx)
+            else:
+                self._add_member_and_rebalance(group, new_id, req, now_ms, fx)
+        elif require_known_member_id:
+            # KIP-394: hand out the id and have the client join again with it, so that a
+            # client that times out and retries does not leave a ghost member behind.
+            deadline = group.pending_members[new_id] = now_ms + req.session_timeout_ms
+            self._schedule(deadline, _PENDING, group, new_id)
+            fx.respond(req.token, JoinResult(MEMBER_ID_REQUIRED, member_id=new_id))
+        else:
+            self._add_member_and_rebalance(group, new_id, req, now_ms, fx)
+
+    def _current_member_join(
+        self, group: Group, member_id: str, req: _Join, now_ms: int, fx: Effects
+    ) -> None:
+        token = req.token
+        if not group.supports_protocols(req.protocol_type, req.protocols):
             fx.respond(token, JoinResult(INCONSISTENT_GROUP_PROTOCOL, member_id=member_id))
             return
         if member_id in group.pending_members:
-            if group_instance_id is not None:
+            if req.group_instance_id is not None:
                 # Static members never get MEMBER_ID_REQUIRED: not a member id we gave it.
                 fx.respond(token, JoinResult(UNKNOWN_MEMBER_ID, member_id=member_id))
-                return
-            self._add_member_and_rebalance(
-                group, member_id, None, *args, protocols, token, now_ms, fx, why
-            )
+            else:
+                self._add_member_and_rebalance(group, member_id, req, now_ms, fx)
             return
-        error = self._validate_member(group, member_id, group_instance_id)
+        error = self._validate_member(group, member_id, req.group_instance_id)
         if error is not None:
             fx.respond(token, JoinResult(error, member_id=member_id))
             return
         member = group.members[member_id]
-        timeouts = (rebalance_timeout_ms, session_timeout_ms)
         if group.is_(GroupState.PREPARING_REBALANCE):
-            self._update_member_and_rebalance(
-                group, member, protocols, timeouts, token, now_ms, fx, f"member rejoins; {why}"
-            )
+            self._update_member_and_rebalance(group, member, req, now_ms, fx, "member rejoins")
         elif group.is_(GroupState.COMPLETING_REBALANCE):
-            if member.matches(protocols):
+            if member.matches(req.protocols):
                 # Probably a retry after a lost JoinGroup answer: the same answer again.
                 leader = group.is_leader(member_id)
                 fx.respond(token, self._join_result(group, member, with_members=leader))
             else:
                 self._update_member_and_rebalance(
-                    group, member, protocols, timeouts, token, now_ms, fx,
-                    f"member {member_id} changed its metadata; {why}",
+                    group, member, req, now_ms, fx, f"member {member_id} changed its metadata"
                 )
         elif group.is_(GroupState.STABLE):
-            if group.is_leader(member_id) or not member.matches(protocols):
+            if group.is_leader(member_id) or not member.matches(req.protocols):
                 # The leader rejoining is how it asks for a rebalance for reasons the
                 # coordinator cannot see (e.g. a topic's partition count changed).
                 self._update_member_and_rebalance(
-                    group, member, protocols, timeouts, token, now_ms, fx,
-                    f"member {member_id} rejoins the stable group; {why}",
+                    group, member, req, now_ms, fx, f"member {member_id} rejoins a stable group"
                 )
             else:
                 fx.respond(token, self._join_result(group, member, with_members=False))
@@ -298,68 +293,40 @@ class GroupCoordinator:
             fx.respond(token, JoinResult(UNKNOWN_MEMBER_ID, member_id=member_id))
 
     def _add_member_and_rebalance(
-        self,
-        group: Group,
-        member_id: str,
-        group_instance_id: str | None,
-        client_id: str,
-        client_host: str,
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
-        protocol_type: str,
-        protocols: Protocols,
-        token: Any,
-        now_ms: int,
-        fx: Effects,
-        why: str,
+        self, group: Group, member_id: str, req: _Join, now_ms: int, fx: Effects
     ) -> None:
         member = Member(
-            member_id, group_instance_id, client_id, client_host,
-            rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
+            member_id, req.group_instance_id, req.client_id, req.client_host,
+            req.rebalance_timeout_ms, req.session_timeout_ms, req.protocol_type, req.protocols,
         )
         member.is_new = True
         if group.is_(GroupState.PREPARING_REBALANCE) and group.generation_id == 0:
             # Lets the initial delayed join wait another round for more members.
             group.new_member_added = True
         group.add(member)
-        member.join = Waiting(token)
+        member.join = Waiting(req.token)
         self._set_heartbeat(group, member, now_ms + NEW_MEMBER_JOIN_TIMEOUT_MS)
         self._maybe_prepare_rebalance(
-            group, now_ms, fx, f"adding member {member_id} (instance {group_instance_id}); {why}"
+            group, now_ms, fx,
+            f"adding member {member_id} (instance {req.group_instance_id}); {req.why}",
         )
 
     def _update_member_and_rebalance(
-        self,
-        group: Group,
-        member: Member,
-        protocols: Protocols,
-        timeouts: tuple[int, int],
-        token: Any,
-        now_ms: int,
-        fx: Effects,
-        why: str,
+        self, group: Group, member: Member, req: _Join, now_ms: int, fx: Effects, why: str
     ) -> None:
-        group.update_protocols(member, protocols, *timeouts)
-        self._park_join(member, token, fx)
-        self._maybe_prepare_rebalance(group, now_ms, fx, why)
+        group.update_protocols(
+            member, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms
+        )
+        self._park_join(member, req.token, fx)
+        self._maybe_prepare_rebalance(group, now_ms, fx, f"{why}; {req.why}")
 
     def _replace_static_member(
-        self,
-        group: Group,
-        old_id: str,
-        new_id: str,
-        group_instance_id: str,
-        protocols: Protocols,
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
-        supports_skip_assignment: bool,
-        token: Any,
-        now_ms: int,
-        fx: Effects,
-        why: str,
+        self, group: Group, old_id: str, new_id: str, req: _Join, now_ms: int, fx: Effects
     ) -> None:
         """KIP-345: a static member restarted (it lost its member id). The new id takes
         the old one's place; the old id is fenced."""
+        instance = req.group_instance_id
+        assert instance is not None
         current_leader = group.leader_id
         member = group.members[old_id]
         if member.join is not None:
@@ -368,10 +335,12 @@ class GroupCoordinator:
         if member.sync is not None:
             fx.respond(member.sync.token, SyncResult(FENCED_INSTANCE_ID))
             member.sync = None
-        group.replace_static_member(group_instance_id, old_id, new_id)
+        group.replace_static_member(instance, old_id, new_id)
         self._set_heartbeat(group, member, now_ms + member.session_timeout_ms)
-        group.update_protocols(member, protocols, rebalance_timeout_ms, session_timeout_ms)
-        member.join = Waiting(token)
+        group.update_protocols(
+            member, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms
+        )
+        member.join = Waiting(req.token)
 
         if group.is_(GroupState.STABLE):
             if group.protocol_name == group.select_protocol():
@@ -381,7 +350,7 @@ class GroupCoordinator:
                 assignment = {m.member_id: m.assignment for m in group.members.values()}
                 fx.records.append(self._group_record(group, assignment))
                 member.join = None
-                if supports_skip_assignment:
+                if req.supports_skip_assignment:
                     # v9+: a restarted leader learns it leads but must not reassign.
                     leader = group.is_leader(new_id)
                     result = replace(
@@ -395,16 +364,16 @@ class GroupCoordinator:
                         self._join_result(group, member, with_members=False),
                         leader=current_leader or "",
                     )
-                fx.respond(token, result)
+                fx.respond(req.token, result)
             else:
                 self._maybe_prepare_rebalance(
                     group, now_ms, fx,
-                    f"static member {group_instance_id} changed the group's protocol; {why}",
+                    f"static member {instance} changed the group's protocol; {req.why}",
                 )
         elif group.is_(GroupState.COMPLETING_REBALANCE):
             # The leader may already be assigning to the old member id: start over.
             self._prepare_rebalance(
-                group, now_ms, fx, f"static member {group_instance_id} rejoined; {why}"
+                group, now_ms, fx, f"static member {instance} rejoined; {req.why}"
             )
         # PreparingRebalance: it simply waits with the others.
 
@@ -804,7 +773,8 @@ class GroupCoordinator:
         results = []
         for p in parts:
             metadata = p.metadata or ""
-            if len(metadata) > self.offset_metadata_max_bytes:
+            # Kafka compares Java's String.length(): UTF-16 code units.
+            if len(metadata.encode("utf-16-le")) // 2 > self.offset_metadata_max_bytes:
                 results.append(PartitionResult(p.topic, p.partition, OFFSET_METADATA_TOO_LARGE))
                 continue
             committed = CommittedOffset(p.offset, p.leader_epoch, metadata, now_ms, expire)
