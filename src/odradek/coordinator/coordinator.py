@@ -182,6 +182,7 @@ class GroupCoordinator:
     ) -> Effects:
         """JoinGroup. ``require_known_member_id`` is true from v4 (KIP-394),
         ``supports_skip_assignment`` from v9 (KIP-814); ``reason`` is v8's (KIP-800).
+        v0 has no rebalance timeout: pass the session timeout, as Kafka does.
         The answer usually comes later, when the join phase completes."""
         fx = self._effects(now_ms)
         if not group_id:
@@ -672,8 +673,9 @@ class GroupCoordinator:
         token: Any,
         now_ms: int,
     ) -> Effects:
-        """LeaveGroup: v0-v2 name one member by id; v3+ (KIP-345) a batch, each by member
-        id or, with member id "", by group.instance.id (an admin removing a static member)."""
+        """LeaveGroup: v0-v2 name one member by id (their response has only the top-level
+        error: use that member's); v3+ (KIP-345) a batch, each by member id or, with
+        member id "", by group.instance.id (an admin removing a static member)."""
         fx = self._effects(now_ms)
         identities = [MemberIdentity(*m) for m in members]
         if not group_id:
@@ -748,8 +750,9 @@ class GroupCoordinator:
         now_ms: int,
     ) -> Effects:
         """OffsetCommit. Generation -1 with no member id is a commit from outside group
-        management (admin tools, assign()-mode consumers): allowed while the group has no
-        members. ``retention_ms`` is v2-v4's retention_time_ms (-1 or None: the broker's)."""
+        management (admin tools, assign()-mode consumers, and every v0 request): allowed
+        while the group has no members. ``retention_ms`` is v2-v4's retention_time_ms
+        (-1 or None: the broker's offsets.retention.minutes). The commit time is now."""
         fx = self._effects(now_ms)
         parts = [OffsetCommitRequestPartition(*p) for p in offsets]
         group = self.groups.get(group_id)
