@@ -4,6 +4,7 @@ quickly, and without memory proportional to anything a peer merely claims."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import io
 import json
@@ -92,6 +93,19 @@ def uvarint(value: int) -> bytes:
     return bytes(out)
 
 
+def comparable(body: Any) -> Any:
+    """Produce requests are decoded by hand (protocol.produce) into their own tuples, the
+    records left as views of the frame; this puts those and kio's dataclasses in one form."""
+    if not hasattr(body, "topic_data"):
+        return body
+    timeout = body.timeout_ms if hasattr(body, "timeout_ms") else (
+        body.timeout // datetime.timedelta(milliseconds=1))
+    return (body.transactional_id, body.acks, timeout, [
+        (t.name, [(p.index, None if p.records is None else bytes(p.records))
+                  for p in t.partition_data])
+        for t in body.topic_data])
+
+
 # --- round trips -------------------------------------------------------------------------
 
 
@@ -175,8 +189,8 @@ def test_round_trip_of_kio_encoded_requests(key_version: tuple[int, int]) -> Non
     for correlation_id, client_id in [(0, "c"), (2**31 - 1, None), (-(2**31), "\u00fc" * 300)]:
         frame = encode_request(body, correlation_id, client_id)
         request = decode_request(frame, SUPPORTED)
-        assert request == Request(key_version[0], key_version[1], correlation_id, client_id,
-                                  body)
+        assert dataclasses.replace(request, body=comparable(request.body)) == Request(
+            key_version[0], key_version[1], correlation_id, client_id, comparable(body))
 
 
 @pytest.mark.parametrize("key_version", ROUND_TRIP_VERSIONS, ids=lambda kv: f"key{kv[0]}v{kv[1]}")
@@ -187,7 +201,7 @@ def test_round_trip_of_random_requests(key_version: tuple[int, int], data: st.Da
     schema = load_request_schema(*key_version)
     body = data.draw(st.from_type(schema))
     request = decode_request(encode_request(body, correlation_id), SUPPORTED)
-    assert request.body == body
+    assert comparable(request.body) == comparable(body)
     assert request.correlation_id == correlation_id
 
 

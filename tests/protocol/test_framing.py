@@ -217,3 +217,73 @@ def test_random_stream_with_a_bad_size_raises_frame_error_and_never_grows(
     with pytest.raises(FrameError):
         feed_in_chunks(d, stream, [min(c, len(stream)) for c in cuts])
     assert d.buffered <= len(stream)
+
+
+def receive(decoder: FrameDecoder, data: bytes, reads: list[int]) -> list[bytes | bytearray]:
+    """Drive the decoder as a BufferedProtocol is driven: the "kernel" writes at most the
+    asked-for read size into the view get_buffer() returns."""
+    got: list[bytes | bytearray] = []
+    pos = 0
+    sizes = iter(reads)
+    while pos < len(data):
+        view = decoder.get_buffer()
+        assert len(view) > 0
+        n = min(len(view), len(data) - pos, next(sizes, 65536))
+        view[:n] = data[pos : pos + n]
+        view.release()
+        decoder.buffer_updated(n)
+        pos += n
+        got += drain(decoder)
+    return got
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    sizes=st.lists(st.sampled_from([0, 1, 100, 32 * 1024, 32 * 1024 + 1, 70_000,
+                                    256 * 1024, 256 * 1024 + 3, 1_100_000]), max_size=6),
+    reads=st.lists(st.integers(min_value=1, max_value=300_000), max_size=40),
+)
+def test_frames_of_every_size_received_in_place_round_trip(
+    sizes: list[int], reads: list[int]
+) -> None:
+    """Small frames share the receive buffer, large ones get (and grow) their own; any
+    split of the stream gives back the same frames."""
+    payloads = [bytes([i % 251]) * size for i, size in enumerate(sizes)]
+    d = FrameDecoder(max_frame_bytes=2_000_000)
+    got = receive(d, b"".join(frame(p) for p in payloads), reads)
+    assert got == payloads
+    assert d.buffered == 0
+
+
+def test_a_large_frame_is_handed_out_as_the_buffer_it_was_received_in() -> None:
+    """No copy after the kernel's: the frame is the bytearray the reads filled."""
+    payload = bytes(range(256)) * 2000  # 512,000 bytes: grows the buffer once
+    d = FrameDecoder()
+    views = []
+    data = frame(payload)
+    pos = 0
+    while pos < len(data):
+        view = d.get_buffer()
+        n = min(len(view), len(data) - pos, 100_000)
+        view[:n] = data[pos : pos + n]
+        views.append(view.obj)
+        view.release()
+        d.buffer_updated(n)
+        pos += n
+    got = d.next_frame()
+    assert isinstance(got, bytearray) and got == payload
+    assert any(obj is got for obj in views)
+
+
+def test_bytes_after_a_bad_size_are_dropped_without_end() -> None:
+    """A peer that keeps sending after a refused size cannot fill or stall the decoder."""
+    d = FrameDecoder(max_frame_bytes=1024)
+    with pytest.raises(FrameError):
+        d.feed(struct.pack(">i", -5))
+    for _ in range(100):
+        view = d.get_buffer()
+        n = len(view)
+        assert n > 0
+        view.release()
+        d.buffer_updated(n)
+    assert d.buffered <= 4

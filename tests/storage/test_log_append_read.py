@@ -197,7 +197,9 @@ def test_a_large_append_with_a_bad_crc_is_cut_off_the_file_after_the_overlapped_
     lg = open_log()
     lg.append(make_batch(2))
     size = lg.active.size
-    big = make_batch(2000, start=2, value_size=200)
+    # two batches (each under max.message.bytes) in one append, as a follower's could be
+    big = make_batch(3000, start=2, value_size=200) + make_batch(3000, start=3002,
+                                                                 value_size=200)
     assert len(big) >= OVERLAP_CRC_BYTES  # takes the overlapped path
     bad = _corrupt(big, len(big) - 10)
     with pytest.raises(CorruptRecordError, match="CRC"):
@@ -205,8 +207,8 @@ def test_a_large_append_with_a_bad_crc_is_cut_off_the_file_after_the_overlapped_
     assert lg.active.size == size == os.path.getsize(lg.active.log_path)
     assert lg.log_end_offset == 2
     info = lg.append(big)
-    assert (info.first_offset, info.last_offset) == (2, 2001)
-    assert len(values_in(lg)) == 2002
+    assert (info.first_offset, info.last_offset) == (2, 6001)
+    assert len(values_in(lg)) == 6002
 
 
 @pytest.mark.parametrize("target", ["gzip", "zstd", "uncompressed"])

@@ -21,6 +21,9 @@ from kio.serial import entity_reader, entity_writer
 
 from odradek.protocol.framing import SIZE
 from odradek.protocol.guard import ClaimError, check_claims
+from odradek.protocol.produce import MAX_VERSION as PRODUCE_MAX_VERSION
+from odradek.protocol.produce import MIN_VERSION as PRODUCE_MIN_VERSION
+from odradek.protocol.produce import ProduceDecodeError, decode_produce
 
 _KEY_VERSION_CORRELATION = struct.Struct(">hhi")
 _CORRELATION = struct.Struct(">i")
@@ -79,16 +82,28 @@ def _decoder(api_key: int, api_version: int) -> _Decoder:
                     entity_reader(schema))
 
 
-def decode_request(frame: bytes, supported: dict[int, tuple[int, int]]) -> Request:
+def decode_request(frame: bytes | bytearray,
+                   supported: dict[int, tuple[int, int]]) -> Request:
     """Decode one request frame (without its size prefix).
 
     ``supported`` maps API keys to the (min, max) versions this broker serves; anything
-    else is UnsupportedVersionError, so callers can answer as Kafka does.
+    else is UnsupportedVersionError, so callers can answer as Kafka does. Produce v3-v9
+    is read by hand (``protocol.produce``), its records left in ``frame``; everything
+    else through kio.
     """
     api_key, api_version, correlation_id = peek_header(frame)
     versions = supported.get(api_key)
     if versions is None or not versions[0] <= api_version <= versions[1]:
         raise UnsupportedVersionError(api_key, api_version, correlation_id)
+    if api_key == 0 and PRODUCE_MIN_VERSION <= api_version <= PRODUCE_MAX_VERSION:
+        try:
+            _, _, client_id, produce = decode_produce(frame)
+        except ProduceDecodeError as exc:
+            raise CorruptRequestError(
+                f"API key 0 v{api_version} request: {exc}", correlation_id) from None
+        return Request(api_key, api_version, correlation_id, client_id, produce)
+    if not isinstance(frame, bytes):
+        frame = bytes(frame)  # kio's reader takes bytes only
     try:
         decoder = _decoder(api_key, api_version)
     except (UnknownAPIKey, UnknownEntity):

@@ -3,18 +3,22 @@
 ``FrameDecoder`` takes bytes as they arrive and hands back whole frames. The size is
 checked against the limit (``socket.request.max.bytes``) as soon as its 4 bytes are
 there, before any buffer for the frame is grown, so a peer cannot make the broker
-allocate memory by claiming a large frame. No sockets, no asyncio: the listener moves the
-bytes, and tests drive this with plain byte strings.
+allocate memory by claiming a large frame. No sockets, no asyncio: the connection lets
+the kernel receive into the decoder's buffers, and tests drive it with byte strings.
 """
 
 from __future__ import annotations
 
 import struct
+from collections import deque
 
 SIZE = struct.Struct(">i")
 
 # Kafka's socket.request.max.bytes default: the largest request a broker accepts.
 DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024
+RECEIVE_BUFFER_BYTES = 64 * 1024  # the reusable buffer for headers and small frames
+SMALL_FRAME_BYTES = 32 * 1024  # larger frames are received into a buffer of their own
+BIG_FRAME_START_BYTES = 256 * 1024  # that buffer's first size; it grows 4x as it fills
 
 
 class FrameError(Exception):
@@ -22,59 +26,140 @@ class FrameError(Exception):
 
 
 class FrameDecoder:
-    """Accumulates received bytes and splits them into frames."""
+    """Splits a byte stream into frames, receiving straight into its own buffers.
+
+    Two ways in: ``get_buffer()`` / ``buffer_updated(n)`` (an ``asyncio.BufferedProtocol``
+    lets the kernel write into the returned view: no intermediate copy), or ``feed(data)``
+    for callers holding bytes. Frames come out of ``next_frame()`` in order.
+
+    Small frames are received into one reusable buffer and copied out; a frame larger
+    than ``SMALL_FRAME_BYTES`` (every sizeable Produce request) gets a buffer of its own
+    that the kernel fills in place and that is then handed out as it is (a bytearray), so
+    its records reach the log without being copied. That buffer starts at
+    ``BIG_FRAME_START_BYTES`` and grows fourfold each time it fills up to the claimed size:
+    memory is committed in proportion to bytes actually received, never to a claim.
+    """
 
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         self.max_frame_bytes = max_frame_bytes
-        self._buffer = bytearray()
-        self._pos = 0
+        self._buf = bytearray(RECEIVE_BUFFER_BYTES)
+        self._view = memoryview(self._buf)
+        self._start = 0  # first byte not yet taken out as a frame
+        self._end = 0  # end of the received bytes
+        self._big: bytearray | None = None  # a large frame being received in place
+        self._big_filled = 0
+        self._big_size = 0
+        self._frames: deque[bytes | bytearray] = deque()
+        self._queued_bytes = 0
+        self.error: FrameError | None = None  # set once; nothing is parsed after it
 
     @property
     def buffered(self) -> int:
-        """Bytes received and not yet returned as frames."""
-        return len(self._buffer) - self._pos
+        """Bytes received and not yet returned as frames (size prefixes included)."""
+        big = 4 + self._big_filled if self._big is not None else 0
+        return self._end - self._start + big + self._queued_bytes
+
+    @property
+    def queued(self) -> int:
+        """Whole frames waiting to be taken."""
+        return len(self._frames)
+
+    @property
+    def queued_bytes(self) -> int:
+        return self._queued_bytes
+
+    def get_buffer(self) -> memoryview:
+        """Where the next received bytes go (never empty)."""
+        if self.error is not None:
+            return self._view[:]  # the connection is ending: whatever comes is dropped
+        big = self._big
+        if big is not None:
+            if self._big_filled == len(big):
+                # Grow in place (a realloc: the received bytes are not copied by Python).
+                big += bytes(min(self._big_size, 4 * len(big)) - len(big))
+            return memoryview(big)[self._big_filled :]
+        if self._end == len(self._buf):
+            # Full with the start of a small frame: move it to the front.
+            pending = bytes(self._view[self._start : self._end])
+            self._buf[: len(pending)] = pending
+            self._start, self._end = 0, len(pending)
+        return self._view[self._end :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        """``nbytes`` were written at the start of the last ``get_buffer()`` view."""
+        if self.error is not None:
+            return
+        if self._big is not None:
+            self._big_filled += nbytes
+            if self._big_filled == self._big_size:
+                self._queue(self._big)
+                self._big = None
+            return
+        self._end += nbytes
+        self._split()
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
-        """Add received bytes. Raises FrameError as soon as a frame's size is invalid."""
-        if self._pos and self._pos == len(self._buffer):
-            self._buffer.clear()
-            self._pos = 0
-        if len(self._buffer) - self._pos < 4:
-            self._buffer += data
-            self._check_size()  # a bad size is refused before its frame is buffered
-        else:
-            self._buffer += data
+        """Add received bytes. Raises FrameError as soon as a frame's size is invalid,
+        unless whole frames before it are still to be taken (they are answered first)."""
+        src = memoryview(data).cast("B")
+        pos = 0
+        while pos < len(src) and self.error is None:
+            dst = self.get_buffer()
+            n = min(len(dst), len(src) - pos)
+            dst[:n] = src[pos : pos + n]
+            dst.release()
+            self.buffer_updated(n)
+            pos += n
+        if self.error is not None and not self._frames:
+            raise self.error
 
-    def _check_size(self) -> None:
-        if len(self._buffer) - self._pos >= 4:
-            (size,) = SIZE.unpack_from(self._buffer, self._pos)
+    def next_frame(self) -> bytes | bytearray | None:
+        """The next whole frame's payload (without its size), or None if incomplete.
+        A bad size is raised once the frames before it have been taken."""
+        if self._frames:
+            frame = self._frames.popleft()
+            self._queued_bytes -= len(frame) + 4
+            return frame
+        if self.error is not None:
+            raise self.error
+        return None
+
+    def _queue(self, frame: bytes | bytearray) -> None:
+        self._frames.append(frame)
+        self._queued_bytes += len(frame) + 4
+
+    def _split(self) -> None:
+        view = self._view
+        start, end = self._start, self._end
+        while end - start >= 4:
+            (size,) = SIZE.unpack_from(view, start)
             if size < 0:
-                raise FrameError(f"negative frame size {size}")
+                self.error = FrameError(f"negative frame size {size}")
+                break
             if size > self.max_frame_bytes:
-                raise FrameError(
+                self.error = FrameError(
                     f"frame of {size} bytes exceeds socket.request.max.bytes "
                     f"({self.max_frame_bytes})"
                 )
-
-    def next_frame(self) -> bytes | None:
-        """The next whole frame's payload (without its size), or None if incomplete.
-        A bad size after a whole frame is reported at the next call, so the frame before
-        it is still answered (as Kafka does)."""
-        self._check_size()
-        available = len(self._buffer) - self._pos
-        if available < 4:
-            return None
-        (size,) = SIZE.unpack_from(self._buffer, self._pos)
-        if available < 4 + size:
-            return None
-        start = self._pos + 4
-        frame = bytes(self._buffer[start : start + size])
-        self._pos = start + size
-        # Compact once the consumed prefix dominates, so the buffer does not grow forever.
-        if self._pos > 65536 and self._pos * 2 > len(self._buffer):
-            del self._buffer[: self._pos]
-            self._pos = 0
-        return frame
+                break
+            body = start + 4
+            if size > SMALL_FRAME_BYTES:
+                got = min(end - body, size)
+                big = bytearray(max(got, min(size, BIG_FRAME_START_BYTES)))
+                big[:got] = view[body : body + got]
+                start = body + got
+                if got == size:
+                    self._queue(big)
+                    continue
+                self._big, self._big_filled, self._big_size = big, got, size
+                break
+            if end - body < size:
+                break
+            self._queue(bytes(view[body : body + size]))
+            start = body + size
+        if start == end:
+            start = end = 0
+        self._start, self._end = start, end
 
 
 def frame(payload: bytes | bytearray) -> bytes:

@@ -77,8 +77,8 @@ class Broker:
                 cleaner_enabled=cfg["log.cleaner.enable"],
             ))
             self._duties.start()
-            self._server = await asyncio.start_server(
-                self._on_connection, cfg.host, cfg.port, reuse_address=True)
+            self._server = await asyncio.get_running_loop().create_server(
+                lambda: Connection(self), cfg.host, cfg.port, reuse_address=True)
         except BaseException:
             if self._duties is not None:
                 self._duties.stop()
@@ -112,24 +112,15 @@ class Broker:
             self.logs.close()
         log.info("stopped; logs flushed and closed")
 
-    async def _on_connection(self, reader: asyncio.StreamReader,
-                             writer: asyncio.StreamWriter) -> None:
+    def accept(self, conn: Connection) -> asyncio.Task[None] | None:
+        """Start the request loop of a connection just made (its protocol calls this)."""
         if self.stopping:
-            writer.close()
-            return
-        sock = writer.get_extra_info("socket")
-        if sock is not None:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        conn = Connection(self, reader, writer)
-        task = asyncio.current_task()
-        assert task is not None
+            conn.close()
+            return None
+        task = asyncio.get_running_loop().create_task(conn.run())
         self._connections[task] = conn
-        try:
-            await conn.run()
-        except asyncio.CancelledError:
-            writer.close()
-        finally:
-            self._connections.pop(task, None)
+        task.add_done_callback(self._connections.pop)
+        return task
 
     # --- topics and logs ---------------------------------------------------------------
 

@@ -1,12 +1,19 @@
-"""One client connection: bytes in through the sans-IO frame decoder, requests handled one
-at a time in arrival order (Kafka mutes a channel while its request is in flight, so
-pipelined requests are answered in order), responses out — record bytes by ``sendfile``.
+"""One client connection: the kernel receives straight into the frame decoder's buffers
+(an ``asyncio.BufferedProtocol``), requests are handled one at a time in arrival order
+(Kafka mutes a channel while its request is in flight, so pipelined requests are answered
+in order), and responses go out — record bytes by ``sendfile``.
+
+Why a protocol and not asyncio streams: a StreamReader copies every received byte twice
+more (into its buffer, out of it) before the decoder sees it, and produce requests are
+most of the bytes a broker receives. Here a large request is received into a buffer of
+its own, and its records reach the log as views of it.
 
 Whatever a peer sends, the worst outcome is that this one connection is closed with one
 log line: a frame over ``socket.request.max.bytes`` or with a negative size is refused
 before anything is allocated for it; an undecodable request or an unknown API version
 closes the connection, as Kafka does (ApiVersions excepted: it answers with the versions
-it serves); a peer that goes silent is dropped after ``connections.max.idle.ms``.
+it serves); a peer that goes silent is dropped after ``connections.max.idle.ms``; a peer
+that stops reading its responses is dropped after the same time.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import socket
 from typing import TYPE_CHECKING
 
 from odradek.protocol.codec import (
@@ -29,7 +37,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-READ_CHUNK = 256 * 1024  # bytes asked of the socket per read
+# Received requests not yet handled, beyond which the socket is not read (the rest waits
+# in the kernel's buffers, and the client's own in-flight limit does the rest).
+MAX_QUEUED_REQUESTS = 16
+MAX_QUEUED_BYTES = 4 * 1024 * 1024
 
 Response = bytes | list[bytes | FileRegion] | None
 
@@ -38,36 +49,89 @@ class ConnectionClosed(Exception):
     """This connection must end (a protocol violation or an unsendable response)."""
 
 
-class Connection:
-    def __init__(self, broker: Broker, reader: asyncio.StreamReader,
-                 writer: asyncio.StreamWriter) -> None:
+class Connection(asyncio.BufferedProtocol):
+    """The protocol object of one accepted socket; ``run()`` is its request loop."""
+
+    def __init__(self, broker: Broker) -> None:
         self.broker = broker
-        self.reader = reader
-        self.writer = writer
         self.decoder = FrameDecoder(broker.config["socket.request.max.bytes"])
-        peer = writer.get_extra_info("peername")
-        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.idle_s = broker.config["connections.max.idle.ms"] / 1000
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
         self.in_request = False
+        self.task: asyncio.Task[None] | None = None
+        self._input: asyncio.Future[None] | None = None  # set when run() waits for bytes
+        self._writable: asyncio.Future[None] | None = None  # set when a drain waits
+        self._write_paused = False
+        self._reading_paused = False
+        self._eof = False
+        self._lost = False
+
+    # --- asyncio.BufferedProtocol --------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.task = self.broker.accept(self)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.decoder.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        decoder = self.decoder
+        decoder.buffer_updated(nbytes)
+        if decoder.queued or decoder.error is not None:
+            if (decoder.queued >= MAX_QUEUED_REQUESTS or decoder.queued_bytes >= MAX_QUEUED_BYTES
+                    or decoder.error is not None):
+                self._pause_reading()
+            self._wake_input()
+
+    def eof_received(self) -> bool:
+        self._eof = True
+        self._wake_input()
+        return False  # close our side too: a Kafka client never half-closes
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._lost = True
+        self._wake_input()
+        waiter = self._writable
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(ConnectionResetError("connection lost"))
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        waiter = self._writable
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    # --- the request loop ----------------------------------------------------------------
 
     async def run(self) -> None:
-        idle_s = self.broker.config["connections.max.idle.ms"] / 1000
+        decoder = self.decoder
         try:
             while not self.broker.stopping:
+                frame = decoder.next_frame()  # raises FrameError once frames before it are done
+                if frame is None:
+                    if self._eof or self._lost:
+                        return
+                    self._resume_reading()
+                    if not await self._wait_for_input():
+                        log.info("%s: idle for %.0f s, closing", self.peer, self.idle_s)
+                        return
+                    continue
+                self.in_request = True
                 try:
-                    async with asyncio.timeout(idle_s):
-                        data = await self.reader.read(READ_CHUNK)
-                except TimeoutError:
-                    log.info("%s: idle for %.0f s, closing", self.peer, idle_s)
-                    return
-                if not data:
-                    return
-                self.decoder.feed(data)
-                while (frame := self.decoder.next_frame()) is not None:
-                    self.in_request = True
-                    try:
-                        await self._handle(frame)
-                    finally:
-                        self.in_request = False
+                    await self._handle(frame)
+                finally:
+                    self.in_request = False
         except FrameError as exc:
             log.warning("%s: closing connection: %s", self.peer, exc)
         except ConnectionClosed as exc:
@@ -78,14 +142,47 @@ class Connection:
             # A bug in a handler ends this one connection, never the broker.
             log.exception("%s: closing connection after an unexpected error", self.peer)
         finally:
-            transport = self.writer.transport
-            if transport.get_write_buffer_size():
-                # Responses the peer never read: close() would wait for them forever.
-                transport.abort()
-            else:
-                self.writer.close()
+            self.close()
 
-    async def _handle(self, frame: bytes) -> None:
+    def close(self) -> None:
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        if transport.get_write_buffer_size():
+            # Responses the peer never read: close() would wait for them forever.
+            transport.abort()
+        else:
+            transport.close()
+
+    async def _wait_for_input(self) -> bool:
+        """Wait until a frame, end of input or a framing error arrives; False when the
+        connection stayed idle for connections.max.idle.ms."""
+        self._input = asyncio.get_running_loop().create_future()
+        try:
+            async with asyncio.timeout(self.idle_s):
+                await self._input
+        except TimeoutError:
+            return False
+        finally:
+            self._input = None
+        return True
+
+    def _wake_input(self) -> None:
+        waiter = self._input
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _pause_reading(self) -> None:
+        if not self._reading_paused and self.transport is not None:
+            self._reading_paused = True
+            self.transport.pause_reading()
+
+    def _resume_reading(self) -> None:
+        if self._reading_paused and self.transport is not None and self.decoder.error is None:
+            self._reading_paused = False
+            self.transport.resume_reading()
+
+    async def _handle(self, frame: bytes | bytearray) -> None:
         broker = self.broker
         try:
             request = decode_request(frame, broker.supported)
@@ -106,28 +203,40 @@ class Connection:
             await self._send(response)
 
     async def _send(self, response: bytes | list[bytes | FileRegion]) -> None:
-        writer = self.writer
+        transport = self.transport
+        assert transport is not None
+        if self._lost:
+            raise ConnectionResetError("connection lost")
         if isinstance(response, bytes):
-            writer.write(response)
+            transport.write(response)
         else:
             loop = asyncio.get_running_loop()
             for part in response:
                 if isinstance(part, FileRegion):
-                    await writer.drain()
+                    await self._drain()
                     # Zero-copy: the kernel moves the bytes from the page cache to the
                     # socket. The descriptor stays open for file.delete.delay.ms even if
                     # the segment is deleted meanwhile (see storage.log.FileRegion).
                     with os.fdopen(part.fd, "rb", buffering=0, closefd=False) as f:
-                        sent = await loop.sendfile(writer.transport, f, part.position,
-                                                   part.length)
+                        sent = await loop.sendfile(transport, f, part.position, part.length)
                     if sent != part.length:
                         raise ConnectionClosed(
                             f"segment shrank under a fetch ({sent} of {part.length} bytes)")
                 else:
-                    writer.write(part)
-        idle_s = self.broker.config["connections.max.idle.ms"] / 1000
+                    transport.write(part)
+        await self._drain()
+
+    async def _drain(self) -> None:
+        """Wait while the transport holds more than its high-water mark of unsent bytes."""
+        if not self._write_paused:
+            return
+        if self._lost:
+            raise ConnectionResetError("connection lost")
+        self._writable = asyncio.get_running_loop().create_future()
         try:
-            async with asyncio.timeout(idle_s):
-                await writer.drain()
+            async with asyncio.timeout(self.idle_s):
+                await self._writable
         except TimeoutError:
             raise ConnectionClosed("the client stopped reading its responses") from None
+        finally:
+            self._writable = None
