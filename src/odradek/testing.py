@@ -23,6 +23,8 @@ from odradek.server.broker import Broker
 from odradek.server.config import load_config
 from odradek.server.run import BrokerThread
 
+TEST_OFFSETS_TOPIC_PARTITIONS = 4
+
 
 @dataclass(frozen=True)
 class RunningBroker:
@@ -36,6 +38,9 @@ class RunningBroker:
 @contextmanager
 def running_broker(data_dir: str | None = None, **settings: Any) -> Iterator[RunningBroker]:
     """Start a broker on 127.0.0.1 and a free port; stop it (cleanly) on exit."""
+    # A test broker starts and stops fast: __consumer_offsets gets a few partitions rather
+    # than Kafka's 50 (each is a log to create, open and close), unless a test asks.
+    settings.setdefault("offsets.topic.num.partitions", TEST_OFFSETS_TOPIC_PARTITIONS)
     with tempfile.TemporaryDirectory(prefix="odradek-test-") as tmp:
         config = load_config(listen="127.0.0.1:0", data_dir=data_dir or tmp,
                              overrides=settings, environ={})

@@ -510,7 +510,8 @@ def test_describe_log_dirs_v4_reports_disk_space_and_filters_topics(
     assert result.log_dir == node.broker.logs.data_dir
     assert 0 < result.usable_bytes <= result.total_bytes
     by_topic = {t.name: {p.partition_index: p for p in t.partitions} for t in result.topics}
-    assert set(by_topic) == {"a", "b"} and set(by_topic["a"]) == {0, 1}
+    # Like Kafka's, the broker's log dir also holds the internal __consumer_offsets.
+    assert set(by_topic) == {"a", "b", "__consumer_offsets"} and set(by_topic["a"]) == {0, 1}
     assert by_topic["a"][0].partition_size == node.broker.get_log("a", 0).size_bytes > 0
     assert by_topic["a"][0].offset_lag == 0 and not by_topic["a"][0].is_future_key
     assert [(t.name, [p.partition_index for p in t.partitions])

@@ -307,7 +307,7 @@ def test_pipelined_requests_are_answered_in_order(broker):
         # Reading them back in order works only if they were answered in order.
         assert c.receive(3, 9).topics[0].name == "piped"
         assert c.receive(18, 3).error_code.value == 0
-        assert [t.name for t in c.receive(3, 1).topics] == ["piped"]
+        assert [t.name for t in c.receive(3, 1).topics if not t.is_internal] == ["piped"]
         assert ids == [1, 2, 3]
 
 

@@ -14,10 +14,12 @@ import os
 import socket
 from collections.abc import Awaitable, Callable
 
+from odradek.coordinator import OFFSETS_TOPIC
 from odradek.protocol.codec import Request, encode_response
 from odradek.protocol.messages import build
 from odradek.server.config import BrokerConfig
 from odradek.server.connection import Connection, Response
+from odradek.server.groups import ClientViewOfInternalLog, GroupRuntime
 from odradek.server.metadata import MetadataStore, Topic
 from odradek.server.purgatory import FetchPurgatory
 from odradek.storage import DutyIntervals, Log, LogConfig, LogDuties, LogManager
@@ -49,6 +51,7 @@ class Broker:
         self.logs: LogManager | None = None
         self.metadata: MetadataStore | None = None
         self._duties: LogDuties | None = None
+        self.groups: GroupRuntime | None = None  # consumer groups, from start()
         self._server: asyncio.Server | None = None
         self._connections: dict[asyncio.Task[None], Connection] = {}
         self.host = config.host
@@ -77,9 +80,14 @@ class Broker:
                 cleaner_enabled=cfg["log.cleaner.enable"],
             ))
             self._duties.start()
+            # Groups are loaded before the listener starts: no request sees them loading.
+            self.groups = GroupRuntime(self)
+            self.groups.start()
             self._server = await asyncio.get_running_loop().create_server(
                 lambda: Connection(self), cfg.host, cfg.port, reuse_address=True)
         except BaseException:
+            if self.groups is not None:
+                await self.groups.stop()
             if self._duties is not None:
                 self._duties.stop()
             self.logs.close()
@@ -95,6 +103,8 @@ class Broker:
         if self._server is not None:
             self._server.close()
         self.purgatory.wake_all()
+        if self.groups is not None:
+            await self.groups.stop()  # answers parked joins and syncs at once
         for task, conn in list(self._connections.items()):
             if not conn.in_request:
                 task.cancel()
@@ -139,7 +149,10 @@ class Broker:
 
     def get_log(self, topic: str, partition: int) -> Log | None:
         assert self.logs is not None
-        return self.logs.get_log(topic, partition)
+        lg = self.logs.get_log(topic, partition)
+        if lg is not None and topic == OFFSETS_TOPIC:
+            return ClientViewOfInternalLog(lg)  # type: ignore[return-value]  # read-only
+        return lg
 
     def create_topic(self, name: str, partitions: int | None = None,
                      configs: dict[str, str] | None = None, *,

@@ -126,6 +126,23 @@ _SETTINGS = [
     Setting("log.flush.offset.checkpoint.interval.ms", 60000, _int(1), "checkpoint period"),
     Setting("log.cleaner.backoff.ms", 15000, _int(1), "compaction check period"),
     Setting("log.cleaner.enable", True, _bool, "run the log cleaner"),
+    # Consumer groups (the coordinator and its internal topic __consumer_offsets).
+    Setting("offsets.topic.num.partitions", 50, _int(1),
+            "partitions of __consumer_offsets (fixed once the topic exists)"),
+    Setting("offsets.topic.segment.bytes", 104857600, _int(14),
+            "segment size of __consumer_offsets (small, so compaction can start early)"),
+    Setting("offsets.retention.minutes", 10080, _int(1),
+            "committed offsets of an empty group are dropped after this long"),
+    Setting("offsets.retention.check.interval.ms", 600000, _int(1),
+            "how often expired offsets are looked for"),
+    Setting("group.initial.rebalance.delay.ms", 3000, _int(0),
+            "the first rebalance of an empty group waits this long for more members"),
+    Setting("group.min.session.timeout.ms", 6000, _int(0), "shortest session a member may ask for"),
+    Setting("group.max.session.timeout.ms", 1800000, _int(0),
+            "longest session a member may ask for"),
+    Setting("group.max.size", 2147483647, _int(1), "members per group"),
+    Setting("offset.metadata.max.bytes", 4096, _int(0),
+            "longest metadata string of a committed offset"),
 ]
 SETTINGS: dict[str, Setting] = {s.name: s for s in _SETTINGS}
 # Kafka also accepts coarser units for some settings; they map onto the ms ones.

@@ -5,6 +5,7 @@ from odradek.server.handlers import (
     api_versions,
     coordinator,
     fetch,
+    groups,
     list_offsets,
     metadata,
     produce,
@@ -34,5 +35,6 @@ HANDLERS: dict[int, Api] = {
         admin.INCREMENTAL_ALTER_CONFIGS,
         admin.DESCRIBE_LOG_DIRS,
         admin.DESCRIBE_CLUSTER,
+        *groups.APIS,
     )
 }

@@ -1,5 +1,9 @@
 """CreateTopics (19), DeleteTopics (20), CreatePartitions (37).
 
+Internal topics (``__consumer_offsets``) cannot be deleted or grow partitions:
+INVALID_TOPIC_EXCEPTION, the error Kafka gives a client that produces to one. Creating one
+is TOPIC_ALREADY_EXISTS, as it is created at startup.
+
 One node: a replication factor above 1 is INVALID_REPLICATION_FACTOR, as Kafka answers
 when there are fewer brokers than replicas; explicit replica assignments may name only
 this node."""
@@ -19,6 +23,7 @@ INVALID_REPLICATION_FACTOR = 38
 INVALID_REPLICA_ASSIGNMENT = 39
 TOPIC_DELETION_DISABLED = 73
 UNKNOWN_TOPIC_ID = 100
+INVALID_TOPIC_EXCEPTION = 17
 
 
 def _code(name: str) -> int:
@@ -83,9 +88,14 @@ async def delete_topics(broker: Broker, request: Request) -> bytes:
                 continue
         entry: dict[str, Any] = {"name": name, "topic_id": topic_id, "error_code": 0,
                                  "error_message": None}
+        topic = broker.topic(name)
         if not broker.config["delete.topic.enable"]:
             entry.update(error_code=TOPIC_DELETION_DISABLED,
                          error_message="delete.topic.enable is false")
+        elif topic is not None and topic.internal:
+            entry.update(error_code=INVALID_TOPIC_EXCEPTION,
+                         error_message=f"{name} is an internal topic: deleting it would lose "
+                         "every consumer group's state")
         else:
             try:
                 topic = broker.delete_topic(name)
@@ -102,6 +112,11 @@ async def create_partitions(broker: Broker, request: Request) -> bytes:
     for t in body.topics:
         entry: dict[str, Any] = {"name": t.name, "error_code": 0, "error_message": None}
         try:
+            topic = broker.topic(t.name)
+            if topic is not None and topic.internal:
+                # Groups are placed by hashing over the partition count: it may not change.
+                raise TopicError("INVALID_TOPIC_EXCEPTION",
+                                 f"{t.name} is an internal topic; its partition count is fixed")
             if t.assignments:
                 for a in t.assignments:
                     if list(a.broker_ids) != [broker.node_id]:

@@ -1,0 +1,324 @@
+"""Consumer groups, classic protocol: JoinGroup (11), SyncGroup (14), Heartbeat (12),
+LeaveGroup (13), OffsetCommit (8), OffsetFetch (9), ListGroups (16), DescribeGroups (15),
+DeleteGroups (42), OffsetDelete (47).
+
+Each handler maps its request, whatever the version, onto the coordinator's
+version-agnostic arguments, has the group runtime (``server/groups.py``) run it, and
+describes the answer once for ``respond`` to fit to the version asked for. The mapping of
+versions, from Kafka's request schemas:
+
+- JoinGroup v0 has no rebalance timeout (the session timeout stands in, as in Kafka);
+  v4+ must rejoin with the member id it is handed (KIP-394: ``require_known_member_id``);
+  v5+ static membership (KIP-345); v7+ answers the protocol type; v8+ a reason (KIP-800);
+  v9+ may be told to skip the assignment (KIP-814).
+- SyncGroup v3+ and Heartbeat v3+ carry ``group.instance.id``; SyncGroup v5+ the protocol
+  type and name, which must match the group's.
+- LeaveGroup v0-2 name one member and answer with one error; v3+ a batch of members.
+- OffsetCommit v2-4 carry a retention time; v6+ leader epochs; v7+ ``group.instance.id``.
+  v9 is the first version a KIP-848 consumer may send; for a classic group it is v8.
+- OffsetFetch v2+ may ask for every offset of the group (topics null); v8+ ask for several
+  groups at once. v9's member id and epoch belong to KIP-848 groups; a classic group has
+  neither, and they are ignored.
+- ListGroups v4+ filter by state, v5+ by type (every group here is ``classic``);
+  DescribeGroups v6+ answers GROUP_ID_NOT_FOUND for an unknown group (before: Dead).
+
+Not served: versions that only KIP-848 groups can use (OffsetCommit/OffsetFetch v10 with
+topic ids), ConsumerGroupHeartbeat and ConsumerGroupDescribe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from odradek.coordinator import results as r
+from odradek.protocol.codec import Request
+from odradek.protocol.messages import ms
+from odradek.server.groups import COORDINATOR_NOT_AVAILABLE, CoordinatorUnavailable, GroupRuntime
+from odradek.server.handlers.base import UNKNOWN_TOPIC_OR_PARTITION, Api, respond
+
+if TYPE_CHECKING:
+    from odradek.server.broker import Broker
+
+# DescribeGroups/ListGroups: the authorized operations field when they were not asked for.
+NOT_REQUESTED = -2147483648
+CLASSIC = "classic"  # ListGroups v5 group type
+
+
+def _runtime(broker: Broker) -> GroupRuntime:
+    if broker.groups is None:
+        raise CoordinatorUnavailable(COORDINATOR_NOT_AVAILABLE,
+                                     "the group coordinator is not running")
+    return broker.groups
+
+
+def _client_host(broker: Broker) -> str:
+    """Kafka's client host of a member: "/" and the peer's address. Requests run on their
+    connection's task, which the broker maps to the connection."""
+    conn = getattr(broker, "_connections", {}).get(asyncio.current_task())
+    peer = getattr(conn, "peer", "")
+    host = peer.rpartition(":")[0] if ":" in peer else peer
+    return "/" + host if host else ""
+
+
+def _text(value: str | None) -> str:
+    return value or ""
+
+
+# --- JoinGroup, SyncGroup, Heartbeat, LeaveGroup -------------------------------------------
+
+
+async def join_group(broker: Broker, request: Request) -> bytes:
+    body = request.body
+    v = request.api_version
+    session = ms(body.session_timeout)
+    rebalance = ms(getattr(body, "rebalance_timeout", None), session)
+    try:
+        runtime = _runtime(broker)
+        result: r.JoinResult = await runtime.call(
+            lambda token, now: runtime.coordinator.join(
+                body.group_id, body.member_id, getattr(body, "group_instance_id", None),
+                request.client_id or "", _client_host(broker), session, rebalance,
+                body.protocol_type, [(p.name, p.metadata) for p in body.protocols],
+                require_known_member_id=v >= 4, supports_skip_assignment=v >= 9,
+                reason=getattr(body, "reason", None), token=token, now_ms=now))
+    except CoordinatorUnavailable as exc:
+        result = r.JoinResult(exc.error_code, member_id=body.member_id)
+    # Before v7 the protocol name is not nullable.
+    name = result.protocol_name if v >= 7 else _text(result.protocol_name)
+    return respond(request, {
+        "throttle_time": 0, "error_code": result.error_code,
+        "generation_id": result.generation_id, "protocol_type": result.protocol_type,
+        "protocol_name": name, "leader": result.leader, "skip_assignment":
+        result.skip_assignment, "member_id": result.member_id,
+        "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                     "metadata": m.metadata} for m in result.members],
+    })
+
+
+async def sync_group(broker: Broker, request: Request) -> bytes:
+    body = request.body
+    try:
+        runtime = _runtime(broker)
+        result: r.SyncResult = await runtime.call(
+            lambda token, now: runtime.coordinator.sync(
+                body.group_id, body.member_id, body.generation_id,
+                getattr(body, "group_instance_id", None), getattr(body, "protocol_type", None),
+                getattr(body, "protocol_name", None),
+                [(a.member_id, a.assignment) for a in body.assignments],
+                token=token, now_ms=now))
+    except CoordinatorUnavailable as exc:
+        result = r.SyncResult(exc.error_code)
+    return respond(request, {"throttle_time": 0, "error_code": result.error_code,
+                             "protocol_type": result.protocol_type,
+                             "protocol_name": result.protocol_name,
+                             "assignment": result.assignment})
+
+
+async def heartbeat(broker: Broker, request: Request) -> bytes:
+    body = request.body
+    try:
+        runtime = _runtime(broker)
+        result: r.HeartbeatResult = await runtime.call(
+            lambda token, now: runtime.coordinator.heartbeat(
+                body.group_id, body.member_id, body.generation_id,
+                getattr(body, "group_instance_id", None), token=token, now_ms=now))
+        error = result.error_code
+    except CoordinatorUnavailable as exc:
+        error = exc.error_code
+    return respond(request, {"throttle_time": 0, "error_code": error})
+
+
+async def leave_group(broker: Broker, request: Request) -> bytes:
+    body = request.body
+    if hasattr(body, "members"):  # v3+
+        members = [r.MemberIdentity(m.member_id, m.group_instance_id,
+                                    getattr(m, "reason", None)) for m in body.members]
+    else:
+        members = [r.MemberIdentity(body.member_id)]
+    try:
+        runtime = _runtime(broker)
+        result: r.LeaveResult = await runtime.call(
+            lambda token, now: runtime.coordinator.leave(
+                body.group_id, members, token=token, now_ms=now))
+    except CoordinatorUnavailable as exc:
+        result = r.LeaveResult(exc.error_code)
+    error = result.error_code
+    if request.api_version < 3 and not error and result.members:
+        error = result.members[0].error_code  # one member, one error
+    return respond(request, {
+        "throttle_time": 0, "error_code": error,
+        "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                     "error_code": m.error_code} for m in result.members],
+    })
+
+
+# --- offsets -------------------------------------------------------------------------------
+
+
+def _by_topic(entries: Iterable[Any], partition: Callable[[Any], dict[str, Any]]
+              ) -> list[dict[str, Any]]:
+    """Per-partition entries (with .topic) grouped into the protocol's topic list, in order."""
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for entry in entries:
+        topics.setdefault(entry.topic, []).append(partition(entry))
+    return [{"name": name, "partitions": parts} for name, parts in topics.items()]
+
+
+def _commit_partition(p: r.PartitionResult) -> dict[str, Any]:
+    return {"partition_index": p.partition, "error_code": p.error_code}
+
+
+async def offset_commit(broker: Broker, request: Request) -> bytes:
+    body = request.body
+    v = request.api_version
+    offsets: list[r.OffsetCommitRequestPartition] = []
+    unknown: list[r.PartitionResult] = []
+    for t in body.topics:
+        topic = broker.topic(t.name)
+        for p in t.partitions:
+            if topic is None or not 0 <= p.partition_index < topic.partitions:
+                # Kafka commits only for partitions that exist.
+                unknown.append(r.PartitionResult(t.name, p.partition_index,
+                                                 UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            offsets.append(r.OffsetCommitRequestPartition(
+                t.name, p.partition_index, p.committed_offset,
+                getattr(p, "committed_leader_epoch", -1), p.committed_metadata))
+    retention = getattr(body, "retention_time", None)  # v2-v4
+    retention_ms = ms(retention, -1) if retention is not None else None
+    try:
+        runtime = _runtime(broker)
+        result: r.OffsetCommitResult = await runtime.call(
+            lambda token, now: runtime.coordinator.commit_offsets(
+                body.group_id, body.member_id, body.generation_id_or_member_epoch,
+                getattr(body, "group_instance_id", None) if v >= 7 else None, offsets,
+                retention_ms=retention_ms, token=token, now_ms=now))
+        answered = result.partitions
+    except CoordinatorUnavailable as exc:
+        answered = [r.PartitionResult(p.topic, p.partition, exc.error_code) for p in offsets]
+    return respond(request, {"throttle_time": 0,
+                             "topics": _by_topic([*answered, *unknown], _commit_partition)})
+
+
+def _fetched(p: r.FetchedOffset) -> dict[str, Any]:
+    return {"partition_index": p.partition, "committed_offset": p.offset,
+            "committed_leader_epoch": p.leader_epoch, "metadata": p.metadata,
+            "error_code": p.error_code}
+
+
+def _fetch_group(broker: Broker, group_id: str, topics: Any) -> tuple[int, list[dict[str, Any]]]:
+    wanted = None if topics is None else [
+        (t.name, p) for t in topics for p in t.partition_indexes]
+    try:
+        result = _runtime(broker).coordinator.fetch_offsets(group_id, wanted)
+    except CoordinatorUnavailable as exc:
+        return exc.error_code, []
+    return result.error_code, _by_topic(result.partitions, _fetched)
+
+
+async def offset_fetch(broker: Broker, request: Request) -> bytes:
+    body = request.body
+    if hasattr(body, "groups"):  # v8+: several groups in one request
+        groups = []
+        for g in body.groups:
+            error, topics = _fetch_group(broker, g.group_id, g.topics)
+            groups.append({"group_id": g.group_id, "topics": topics, "error_code": error})
+        return respond(request, {"throttle_time": 0, "groups": groups})
+    error, topics = _fetch_group(broker, body.group_id, body.topics)
+    if request.api_version < 2 and error:
+        # v0-1 have no top-level error: every partition carries it.
+        for t in topics:
+            for p in t["partitions"]:
+                p["error_code"] = error
+    return respond(request, {"throttle_time": 0, "topics": topics, "error_code": error})
+
+
+async def offset_delete(broker: Broker, request: Request) -> bytes:
+    body = request.body
+    wanted = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]
+    try:
+        runtime = _runtime(broker)
+        result: r.OffsetDeleteResult = await runtime.call(
+            lambda token, now: runtime.coordinator.delete_offsets(
+                body.group_id, wanted, token=token, now_ms=now))
+    except CoordinatorUnavailable as exc:
+        result = r.OffsetDeleteResult(exc.error_code)
+    return respond(request, {"throttle_time": 0, "error_code": result.error_code,
+                             "topics": _by_topic(result.partitions, _commit_partition)})
+
+
+# --- admin ---------------------------------------------------------------------------------
+
+
+async def list_groups(broker: Broker, request: Request) -> bytes:
+    body = request.body
+    types = {t.lower() for t in getattr(body, "types_filter", ()) or ()}
+    try:
+        overviews = _runtime(broker).coordinator.list_groups(
+            getattr(body, "states_filter", None) or None)
+        error = 0
+    except CoordinatorUnavailable as exc:
+        overviews, error = [], exc.error_code
+    if types and CLASSIC not in types:
+        overviews = []
+    return respond(request, {
+        "throttle_time": 0, "error_code": error,
+        "groups": [{"group_id": g.group_id, "protocol_type": g.protocol_type,
+                    "group_state": g.state, "group_type": CLASSIC} for g in overviews],
+    })
+
+
+async def describe_groups(broker: Broker, request: Request) -> bytes:
+    body = request.body
+    try:
+        found = _runtime(broker).coordinator.describe_groups(
+            body.groups, not_found_error=request.api_version >= 6)
+    except CoordinatorUnavailable as exc:
+        found = [r.GroupDescription(exc.error_code, g, "", "", "") for g in body.groups]
+    return respond(request, {"throttle_time": 0, "groups": [
+        {"error_code": d.error_code,
+         "error_message": None if not d.error_code else f"group {d.group_id} not found",
+         "group_id": d.group_id, "group_state": d.state, "protocol_type": d.protocol_type,
+         "protocol_data": d.protocol_name, "authorized_operations": NOT_REQUESTED,
+         "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                      "client_id": m.client_id, "client_host": m.client_host,
+                      "member_metadata": m.metadata, "member_assignment": m.assignment}
+                     for m in d.members]}
+        for d in found]})
+
+
+async def delete_groups(broker: Broker, request: Request) -> bytes:
+    body = request.body
+    names = list(body.groups_names)
+    try:
+        runtime = _runtime(broker)
+        result: r.DeleteGroupsResult = await runtime.call(
+            lambda token, now: runtime.coordinator.delete_groups(names, token=token, now_ms=now))
+        deleted = result.groups
+    except CoordinatorUnavailable as exc:
+        deleted = [r.DeletedGroup(g, exc.error_code) for g in names]
+    return respond(request, {"throttle_time": 0, "results": [
+        {"group_id": g.group_id, "error_code": g.error_code} for g in deleted]})
+
+
+# Version ranges: what kio knows of Kafka's schemas, less what needs KIP-848 (see above).
+# Clients' ceilings: librdkafka 2.x JoinGroup 5, SyncGroup 3, Heartbeat 3, LeaveGroup 1,
+# OffsetCommit 9, OffsetFetch 9, ListGroups 5, DescribeGroups 5, DeleteGroups 1;
+# kafka-python 3 JoinGroup 7, SyncGroup 5, OffsetCommit 8, OffsetFetch 8; aiokafka
+# JoinGroup 5, SyncGroup 3, OffsetCommit 3, OffsetFetch 3; kafkajs JoinGroup 5,
+# OffsetCommit 5, OffsetFetch 4.
+JOIN_GROUP = Api(11, "JoinGroup", 0, 9, join_group)
+SYNC_GROUP = Api(14, "SyncGroup", 0, 5, sync_group)
+HEARTBEAT = Api(12, "Heartbeat", 0, 4, heartbeat)
+LEAVE_GROUP = Api(13, "LeaveGroup", 0, 5, leave_group)
+OFFSET_COMMIT = Api(8, "OffsetCommit", 2, 9, offset_commit)
+OFFSET_FETCH = Api(9, "OffsetFetch", 1, 9, offset_fetch)
+LIST_GROUPS = Api(16, "ListGroups", 0, 5, list_groups)
+DESCRIBE_GROUPS = Api(15, "DescribeGroups", 0, 6, describe_groups)
+DELETE_GROUPS = Api(42, "DeleteGroups", 0, 2, delete_groups)
+OFFSET_DELETE = Api(47, "OffsetDelete", 0, 0, offset_delete)
+
+APIS = (JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP, OFFSET_COMMIT, OFFSET_FETCH,
+        LIST_GROUPS, DESCRIBE_GROUPS, DELETE_GROUPS, OFFSET_DELETE)

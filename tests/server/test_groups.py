@@ -1,0 +1,205 @@
+"""Consumer groups on the wire: the group APIs at the versions clients send, the internal
+topic ``__consumer_offsets`` as clients see it, and group state across restarts."""
+
+from __future__ import annotations
+
+import struct
+import threading
+import time
+
+import pytest
+
+from odradek.coordinator import OFFSETS_TOPIC, partition_for
+from odradek.testing import running_broker
+from tests.wire import WireClient
+
+FAST = {"group.initial.rebalance.delay.ms": 0, "group.min.session.timeout.ms": 100}
+MEMBER_ID_REQUIRED = 79
+UNKNOWN_MEMBER_ID = 25
+NOT_COORDINATOR = 16
+INVALID_TOPIC_EXCEPTION = 17
+TOPIC_ALREADY_EXISTS = 36
+UNKNOWN_TOPIC_OR_PARTITION = 3
+NON_EMPTY_GROUP = 68
+
+
+def subscription(*topics: str) -> bytes:
+    out = struct.pack(">hi", 0, len(topics))
+    for topic in topics:
+        out += struct.pack(">h", len(topic)) + topic.encode()
+    return out + struct.pack(">i", -1)
+
+
+def code(value) -> int:
+    return int(getattr(value, "value", value))
+
+
+def create_topic(c: WireClient, name: str, partitions: int) -> None:
+    answer = c.request(19, 5, {"topics": [{"name": name, "num_partitions": partitions,
+                                           "replication_factor": 1}], "timeout": 5000})
+    assert code(answer.topics[0].error_code) == 0
+
+
+def join(c: WireClient, version: int, group: str, member_id: str = "", **extra) -> object:
+    return c.request(11, version, {
+        "group_id": group, "session_timeout": 10_000, "rebalance_timeout": 10_000,
+        "member_id": member_id, "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": subscription("t")}], **extra})
+
+
+def test_a_member_joins_syncs_commits_and_leaves_over_the_wire():
+    with running_broker(**FAST) as node, WireClient(node.port) as c:
+        create_topic(c, "t", 2)
+        # JoinGroup v4+ (KIP-394): first an id, then the join with it.
+        first = join(c, 5, "g")
+        assert code(first.error_code) == MEMBER_ID_REQUIRED and first.member_id
+        joined = join(c, 5, "g", first.member_id)
+        assert code(joined.error_code) == 0
+        assert joined.leader == joined.member_id == first.member_id
+        assert joined.generation_id == 1 and joined.protocol_name == "range"
+        assert [m.member_id for m in joined.members] == [joined.member_id]
+        member, generation = joined.member_id, joined.generation_id
+
+        synced = c.request(14, 3, {"group_id": "g", "generation_id": generation,
+                                   "member_id": member, "assignments": [
+                                       {"member_id": member, "assignment": b"mine"}]})
+        assert code(synced.error_code) == 0 and synced.assignment == b"mine"
+        beat = c.request(12, 3, {"group_id": "g", "generation_id": generation,
+                                 "member_id": member})
+        assert code(beat.error_code) == 0
+
+        committed = c.request(8, 8, {
+            "group_id": "g", "generation_id_or_member_epoch": generation, "member_id": member,
+            "topics": [{"name": "t", "partitions": [
+                {"partition_index": 0, "committed_offset": 42, "committed_leader_epoch": -1,
+                 "committed_metadata": "meta"},
+                {"partition_index": 7, "committed_offset": 1, "committed_leader_epoch": -1,
+                 "committed_metadata": None}]}]})
+        errors = {p.partition_index: code(p.error_code) for p in committed.topics[0].partitions}
+        assert errors == {0: 0, 7: UNKNOWN_TOPIC_OR_PARTITION}
+
+        # v8+: several groups per request; a group without offsets answers -1.
+        fetched = c.request(9, 8, {"groups": [
+            {"group_id": "g", "topics": [{"name": "t", "partition_indexes": [0, 1]}]},
+            {"group_id": "other", "topics": None}], "require_stable": False})
+        g, other = fetched.groups
+        assert [(p.partition_index, p.committed_offset, p.metadata)
+                for p in g.topics[0].partitions] == [(0, 42, "meta"), (1, -1, "")]
+        assert other.topics == ()
+        # v3: the group's every offset (topics null).
+        every = c.request(9, 3, {"group_id": "g", "topics": None})
+        assert [(t.name, [p.committed_offset for p in t.partitions]) for t in every.topics] == [
+            ("t", [42])]
+
+        described = c.request(15, 5, {"groups": ["g"], "include_authorized_operations": False})
+        [d] = described.groups
+        assert (d.group_state, d.protocol_type, d.protocol_data) == ("Stable", "consumer",
+                                                                     "range")
+        [m] = d.members
+        assert m.member_assignment == b"mine" and m.client_host == "/127.0.0.1"
+        listed = c.request(16, 4, {"states_filter": ["stable"]})
+        assert [(x.group_id, x.group_state) for x in listed.groups] == [("g", "Stable")]
+        assert code(c.request(42, 2, {"groups_names": ["g"]}).results[0].error_code) == (
+            NON_EMPTY_GROUP)
+
+        left = c.request(13, 1, {"group_id": "g", "member_id": member})
+        assert code(left.error_code) == 0
+        assert code(c.request(13, 1, {"group_id": "g", "member_id": member}).error_code) == (
+            UNKNOWN_MEMBER_ID)
+        assert [x.group_state for x in c.request(16, 4, {}).groups] == ["Empty"]
+        deleted = c.request(42, 1, {"groups_names": ["g"]})
+        assert code(deleted.results[0].error_code) == 0
+        assert c.request(16, 0, {}).groups == ()
+        # DescribeGroups v6 (KIP-1043) says the group is gone; before, it is Dead.
+        assert code(c.request(15, 6, {"groups": ["g"]}).groups[0].error_code) == 69
+        assert c.request(15, 5, {"groups": ["g"]}).groups[0].group_state == "Dead"
+
+
+def test_join_group_versions_before_kip_394_join_at_once():
+    with running_broker(**FAST) as node, WireClient(node.port) as c:
+        for version in (0, 1, 2, 3):
+            answer = join(c, version, f"g{version}")
+            assert code(answer.error_code) == 0, version
+            assert answer.member_id.startswith("wire-test-")
+
+
+def test_committed_offsets_and_groups_survive_a_restart(tmp_path):
+    data = str(tmp_path / "data")
+    with running_broker(data, **FAST) as node, WireClient(node.port) as c:
+        create_topic(c, "t", 1)
+        member = join(c, 5, "g").member_id
+        generation = join(c, 5, "g", member).generation_id
+        c.request(14, 3, {"group_id": "g", "generation_id": generation, "member_id": member,
+                          "assignments": [{"member_id": member, "assignment": b"a"}]})
+        c.request(8, 8, {"group_id": "g", "generation_id_or_member_epoch": generation,
+                         "member_id": member, "topics": [{"name": "t", "partitions": [
+                             {"partition_index": 0, "committed_offset": 7}]}]})
+        # The records went where Kafka would put them.
+        stored = node.broker.logs.get_log(OFFSETS_TOPIC, partition_for("g", 4))
+        assert stored.log_end_offset >= 2
+    with running_broker(data, **FAST) as node, WireClient(node.port) as c:
+        fetched = c.request(9, 5, {"group_id": "g", "topics": None})
+        assert [p.committed_offset for p in fetched.topics[0].partitions] == [7]
+        [d] = c.request(15, 5, {"groups": ["g"]}).groups
+        # The member is back with a fresh session (it may still be alive).
+        assert d.group_state == "Stable" and [m.member_id for m in d.members] == [member]
+        beat = c.request(12, 3, {"group_id": "g", "generation_id": generation,
+                                 "member_id": member})
+        assert code(beat.error_code) == 0
+
+
+def test_clients_cannot_write_or_delete_the_offsets_topic():
+    with running_broker() as node, WireClient(node.port) as c:
+        meta = c.request(3, 9, {"topics": [{"name": OFFSETS_TOPIC}]})
+        [topic] = meta.topics
+        assert topic.is_internal and len(topic.partitions) == 4
+        from odradek.records.builder import build_simple
+
+        produced = c.request(0, 9, {"acks": -1, "timeout": 5000, "topic_data": [
+            {"name": OFFSETS_TOPIC, "partition_data": [
+                {"index": 0, "records": build_simple([b"x"], keys=[b"k"])}]}]})
+        assert code(produced.responses[0].partition_responses[0].error_code) == (
+            INVALID_TOPIC_EXCEPTION)
+        deleted = c.request(20, 4, {"topic_names": [OFFSETS_TOPIC], "timeout": 5000})
+        assert code(deleted.responses[0].error_code) == INVALID_TOPIC_EXCEPTION
+        grown = c.request(37, 1, {"topics": [{"name": OFFSETS_TOPIC, "count": 8,
+                                              "assignments": None}], "timeout": 5000,
+                                  "validate_only": False})
+        assert code(grown.results[0].error_code) == INVALID_TOPIC_EXCEPTION
+        created = c.request(19, 5, {"topics": [{"name": OFFSETS_TOPIC, "num_partitions": 1,
+                                                "replication_factor": 1}], "timeout": 5000})
+        assert code(created.topics[0].error_code) == TOPIC_ALREADY_EXISTS
+        # Reading it is allowed (tools that inspect group state do).
+        assert node.broker.get_log(OFFSETS_TOPIC, 0).log_end_offset == 0
+
+
+def test_stopping_broker_answers_a_waiting_join_at_once():
+    """A JoinGroup parked for a rebalance must not hold the broker's shutdown up."""
+    settings = {"group.initial.rebalance.delay.ms": 60_000}
+    answers = []
+    with running_broker(**settings) as node:
+        c = WireClient(node.port, timeout=30)
+
+        def parked_join():
+            answers.append(join(c, 3, "slow"))
+
+        waiter = threading.Thread(target=parked_join)
+        waiter.start()
+        time.sleep(0.3)  # the join is parked in the initial delay
+        started = time.monotonic()
+    stopped_in = time.monotonic() - started
+    waiter.join(10)
+    c.close()
+    assert stopped_in < 5
+    assert [code(a.error_code) for a in answers] == [NOT_COORDINATOR]
+
+
+@pytest.mark.parametrize(("api", "low", "high"), [
+    (11, 0, 9), (14, 0, 5), (12, 0, 4), (13, 0, 5), (8, 2, 9), (9, 1, 9), (16, 0, 5),
+    (15, 0, 6), (42, 0, 2), (47, 0, 0)])
+def test_group_apis_are_advertised(api, low, high):
+    with running_broker() as node, WireClient(node.port) as c:
+        versions = {k.api_key: (k.min_version, k.max_version)
+                    for k in c.request(18, 3, {"client_software_name": "t",
+                                               "client_software_version": "1"}).api_keys}
+        assert versions[api] == (low, high)
