@@ -7,7 +7,9 @@ Kafka-compatible broker, Odradek included:
 - ``odradek produce TOPIC``: one record per line of stdin (like
   ``kafka-console-producer.sh``);
 - ``odradek consume TOPIC``: prints records as they arrive, without a consumer group:
-  the partitions are assigned explicitly (like ``kafka-console-consumer.sh --partition``).
+  the partitions are assigned explicitly (like ``kafka-console-consumer.sh --partition``);
+- ``odradek groups list | describe | reset-offsets | delete``: consumer groups (like
+  ``kafka-consumer-groups.sh``), in ``cli/groups.py``.
 
 Every command takes ``--bootstrap-server HOST:PORT`` (default ``$ODRADEK_BOOTSTRAP_SERVER``,
 else 127.0.0.1:9092) and ``-X NAME=VALUE`` for any librdkafka setting (applied last).
@@ -32,7 +34,7 @@ from typing import Any
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 BOOTSTRAP_ENV = "ODRADEK_BOOTSTRAP_SERVER"
-COMMANDS = ("topics", "produce", "consume")
+COMMANDS = ("topics", "produce", "consume", "groups")
 COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
 FORMATS = ("plain", "kv", "json")
 
@@ -102,7 +104,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 def add_tool_commands(subparsers: Any) -> None:
-    """Add ``topics``, ``produce`` and ``consume`` to the ``odradek`` subcommands."""
+    """Add ``topics``, ``produce``, ``consume`` and ``groups`` to the ``odradek``
+    subcommands."""
+    from odradek.cli import groups
     topics = subparsers.add_parser(
         "topics", help="create, list, describe, alter and delete topics",
         description="Manage topics, like kafka-topics.sh.")
@@ -195,16 +199,21 @@ def add_tool_commands(subparsers: Any) -> None:
                          help="plain/kv: prefix CreateTime:MS or LogAppendTime:MS")
     _common(consume)
 
+    groups.add_parser(subparsers)
 
 def run_tool(args: argparse.Namespace) -> int | None:
     """Run ``args`` if it is one of the console tools; ``None`` if it is another command."""
     command = getattr(args, "command", None)
     if command not in COMMANDS:
         return None
-    name = command if command != "topics" else f"topics {args.topics_command}"
+    name = {"topics": f"topics {getattr(args, 'topics_command', '')}",
+            "groups": f"groups {getattr(args, 'groups_command', '')}"}.get(command, command)
     _log.setLevel(logging.DEBUG if args.verbose else logging.CRITICAL + 1)
+    from odradek.cli import groups
+
     handler: Callable[[argparse.Namespace], int] = {
-        "topics": _topics, "produce": _produce, "consume": _consume}[command]
+        "topics": _topics, "produce": _produce, "consume": _consume,
+        "groups": groups.run}[command]
     try:
         import confluent_kafka  # noqa: F401
     except ImportError:
