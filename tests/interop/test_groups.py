@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import BrokerProcess, run_tool, start_broker
+from .conftest import BrokerProcess, require_tool, run_tool, start_broker
 
 pytestmark = pytest.mark.interop
 
@@ -330,3 +330,23 @@ def test_reset_offsets_moves_a_group_and_it_reads_from_there(server, members):
     assert group in listed.split()
     odradek_groups(server.bootstrap, "delete", group)
     assert group not in odradek_groups(server.bootstrap, "list").split()
+
+
+def test_kcat_balanced_consumer_reads_through_a_group(server, members):
+    """kcat -G: librdkafka 2.0.2's balanced consumer (the older librdkafka Debian ships)."""
+    import shutil
+
+    kcat = require_tool("kcat", installable=shutil.which("apt-get") is not None,
+                        install_hint="scripts/test.sh installs it (apt-get install kcat)")
+    topic = group = "kcat-group"
+    create_topic(server.bootstrap, topic, 3)
+    values = produce(server.bootstrap, topic, 3, 30)
+    done = run_tool([kcat, "-b", server.bootstrap, "-G", group, "-X",
+                     "auto.offset.reset=earliest", "-X", "session.timeout.ms=6000",
+                     "-c", "30", "-f", "%s\n", "-q", topic], timeout=WAIT)
+    assert sorted(done.stdout.split()) == sorted(values)
+    # Its commits landed: the group is known, with offsets.
+    described = odradek_groups(server.bootstrap, "describe", group)
+    committed = [line.split()[2] for line in described.splitlines()
+                 if line.startswith(topic + " ")]
+    assert committed and all(c != "-" for c in committed)

@@ -304,11 +304,10 @@ async def delete_groups(broker: Broker, request: Request) -> bytes:
 
 
 # Version ranges: what kio knows of Kafka's schemas, less what needs KIP-848 (see above).
-# Clients' ceilings: librdkafka 2.x JoinGroup 5, SyncGroup 3, Heartbeat 3, LeaveGroup 1,
-# OffsetCommit 9, OffsetFetch 9, ListGroups 5, DescribeGroups 5, DeleteGroups 1;
-# kafka-python 3 JoinGroup 7, SyncGroup 5, OffsetCommit 8, OffsetFetch 8; aiokafka
-# JoinGroup 5, SyncGroup 3, OffsetCommit 3, OffsetFetch 3; kafkajs JoinGroup 5,
-# OffsetCommit 5, OffsetFetch 4.
+# What clients send (docs/compatibility.md): confluent-kafka 2.16 JoinGroup 5, SyncGroup 3,
+# OffsetCommit 9, OffsetFetch 9; kafka-python 3 JoinGroup 7, SyncGroup 5, LeaveGroup 5,
+# OffsetCommit 8, OffsetFetch 8, DescribeGroups 6; aiokafka JoinGroup 5, OffsetCommit 3;
+# kafkajs JoinGroup 5, OffsetCommit 5, OffsetFetch 4.
 JOIN_GROUP = Api(11, "JoinGroup", 0, 9, join_group)
 SYNC_GROUP = Api(14, "SyncGroup", 0, 5, sync_group)
 HEARTBEAT = Api(12, "Heartbeat", 0, 4, heartbeat)
