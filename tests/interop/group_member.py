@@ -13,7 +13,8 @@ offsets stored after processing. It runs until its stdin closes, then closes the
 that vanishes without a word, as a crashed machine does.
 
 Settings: ``client`` confluent | kafka-python | aiokafka; ``strategy`` the assignor
-(client's names); ``session_ms`` the session timeout; ``client_id``.
+(client's names); ``session_ms`` the session timeout; ``client_id``; ``instance`` a
+``group.instance.id`` (confluent only).
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ def run_confluent(cfg: dict) -> None:
     }
     if cfg.get("strategy"):
         conf["partition.assignment.strategy"] = cfg["strategy"]
+    if cfg.get("instance"):
+        conf["group.instance.id"] = cfg["instance"]  # static membership (KIP-345)
     consumer = Consumer(conf)
 
     def assigned(_c, partitions):

@@ -263,6 +263,30 @@ def test_cooperative_rebalance_keeps_unaffected_partitions_assigned(server, memb
     assert_each_partition_read_by_its_owner([first, second], more)
 
 
+def test_a_restarted_static_member_gets_its_partitions_back_without_a_rebalance(
+        server, members):
+    """KIP-345: a member with a group.instance.id that restarts within its session takes
+    its old place; the others are not disturbed (no revocation, no rebalance)."""
+    topic = group = "static"
+    create_topic(server.bootstrap, topic, 4)
+    a, b = (Member(server.bootstrap, group, [topic], name=name, instance=name,
+                   session_ms=10_000) for name in ("a", "b"))
+    members.extend([a, b])
+    wait_for("a stable assignment", stable([a, b], topic, 4))
+    owned_by_a = a.assignment()
+    b_events = len(b.events)
+
+    a.kill()
+    restarted = Member(server.bootstrap, group, [topic], name="a", instance="a",
+                       session_ms=10_000)
+    members.append(restarted)
+    wait_for("the restarted member's assignment", lambda: bool(restarted.assignment()))
+    assert restarted.assignment() == owned_by_a
+    values = produce(server.bootstrap, topic, 4, 40)
+    wait_for("every record", read_everything([restarted, b], values))
+    assert [e for e in b.events[b_events:] if e["e"] != "rec"] == [], "b was disturbed"
+
+
 # --- committed offsets -----------------------------------------------------------------
 
 

@@ -203,3 +203,45 @@ def test_group_apis_are_advertised(api, low, high):
                     for k in c.request(18, 3, {"client_software_name": "t",
                                                "client_software_version": "1"}).api_keys}
         assert versions[api] == (low, high)
+
+
+def test_offsets_of_an_empty_group_can_be_deleted_and_listing_filters_by_type():
+    with running_broker(**FAST) as node, WireClient(node.port) as c:
+        create_topic(c, "t", 2)
+        # A commit from outside group management (generation -1), as tools make; v2 with
+        # a retention time of its own (KIP-211 removed it from v5).
+        committed = c.request(8, 2, {
+            "group_id": "tool", "generation_id_or_member_epoch": -1, "member_id": "",
+            "retention_time": 60_000, "topics": [{"name": "t", "partitions": [
+                {"partition_index": 0, "committed_offset": 3, "committed_metadata": ""},
+                {"partition_index": 1, "committed_offset": 4, "committed_metadata": ""}]}]})
+        assert [code(p.error_code) for p in committed.topics[0].partitions] == [0, 0]
+        # ListGroups v5 (KIP-848's type filter): every group here is a classic group.
+        assert [g.group_type for g in c.request(16, 5, {"types_filter": ["Classic"]}).groups
+                ] == ["classic"]
+        assert c.request(16, 5, {"types_filter": ["consumer"]}).groups == ()
+
+        deleted = c.request(47, 0, {"group_id": "tool", "topics": [
+            {"name": "t", "partitions": [{"partition_index": 0}]}]})
+        assert code(deleted.error_code) == 0
+        assert [code(p.error_code) for p in deleted.topics[0].partitions] == [0]
+        left = c.request(9, 5, {"group_id": "tool", "topics": None})
+        assert [(p.partition_index, p.committed_offset) for p in left.topics[0].partitions] == [
+            (1, 4)]
+        assert code(c.request(47, 0, {"group_id": "nobody", "topics": []}).error_code) == 69
+
+
+def test_an_admin_removes_a_static_member_by_its_instance_id():
+    with running_broker(**FAST) as node, WireClient(node.port) as c:
+        joined = join(c, 5, "static", group_instance_id="host-1")
+        assert code(joined.error_code) == 0  # static members join at once (no KIP-394 step)
+        assert joined.member_id.startswith("host-1-")
+        # LeaveGroup v3+ (KIP-345): a batch, by instance id with member id "".
+        left = c.request(13, 4, {"group_id": "static", "members": [
+            {"member_id": "", "group_instance_id": "host-1"},
+            {"member_id": "", "group_instance_id": "host-2"}]})
+        assert code(left.error_code) == 0
+        assert [(m.group_instance_id, code(m.error_code)) for m in left.members] == [
+            ("host-1", 0), ("host-2", UNKNOWN_MEMBER_ID)]
+        [d] = c.request(15, 5, {"groups": ["static"]}).groups
+        assert d.group_state == "Empty" and d.members == ()
