@@ -19,11 +19,18 @@ from typing import Any
 from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
+from odradek.protocol import fetch, produce
 from odradek.protocol.framing import SIZE
 from odradek.protocol.guard import ClaimError, check_claims
-from odradek.protocol.produce import MAX_VERSION as PRODUCE_MAX_VERSION
-from odradek.protocol.produce import MIN_VERSION as PRODUCE_MIN_VERSION
-from odradek.protocol.produce import ProduceDecodeError, decode_produce
+from odradek.protocol.reader import DecodeError
+
+# The requests on the data path are read by hand (no copies, no per-version classes):
+# API key -> (versions, reader returning version, correlation id, client id, body).
+_HandReader = Callable[[bytes | bytearray], tuple[int, int, str | None, Any]]
+_BY_HAND: dict[int, tuple[range, _HandReader]] = {
+    0: (range(produce.MIN_VERSION, produce.MAX_VERSION + 1), produce.decode_produce),
+    1: (range(fetch.MIN_VERSION, fetch.MAX_VERSION + 1), fetch.decode_fetch),
+}
 
 _KEY_VERSION_CORRELATION = struct.Struct(">hhi")
 _CORRELATION = struct.Struct(">i")
@@ -87,21 +94,22 @@ def decode_request(frame: bytes | bytearray,
     """Decode one request frame (without its size prefix).
 
     ``supported`` maps API keys to the (min, max) versions this broker serves; anything
-    else is UnsupportedVersionError, so callers can answer as Kafka does. Produce v3-v9
-    is read by hand (``protocol.produce``), its records left in ``frame``; everything
-    else through kio.
+    else is UnsupportedVersionError, so callers can answer as Kafka does. Produce and
+    Fetch are read by hand (``protocol.produce``, ``protocol.fetch``; records are left in
+    ``frame``), everything else through kio.
     """
     api_key, api_version, correlation_id = peek_header(frame)
     versions = supported.get(api_key)
     if versions is None or not versions[0] <= api_version <= versions[1]:
         raise UnsupportedVersionError(api_key, api_version, correlation_id)
-    if api_key == 0 and PRODUCE_MIN_VERSION <= api_version <= PRODUCE_MAX_VERSION:
+    by_hand = _BY_HAND.get(api_key)
+    if by_hand is not None and api_version in by_hand[0]:
         try:
-            _, _, client_id, produce = decode_produce(frame)
-        except ProduceDecodeError as exc:
+            _, _, client_id, body = by_hand[1](frame)
+        except DecodeError as exc:
             raise CorruptRequestError(
-                f"API key 0 v{api_version} request: {exc}", correlation_id) from None
-        return Request(api_key, api_version, correlation_id, client_id, produce)
+                f"API key {api_key} v{api_version} request: {exc}", correlation_id) from None
+        return Request(api_key, api_version, correlation_id, client_id, body)
     if not isinstance(frame, bytes):
         frame = bytes(frame)  # kio's reader takes bytes only
     try:

@@ -1,0 +1,95 @@
+"""A bounds-checked cursor over one request frame, for the requests decoded by hand
+(``protocol.produce``, ``protocol.fetch``: the hot ones). Every length and count is
+checked against the bytes present before anything is taken, as the guard does for the
+requests kio decodes, and every failure is one exception type.
+"""
+
+from __future__ import annotations
+
+import struct
+
+HEADER = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+
+
+class DecodeError(ValueError):
+    """Bytes that are not the request they claim to be."""
+
+
+class Reader:
+    """A cursor over one frame; every read is bounds-checked."""
+
+    __slots__ = ("buf", "end", "error", "pos")
+
+    def __init__(self, buf: memoryview, pos: int,
+                 error: type[DecodeError] = DecodeError) -> None:
+        self.buf = buf
+        self.pos = pos
+        self.end = len(buf)
+        self.error = error  # raised for anything that does not decode
+
+    def take(self, n: int) -> int:
+        """Claim n bytes; returns where they start."""
+        pos = self.pos
+        if n < 0 or pos + n > self.end:
+            raise self.error(
+                f"a field claims {n} bytes at byte {pos}; {self.end - pos} are left")
+        self.pos = pos + n
+        return pos
+
+    def int16(self) -> int:
+        return _I16.unpack_from(self.buf, self.take(2))[0]
+
+    def int32(self) -> int:
+        return _I32.unpack_from(self.buf, self.take(4))[0]
+
+    def int64(self) -> int:
+        return _I64.unpack_from(self.buf, self.take(8))[0]
+
+    def string_field(self, flexible: bool, nullable: bool) -> str | None:
+        """A string: compact (uvarint length + 1) in flexible versions, else int16 length."""
+        return self.string(self.uvarint() - 1 if flexible else self.int16(), nullable)
+
+    def uvarint(self) -> int:
+        value = shift = 0
+        buf, pos, end = self.buf, self.pos, self.end
+        while True:
+            if pos >= end:
+                raise self.error("a varint runs past the end of the request")
+            byte = buf[pos]
+            pos += 1
+            value |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                self.pos = pos
+                return value
+            shift += 7
+            if shift > 28:
+                raise self.error("a varint longer than 5 bytes")
+
+    def string(self, length: int, nullable: bool) -> str | None:
+        if length < 0:
+            if length == -1 and nullable:
+                return None
+            raise self.error(f"string length {length}")
+        start = self.take(length)
+        try:
+            return str(self.buf[start : start + length], "utf-8")
+        except UnicodeDecodeError as exc:
+            raise self.error(f"a string is not UTF-8: {exc}") from None
+
+    def count(self, flexible: bool, least_bytes: int) -> int:
+        """An array's element count, refused if the bytes left cannot hold that many."""
+        n = self.uvarint() - 1 if flexible else self.int32()
+        if n < 0:
+            raise self.error(f"array count {n} where an array is required")
+        if n * least_bytes > self.end - self.pos:
+            raise self.error(
+                f"an array claims {n} elements; {self.end - self.pos} bytes are left")
+        return n
+
+    def skip_tagged_fields(self) -> None:
+        for _ in range(self.uvarint()):
+            self.uvarint()  # tag: none is defined for Produce, all are skipped
+            self.take(self.uvarint())
