@@ -1,7 +1,9 @@
 """FindCoordinator (10): this node coordinates every group and transactional id.
 
-A single node is trivially the coordinator of every key. Serving this API also matters
-before groups do: librdkafka enables LZ4 only when the broker lists FindCoordinator in
+A single node is trivially the coordinator of every key. Groups are loaded from
+``__consumer_offsets`` before the broker listens (``server/groups.py``), so there is no
+loading phase to answer COORDINATOR_NOT_AVAILABLE for. Serving this API matters beyond
+groups too: librdkafka enables LZ4 only when the broker lists FindCoordinator in
 ApiVersions (it reads that as "a 0.9+ broker")."""
 
 from __future__ import annotations
