@@ -245,3 +245,45 @@ def test_an_admin_removes_a_static_member_by_its_instance_id():
             ("host-1", 0), ("host-2", UNKNOWN_MEMBER_ID)]
         [d] = c.request(15, 5, {"groups": ["static"]}).groups
         assert d.group_state == "Empty" and d.members == ()
+
+
+def test_a_member_that_stops_heartbeating_is_removed_when_its_session_ends():
+    """The runtime's timer fires the coordinator's session deadline on its own."""
+    with running_broker(**FAST) as node, WireClient(node.port) as c:
+        answer = c.request(11, 3, {
+            "group_id": "quiet", "session_timeout": 300, "rebalance_timeout": 300,
+            "member_id": "", "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": subscription("t")}]})
+        assert code(answer.error_code) == 0
+        c.request(14, 3, {"group_id": "quiet", "generation_id": answer.generation_id,
+                          "member_id": answer.member_id, "assignments": []})
+
+        def state() -> str:
+            return c.request(15, 5, {"groups": ["quiet"]}).groups[0].group_state
+
+        deadline = time.monotonic() + 10
+        while state() != "Empty" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert state() == "Empty"
+        beat = c.request(12, 3, {"group_id": "quiet", "generation_id": answer.generation_id,
+                                 "member_id": answer.member_id})
+        assert code(beat.error_code) == UNKNOWN_MEMBER_ID
+
+
+def test_a_failed_append_answers_coordinator_not_available(monkeypatch):
+    """Decide, then act: if the group's records cannot be stored, nobody is told they
+    were."""
+    from odradek.server.groups import GroupRuntime
+
+    def broken(self, fx):
+        raise OSError("disk on fire")
+
+    with running_broker(**FAST) as node, WireClient(node.port) as c:
+        create_topic(c, "t", 1)
+        monkeypatch.setattr(GroupRuntime, "_append", broken)
+        committed = c.request(8, 5, {
+            "group_id": "unlucky", "generation_id_or_member_epoch": -1, "member_id": "",
+            "topics": [{"name": "t", "partitions": [
+                {"partition_index": 0, "committed_offset": 3, "committed_metadata": ""}]}]})
+        assert [code(p.error_code) for p in committed.topics[0].partitions] == [15]
+        monkeypatch.undo()
