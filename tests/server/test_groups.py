@@ -287,3 +287,92 @@ def test_a_failed_append_answers_coordinator_not_available(monkeypatch):
                 {"partition_index": 0, "committed_offset": 3, "committed_metadata": ""}]}]})
         assert [code(p.error_code) for p in committed.topics[0].partitions] == [15]
         monkeypatch.undo()
+
+
+def test_compacted_offsets_topic_replays_to_the_latest_state(tmp_path):
+    """Compaction keeps the last record per key (and tombstones): replaying what is left
+    gives the same groups and offsets as replaying everything."""
+    data = str(tmp_path / "data")
+    settings = dict(FAST, **{"offsets.topic.num.partitions": 1,
+                             "offsets.topic.segment.bytes": 2048})
+    with running_broker(data, **settings) as node, WireClient(node.port) as c:
+        create_topic(c, "t", 2)
+        for i in range(200):
+            c.request(8, 5, {"group_id": "busy" if i % 2 else "gone",
+                             "generation_id_or_member_epoch": -1, "member_id": "",
+                             "topics": [{"name": "t", "partitions": [
+                                 {"partition_index": p, "committed_offset": i + p,
+                                  "committed_metadata": ""} for p in (0, 1)]}]})
+        assert code(c.request(42, 2, {"groups_names": ["gone"]}).results[0].error_code) == 0
+        log = node.broker.logs.get_log(OFFSETS_TOPIC, 0)
+        before = log.size_bytes
+        node.broker.logs.clean()
+        assert log.size_bytes < before / 4
+    with running_broker(data, **settings) as node, WireClient(node.port) as c:
+        fetched = c.request(9, 5, {"group_id": "busy", "topics": None})
+        assert [(p.partition_index, p.committed_offset)
+                for p in fetched.topics[0].partitions] == [(0, 199), (1, 200)]
+        assert [g.group_id for g in c.request(16, 4, {}).groups] == ["busy"]
+
+
+def test_a_consumer_carries_on_through_a_broker_restart(tmp_path):
+    """The group is replayed with its members, who get a fresh session: a consumer that
+    reconnects carries on as the same member of a Stable group, reading from where it
+    was."""
+    import socket
+
+    from confluent_kafka import Consumer, Producer
+
+    from odradek.server.config import load_config
+    from odradek.server.run import BrokerThread
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = load_config(listen=f"127.0.0.1:{port}", data_dir=str(tmp_path / "data"),
+                         overrides=dict(FAST, **{"offsets.topic.num.partitions": 2}),
+                         environ={})
+    bootstrap = f"127.0.0.1:{port}"
+
+    def read(c, count):
+        got = []
+        deadline = time.monotonic() + 20
+        while len(got) < count and time.monotonic() < deadline:
+            msg = c.poll(0.1)
+            if msg is not None and not msg.error():
+                got.append(msg.value())
+        return got
+
+    def produce(values):
+        p = Producer({"bootstrap.servers": bootstrap})
+        for v in values:
+            p.produce("t", value=v)
+        assert p.flush(10) == 0
+
+    def describe():
+        with WireClient(port) as c:
+            [d] = c.request(15, 5, {"groups": ["steady"]}).groups
+            return d.group_state, [m.member_id for m in d.members]
+
+    broker = BrokerThread(config)
+    broker.start()
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "steady",
+                         "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
+                         "heartbeat.interval.ms": 200, "log_level": 0})
+    try:
+        with WireClient(port) as c:
+            create_topic(c, "t", 1)
+        produce([b"a", b"b"])
+        consumer.subscribe(["t"])
+        assert read(consumer, 2) == [b"a", b"b"]
+        before = describe()
+        broker.stop()
+        broker = BrokerThread(config)
+        broker.start()
+        produce([b"c"])
+        assert read(consumer, 1) == [b"c"]
+        time.sleep(0.5)  # a few heartbeats against the restarted broker
+        assert describe() == before == ("Stable", before[1])
+    finally:
+        consumer.close()
+        broker.stop()
