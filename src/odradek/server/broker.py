@@ -19,6 +19,7 @@ from odradek.protocol.codec import Request, encode_response
 from odradek.protocol.messages import build
 from odradek.server.config import BrokerConfig
 from odradek.server.connection import Connection, Response
+from odradek.server.group_commit import GroupCommit
 from odradek.server.groups import ClientViewOfInternalLog, GroupRuntime
 from odradek.server.metadata import MetadataStore, Topic
 from odradek.server.purgatory import FetchPurgatory
@@ -47,6 +48,7 @@ class Broker:
             key: (h.min_version, h.max_version) for key, h in HANDLERS.items()
         }
         self.purgatory = FetchPurgatory()
+        self.group_commit = GroupCommit()  # fsyncs of logs with flush.messages set
         self.stopping = False
         self.logs: LogManager | None = None
         self.metadata: MetadataStore | None = None
@@ -118,6 +120,7 @@ class Broker:
             await self._server.wait_closed()
         if self._duties is not None:
             self._duties.stop()
+        self.group_commit.close()  # requests are done: no fsync is waited for any more
         if self.logs is not None:
             self.logs.close()
         log.info("stopped; logs flushed and closed")

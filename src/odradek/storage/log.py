@@ -133,6 +133,7 @@ class Log:
         self.config = config
         self.clock = clock
         self.lock = threading.RLock()
+        self._sync_lock = threading.Lock()  # one sync() at a time
         self.segments: list[LogSegment] = []
         self._bases: list[int] = []  # first offset of every segment, for bisect
         self.log_start_offset = 0
@@ -292,6 +293,7 @@ class Log:
         *,
         leader_epoch: int | None = None,
         assign_offsets: bool = True,
+        flush: bool = True,
     ) -> AppendInfo:
         """Validate and append one or more whole batches.
 
@@ -300,6 +302,10 @@ class Log:
         is copied or checksummed again); the producer rules of Kafka's LogValidator
         apply. As follower the batches keep their offsets, which must continue the log.
         Nothing is written unless every batch passes.
+
+        ``flush=False`` leaves ``flush.messages`` to the caller: the append never waits
+        for an fsync, and when ``flush_due`` the caller calls ``sync()`` (off the event
+        loop), so that requests arriving meanwhile share the next fsync (group commit).
         """
         view = memoryview(records)
         cfg = self.config
@@ -384,7 +390,7 @@ class Log:
                 if header.producer_id >= 0:
                     state.update(header, base)
             self._unflushed_messages += record_count
-            if self._unflushed_messages >= cfg.flush_messages:
+            if flush and self._unflushed_messages >= cfg.flush_messages:
                 self.flush()
             return AppendInfo(
                 first_offset=first_offset,
@@ -466,6 +472,41 @@ class Log:
             self.recovery_point = end
             self._unflushed_messages = 0
             self._last_flush_ms = self.clock()
+
+    @property
+    def flush_due(self) -> bool:
+        """More messages than ``flush.messages`` are not yet synced."""
+        return self._unflushed_messages >= self.config.flush_messages
+
+    def sync(self) -> int:
+        """Make everything appended so far durable, and return the offset it is durable
+        to (the new recovery point). The fsyncs run without the log's lock, so appends go
+        on meanwhile; they are covered by the next call. Rolled segments not yet synced
+        are synced whole (indexes too: they no longer change); the active segment's data
+        only — its index is rebuilt by recovery, which starts in the segment that holds
+        the recovery point. One call at a time per log."""
+        with self._sync_lock:
+            with self.lock:
+                end = self.log_end_offset
+                if self.recovery_point >= end:
+                    return self.recovery_point
+                start = max(0, bisect.bisect_right(self._bases, self.recovery_point) - 1)
+                pending = self.segments[start:]
+                covered = self._unflushed_messages
+            for segment in pending[:-1]:
+                segment.flush()
+            last = pending[-1]
+            last.sync_data()
+            with self.lock:
+                if last is not self.active:
+                    # It rolled meanwhile and its index is not synced: the recovery point
+                    # stays in it, so recovery would rebuild that index (the next sync
+                    # syncs it whole).
+                    end = min(end, last.base_offset)
+                self.recovery_point = max(self.recovery_point, end)
+                self._unflushed_messages = max(0, self._unflushed_messages - covered)
+                self._last_flush_ms = self.clock()
+            return end
 
     def maybe_flush(self, now: int | None = None) -> bool:
         """Apply ``flush.ms`` (fsync when the oldest unflushed data is older than that),

@@ -302,6 +302,13 @@ class LogSegment:
         self.load()
         return header.base_offset
 
+    def sync_data(self) -> None:
+        """fsync the log file only (safe beside appends on another thread)."""
+        try:
+            os.fdatasync(self.fd)
+        except OSError as exc:
+            raise KafkaStorageError(f"fsync of {self.log_path} failed: {exc}") from exc
+
     def flush(self) -> None:
         """fsync the log, then write and fsync the index entries not yet on disk."""
         try:

@@ -4,7 +4,8 @@ The batches stay opaque bytes: the log checks their headers and CRCs and writes 
 with the assigned offsets (no per-record work). ``acks=0`` gets no response at all, and a
 failure then closes the connection, which is how Kafka tells such a producer; acks 1 and
 -1 are the same on one node (the leader is the whole ISR). Appends wake long-polling
-fetches of the same partitions.
+fetches of the same partitions. With ``flush.messages`` set, the answer waits for the
+fsync, shared with the other requests it covers (server/group_commit.py).
 """
 
 from __future__ import annotations
@@ -58,7 +59,9 @@ async def handle(broker: Broker, request: Request) -> bytes | None:
                 entry = _failed(index, CORRUPT_MESSAGE, "a produce request needs records")
             else:
                 try:
-                    info = lg.append(data.records, leader_epoch=LEADER_EPOCH)
+                    info = lg.append(data.records, leader_epoch=LEADER_EPOCH, flush=False)
+                    if lg.flush_due:  # flush.messages: answered once on disk, fsyncs shared
+                        await broker.group_commit.durable(lg, info.last_offset + 1)
                 except Exception as exc:
                     code = error_code(exc)
                     log.info("produce to %s-%d from %s refused: %s", name, index,
