@@ -188,10 +188,15 @@ class Broker:
 # --- workloads ------------------------------------------------------------------------
 
 
-def create_topics(bootstrap: str, durable: bool) -> None:
+def create_topic(bootstrap: str) -> None:
+    """The one-partition topic ``TOPIC`` (what latency_bench.py uses)."""
+    create_topics(bootstrap, names=(TOPIC,), durable=False)
+
+
+def create_topics(bootstrap: str, *, names: Sequence[str] = (TOPIC, KCAT_TOPIC, KP_TOPIC),
+                  durable: bool) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    topics = [NewTopic(t, num_partitions=1, replication_factor=1)
-              for t in (TOPIC, KCAT_TOPIC, KP_TOPIC)]
+    topics = [NewTopic(t, num_partitions=1, replication_factor=1) for t in names]
     if durable:
         topics.append(NewTopic(DURABLE_TOPIC, num_partitions=1, replication_factor=1,
                                config={"flush.messages": "1"}))
