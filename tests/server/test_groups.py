@@ -185,7 +185,12 @@ def test_stopping_broker_answers_a_waiting_join_at_once():
 
         waiter = threading.Thread(target=parked_join)
         waiter.start()
-        time.sleep(0.3)  # the join is parked in the initial delay
+        with WireClient(node.port) as admin:  # wait until the join is parked
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and [
+                    g.group_state for g in admin.request(16, 4, {}).groups] != [
+                    "PreparingRebalance"]:
+                time.sleep(0.02)
         started = time.monotonic()
     stopped_in = time.monotonic() - started
     waiter.join(10)
