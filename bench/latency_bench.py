@@ -82,9 +82,10 @@ SETUP_TIMEOUT_S = 30.0
 
 
 def producer_main(conn: Connection, bootstrap: str, rate: int, seconds: float,
-                  warmup: float, value_bytes: int, linger_ms: float) -> None:
+                  warmup: float, value_bytes: int, linger_ms: float, nagle: bool) -> None:
     errors: list[str] = []
     producer = Producer({
+        "socket.nagle.disable": not nagle,
         "bootstrap.servers": bootstrap,
         "error_cb": lambda err: errors.append(str(err)),
         "acks": 1,
@@ -189,6 +190,7 @@ def one_run(kind: str, rate: int, fetch_wait_ms: int, args: argparse.Namespace,
             "enable.auto.offset.store": False,
             "enable.partition.eof": False,
             "fetch.wait.max.ms": fetch_wait_ms,
+            "socket.nagle.disable": not args.nagle,
         })
         consumer.list_topics(TOPIC, timeout=10)
         _low, high = consumer.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=10)
@@ -197,7 +199,7 @@ def one_run(kind: str, rate: int, fetch_wait_ms: int, args: argparse.Namespace,
         parent, child = ctx.Pipe()
         proc = ctx.Process(target=producer_main, daemon=True, args=(
             child, broker.bootstrap, rate, args.seconds, args.warmup, args.value_bytes,
-            args.linger_ms))
+            args.linger_ms, args.nagle))
         proc.start()
         if not parent.poll(SETUP_TIMEOUT_S) or parent.recv() != "ready":
             raise RuntimeError(f"{kind}: producer not ready after {SETUP_TIMEOUT_S} s")
@@ -394,6 +396,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                     help="consumer fetch.wait.max.ms values, comma-separated (10,500; "
                          "500 is librdkafka's default)")
     ap.add_argument("--linger-ms", type=float, default=1.0, help="producer linger.ms (1)")
+    ap.add_argument("--nagle", action="store_true",
+                    help="leave librdkafka's default socket.nagle.disable=false (by default "
+                         "both clients disable Nagle, as the Java client always does)")
     ap.add_argument("--rounds", type=int, default=1, help="runs per cell and broker (1)")
     ap.add_argument("--value-bytes", type=int, default=100, help="record value size (100)")
     ap.add_argument("--dir", default="/tmp",

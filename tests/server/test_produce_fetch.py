@@ -413,3 +413,26 @@ def test_the_hand_written_produce_response_matches_kios_encoder_byte_for_byte(ve
     expected = encode_response(0, version, 99, build(response_schema(0, version), {
         "responses": responses, "throttle_time": 0}))
     assert encode_produce_response(request, responses) == expected
+
+
+def test_small_fetches_are_sent_in_one_write_and_large_ones_by_sendfile(broker, monkeypatch):
+    """Below COPY_REGION_MAX_BYTES the records are copied into the response (cheaper than
+    the sendfile path for a few KiB); above it they go by sendfile. Same bytes either way."""
+    import os
+
+    from odradek.server.connection import COPY_REGION_MAX_BYTES
+
+    create(broker.bootstrap, "sizes")
+    small = builder.build_simple([b"s" * 100] * 10)
+    large = builder.build_simple([b"L" * 1000] * (COPY_REGION_MAX_BYTES // 1000 + 10))
+    calls = []
+    real_sendfile = os.sendfile
+    monkeypatch.setattr(os, "sendfile", lambda *a: calls.append(a) or real_sendfile(*a))
+    with WireClient(broker.port) as c:
+        for payload in (small, large):
+            c.request(0, 9, {"acks": 1, "timeout": 5000, "topic_data": [
+                {"name": "sizes", "partition_data": [{"index": 0, "records": payload}]}]})
+        got = _fetch(c, "sizes", 0, max_bytes=len(small)).responses[0].partitions[0].records
+        assert got[rb.MAGIC_AT:] == small[rb.MAGIC_AT:] and not calls
+        got = _fetch(c, "sizes", 10).responses[0].partitions[0].records
+        assert got[rb.MAGIC_AT:] == large[rb.MAGIC_AT:] and calls
