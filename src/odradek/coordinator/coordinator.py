@@ -38,6 +38,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from odradek.coordinator import offsets_topic as ot
+from odradek.coordinator.consumer_group import DEFAULT_ASSIGNORS, ConsumerGroupState
+from odradek.coordinator.consumer_protocol import (
+    CG_REBALANCE,
+    CG_SESSION,
+    GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS,
+    GROUP_CONSUMER_SESSION_TIMEOUT_MS,
+    ConsumerProtocol,
+)
 from odradek.coordinator.group import (
     CommittedOffset,
     Group,
@@ -129,9 +137,11 @@ def _new_uuid() -> str:
     return str(uuid.uuid4())
 
 
-class GroupCoordinator:
+class GroupCoordinator(ConsumerProtocol):
     """All groups of this broker and their offsets. Not thread-safe: one caller at a time
-    (the broker's event loop)."""
+    (the broker's event loop). Classic groups are in ``groups``; KIP-848 ``consumer``
+    groups (``consumer_protocol.py``) in ``consumer_groups``; a group id is in one or
+    the other."""
 
     def __init__(
         self,
@@ -144,6 +154,9 @@ class GroupCoordinator:
         offsets_retention_ms: int = OFFSETS_RETENTION_MS,
         offsets_retention_check_interval_ms: int | None = OFFSETS_RETENTION_CHECK_INTERVAL_MS,
         new_uuid: Callable[[], str] = _new_uuid,
+        consumer_session_timeout_ms: int = GROUP_CONSUMER_SESSION_TIMEOUT_MS,
+        consumer_heartbeat_interval_ms: int = GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS,
+        consumer_assignors: Iterable[str] = DEFAULT_ASSIGNORS,
     ) -> None:
         self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
         self.min_session_timeout_ms = min_session_timeout_ms
@@ -156,9 +169,11 @@ class GroupCoordinator:
         self.groups: dict[str, Group] = {}
         # (deadline, seq, kind, group, member id). Entries are never removed when a
         # deadline moves; a popped entry counts only if it still matches the state.
-        self._timers: list[tuple[int, int, str, Group | None, str]] = []
+        self._timers: list[tuple[int, int, str, Any, str]] = []
         self._seq = itertools.count()
         self._next_expiry_check: int | None = None
+        self._init_consumer_protocol(
+            consumer_session_timeout_ms, consumer_heartbeat_interval_ms, consumer_assignors)
 
     # --- JoinGroup -------------------------------------------------------------------
 
@@ -196,6 +211,17 @@ class GroupCoordinator:
             protocol_type, [(name, bytes(metadata)) for name, metadata in protocols],
             supports_skip_assignment, f"client reason: {reason or 'not provided'}", token,
         )
+        cg = self.consumer_groups.get(group_id)
+        if cg is not None:
+            if cg.members:
+                # A live KIP-848 group: classic members cannot join it (no online
+                # migration here).
+                fx.respond(token, JoinResult(INCONSISTENT_GROUP_PROTOCOL, member_id=member_id))
+                return fx
+            # An empty consumer group becomes a classic one, offsets and all (as Kafka).
+            del self.consumer_groups[group_id]
+            self.groups[group_id] = Group(group_id, now_ms)
+            self.groups[group_id].offsets = cg.offsets
         group = self.groups.get(group_id)
         if group is None:
             if member_id != UNKNOWN_MEMBER:
@@ -755,6 +781,16 @@ class GroupCoordinator:
         (-1 or None: the broker's offsets.retention.minutes). The commit time is now."""
         fx = self._effects(now_ms)
         parts = [OffsetCommitRequestPartition(*p) for p in offsets]
+        cg = self.consumer_groups.get(group_id)
+        if cg is not None:
+            # A KIP-848 group: generation_id is the member epoch (OffsetCommit v9+).
+            error = self._validate_consumer_offset_commit(cg, member_id, generation_id)
+            if error is not None:
+                fx.respond(token, self._commit_error(parts, error))
+            else:
+                fx.respond(token, OffsetCommitResult(
+                    self._store_offsets(group_id, cg.offsets, parts, retention_ms, now_ms, fx)))
+            return fx
         group = self.groups.get(group_id)
         if group is None:
             if generation_id >= 0:
@@ -772,6 +808,19 @@ class GroupCoordinator:
         if group.state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE):
             member = group.members[member_id]
             self._set_heartbeat(group, member, now_ms + member.session_timeout_ms)
+        fx.respond(token, OffsetCommitResult(
+            self._store_offsets(group_id, group.offsets, parts, retention_ms, now_ms, fx)))
+        return fx
+
+    def _store_offsets(
+        self,
+        group_id: str,
+        offsets: dict[tuple[str, int], CommittedOffset],
+        parts: list[OffsetCommitRequestPartition],
+        retention_ms: int | None,
+        now_ms: int,
+        fx: Effects,
+    ) -> list[PartitionResult]:
         expire = now_ms + retention_ms if retention_ms is not None and retention_ms >= 0 else -1
         results = []
         for p in parts:
@@ -781,11 +830,10 @@ class GroupCoordinator:
                 results.append(PartitionResult(p.topic, p.partition, OFFSET_METADATA_TOO_LARGE))
                 continue
             committed = CommittedOffset(p.offset, p.leader_epoch, metadata, now_ms, expire)
-            group.offsets[(p.topic, p.partition)] = committed
+            offsets[(p.topic, p.partition)] = committed
             fx.records.append(self._offset_record(group_id, p.topic, p.partition, committed))
             results.append(PartitionResult(p.topic, p.partition, NONE))
-        fx.respond(token, OffsetCommitResult(results))
-        return fx
+        return results
 
     @staticmethod
     def _commit_error(parts: list[OffsetCommitRequestPartition], error: int) -> OffsetCommitResult:
@@ -805,13 +853,28 @@ class GroupCoordinator:
         return None if group.is_(GroupState.EMPTY) else UNKNOWN_MEMBER_ID
 
     def fetch_offsets(
-        self, group_id: str, partitions: Iterable[tuple[str, int]] | None = None
+        self,
+        group_id: str,
+        partitions: Iterable[tuple[str, int]] | None = None,
+        *,
+        member_id: str | None = None,
+        member_epoch: int = -1,
     ) -> OffsetFetchResult:
         """OffsetFetch: the committed offsets of ``partitions`` (all the group has when
         None); a partition without one answers offset -1. Answered in any group state:
-        the group may use Kafka only to store offsets."""
-        group = self.groups.get(group_id)
-        offsets = group.offsets if group is not None else {}
+        the group may use Kafka only to store offsets. ``member_id``/``member_epoch``
+        (v9+) are checked for a KIP-848 group when given (a consumer asking for its
+        offsets must be a member at its current epoch)."""
+        cg = self.consumer_groups.get(group_id)
+        if cg is not None:
+            if member_id is not None and member_epoch >= 0:
+                error = self._validate_consumer_member_epoch(cg, member_id, member_epoch)
+                if error is not None:
+                    return OffsetFetchResult(error, [])
+            offsets = cg.offsets
+        else:
+            group = self.groups.get(group_id)
+            offsets = group.offsets if group is not None else {}
         if partitions is None:
             keys = sorted(offsets)
         else:
@@ -845,6 +908,18 @@ class GroupCoordinator:
         group = self.groups.get(group_id) if group_id else None
         if not group_id:
             fx.respond(token, OffsetDeleteResult(INVALID_GROUP_ID))
+            return fx
+        cg = self.consumer_groups.get(group_id)
+        if cg is not None:
+            results = [
+                PartitionResult(t, p, GROUP_SUBSCRIBED_TO_TOPIC if cg.is_subscribed_to(t)
+                                else NONE)
+                for t, p in wanted
+            ]
+            self._remove_consumer_offsets(
+                cg, [(r.topic, r.partition) for r in results if r.error_code == NONE],
+                now_ms, fx)
+            fx.respond(token, OffsetDeleteResult(NONE, results))
             return fx
         if group is None:
             fx.respond(token, OffsetDeleteResult(GROUP_ID_NOT_FOUND))
@@ -888,6 +963,19 @@ class GroupCoordinator:
                     Record(group.group_id, ot.encode_group_metadata_key(group.group_id), None)
                 )
 
+    def _remove_consumer_offsets(
+        self, group: Any, keys: Iterable[tuple[str, int]], now_ms: int, fx: Effects
+    ) -> None:
+        """Tombstone offsets of a KIP-848 group; an empty one left without offsets goes."""
+        for key in keys:
+            if group.offsets.pop(key, None) is not None:
+                fx.records.append(Record(
+                    group.group_id, ot.encode_offset_commit_key(group.group_id, *key), None
+                ))
+        if (not group.members and not group.offsets
+                and self.consumer_groups.get(group.group_id) is group):
+            del self.consumer_groups[group.group_id]
+
     def expire_offsets(self, now_ms: int) -> Effects:
         """offsets.retention.minutes: drop offsets nobody will come back for, and the
         empty groups left without offsets. ``tick`` runs this every
@@ -895,6 +983,18 @@ class GroupCoordinator:
         fx = Effects()
         for group in list(self.groups.values()):
             self._remove_offsets(group, self._expired_offsets(group, now_ms), now_ms, fx)
+        for cg in list(self.consumer_groups.values()):
+            expired = []
+            for key, committed in cg.offsets.items():
+                if cg.members and cg.is_subscribed_to(key[0]):
+                    continue  # in use (KIP-211)
+                base = cg.state_timestamp if not cg.members else committed.commit_timestamp
+                if committed.expire_timestamp >= 0:
+                    if now_ms >= committed.expire_timestamp:
+                        expired.append(key)
+                elif now_ms - base >= self.offsets_retention_ms:
+                    expired.append(key)
+            self._remove_consumer_offsets(cg, expired, now_ms, fx)
         return fx
 
     def _expired_offsets(self, group: Group, now_ms: int) -> list[tuple[str, int]]:
@@ -934,7 +1034,15 @@ class GroupCoordinator:
         results = []
         for group_id in group_ids:
             group = self.groups.get(group_id)
-            if group is None:
+            cg = self.consumer_groups.get(group_id)
+            if cg is not None:
+                if cg.members:
+                    results.append(DeletedGroup(group_id, NON_EMPTY_GROUP))
+                else:
+                    self._remove_consumer_offsets(cg, list(cg.offsets), now_ms, fx)
+                    self.consumer_groups.pop(group_id, None)
+                    results.append(DeletedGroup(group_id, NONE))
+            elif group is None:
                 results.append(DeletedGroup(group_id, GROUP_ID_NOT_FOUND))
             elif group.is_(GroupState.EMPTY):
                 group.transition(GroupState.DEAD, now_ms)
@@ -948,11 +1056,17 @@ class GroupCoordinator:
     def list_groups(self, states_filter: Iterable[str] | None = None) -> list[GroupOverview]:
         """ListGroups; ``states_filter`` (v4+, KIP-518) matches state names ignoring case."""
         wanted = {s.lower() for s in states_filter or ()}
-        return [
+        classic = [
             GroupOverview(g.group_id, g.protocol_type or "", g.state.value)
             for g in self.groups.values()
             if not wanted or g.state.value.lower() in wanted
         ]
+        consumer = [
+            GroupOverview(g.group_id, "consumer", g.state.value, "consumer")
+            for g in self.consumer_groups.values()
+            if not wanted or g.state.value.lower() in wanted
+        ]
+        return classic + consumer
 
     def describe_groups(
         self, group_ids: Iterable[str], *, not_found_error: bool = False
@@ -963,6 +1077,12 @@ class GroupCoordinator:
         out = []
         for group_id in group_ids:
             group = self.groups.get(group_id)
+            if group_id in self.consumer_groups:
+                # Kafka: "Group X is not a classic group."; described as Dead before v6.
+                error = GROUP_ID_NOT_FOUND if not_found_error else NONE
+                out.append(GroupDescription(error, group_id, ConsumerGroupState.DEAD.value,
+                                            "", ""))
+                continue
             if group is None:
                 error = GROUP_ID_NOT_FOUND if not_found_error else NONE
                 out.append(GroupDescription(error, group_id, GroupState.DEAD.value, "", ""))
@@ -1008,6 +1128,9 @@ class GroupCoordinator:
                 self._schedule_expiry(at)
                 continue
             assert group is not None
+            if kind in (CG_SESSION, CG_REBALANCE):
+                self._on_consumer_timer(kind, group, member_id, at)  # type: ignore[arg-type]
+                continue
             if kind == _HEARTBEAT:
                 self._on_heartbeat_deadline(group, group.members[member_id], at, fx)
             elif kind == _PENDING:
@@ -1034,11 +1157,14 @@ class GroupCoordinator:
             group, member, now_ms, fx, f"member {member.member_id}'s session expired"
         )
 
-    def _is_current(self, entry: tuple[int, int, str, Group | None, str]) -> bool:
+    def _is_current(self, entry: tuple[int, int, str, Any, str]) -> bool:
         deadline, _, kind, group, member_id = entry
         if kind == _EXPIRY:
             return self._next_expiry_check == deadline
         assert group is not None
+        if kind in (CG_SESSION, CG_REBALANCE):
+            return self._consumer_timer_is_current(
+                kind, group, member_id, deadline)  # type: ignore[arg-type]
         if self.groups.get(group.group_id) is not group:
             return False
         if kind == _HEARTBEAT:
@@ -1050,7 +1176,7 @@ class GroupCoordinator:
             return group.join_deadline == deadline and group.is_(GroupState.PREPARING_REBALANCE)
         return group.sync_deadline == deadline
 
-    def _schedule(self, deadline: int, kind: str, group: Group | None, member_id: str = "") -> None:
+    def _schedule(self, deadline: int, kind: str, group: Any, member_id: str = "") -> None:
         heapq.heappush(self._timers, (deadline, next(self._seq), kind, group, member_id))
 
     def _set_heartbeat(self, group: Group, member: Member, deadline: int) -> None:

@@ -8,6 +8,7 @@ JoinGroup/SyncGroup/... response of whatever version was asked for.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -26,6 +27,13 @@ MEMBER_ID_REQUIRED = 79
 GROUP_MAX_SIZE_REACHED = 81
 FENCED_INSTANCE_ID = 82
 GROUP_SUBSCRIBED_TO_TOPIC = 86
+INVALID_REQUEST = 42
+# KIP-848's
+FENCED_MEMBER_EPOCH = 110
+UNRELEASED_INSTANCE_ID = 111
+UNSUPPORTED_ASSIGNOR = 112
+STALE_MEMBER_EPOCH = 113
+INVALID_REGULAR_EXPRESSION = 128
 
 UNKNOWN_MEMBER = ""  # JoinGroupRequest.UNKNOWN_MEMBER_ID: "no member id yet"
 NO_GENERATION = -1
@@ -172,6 +180,7 @@ class GroupOverview(NamedTuple):
     group_id: str
     protocol_type: str
     state: str
+    group_type: str = "classic"  # ListGroups v5: "consumer" for KIP-848 groups
 
 
 class MemberDescription(NamedTuple):
@@ -191,3 +200,50 @@ class GroupDescription:
     protocol_type: str
     protocol_name: str
     members: list[MemberDescription] = field(default_factory=list)
+
+
+# --- KIP-848 consumer groups -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerHeartbeatResult:
+    """ConsumerGroupHeartbeat's answer. ``assignment`` (topic id -> partitions) is None
+    when the member's assignment is unchanged and it did not send a full request."""
+
+    error_code: int
+    error_message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    assignment: dict[uuid.UUID, list[int]] | None = None
+
+
+class DescribedPartitions(NamedTuple):
+    topic_id: uuid.UUID
+    topic_name: str
+    partitions: list[int]
+
+
+class ConsumerMemberDescription(NamedTuple):
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    member_epoch: int
+    client_id: str
+    client_host: str
+    subscribed_topic_names: list[str]
+    subscribed_topic_regex: str | None
+    assignment: list[DescribedPartitions]
+    target_assignment: list[DescribedPartitions]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupDescription:
+    error_code: int
+    group_id: str
+    error_message: str | None = None
+    state: str = "Dead"
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    assignor_name: str = ""
+    members: list[ConsumerMemberDescription] = field(default_factory=list)

@@ -53,6 +53,14 @@ def _bool(name: str, raw: Any) -> bool:
     raise ConfigError(f"{name} must be true or false, got {raw!r}")
 
 
+def _assignors(name: str, raw: Any) -> str:
+    names = [a.strip() for a in str(raw).split(",") if a.strip()]
+    unknown = [a for a in names if a not in ("uniform", "range")]
+    if not names or unknown:
+        raise ConfigError(f"{name} must list assignors among uniform, range; got {raw!r}")
+    return ",".join(names)
+
+
 def _float(name: str, raw: Any) -> float:
     try:
         return float(raw)
@@ -141,6 +149,12 @@ _SETTINGS = [
     Setting("group.max.session.timeout.ms", 1800000, _int(0),
             "longest session a member may ask for"),
     Setting("group.max.size", 2147483647, _int(1), "members per group"),
+    Setting("group.consumer.session.timeout.ms", 45000, _int(1),
+            "KIP-848 consumer groups: a member silent this long is removed"),
+    Setting("group.consumer.heartbeat.interval.ms", 5000, _int(1),
+            "KIP-848 consumer groups: how often members are told to heartbeat"),
+    Setting("group.consumer.assignors", "uniform,range", _assignors,
+            "KIP-848 server-side assignors (uniform, range); the first is the default"),
     Setting("offset.metadata.max.bytes", 4096, _int(0),
             "longest metadata string of a committed offset"),
 ]

@@ -100,6 +100,9 @@ class GroupRuntime:
             offset_metadata_max_bytes=cfg["offset.metadata.max.bytes"],
             offsets_retention_ms=cfg["offsets.retention.minutes"] * 60_000,
             offsets_retention_check_interval_ms=cfg["offsets.retention.check.interval.ms"],
+            consumer_session_timeout_ms=cfg["group.consumer.session.timeout.ms"],
+            consumer_heartbeat_interval_ms=cfg["group.consumer.heartbeat.interval.ms"],
+            consumer_assignors=cfg["group.consumer.assignors"].split(","),
         )
         self.num_partitions: int = cfg["offsets.topic.num.partitions"]
         self.closed = False

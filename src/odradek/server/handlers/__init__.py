@@ -3,6 +3,7 @@
 from odradek.server.handlers import (
     admin,
     api_versions,
+    consumer_groups,
     coordinator,
     fetch,
     groups,
@@ -36,5 +37,6 @@ HANDLERS: dict[int, Api] = {
         admin.DESCRIBE_LOG_DIRS,
         admin.DESCRIBE_CLUSTER,
         *groups.APIS,
+        *consumer_groups.APIS,
     )
 }

@@ -19,11 +19,13 @@ versions, from Kafka's request schemas:
 - OffsetFetch v2+ may ask for every offset of the group (topics null); v8+ ask for several
   groups at once. v9's member id and epoch belong to KIP-848 groups; a classic group has
   neither, and they are ignored.
-- ListGroups v4+ filter by state, v5+ by type (every group here is ``classic``);
-  DescribeGroups v6+ answers GROUP_ID_NOT_FOUND for an unknown group (before: Dead).
+- ListGroups v4+ filter by state, v5+ by type (``classic`` or ``consumer``, the KIP-848
+  groups of ``consumer_groups.py``); DescribeGroups v6+ answers GROUP_ID_NOT_FOUND for an
+  unknown group (before: Dead), and for a KIP-848 group, which it cannot describe.
+- OffsetCommit v9 carries a KIP-848 member's epoch in generation_id_or_member_epoch and
+  OffsetFetch v9 its member id and epoch: for a ``consumer`` group they must be current.
 
-Not served: versions that only KIP-848 groups can use (OffsetCommit/OffsetFetch v10 with
-topic ids), ConsumerGroupHeartbeat and ConsumerGroupDescribe.
+Not served: versions that need topic ids (OffsetCommit/OffsetFetch v10).
 """
 
 from __future__ import annotations
@@ -208,11 +210,13 @@ def _fetched(p: r.FetchedOffset) -> dict[str, Any]:
             "error_code": p.error_code}
 
 
-def _fetch_group(broker: Broker, group_id: str, topics: Any) -> tuple[int, list[dict[str, Any]]]:
+def _fetch_group(broker: Broker, group_id: str, topics: Any, member_id: str | None = None,
+                 member_epoch: int = -1) -> tuple[int, list[dict[str, Any]]]:
     wanted = None if topics is None else [
         (t.name, p) for t in topics for p in t.partition_indexes]
     try:
-        result = _runtime(broker).coordinator.fetch_offsets(group_id, wanted)
+        result = _runtime(broker).coordinator.fetch_offsets(
+            group_id, wanted, member_id=member_id, member_epoch=member_epoch)
     except CoordinatorUnavailable as exc:
         return exc.error_code, []
     return result.error_code, _by_topic(result.partitions, _fetched)
@@ -223,7 +227,9 @@ async def offset_fetch(broker: Broker, request: Request) -> bytes:
     if hasattr(body, "groups"):  # v8+: several groups in one request
         groups = []
         for g in body.groups:
-            error, topics = _fetch_group(broker, g.group_id, g.topics)
+            error, topics = _fetch_group(broker, g.group_id, g.topics,
+                                         getattr(g, "member_id", None),  # v9+
+                                         getattr(g, "member_epoch", -1))
             groups.append({"group_id": g.group_id, "topics": topics, "error_code": error})
         return respond(request, {"throttle_time": 0, "groups": groups})
     error, topics = _fetch_group(broker, body.group_id, body.topics)
@@ -261,12 +267,13 @@ async def list_groups(broker: Broker, request: Request) -> bytes:
         error = 0
     except CoordinatorUnavailable as exc:
         overviews, error = [], exc.error_code
-    if types and CLASSIC not in types:
-        overviews = []
+    if types:
+        overviews = [g for g in overviews if g.group_type in types]
     return respond(request, {
         "throttle_time": 0, "error_code": error,
         "groups": [{"group_id": g.group_id, "protocol_type": g.protocol_type,
-                    "group_state": g.state, "group_type": CLASSIC} for g in overviews],
+                    "group_state": g.state, "group_type": g.group_type}
+                   for g in overviews],
     })
 
 
@@ -279,7 +286,7 @@ async def describe_groups(broker: Broker, request: Request) -> bytes:
         found = [r.GroupDescription(exc.error_code, g, "", "", "") for g in body.groups]
     return respond(request, {"throttle_time": 0, "groups": [
         {"error_code": d.error_code,
-         "error_message": None if not d.error_code else f"group {d.group_id} not found",
+         "error_message": None if not d.error_code else _not_found(broker, d.group_id),
          "group_id": d.group_id, "group_state": d.state, "protocol_type": d.protocol_type,
          "protocol_data": d.protocol_name, "authorized_operations": NOT_REQUESTED,
          "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
@@ -287,6 +294,12 @@ async def describe_groups(broker: Broker, request: Request) -> bytes:
                       "member_metadata": m.metadata, "member_assignment": m.assignment}
                      for m in d.members]}
         for d in found]})
+
+
+def _not_found(broker: Broker, group_id: str) -> str:
+    if broker.groups is not None and group_id in broker.groups.coordinator.consumer_groups:
+        return f"Group {group_id} is not a classic group."  # Kafka's words
+    return f"group {group_id} not found"
 
 
 async def delete_groups(broker: Broker, request: Request) -> bytes:

@@ -39,14 +39,18 @@ async def handle(broker: Broker, request: Request) -> bytes:
     assert broker.metadata is not None
     requested = body.topics
     if requested is None or (request.api_version == 0 and not requested):
-        names = sorted(broker.metadata.topics)
+        names: list[str | None] = list(sorted(broker.metadata.topics))
     else:
-        names = [t.name for t in requested]
+        # v10+ may name a topic by id only (KIP-516): KIP-848 consumers resolve the
+        # topic ids of their assignment this way.
+        by_id = {t.topic_id: t.name for t in broker.metadata.topics.values()}
+        names = [t.name if t.name is not None else by_id.get(getattr(t, "topic_id", None))
+                 for t in requested]
     auto_create = broker.config["auto.create.topics.enable"] and getattr(
         body, "allow_auto_topic_creation", True)
     topics = []
     for name in names:
-        if name is None:  # v10+ may name topics by id only
+        if name is None:  # an id we do not know
             topics.append({"error_code": 100, "name": None, "partitions": []})
             continue
         topic = broker.topic(name)

@@ -1,0 +1,105 @@
+"""Consumer groups of the next-generation protocol (KIP-848): ConsumerGroupHeartbeat (68)
+and ConsumerGroupDescribe (69), for clients that opt in (librdkafka
+``group.protocol=consumer``, the Java client's ``group.protocol=consumer``).
+
+The assignment is computed by the coordinator (``coordinator/consumer_protocol.py``)
+from the broker's topic metadata, handed over with every heartbeat: a topic created or
+given partitions is seen at the members' next heartbeat. Partitions travel by topic id,
+so a client resolves them with Metadata by topic id (served by the Metadata handler).
+
+Versions: ConsumerGroupHeartbeat v0 (the coordinator names a joining member) and v1
+(the client names itself, and may subscribe by regular expression); ConsumerGroupDescribe
+v0-v1 (v1 adds nothing this broker fills: member type).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from odradek.coordinator import results as r
+from odradek.coordinator.consumer_group import TopicInfo
+from odradek.protocol.codec import Request
+from odradek.protocol.messages import ms
+from odradek.server.groups import CoordinatorUnavailable
+from odradek.server.handlers.base import Api, respond
+from odradek.server.handlers.groups import NOT_REQUESTED, _client_host, _runtime
+
+if TYPE_CHECKING:
+    from odradek.server.broker import Broker
+
+
+def topic_metadata(broker: Broker) -> dict[str, TopicInfo]:
+    """What the assignors may hand out: every topic but the internal ones."""
+    assert broker.metadata is not None
+    return {name: TopicInfo(t.topic_id, t.partitions)
+            for name, t in broker.metadata.topics.items() if not t.internal}
+
+
+async def consumer_group_heartbeat(broker: Broker, request: Request) -> bytes:
+    body = request.body
+    owned = None if body.topic_partitions is None else [
+        (tp.topic_id, list(tp.partitions)) for tp in body.topic_partitions]
+    timeout = body.rebalance_timeout
+    rebalance_ms = -1 if timeout is None else ms(timeout, -1)
+    try:
+        runtime = _runtime(broker)
+        topics = topic_metadata(broker)
+        result: r.ConsumerHeartbeatResult = await runtime.call(
+            lambda token, now: runtime.coordinator.consumer_heartbeat(
+                body.group_id, body.member_id, body.member_epoch,
+                instance_id=body.instance_id, rack_id=body.rack_id,
+                rebalance_timeout_ms=rebalance_ms,
+                subscribed_topic_names=body.subscribed_topic_names,
+                subscribed_topic_regex=getattr(body, "subscribed_topic_regex", None),
+                server_assignor=body.server_assignor, owned=owned,
+                client_id=request.client_id or "", client_host=_client_host(broker),
+                member_id_from_client=request.api_version >= 1, topics=topics,
+                token=token, now_ms=now))
+    except CoordinatorUnavailable as exc:
+        result = r.ConsumerHeartbeatResult(exc.error_code, str(exc))
+    assignment = None
+    if result.assignment is not None:
+        assignment = {"topic_partitions": [
+            {"topic_id": tid, "partitions": parts} for tid, parts in result.assignment.items()]}
+    return respond(request, {
+        "throttle_time": 0, "error_code": result.error_code,
+        "error_message": result.error_message, "member_id": result.member_id,
+        "member_epoch": result.member_epoch,
+        "heartbeat_interval": result.heartbeat_interval_ms, "assignment": assignment,
+    })
+
+
+def _partitions(described: list[r.DescribedPartitions]) -> dict[str, Any]:
+    return {"topic_partitions": [
+        {"topic_id": d.topic_id, "topic_name": d.topic_name, "partitions": d.partitions}
+        for d in described]}
+
+
+async def consumer_group_describe(broker: Broker, request: Request) -> bytes:
+    body = request.body
+    try:
+        found = _runtime(broker).coordinator.consumer_group_describe(body.group_ids)
+    except CoordinatorUnavailable as exc:
+        found = [r.ConsumerGroupDescription(exc.error_code, g, str(exc))
+                 for g in body.group_ids]
+    return respond(request, {"throttle_time": 0, "groups": [
+        {"error_code": d.error_code, "error_message": d.error_message,
+         "group_id": d.group_id, "group_state": d.state, "group_epoch": d.group_epoch,
+         "assignment_epoch": d.assignment_epoch, "assignor_name": d.assignor_name,
+         "authorized_operations": NOT_REQUESTED,
+         "members": [{
+             "member_id": m.member_id, "instance_id": m.instance_id, "rack_id": m.rack_id,
+             "member_epoch": m.member_epoch, "client_id": m.client_id,
+             "client_host": m.client_host, "subscribed_topic_names": m.subscribed_topic_names,
+             "subscribed_topic_regex": m.subscribed_topic_regex,
+             "assignment": _partitions(m.assignment),
+             "target_assignment": _partitions(m.target_assignment),
+             "member_type": 1,  # v1: 1 = consumer protocol member (0 would be classic)
+         } for m in d.members]}
+        for d in found]})
+
+
+CONSUMER_GROUP_HEARTBEAT = Api(68, "ConsumerGroupHeartbeat", 0, 1, consumer_group_heartbeat)
+CONSUMER_GROUP_DESCRIBE = Api(69, "ConsumerGroupDescribe", 0, 1, consumer_group_describe)
+
+APIS = (CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE)
