@@ -1,0 +1,133 @@
+"""KIP-848 consumer groups on the wire: ConsumerGroupHeartbeat (68) and
+ConsumerGroupDescribe (69) at the versions served, topic ids resolved by Metadata,
+offsets checked against member epochs, and the other group APIs' view of such a group."""
+
+from __future__ import annotations
+
+import time
+
+from odradek.testing import running_broker
+from tests.wire import WireClient
+
+from .test_groups import code, create_topic
+
+FAST = {"group.consumer.heartbeat.interval.ms": 200, "group.consumer.session.timeout.ms": 500}
+FENCED_MEMBER_EPOCH = 110
+STALE_MEMBER_EPOCH = 113
+UNKNOWN_MEMBER_ID = 25
+INVALID_REQUEST = 42
+INCONSISTENT_GROUP_PROTOCOL = 23
+GROUP_ID_NOT_FOUND = 69
+
+
+def heartbeat(c: WireClient, version: int, member: str, epoch: int, *, group: str = "g",
+              topics: list[str] | None = None, owned=None, **extra):
+    return c.request(68, version, {
+        "group_id": group, "member_id": member, "member_epoch": epoch,
+        "instance_id": None, "rack_id": None,
+        "rebalance_timeout": 30_000 if epoch == 0 else -1,
+        "subscribed_topic_names": topics, "server_assignor": None,
+        "topic_partitions": owned, **extra})
+
+
+def assigned(response) -> dict:
+    if response.assignment is None:
+        return {}
+    return {tp.topic_id: sorted(tp.partitions) for tp in response.assignment.topic_partitions}
+
+
+def test_api_versions_advertise_both_apis():
+    with running_broker() as node, WireClient(node.port) as c:
+        versions = {k.api_key: (k.min_version, k.max_version)
+                    for k in c.request(18, 3, {"client_software_name": "t",
+                                               "client_software_version": "1"}).api_keys}
+        assert versions[68] == (0, 1) and versions[69] == (0, 1)
+
+
+def test_two_members_share_partitions_revoking_before_assigning():
+    with running_broker(**FAST) as node, WireClient(node.port) as c:
+        create_topic(c, "t", 4)
+        first = heartbeat(c, 1, "m1", 0, topics=["t"], owned=[])
+        assert code(first.error_code) == 0 and first.member_epoch == 1
+        assert first.heartbeat_interval.total_seconds() == 0.2
+        [(topic_id, parts)] = assigned(first).items()
+        assert parts == [0, 1, 2, 3]
+        # Metadata resolves the topic id of the assignment (how librdkafka learns the name).
+        meta = c.request(3, 12, {"topics": [{"topic_id": topic_id, "name": None}],
+                                 "allow_auto_topic_creation": False,
+                                 "include_topic_authorized_operations": False})
+        assert meta.topics[0].name == "t" and code(meta.topics[0].error_code) == 0
+
+        second = heartbeat(c, 1, "m2", 0, topics=["t"], owned=[])
+        assert second.member_epoch == 2 and assigned(second) == {}
+        revoke = heartbeat(c, 1, "m1", 1, owned=[{"topic_id": topic_id,
+                                                  "partitions": [0, 1, 2, 3]}])
+        kept = assigned(revoke)[topic_id]
+        assert revoke.member_epoch == 1 and len(kept) == 2
+        done = heartbeat(c, 1, "m1", 1, owned=[{"topic_id": topic_id, "partitions": kept}])
+        assert done.member_epoch == 2
+        got = heartbeat(c, 1, "m2", 2, owned=[])
+        assert sorted(assigned(got)[topic_id] + kept) == [0, 1, 2, 3]
+
+        described = c.request(69, 0, {"group_ids": ["g", "none"],
+                                      "include_authorized_operations": False})
+        g, none = described.groups
+        assert (g.group_state, g.group_epoch, g.assignment_epoch, g.assignor_name) == (
+            "Stable", 2, 2, "uniform")
+        assert sorted(m.member_id for m in g.members) == ["m1", "m2"]
+        assert {tp.topic_name for m in g.members for tp in m.assignment.topic_partitions} == {
+            "t"}
+        assert code(none.error_code) == GROUP_ID_NOT_FOUND
+
+        listed = c.request(16, 5, {"states_filter": [], "types_filter": ["consumer"]})
+        assert [(x.group_id, x.group_type, x.group_state) for x in listed.groups] == [
+            ("g", "consumer", "Stable")]
+        # DescribeGroups cannot describe it, as in Kafka.
+        assert code(c.request(15, 6, {"groups": ["g"]}).groups[0].error_code) == (
+            GROUP_ID_NOT_FOUND)
+
+        # Offsets: OffsetCommit v9 carries the member epoch; OffsetFetch v9 id and epoch.
+        def commit(member: str, epoch: int) -> int:
+            answer = c.request(8, 9, {
+                "group_id": "g", "generation_id_or_member_epoch": epoch, "member_id": member,
+                "group_instance_id": None, "topics": [{"name": "t", "partitions": [
+                    {"partition_index": kept[0], "committed_offset": 5,
+                     "committed_leader_epoch": -1, "committed_metadata": None}]}]})
+            return code(answer.topics[0].partitions[0].error_code)
+
+        assert commit("m1", 2) == 0
+        assert commit("m1", 1) == STALE_MEMBER_EPOCH
+        assert commit("m1", 3) == FENCED_MEMBER_EPOCH
+        fetched = c.request(9, 9, {"groups": [{
+            "group_id": "g", "member_id": "m1", "member_epoch": 2,
+            "topics": [{"name": "t", "partition_indexes": [kept[0]]}]}],
+            "require_stable": True})
+        assert fetched.groups[0].topics[0].partitions[0].committed_offset == 5
+
+        # A classic member cannot join the live group.
+        joined = c.request(11, 5, {"group_id": "g", "session_timeout": 10_000,
+                                   "rebalance_timeout": 10_000, "member_id": "",
+                                   "protocol_type": "consumer", "protocols": [
+                                       {"name": "range", "metadata": b""}]})
+        assert code(joined.error_code) == INCONSISTENT_GROUP_PROTOCOL
+
+        left = heartbeat(c, 1, "m1", -1)
+        assert code(left.error_code) == 0 and left.member_epoch == -1
+
+
+def test_v0_join_is_given_a_member_id_and_v1_must_bring_one():
+    with running_broker(**FAST) as node, WireClient(node.port) as c:
+        create_topic(c, "t", 1)
+        v0 = heartbeat(c, 0, "", 0, topics=["t"], owned=[])
+        assert code(v0.error_code) == 0 and v0.member_id
+        v1 = heartbeat(c, 1, "", 0, topics=["t"], owned=[])
+        assert code(v1.error_code) == INVALID_REQUEST and v1.error_message
+
+
+def test_a_silent_member_is_removed_when_its_session_ends():
+    with running_broker(**FAST) as node, WireClient(node.port) as c:
+        create_topic(c, "t", 2)
+        heartbeat(c, 1, "quiet", 0, topics=["t"], owned=[])
+        time.sleep(1.0)  # > group.consumer.session.timeout.ms (500 ms)
+        gone = heartbeat(c, 1, "quiet", 1, owned=[])
+        assert code(gone.error_code) == UNKNOWN_MEMBER_ID
