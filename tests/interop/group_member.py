@@ -14,7 +14,8 @@ that vanishes without a word, as a crashed machine does.
 
 Settings: ``client`` confluent | kafka-python | aiokafka; ``strategy`` the assignor
 (client's names); ``session_ms`` the session timeout; ``client_id``; ``instance`` a
-``group.instance.id`` (confluent only).
+``group.instance.id`` (confluent only); ``protocol`` "consumer" for KIP-848's
+``group.protocol=consumer`` (confluent only; ``strategy`` is then the server assignor).
 """
 
 from __future__ import annotations
@@ -50,7 +51,13 @@ def run_confluent(cfg: dict) -> None:
         "enable.auto.commit": True, "auto.commit.interval.ms": 100,
         "enable.auto.offset.store": False, "log_level": 3,
     }
-    if cfg.get("strategy"):
+    if cfg.get("protocol") == "consumer":
+        # KIP-848: the broker assigns and times sessions; the classic-only settings go.
+        conf["group.protocol"] = "consumer"
+        del conf["session.timeout.ms"], conf["heartbeat.interval.ms"]
+        if cfg.get("strategy"):
+            conf["group.remote.assignor"] = cfg["strategy"]
+    elif cfg.get("strategy"):
         conf["partition.assignment.strategy"] = cfg["strategy"]
     if cfg.get("instance"):
         conf["group.instance.id"] = cfg["instance"]  # static membership (KIP-345)
