@@ -395,3 +395,99 @@ def test_range_assignor_gives_consecutive_ranges() -> None:
     topics = {"t": TopicInfo(T, 5)}
     result = assign_range({"a": {"t"}, "b": {"t"}}, topics, {})
     assert result["a"][T] == {0, 1, 2} and result["b"][T] == {3, 4}
+
+
+# --- persistence: Kafka's KIP-848 records in __consumer_offsets ---------------------------
+
+
+def consumer_view(coordinator) -> dict:
+    """What of a KIP-848 group the log must reproduce."""
+    view = {}
+    for gid, g in coordinator.consumer_groups.items():
+        view[gid] = (
+            g.group_epoch, g.assignment_epoch,
+            {mid: (m.instance_id, m.client_id, m.subscribed_topic_names,
+                   m.subscribed_topic_regex, m.rebalance_timeout_ms, m.server_assignor,
+                   m.member_epoch, m.previous_member_epoch, m.state, m.assigned,
+                   m.pending_revocation)
+             for mid, m in g.members.items()},
+            g.target, {k: o.offset for k, o in g.offsets.items()},
+        )
+    return view
+
+
+def test_replay_rebuilds_members_epochs_and_assignments() -> None:
+    from .replay import replay
+
+    c = Cluster()
+    for m in ("a", "b", "c"):
+        c.hb(m, 0, instance_id="I" + m if m == "c" else None, server_assignor="uniform")
+    c.hb("a")  # a is told to revoke: mid-reconciliation state is persisted too
+    token = c.token("commit")
+    c.apply(c.coordinator.commit_offsets(
+        "g", "a", c.epochs["a"], None, [OffsetCommitRequestPartition("t", 1, 9)],
+        token=token, now_ms=c.now))
+    c.hb("c", -2, instance_id="Ic")
+    restarted = replay(c.records, c.now, consumer_session_timeout_ms=SESSION_MS)
+    assert consumer_view(restarted) == consumer_view(c.coordinator)
+    # The members carry on where they were, without rejoining.
+    c.coordinator = restarted
+    c.settle(["a", "b"])
+    c.assert_no_double_owner()
+    # And the static member comes back to its partitions.
+    assert c.hb("c2", 0, instance_id="Ic").error_code == NONE
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_random_lives_replay_to_the_live_state(seed: int) -> None:
+    from .replay import replay
+
+    rng = random.Random(seed)
+    c = Cluster()
+    alive: list[str] = []
+    for step in range(50):
+        roll = rng.random()
+        if roll < 0.2 and len(alive) < 4:
+            alive.append(f"m{step}")
+            c.hb(alive[-1], 0, topics=rng.choice([["t"], ["t", "u"]]))
+        elif roll < 0.3 and alive:
+            c.hb(alive.pop(rng.randrange(len(alive))), -1)
+        elif roll < 0.35:
+            c.advance(SESSION_MS + 1)  # everyone's session ends
+            alive = []
+        elif alive:
+            c.hb(rng.choice(alive))
+        restarted = replay(c.records, c.now, consumer_session_timeout_ms=SESSION_MS)
+        assert consumer_view(restarted) == consumer_view(c.coordinator), step
+
+
+def test_a_deleted_group_stays_deleted_after_replay() -> None:
+    from .replay import replay
+
+    c = Cluster()
+    c.hb("a")
+    c.hb("a", -1)
+    token = c.token("delete")
+    c.apply(c.coordinator.delete_groups(["g"], token=token, now_ms=c.now))
+    restarted = replay(c.records, c.now)
+    assert not restarted.consumer_groups and not restarted.groups
+
+
+def test_kip848_value_layouts() -> None:
+    from odradek.coordinator import consumer_records as cr
+    from odradek.coordinator import offsets_topic as ot
+
+    # Keys: int16 version, then classic strings.
+    assert ot.encode_consumer_group_key(8, "g", "m") == b"\x00\x08\x00\x01g\x00\x01m"
+    assert ot.decode_key(b"\x00\x05\x00\x01g\x00\x01m") == ot.ConsumerGroupRecordKey(5, "g", "m")
+    # Values: version 0, flexible: compact lengths, tagged fields after each struct.
+    assert cr.encode_group_metadata(7) == b"\x00\x00\x00\x00\x00\x07\x00"
+    assert cr.encode_target_assignment_member({T: {1, 0}}) == (
+        b"\x00\x00" + b"\x02" + T.bytes + b"\x03" + b"\x00\x00\x00\x00\x00\x00\x00\x01"
+        + b"\x00" + b"\x00")
+    # Tagged fields Kafka 4.x writes (the metadata hash, tag 0) are skipped.
+    assert cr.decode_group_metadata(b"\x00\x00\x00\x00\x00\x07\x01\x00\x08" + bytes(8)) == 7
+    meta = cr.MemberMetadata("i", None, "client", "/h", ("t", "u"), None, 30000, "range")
+    assert cr.decode_member_metadata(cr.encode_member_metadata(meta)) == meta
+    current = cr.CurrentAssignment(3, 2, cr.STATE_UNREVOKED_PARTITIONS, {T: {0}}, {U: {1, 2}})
+    assert cr.decode_current_assignment(cr.encode_current_assignment(current)) == current

@@ -112,5 +112,6 @@ def test_records_of_other_group_types_are_skipped():
     h = Harness()
     h.commit("", -1, [("t", 0, 1)], group="s")
     restarted = replay(h.records, h.now)
-    restarted.load(b"\x00\x03\x00\x01x", b"anything")  # a KIP-848 record
+    restarted.load(b"\x00\x0b\x00\x01x", b"anything")  # a share group's record
     assert set(restarted.groups) == {"s"}
+    assert not restarted.consumer_groups

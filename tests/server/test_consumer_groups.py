@@ -131,3 +131,31 @@ def test_a_silent_member_is_removed_when_its_session_ends():
         time.sleep(1.0)  # > group.consumer.session.timeout.ms (500 ms)
         gone = heartbeat(c, 1, "quiet", 1, owned=[])
         assert code(gone.error_code) == UNKNOWN_MEMBER_ID
+
+
+def test_members_carry_on_through_a_broker_restart(tmp_path):
+    data = str(tmp_path / "data")
+    settings = {"group.consumer.session.timeout.ms": 30_000}
+    with running_broker(data, **settings) as node, WireClient(node.port) as c:
+        create_topic(c, "t", 4)
+        a = heartbeat(c, 1, "a", 0, topics=["t"], owned=[])
+        [(topic_id, _)] = assigned(a).items()
+        heartbeat(c, 1, "b", 0, topics=["t"], owned=[])
+        revoke = heartbeat(c, 1, "a", 1, owned=[{"topic_id": topic_id,
+                                                 "partitions": [0, 1, 2, 3]}])
+        kept = assigned(revoke)[topic_id]
+        heartbeat(c, 1, "a", 1, owned=[{"topic_id": topic_id, "partitions": kept}])
+        b = heartbeat(c, 1, "b", 2, owned=[])
+        b_parts = assigned(b)[topic_id]
+        before = c.request(69, 0, {"group_ids": ["g"], "include_authorized_operations": False})
+    with running_broker(data, **settings) as node, WireClient(node.port) as c:
+        # Same members, same epochs, same partitions: no rejoin needed.
+        beat = heartbeat(c, 1, "b", 2, owned=[{"topic_id": topic_id, "partitions": b_parts}])
+        assert code(beat.error_code) == 0 and beat.member_epoch == 2
+        after = c.request(69, 0, {"group_ids": ["g"], "include_authorized_operations": False})
+        view = [(g.group_epoch, g.assignment_epoch, g.group_state,
+                 sorted((m.member_id, m.member_epoch,
+                         [tuple(tp.partitions) for tp in m.assignment.topic_partitions])
+                        for m in g.members)) for g in (before.groups[0], after.groups[0])]
+        assert view[0] == view[1]
+        assert [x.group_type for x in c.request(16, 5, {}).groups] == ["consumer"]

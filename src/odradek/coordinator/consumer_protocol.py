@@ -17,10 +17,11 @@ of one heartbeat, as in Kafka's GroupMetadataManager.consumerGroupHeartbeat:
 Timers: each member's session (``group.consumer.session.timeout.ms``) and, while it
 has partitions to give up, its rebalance timeout; either removes it from the group.
 
-Departure from Kafka: the group state is not yet written to ``__consumer_offsets`` (only
-offsets are): after a broker restart a consumer group starts empty and its members,
-answered UNKNOWN_MEMBER_ID, rejoin with epoch 0 and get their partitions again; their
-committed offsets are where they resume.
+Persistence: after every operation the group's persistent state is compared with what
+it was before, and the differences become records in Kafka's KIP-848 layouts
+(``consumer_records.py``): member metadata, group epoch, target assignment members and
+epoch, current member assignments, tombstones for members that left and groups that
+are gone. ``load`` replays them; ``finish_load`` gives loaded members a fresh session.
 """
 
 from __future__ import annotations
@@ -28,8 +29,10 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from odradek.coordinator import consumer_records as cr
+from odradek.coordinator import offsets_topic as ot
 from odradek.coordinator.consumer_group import (
     ASSIGNORS,
     DEFAULT_ASSIGNORS,
@@ -45,6 +48,7 @@ from odradek.coordinator.consumer_group import (
     reconcile,
     valid_regex,
 )
+from odradek.coordinator.group import Group
 from odradek.coordinator.results import (
     FENCED_INSTANCE_ID,
     FENCED_MEMBER_EPOCH,
@@ -61,10 +65,8 @@ from odradek.coordinator.results import (
     ConsumerMemberDescription,
     DescribedPartitions,
     Effects,
+    Record,
 )
-
-if TYPE_CHECKING:
-    from odradek.coordinator.group import Group
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +75,18 @@ GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS = 5_000  # group.consumer.heartbeat.interva
 
 CG_SESSION = "consumer-session"
 CG_REBALANCE = "consumer-rebalance"
+
+_STATE_CODES = {
+    MemberState.STABLE: cr.STATE_STABLE,
+    MemberState.UNREVOKED_PARTITIONS: cr.STATE_UNREVOKED_PARTITIONS,
+    MemberState.UNRELEASED_PARTITIONS: cr.STATE_UNRELEASED_PARTITIONS,
+}
+_STATES = {code: state for state, code in _STATE_CODES.items()}
+# A group's persistent state: group epoch, assignment epoch, per member its metadata and
+# current assignment, per member its target assignment.
+_Snapshot = tuple[int, int, dict[str, tuple[cr.MemberMetadata, cr.CurrentAssignment]],
+                  dict[str, Assignment]]
+_EMPTY: _Snapshot = (0, 0, {}, {})
 
 
 class _HeartbeatError(Exception):
@@ -147,6 +161,8 @@ class ConsumerProtocol:
             for tid, parts in owned:
                 owned_map.setdefault(tid, set()).update(parts)
         names = None if subscribed_topic_names is None else tuple(subscribed_topic_names)
+        before = self._cg_snapshot(self.consumer_groups.get(group_id))
+        classic = self.groups.get(group_id)
         try:
             self._validate_heartbeat(group_id, member_id, member_epoch, instance_id,
                                      rebalance_timeout_ms, names, subscribed_topic_regex,
@@ -161,6 +177,10 @@ class ConsumerProtocol:
                     owned_map, client_id, client_host, now_ms)
         except _HeartbeatError as exc:
             result = ConsumerHeartbeatResult(exc.error_code, str(exc))
+        if classic is not None and group_id not in self.groups and classic.generation_id > 0:
+            # The classic group it was made from is gone.
+            fx.records.append(Record(group_id, ot.encode_group_metadata_key(group_id), None))
+        self._cg_records(group_id, before, fx)
         fx.respond(token, result)
         return fx
 
@@ -414,7 +434,8 @@ class ConsumerProtocol:
         return member.rebalance_deadline == deadline
 
     def _on_consumer_timer(self, kind: str, group: ConsumerGroup, member_id: str,
-                           now_ms: int) -> None:
+                           now_ms: int, fx: Effects) -> None:
+        before = self._cg_snapshot(group)
         member = group.members[member_id]
         if kind == CG_SESSION:
             log.info("Member %s of group %s has failed (session expired), removing it",
@@ -423,6 +444,7 @@ class ConsumerProtocol:
             log.info("Member %s of group %s did not revoke its partitions within its "
                      "rebalance timeout, removing it", member_id, group.group_id)
         self._remove_consumer_member(group, member, now_ms)
+        self._cg_records(group.group_id, before, fx)
 
     def consumer_topics_changed(self, topics: Mapping[str, TopicInfo], now_ms: int) -> Effects:
         """The runtime's hook after CreateTopics/CreatePartitions/DeleteTopics: groups
@@ -431,10 +453,154 @@ class ConsumerProtocol:
         fx = self._effects(now_ms)
         self.topics = topics
         for group in self.consumer_groups.values():
+            before = self._cg_snapshot(group)
             if group.members and self._refresh_subscription_metadata(group):
                 group.group_epoch += 1
                 self._compute_target_assignment(group)
+                self._cg_records(group.group_id, before, fx)
         return fx
+
+    # --- persistence -----------------------------------------------------------------
+
+    @staticmethod
+    def _cg_snapshot(group: ConsumerGroup | None) -> _Snapshot:
+        if group is None:
+            return _EMPTY
+        members = {}
+        for mid, m in group.members.items():
+            meta = cr.MemberMetadata(
+                m.instance_id, m.rack_id, m.client_id, m.client_host,
+                tuple(m.subscribed_topic_names), m.subscribed_topic_regex,
+                m.rebalance_timeout_ms, m.server_assignor)
+            current = cr.CurrentAssignment(
+                m.member_epoch, m.previous_member_epoch, _STATE_CODES[m.state],
+                {t: set(p) for t, p in m.assigned.items()},
+                {t: set(p) for t, p in m.pending_revocation.items()})
+            members[mid] = (meta, current)
+        targets = {mid: {t: set(p) for t, p in a.items()} for mid, a in group.target.items()}
+        return group.group_epoch, group.assignment_epoch, members, targets
+
+    def _cg_records(self, group_id: str, before: _Snapshot, fx: Effects) -> None:
+        """Records for what changed in the group since ``before`` (Kafka's order)."""
+        group = self.consumer_groups.get(group_id)
+        if group is None and before is _EMPTY:
+            return
+        epoch0, aepoch0, members0, targets0 = before
+        epoch, aepoch, members, targets = self._cg_snapshot(group)
+        out = fx.records
+
+        def rec(version: int, value: bytes | None, member_id: str | None = None) -> None:
+            out.append(Record(group_id, ot.encode_consumer_group_key(
+                version, group_id, member_id), value))
+
+        for mid in members0.keys() - members.keys():
+            rec(ot.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY, None, mid)
+            rec(ot.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY, None, mid)
+            rec(ot.CONSUMER_GROUP_MEMBER_METADATA_KEY, None, mid)
+        if group is None:
+            # The group is gone.
+            rec(ot.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_KEY, None)
+            rec(ot.CONSUMER_GROUP_METADATA_KEY, None)
+            return
+        for mid, (meta, _) in members.items():
+            old = members0.get(mid)
+            if old is None or old[0] != meta:
+                rec(ot.CONSUMER_GROUP_MEMBER_METADATA_KEY, cr.encode_member_metadata(meta), mid)
+        if epoch != epoch0 or before is _EMPTY:
+            rec(ot.CONSUMER_GROUP_METADATA_KEY, cr.encode_group_metadata(epoch))
+        for mid, target in targets.items():
+            if targets0.get(mid) != target:
+                rec(ot.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY,
+                    cr.encode_target_assignment_member(target), mid)
+        if aepoch != aepoch0:
+            rec(ot.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_KEY,
+                cr.encode_target_assignment_metadata(aepoch))
+        for mid, (_, current) in members.items():
+            old = members0.get(mid)
+            if old is None or old[1] != current:
+                rec(ot.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY,
+                    cr.encode_current_assignment(current), mid)
+
+    def _cg_deleted(self, group_id: str, fx: Effects) -> None:
+        """Tombstones for a consumer group that is gone (or became a classic one)."""
+        for version in (ot.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_KEY,
+                        ot.CONSUMER_GROUP_METADATA_KEY):
+            fx.records.append(Record(
+                group_id, ot.encode_consumer_group_key(version, group_id), None))
+
+    def _load_consumer_record(self, key: ot.ConsumerGroupRecordKey, value: bytes | None
+                              ) -> None:
+        """Replay one KIP-848 record (``GroupCoordinator.load`` dispatches here)."""
+        group = self.consumer_groups.get(key.group)
+        if group is None:
+            if value is None:
+                return
+            group = ConsumerGroup(key.group, 0)
+            classic = self.groups.get(key.group)
+            if classic is not None:
+                # Offsets replayed before the group's own records belong to it.
+                del self.groups[key.group]
+                group.offsets = classic.offsets
+            self.consumer_groups[key.group] = group
+        version, mid = key.version, key.member_id or ""
+        if version == ot.CONSUMER_GROUP_METADATA_KEY:
+            if value is None:
+                del self.consumer_groups[key.group]
+                if group.offsets:
+                    offsets_only = self.groups[key.group] = Group(key.group, now_ms=0)
+                    offsets_only.state_timestamp = None
+                    offsets_only.offsets = group.offsets
+            else:
+                group.group_epoch = cr.decode_group_metadata(value)
+        elif version == ot.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_KEY:
+            if value is not None:
+                group.assignment_epoch = cr.decode_target_assignment_metadata(value)
+        elif version == ot.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY:
+            if value is None:
+                group.target.pop(mid, None)
+            else:
+                group.target[mid] = cr.decode_target_assignment_member(value)
+        elif version == ot.CONSUMER_GROUP_MEMBER_METADATA_KEY:
+            if value is None:
+                group.remove(mid, 0)
+                return
+            meta = cr.decode_member_metadata(value)
+            member = group.members.get(mid)
+            if member is None:
+                member = ConsumerMember(mid)
+                group.add(member)
+            member.instance_id, member.rack_id = meta.instance_id, meta.rack_id
+            if meta.instance_id is not None:
+                group.static_members[meta.instance_id] = mid
+            member.client_id, member.client_host = meta.client_id, meta.client_host
+            member.subscribed_topic_names = meta.subscribed_topic_names
+            member.subscribed_topic_regex = meta.subscribed_topic_regex
+            member.rebalance_timeout_ms = meta.rebalance_timeout_ms
+            member.server_assignor = meta.server_assignor
+        elif version == ot.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY:
+            member = group.members.get(mid)
+            if value is None or member is None:
+                return  # the member's own tombstone follows, or it was never added
+            a = cr.decode_current_assignment(value)
+            member.member_epoch, member.previous_member_epoch = (
+                a.member_epoch, a.previous_member_epoch)
+            member.state = _STATES.get(a.state, MemberState.STABLE)
+            member.assigned, member.pending_revocation = a.assigned, a.pending_revocation
+        # Key 4 (partition metadata) is recomputed from the topics in finish_load.
+
+    def _finish_consumer_load(self, now_ms: int, topics: Mapping[str, TopicInfo] | None
+                              ) -> None:
+        if topics is not None:
+            self.topics = topics
+        for group in self.consumer_groups.values():
+            # The topics cannot have changed while the broker was down (it owns them).
+            self._refresh_subscription_metadata(group)
+            if group.assignor_name == "":
+                group.assignor_name = group.preferred_assignor(self.consumer_assignors)
+            group.state_timestamp = now_ms
+            for member in group.members.values():
+                member.rebalance_deadline = None
+                self._arm_consumer_timers(group, member, now_ms)
 
     # --- offsets ---------------------------------------------------------------------
 

@@ -220,6 +220,7 @@ class GroupCoordinator(ConsumerProtocol):
                 return fx
             # An empty consumer group becomes a classic one, offsets and all (as Kafka).
             del self.consumer_groups[group_id]
+            self._cg_deleted(group_id, fx)
             self.groups[group_id] = Group(group_id, now_ms)
             self.groups[group_id].offsets = cg.offsets
         group = self.groups.get(group_id)
@@ -975,6 +976,7 @@ class GroupCoordinator(ConsumerProtocol):
         if (not group.members and not group.offsets
                 and self.consumer_groups.get(group.group_id) is group):
             del self.consumer_groups[group.group_id]
+            self._cg_deleted(group.group_id, fx)
 
     def expire_offsets(self, now_ms: int) -> Effects:
         """offsets.retention.minutes: drop offsets nobody will come back for, and the
@@ -1129,7 +1131,7 @@ class GroupCoordinator(ConsumerProtocol):
                 continue
             assert group is not None
             if kind in (CG_SESSION, CG_REBALANCE):
-                self._on_consumer_timer(kind, group, member_id, at)  # type: ignore[arg-type]
+                self._on_consumer_timer(kind, group, member_id, at, fx)  # type: ignore[arg-type]
                 continue
             if kind == _HEARTBEAT:
                 self._on_heartbeat_deadline(group, group.members[member_id], at, fx)
@@ -1236,6 +1238,24 @@ class GroupCoordinator(ConsumerProtocol):
         """Replay one ``__consumer_offsets`` record (in log order) into the state.
         Call ``finish_load`` once the partition has been read."""
         k = ot.decode_key(key)
+        if isinstance(k, ot.ConsumerGroupRecordKey):
+            self._load_consumer_record(k, value)
+            return
+        if isinstance(k, ot.OffsetCommitKey) and k.group in self.consumer_groups:
+            cg = self.consumer_groups[k.group]
+            if value is None:
+                cg.offsets.pop((k.topic, k.partition), None)
+            else:
+                v = ot.decode_offset_commit_value(value)
+                cg.offsets[(k.topic, k.partition)] = CommittedOffset(
+                    v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp)
+            return
+        if isinstance(k, ot.GroupMetadataKey) and value is not None and (
+                k.group in self.consumer_groups):
+            # The group became a classic one: its offsets go with it.
+            offsets_only = Group(k.group, now_ms=0)
+            offsets_only.offsets = self.consumer_groups.pop(k.group).offsets
+            self.groups[k.group] = offsets_only
         if isinstance(k, ot.OffsetCommitKey):
             group = self.groups.get(k.group)
             if value is None:
@@ -1286,11 +1306,14 @@ class GroupCoordinator(ConsumerProtocol):
         group.subscribed = group.compute_subscribed_topics()
         return group
 
-    def finish_load(self, now_ms: int) -> Effects:
+    def finish_load(self, now_ms: int, topics: Any = None) -> Effects:
         """After replay: loaded members get a full session from now (they were alive a
         moment ago, and cannot have heartbeated to a coordinator that was loading); a
-        group above group.max.size is rebalanced so members beyond it are turned away."""
+        group above group.max.size is rebalanced so members beyond it are turned away.
+        ``topics`` (name -> TopicInfo) is the broker's topic metadata, which KIP-848
+        groups assign from."""
         fx = self._effects(now_ms)
+        self._finish_consumer_load(now_ms, topics)
         for group in list(self.groups.values()):
             for member in group.members.values():
                 self._set_heartbeat(group, member, now_ms + member.session_timeout_ms)

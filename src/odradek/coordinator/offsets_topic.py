@@ -22,9 +22,18 @@ OFFSETS_TOPIC = "__consumer_offsets"
 DEFAULT_OFFSETS_TOPIC_PARTITIONS = 50
 
 # Key versions: 0 and 1 are both an offset commit key (group, topic, partition); 2 is a
-# group metadata key (group). Higher versions belong to KIP-848 groups and share groups.
+# group metadata key (group); 3-8 are KIP-848 consumer group keys (their values are in
+# ``consumer_records.py``). Higher versions belong to share and streams groups.
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
+CONSUMER_GROUP_METADATA_KEY = 3  # (group) -> group epoch
+CONSUMER_GROUP_PARTITION_METADATA_KEY = 4  # (group) -> subscribed topics' metadata
+CONSUMER_GROUP_MEMBER_METADATA_KEY = 5  # (group, member) -> subscription, client
+CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_KEY = 6  # (group) -> assignment epoch
+CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY = 7  # (group, member) -> target partitions
+CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY = 8  # (group, member) -> epoch, partitions
+_GROUP_LEVEL_KEYS = (3, 4, 6)
+_MEMBER_LEVEL_KEYS = (5, 7, 8)
 # Value versions Kafka 3.x writes: offset commit v3 (with leader epoch), or v1 when the
 # commit carries an explicit expire timestamp (OffsetCommit v2-v4 retention_time_ms);
 # group metadata v3 (with group.instance.id).
@@ -54,6 +63,16 @@ class OffsetCommitKey:
 @dataclass(frozen=True, slots=True)
 class GroupMetadataKey:
     group: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupRecordKey:
+    """A KIP-848 consumer group key: ``version`` (3-8) says which record it is;
+    ``member_id`` is None for the group-level ones (3, 4, 6)."""
+
+    version: int
+    group: str
+    member_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +149,14 @@ def encode_offset_commit_key(group: str, topic: str, partition: int) -> bytes:
 
 def encode_group_metadata_key(group: str) -> bytes:
     return _INT16.pack(GROUP_METADATA_KEY_VERSION) + _string(group)
+
+
+def encode_consumer_group_key(version: int, group: str, member_id: str | None = None) -> bytes:
+    if version in _MEMBER_LEVEL_KEYS:
+        assert member_id is not None
+        return _INT16.pack(version) + _string(group) + _string(member_id)
+    assert version in _GROUP_LEVEL_KEYS and member_id is None
+    return _INT16.pack(version) + _string(group)
 
 
 def encode_offset_commit_value(value: OffsetCommitValue) -> bytes:
@@ -223,15 +250,19 @@ class _Reader:
         return b"" if n == -1 else bytes(self._take(n))
 
 
-def decode_key(data: bytes) -> OffsetCommitKey | GroupMetadataKey | None:
+def decode_key(data: bytes) -> OffsetCommitKey | GroupMetadataKey | ConsumerGroupRecordKey | None:
     """The key of a ``__consumer_offsets`` record; None for key versions this
-    coordinator does not own (KIP-848 consumer groups, share groups)."""
+    coordinator does not own (share and streams groups)."""
     r = _Reader(data)
     version = r.int16()
     if version in (0, 1):
         return OffsetCommitKey(r.string(), r.string(), r.int32())
     if version == 2:
         return GroupMetadataKey(r.string())
+    if version in _GROUP_LEVEL_KEYS:
+        return ConsumerGroupRecordKey(version, r.string())
+    if version in _MEMBER_LEVEL_KEYS:
+        return ConsumerGroupRecordKey(version, r.string(), r.string())
     return None
 
 

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from odradek.coordinator import OFFSETS_TOPIC, Effects, GroupCoordinator, partition_for
+from odradek.coordinator.consumer_group import TopicInfo
 from odradek.coordinator.offsets_topic import OffsetsTopicFormatError
 from odradek.records import builder
 
@@ -84,6 +85,13 @@ class ClientViewOfInternalLog:
         return getattr(self._log, name)
 
 
+def topic_metadata(broker: Broker) -> dict[str, TopicInfo]:
+    """What KIP-848 assignors may hand out: every topic but the internal ones."""
+    assert broker.metadata is not None
+    return {name: TopicInfo(t.topic_id, t.partitions)
+            for name, t in broker.metadata.topics.items() if not t.internal}
+
+
 class GroupRuntime:
     """One ``GroupCoordinator`` and everything it needs to act; lives as long as the
     broker (``start`` before the listener, ``stop`` at ``Broker.stop``)."""
@@ -118,7 +126,7 @@ class GroupRuntime:
         Runs before the broker accepts connections."""
         self._ensure_offsets_topic()
         records = self._replay()
-        self._act(self.coordinator.finish_load(self.clock()))
+        self._act(self.coordinator.finish_load(self.clock(), topic_metadata(self.broker)))
         log.info("loaded %d group(s) from %d record(s) of %s",
                  len(self.coordinator.groups), records, OFFSETS_TOPIC)
         self._timer = asyncio.get_running_loop().create_task(
@@ -237,6 +245,14 @@ class GroupRuntime:
         for partition, records in by_partition.items():
             self._offsets_log(partition).append(builder.build_batch(records), leader_epoch=0)
             self.broker.purgatory.notify((OFFSETS_TOPIC, partition))
+
+    def topics_changed(self) -> None:
+        """After CreateTopics/CreatePartitions/DeleteTopics: KIP-848 groups subscribed to
+        a changed topic get a new target assignment at once (rather than at their next
+        heartbeat, which would also notice)."""
+        if not self.closed:
+            self._act(self.coordinator.consumer_topics_changed(
+                topic_metadata(self.broker), self.clock()))
 
     async def _run_timers(self) -> None:
         while True:

@@ -17,22 +17,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from odradek.coordinator import results as r
-from odradek.coordinator.consumer_group import TopicInfo
 from odradek.protocol.codec import Request
 from odradek.protocol.messages import ms
-from odradek.server.groups import CoordinatorUnavailable
+from odradek.server.groups import CoordinatorUnavailable, topic_metadata
 from odradek.server.handlers.base import Api, respond
 from odradek.server.handlers.groups import NOT_REQUESTED, _client_host, _runtime
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
-
-
-def topic_metadata(broker: Broker) -> dict[str, TopicInfo]:
-    """What the assignors may hand out: every topic but the internal ones."""
-    assert broker.metadata is not None
-    return {name: TopicInfo(t.topic_id, t.partitions)
-            for name, t in broker.metadata.topics.items() if not t.internal}
 
 
 async def consumer_group_heartbeat(broker: Broker, request: Request) -> bytes:

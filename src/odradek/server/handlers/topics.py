@@ -66,6 +66,7 @@ async def create_topics(broker: Broker, request: Request) -> bytes:
                              for k, v in broker.log_config_for(t.name).to_kafka().items()
                          ] if not validate_only else [])
         results.append(entry)
+    _topics_changed(broker)
     return respond(request, {"throttle_time": 0, "topics": results})
 
 
@@ -103,6 +104,7 @@ async def delete_topics(broker: Broker, request: Request) -> bytes:
             except TopicError as exc:
                 entry.update(error_code=_code(exc.kafka_error), error_message=str(exc))
         results.append(entry)
+    _topics_changed(broker)
     return respond(request, {"throttle_time": 0, "responses": results})
 
 
@@ -126,7 +128,14 @@ async def create_partitions(broker: Broker, request: Request) -> bytes:
         except TopicError as exc:
             entry.update(error_code=_code(exc.kafka_error), error_message=str(exc))
         results.append(entry)
+    _topics_changed(broker)
     return respond(request, {"throttle_time": 0, "results": results})
+
+
+def _topics_changed(broker: Broker) -> None:
+    """KIP-848 groups assign from topic metadata: tell them it may have changed."""
+    if broker.groups is not None:
+        broker.groups.topics_changed()
 
 
 CREATE_TOPICS = Api(19, "CreateTopics", 2, 7, create_topics)

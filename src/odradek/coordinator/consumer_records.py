@@ -1,0 +1,221 @@
+"""The values of KIP-848 consumer group records in ``__consumer_offsets`` (key versions
+3-8, keys in ``offsets_topic.py``), in Kafka's layouts
+(group-coordinator/src/main/resources/common/message/ConsumerGroup*Value.json).
+
+Every value is version 0 and *flexible* (KIP-482): an int16 version, then compact
+encodings (unsigned varint lengths plus one, 0 for null), uuids as 16 bytes, and a
+tagged-field section after every struct. We write no tagged fields and skip any we read
+(Kafka 4.x adds some: the metadata hash, assignment timestamps).
+
+- ConsumerGroupMetadataValue (3): the group epoch.
+- ConsumerGroupPartitionMetadataValue (4): not written (Kafka 4.1+ stopped too); the
+  subscribed topics' metadata is recomputed from the broker's topics after a restart.
+- ConsumerGroupMemberMetadataValue (5): instance id, rack, client id and host, the
+  subscription (names, regex), rebalance timeout, server assignor.
+- ConsumerGroupTargetAssignmentMetadataValue (6): the assignment epoch.
+- ConsumerGroupTargetAssignmentMemberValue (7): a member's target partitions.
+- ConsumerGroupCurrentMemberAssignmentValue (8): member epoch, previous member epoch,
+  state, assigned partitions, partitions pending revocation.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from typing import NamedTuple
+
+from odradek.coordinator.offsets_topic import OffsetsTopicFormatError
+
+Assignment = dict[uuid.UUID, set[int]]
+
+_INT8 = struct.Struct(">b")
+_INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
+VALUE_VERSION = 0
+# Kafka's MemberState codes (org.apache.kafka.coordinator.group.modern.MemberState).
+STATE_STABLE = 0
+STATE_UNREVOKED_PARTITIONS = 1
+STATE_UNRELEASED_PARTITIONS = 2
+
+
+class MemberMetadata(NamedTuple):
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    subscribed_topic_regex: str | None
+    rebalance_timeout_ms: int
+    server_assignor: str | None
+
+
+class CurrentAssignment(NamedTuple):
+    member_epoch: int
+    previous_member_epoch: int
+    state: int
+    assigned: Assignment
+    pending_revocation: Assignment
+
+
+# --- writing -----------------------------------------------------------------------------
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _string(s: str | None) -> bytes:
+    if s is None:
+        return b"\x00"
+    raw = s.encode()
+    return _uvarint(len(raw) + 1) + raw
+
+
+_NO_TAGS = b"\x00"
+
+
+def _topic_partitions(a: Assignment) -> bytes:
+    out = [_uvarint(len(a) + 1)]
+    for tid in sorted(a, key=str):
+        parts = sorted(a[tid])
+        out.append(tid.bytes + _uvarint(len(parts) + 1)
+                   + b"".join(_INT32.pack(p) for p in parts) + _NO_TAGS)
+    return b"".join(out)
+
+
+def _value(*fields: bytes) -> bytes:
+    return _INT16.pack(VALUE_VERSION) + b"".join(fields) + _NO_TAGS
+
+
+def encode_group_metadata(epoch: int) -> bytes:
+    return _value(_INT32.pack(epoch))
+
+
+def encode_member_metadata(m: MemberMetadata) -> bytes:
+    names = _uvarint(len(m.subscribed_topic_names) + 1) + b"".join(
+        _string(n) for n in m.subscribed_topic_names)
+    return _value(_string(m.instance_id), _string(m.rack_id), _string(m.client_id),
+                  _string(m.client_host), names, _string(m.subscribed_topic_regex),
+                  _INT32.pack(m.rebalance_timeout_ms), _string(m.server_assignor))
+
+
+def encode_target_assignment_metadata(assignment_epoch: int) -> bytes:
+    return _value(_INT32.pack(assignment_epoch))
+
+
+def encode_target_assignment_member(target: Assignment) -> bytes:
+    return _value(_topic_partitions(target))
+
+
+def encode_current_assignment(a: CurrentAssignment) -> bytes:
+    return _value(_INT32.pack(a.member_epoch), _INT32.pack(a.previous_member_epoch),
+                  _INT8.pack(a.state), _topic_partitions(a.assigned),
+                  _topic_partitions(a.pending_revocation))
+
+
+# --- reading -----------------------------------------------------------------------------
+
+class _Reader:
+    __slots__ = ("data", "pos")
+
+    def __init__(self, data: bytes) -> None:
+        self.data = bytes(data)
+        self.pos = 0
+        version = self.fixed(_INT16)
+        if version != VALUE_VERSION:
+            raise OffsetsTopicFormatError(f"unsupported consumer group value version {version}")
+
+    def take(self, n: int) -> bytes:
+        if n < 0 or self.pos + n > len(self.data):
+            raise OffsetsTopicFormatError(
+                f"record ends at byte {len(self.data)}, wanted {n} more at {self.pos}")
+        out = self.data[self.pos:self.pos + n]
+        self.pos += n
+        return out
+
+    def fixed(self, s: struct.Struct) -> int:
+        return s.unpack(self.take(s.size))[0]
+
+    def uvarint(self) -> int:
+        shift = result = 0
+        while True:
+            b = self.take(1)[0]
+            result |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return result
+            shift += 7
+            if shift > 63:
+                raise OffsetsTopicFormatError("varint too long")
+
+    def count(self) -> int:
+        n = self.uvarint() - 1
+        if n > len(self.data):
+            raise OffsetsTopicFormatError(f"bad array length {n}")
+        return n
+
+    def string(self) -> str | None:
+        n = self.uvarint()
+        if n == 0:
+            return None
+        try:
+            return self.take(n - 1).decode()
+        except UnicodeDecodeError as e:
+            raise OffsetsTopicFormatError(f"string is not UTF-8: {e}") from None
+
+    def tags(self) -> None:
+        for _ in range(self.uvarint()):
+            self.uvarint()  # tag
+            self.take(self.uvarint())
+
+    def topic_partitions(self) -> Assignment:
+        out: Assignment = {}
+        for _ in range(max(self.count(), 0)):
+            tid = uuid.UUID(bytes=self.take(16))
+            out[tid] = {self.fixed(_INT32) for _ in range(max(self.count(), 0))}
+            self.tags()
+        return out
+
+
+def decode_group_metadata(data: bytes) -> int:
+    r = _Reader(data)
+    epoch = r.fixed(_INT32)
+    r.tags()
+    return epoch
+
+
+def decode_member_metadata(data: bytes) -> MemberMetadata:
+    r = _Reader(data)
+    instance_id, rack_id = r.string(), r.string()
+    client_id, client_host = r.string() or "", r.string() or ""
+    names = tuple(r.string() or "" for _ in range(max(r.count(), 0)))
+    regex = r.string()
+    timeout = r.fixed(_INT32)
+    assignor = r.string()
+    r.tags()
+    return MemberMetadata(instance_id, rack_id, client_id, client_host, names, regex, timeout,
+                          assignor)
+
+
+def decode_target_assignment_metadata(data: bytes) -> int:
+    return decode_group_metadata(data)  # the same shape: one int32
+
+
+def decode_target_assignment_member(data: bytes) -> Assignment:
+    r = _Reader(data)
+    target = r.topic_partitions()
+    r.tags()
+    return target
+
+
+def decode_current_assignment(data: bytes) -> CurrentAssignment:
+    r = _Reader(data)
+    epoch, previous = r.fixed(_INT32), r.fixed(_INT32)
+    state = r.fixed(_INT8)
+    assigned = r.topic_partitions()
+    pending = r.topic_partitions()
+    r.tags()
+    return CurrentAssignment(epoch, previous, state, assigned, pending)
