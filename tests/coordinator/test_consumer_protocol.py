@@ -293,6 +293,9 @@ def test_static_member_leaving_with_minus_two_gets_its_partitions_back_under_a_n
     assert c.coordinator.consumer_groups["g"].group_epoch == epoch
     back = c.hb("a2", 0, instance_id="A")
     assert back.error_code == NONE and parts(back.assignment) == a_parts
+    group = c.coordinator.consumer_groups["g"]
+    assert group.target["a2"] == {T: a_parts} and "a1" not in group.target
+    assert group.group_epoch == epoch
     assert c.hb("a1", instance_id="A").error_code in (UNKNOWN_MEMBER_ID,)
 
 

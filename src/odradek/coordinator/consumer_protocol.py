@@ -330,10 +330,10 @@ class ConsumerProtocol:
                         "present in the consumer group."))
                 # KIP-345 under KIP-848: the restarted instance takes the place of the
                 # one that left with epoch -2, assignment and epoch included.
-                group.remove(current_id, 0)
+                target = group.target.pop(current_id, None)
+                group.remove(current_id, group.state_timestamp)
                 current.member_id = member_id
                 current.member_epoch = current.previous_member_epoch
-                target = group.target.pop(current_id, None)
                 group.add(current)
                 if target is not None:
                     group.target[member_id] = target
