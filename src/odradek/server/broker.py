@@ -12,6 +12,7 @@ import asyncio
 import logging
 import os
 import socket
+import time
 from collections.abc import Awaitable, Callable
 
 from odradek.coordinator import OFFSETS_TOPIC
@@ -56,6 +57,7 @@ class Broker:
         self.groups: GroupRuntime | None = None  # consumer groups, from start()
         self._server: asyncio.Server | None = None
         self._connections: dict[asyncio.Task[None], Connection] = {}
+        self._idle_sweep: asyncio.Task[None] | None = None
         self.host = config.host
         self.port = config.port
         self.fetch_sessions = FetchSessionCache()  # KIP-227 sessions of this broker
@@ -87,6 +89,7 @@ class Broker:
             self.groups.start()
             self._server = await asyncio.get_running_loop().create_server(
                 lambda: Connection(self), cfg.host, cfg.port, reuse_address=True)
+            self._idle_sweep = asyncio.get_running_loop().create_task(self._close_idle())
         except BaseException:
             if self.groups is not None:
                 await self.groups.stop()
@@ -104,6 +107,8 @@ class Broker:
         self.stopping = True
         if self._server is not None:
             self._server.close()
+        if self._idle_sweep is not None:
+            self._idle_sweep.cancel()
         self.purgatory.wake_all()
         if self.groups is not None:
             await self.groups.stop()  # answers parked joins and syncs at once
@@ -124,6 +129,17 @@ class Broker:
         if self.logs is not None:
             self.logs.close()
         log.info("stopped; logs flushed and closed")
+
+    async def _close_idle(self) -> None:
+        """Close connections idle for connections.max.idle.ms: one sweep a second (or
+        four per idle period, if shorter) instead of a timer per read."""
+        idle_s = self.config["connections.max.idle.ms"] / 1000
+        interval = min(1.0, idle_s / 4)
+        while not self.stopping:
+            await asyncio.sleep(interval)
+            now = time.monotonic()
+            for conn in list(self._connections.values()):
+                conn.close_if_idle(now)
 
     def accept(self, conn: Connection) -> asyncio.Task[None] | None:
         """Start the request loop of a connection just made (its protocol calls this)."""

@@ -22,6 +22,7 @@ import asyncio
 import logging
 import os
 import socket
+import time
 from typing import TYPE_CHECKING
 
 from odradek.protocol.codec import (
@@ -72,6 +73,13 @@ class Connection(asyncio.BufferedProtocol):
         self._reading_paused = False
         self._eof = False
         self._lost = False
+        self._sock_fd = -1  # for sendfile straight to the socket
+        # Idle detection without a timer per wait: reads are counted, and the broker's
+        # sweep (reap_idle) closes a connection whose count has not moved for
+        # connections.max.idle.ms while it had no request in progress.
+        self.reads = 0
+        self._reads_seen = 0
+        self._quiet_since = time.monotonic()
 
     # --- asyncio.BufferedProtocol --------------------------------------------------------
 
@@ -83,12 +91,14 @@ class Connection(asyncio.BufferedProtocol):
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._sock_fd = sock.fileno() if sock is not None else -1
         self.task = self.broker.accept(self)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self.decoder.get_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
+        self.reads += 1
         decoder = self.decoder
         decoder.buffer_updated(nbytes)
         if decoder.queued or decoder.error is not None:
@@ -129,15 +139,14 @@ class Connection(asyncio.BufferedProtocol):
                     if self._eof or self._lost:
                         return
                     self._resume_reading()
-                    if not await self._wait_for_input():
-                        log.info("%s: idle for %.0f s, closing", self.peer, self.idle_s)
-                        return
+                    await self._wait_for_input()
                     continue
                 self.in_request = True
                 try:
                     await self._handle(frame)
                 finally:
                     self.in_request = False
+                    decoder.recycle(frame)
         except FrameError as exc:
             log.warning("%s: closing connection: %s", self.peer, exc)
         except ConnectionClosed as exc:
@@ -160,17 +169,26 @@ class Connection(asyncio.BufferedProtocol):
         else:
             transport.close()
 
-    async def _wait_for_input(self) -> bool:
-        """Wait until a frame, end of input or a framing error arrives; False when the
-        connection stayed idle for connections.max.idle.ms."""
+    async def _wait_for_input(self) -> None:
+        """Wait until a frame, end of input or a framing error arrives (or the idle sweep
+        closes the connection)."""
         self._input = asyncio.get_running_loop().create_future()
         try:
-            async with asyncio.timeout(self.idle_s):
-                await self._input
-        except TimeoutError:
-            return False
+            await self._input
         finally:
             self._input = None
+
+    def close_if_idle(self, now: float) -> bool:
+        """Close this connection if nothing was received for connections.max.idle.ms and
+        no request is in progress (a parked JoinGroup or long poll is not idleness)."""
+        if self.in_request or self.reads != self._reads_seen:
+            self._reads_seen = self.reads
+            self._quiet_since = now
+            return False
+        if now - self._quiet_since < self.idle_s:
+            return False
+        log.info("%s: idle for %.0f s, closing", self.peer, now - self._quiet_since)
+        self.close()
         return True
 
     def _wake_input(self) -> None:
@@ -188,7 +206,7 @@ class Connection(asyncio.BufferedProtocol):
             self._reading_paused = False
             self.transport.resume_reading()
 
-    async def _handle(self, frame: bytes | bytearray) -> None:
+    async def _handle(self, frame: bytes | memoryview) -> None:
         broker = self.broker
         try:
             request = decode_request(frame, broker.supported)
@@ -220,21 +238,37 @@ class Connection(asyncio.BufferedProtocol):
             transport.write(b"".join(
                 part if isinstance(part, bytes) else _read_region(part) for part in response))
         else:
-            loop = asyncio.get_running_loop()
             for part in response:
                 if isinstance(part, FileRegion):
-                    await self._drain()
-                    # Zero-copy: the kernel moves the bytes from the page cache to the
-                    # socket. The descriptor stays open for file.delete.delay.ms even if
-                    # the segment is deleted meanwhile (see storage.log.FileRegion).
-                    with os.fdopen(part.fd, "rb", buffering=0, closefd=False) as f:
-                        sent = await loop.sendfile(transport, f, part.position, part.length)
-                    if sent != part.length:
-                        raise ConnectionClosed(
-                            f"segment shrank under a fetch ({sent} of {part.length} bytes)")
+                    await self._send_region(part)
                 else:
                     transport.write(part)
         await self._drain()
+
+    async def _send_region(self, region: FileRegion) -> None:
+        """Zero-copy: the kernel moves the bytes from the page cache to the socket. The
+        descriptor stays open for file.delete.delay.ms even if the segment is deleted
+        meanwhile (see storage.log.FileRegion)."""
+        transport = self.transport
+        assert transport is not None
+        sent = 0
+        if self._sock_fd >= 0 and not transport.get_write_buffer_size():
+            # Nothing of ours is queued ahead, so the region may go straight to the socket:
+            # usually it all fits, and asyncio's sendfile (pause reading, wait for an empty
+            # buffer, fstat, resume: ~10 Python calls and 2-4 more system calls) is needed
+            # only for what the socket does not take at once.
+            try:
+                sent = os.sendfile(self._sock_fd, region.fd, region.position, region.length)
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+        if sent < region.length:
+            await self._drain()
+            with os.fdopen(region.fd, "rb", buffering=0, closefd=False) as f:
+                sent += await asyncio.get_running_loop().sendfile(
+                    transport, f, region.position + sent, region.length - sent)
+        if sent != region.length:
+            raise ConnectionClosed(
+                f"segment shrank under a fetch ({sent} of {region.length} bytes)")
 
     async def _drain(self) -> None:
         """Wait while the transport holds more than its high-water mark of unsent bytes."""
