@@ -93,3 +93,26 @@ def test_committed_offsets_resume_after_a_broker_restart(tmp_path):
             assert not set(first) & set(reader.values()), "re-read committed records"
         finally:
             reader.close()
+
+
+def test_a_restarted_static_member_gets_its_partitions_back_and_nobody_else_moves(tmp_path):
+    with start_broker(tmp_path / "data", *BROKER_ARGS) as broker:
+        topic = group = "kip848-static"
+        create_topic(broker.bootstrap, topic, 4)
+        first = member(broker.bootstrap, group, topic, "a", instance="instance-a")
+        other = member(broker.bootstrap, group, topic, "b", instance="instance-b")
+        again = None
+        try:
+            wait_for("two partitions each", lambda: stable([first, other], topic, 4)() and all(
+                len(m.assignment()) == 2 for m in (first, other)))
+            mine, theirs = first.assignment(), other.assignment()
+            revocations = sum(e["e"] == "revoked" for e in other.events)
+            first.close()  # leaves with member epoch -2: its partitions wait for it
+            again = member(broker.bootstrap, group, topic, "a-again", instance="instance-a")
+            wait_for("the same partitions back", lambda: again.assignment() == mine)
+            assert other.assignment() == theirs
+            assert sum(e["e"] == "revoked" for e in other.events) == revocations
+        finally:
+            for m in (first, other, again):
+                if m is not None and m.proc.poll() is None:
+                    m.close()
