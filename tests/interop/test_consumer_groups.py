@@ -116,3 +116,21 @@ def test_a_restarted_static_member_gets_its_partitions_back_and_nobody_else_move
             for m in (first, other, again):
                 if m is not None and m.proc.poll() is None:
                     m.close()
+
+
+def test_a_regex_subscription_is_matched_by_the_broker_including_new_topics(tmp_path):
+    with start_broker(tmp_path / "data", *BROKER_ARGS) as broker:
+        create_topic(broker.bootstrap, "rx-orders", 2)
+        create_topic(broker.bootstrap, "other", 1)
+        reader = Member(broker.bootstrap, "kip848-regex", ["^rx-.*"], name="rx",
+                        protocol="consumer")
+        try:
+            wait_for("the matching topic", lambda: reader.assignment() == {
+                ("rx-orders", 0), ("rx-orders", 1)})
+            create_topic(broker.bootstrap, "rx-payments", 1)
+            wait_for("the new matching topic", lambda: ("rx-payments", 0) in reader.assignment())
+            values = produce(broker.bootstrap, "rx-payments", 1, 10)
+            wait_for("its records", read_everything([reader], values))
+            assert not any(t == "other" for t, _ in reader.assignment())
+        finally:
+            reader.close()
