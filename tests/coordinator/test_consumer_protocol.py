@@ -17,7 +17,6 @@ from odradek.coordinator.consumer_group import (
 from odradek.coordinator.results import (
     FENCED_MEMBER_EPOCH,
     GROUP_ID_NOT_FOUND,
-    INCONSISTENT_GROUP_PROTOCOL,
     INVALID_REQUEST,
     NON_EMPTY_GROUP,
     NONE,
@@ -337,7 +336,7 @@ def test_protocols_do_not_share_a_live_group() -> None:
         "g", "", None, "client", "/h", 10_000, 10_000, "consumer",
         [("range", subscription("t"))], require_known_member_id=True, token=token,
         now_ms=c.now))
-    assert c.answer(token).error_code == INCONSISTENT_GROUP_PROTOCOL
+    assert c.answer(token).error_code == GROUP_ID_NOT_FOUND
     # And a live classic group refuses KIP-848 members.
     token = c.token("join")
     c.apply(c.coordinator.join(

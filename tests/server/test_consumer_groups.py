@@ -16,7 +16,6 @@ FENCED_MEMBER_EPOCH = 110
 STALE_MEMBER_EPOCH = 113
 UNKNOWN_MEMBER_ID = 25
 INVALID_REQUEST = 42
-INCONSISTENT_GROUP_PROTOCOL = 23
 GROUP_ID_NOT_FOUND = 69
 
 
@@ -109,7 +108,7 @@ def test_two_members_share_partitions_revoking_before_assigning():
                                    "rebalance_timeout": 10_000, "member_id": "",
                                    "protocol_type": "consumer", "protocols": [
                                        {"name": "range", "metadata": b""}]})
-        assert code(joined.error_code) == INCONSISTENT_GROUP_PROTOCOL
+        assert code(joined.error_code) == GROUP_ID_NOT_FOUND
 
         left = heartbeat(c, 1, "m1", -1)
         assert code(left.error_code) == 0 and left.member_epoch == -1

@@ -215,8 +215,9 @@ class GroupCoordinator(ConsumerProtocol):
         if cg is not None:
             if cg.members:
                 # A live KIP-848 group: classic members cannot join it (no online
-                # migration here).
-                fx.respond(token, JoinResult(INCONSISTENT_GROUP_PROTOCOL, member_id=member_id))
+                # migration here). Kafka 3.7, which has none either: "Group X is not a
+                # classic group", GROUP_ID_NOT_FOUND.
+                fx.respond(token, JoinResult(GROUP_ID_NOT_FOUND, member_id=member_id))
                 return fx
             # An empty consumer group becomes a classic one, offsets and all (as Kafka).
             del self.consumer_groups[group_id]
