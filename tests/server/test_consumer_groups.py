@@ -158,3 +158,23 @@ def test_members_carry_on_through_a_broker_restart(tmp_path):
                         for m in g.members)) for g in (before.groups[0], after.groups[0])]
         assert view[0] == view[1]
         assert [x.group_type for x in c.request(16, 5, {}).groups] == ["consumer"]
+
+
+def test_new_partitions_get_a_new_target_assignment_at_once():
+    with running_broker(**FAST) as node, WireClient(node.port) as c:
+        create_topic(c, "t", 2)
+        heartbeat(c, 1, "m", 0, topics=["t"], owned=[])
+        grown = c.request(37, 1, {"topics": [{"name": "t", "count": 3, "assignments": None}],
+                                  "timeout": 5000, "validate_only": False})
+        assert code(grown.results[0].error_code) == 0
+        # Before any heartbeat: a new group epoch and a target with the third partition.
+        (g,) = c.request(69, 0, {"group_ids": ["g"],
+                                 "include_authorized_operations": False}).groups
+        assert (g.group_epoch, g.assignment_epoch) == (2, 2)
+        (m,) = g.members
+        assert [list(tp.partitions) for tp in m.target_assignment.topic_partitions] == [
+            [0, 1, 2]]
+        # The member gets it at its next heartbeat.
+        beat = heartbeat(c, 1, "m", 1, owned=None)
+        assert beat.member_epoch == 2 and sorted(
+            p for tp in beat.assignment.topic_partitions for p in tp.partitions) == [0, 1, 2]
