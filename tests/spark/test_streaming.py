@@ -125,3 +125,22 @@ def test_stream_offsets_are_kafka_json_per_topic_partition(spark, broker, new_to
     query = _run_available_now(spark, broker, topic, tmp_path)
     progress = query.lastProgress or query.recentProgress[-1]
     assert json.loads(progress["sources"][0]["endOffset"]) == {topic: {"0": 1, "1": 2}}
+
+
+def test_stream_from_topic_to_topic_writes_every_record(spark, broker, new_topic, tmp_path):
+    source, sink = new_topic(partitions=2), new_topic()
+    produce(broker.bootstrap, source, [{"value": b"%d" % i, "key": b"k%d" % i,
+                                        "headers": [("i", b"%d" % i)], "partition": i % 2}
+                                       for i in range(8)])
+    df = stream(spark, broker, subscribe=source, startingOffsets="earliest",
+                includeHeaders="true")
+    query = (df.selectExpr("key", "upper(cast(value as string)) || '!' as value", "headers")
+             .writeStream.format("odradek")
+             .option("kafka.bootstrap.servers", broker.bootstrap).option("topic", sink)
+             .option("checkpointLocation", str(tmp_path / "ckpt"))
+             .trigger(availableNow=True).start())
+    assert query.awaitTermination(QUERY_TIMEOUT)
+    back = (spark.read.format("odradek").option("kafka.bootstrap.servers", broker.bootstrap)
+            .option("subscribe", sink).option("includeHeaders", "true").load().collect())
+    assert sorted((r.key, r.value, r.headers[0].value) for r in back) == sorted(
+        (b"k%d" % i, b"%d!" % i, b"%d" % i) for i in range(8))
