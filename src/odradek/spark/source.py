@@ -236,7 +236,8 @@ class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         available = {tp: max(until[tp] - begin[tp], 0) for tp in until}
         total = sum(available.values())
         if not isinstance(limit, ReadAllAvailable):
-            least = self.opts.min_offsets_per_trigger
+            # availableNow must reach its target: waiting for more data would never end.
+            least = self.opts.min_offsets_per_trigger if self._target is None else None
             if (least is not None and total < least
                     and time.monotonic() - self._last_trigger < self.opts.max_trigger_delay_s):
                 return start  # too little yet: wait for more, up to maxTriggerDelay
