@@ -1,0 +1,147 @@
+"""A/B: broker CPU per million records of two versions of Odradek, side by side.
+
+For a change to the hot path, the question is "how much broker CPU per record did it
+save?", measured on a shared, noisy machine. This runs ``odradek serve`` from two source
+trees — a git revision (checked out into a temporary worktree) and the working tree —
+alternately, round after round, under the same load, and prints broker CPU seconds per
+million records (utime + stime from /proc) for each and their ratio per round.
+
+Loads (each against a fresh broker and data directory):
+- ``produce``: N confluent-kafka producer processes, 100-byte records, acks=1,
+  linger.ms=5 (the broker_bench.py settings), to a 1-partition topic;
+- ``kcat-produce`` / ``kcat-consume``: kcat (librdkafka without Python) sends the
+  records from a file / reads them back from offset 0.
+
+    .venv/bin/python bench/ab_bench.py --before HEAD~3 [--load produce] [--records 1000000]
+        [--producers 2] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from _common import free_port, machine_info, machine_line, note, proc_cpu_s
+
+REPO = Path(__file__).resolve().parent.parent
+TOPIC = "ab"
+PRODUCER = r"""
+import sys
+from confluent_kafka import Producer
+bootstrap, n = sys.argv[1], int(sys.argv[2])
+p = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5,
+              "batch.num.messages": 100000, "enable.idempotence": False,
+              "queue.buffering.max.messages": 2000000, "queue.buffering.max.kbytes": 2000000})
+value = b"x" * 100
+for _ in range(n):
+    try:
+        p.produce("ab", value, partition=0)
+    except BufferError:
+        p.poll(0.05)
+        p.produce("ab", value, partition=0)
+if p.flush(120):
+    sys.exit("records left unsent")
+"""
+
+
+def serve(src: Path, data_dir: str) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    bootstrap = f"127.0.0.1:{port}"
+    out = open(data_dir + ".out", "wb")  # noqa: SIM115 (lives as long as the broker)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "odradek", "serve", "--listen", bootstrap, "--data-dir",
+         data_dir], env={**os.environ, "PYTHONPATH": str(src)}, stdout=out,
+        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while b"listening on" not in Path(data_dir + ".out").read_bytes():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"broker from {src} did not start")
+        time.sleep(0.05)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(30)
+    return proc, bootstrap
+
+
+def run_load(load: str, bootstrap: str, records: int, producers: int, lines: str,
+             pid: int) -> float:
+    """Broker CPU seconds spent on the timed part of ``load``."""
+    kcat = ["kcat", "-b", bootstrap, "-t", TOPIC, "-p", "0"]
+    if load == "kcat-consume":  # needs the records first, untimed
+        subprocess.run([*kcat, "-P", "-X", "linger.ms=5", "-l", lines], check=True)
+        subprocess.run([*kcat, "-C", "-o", "beginning", "-c", "1", "-q", "-f", "x"],
+                       check=True, capture_output=True)
+    cpu0 = proc_cpu_s(pid)
+    if load == "produce":
+        procs = [subprocess.Popen([sys.executable, "-c", PRODUCER, bootstrap,
+                                   str(records // producers)]) for _ in range(producers)]
+        if any(p.wait() for p in procs):
+            raise RuntimeError("a producer failed")
+    elif load == "kcat-produce":
+        subprocess.run([*kcat, "-P", "-X", "linger.ms=5", "-X", "batch.num.messages=100000",
+                        "-l", lines], check=True)
+    else:
+        out = subprocess.run([*kcat, "-C", "-o", "beginning", "-c", str(records), "-e", "-q",
+                              "-f", "x"], check=True, capture_output=True).stdout
+        if len(out) != records:
+            raise RuntimeError(f"kcat read {len(out)} of {records} records")
+    return proc_cpu_s(pid) - cpu0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    ap.add_argument("--before", required=True, help="git revision to compare against")
+    ap.add_argument("--load", choices=["produce", "kcat-produce", "kcat-consume"],
+                    default="produce")
+    ap.add_argument("--records", type=int, default=1_000_000)
+    ap.add_argument("--producers", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args(argv)
+    tmp = tempfile.mkdtemp(prefix="odradek-ab-")
+    worktree = os.path.join(tmp, "before")
+    subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", worktree,
+                    args.before], check=True, capture_output=True)
+    lines = os.path.join(tmp, "records.txt")
+    Path(lines).write_bytes((b"x" * 100 + b"\n") * args.records)
+    sides = {"before": Path(worktree) / "src", "after": REPO / "src"}
+    per_m: dict[str, list[float]] = {"before": [], "after": []}
+    try:
+        for i in range(args.rounds):
+            for side in (("before", "after") if i % 2 == 0 else ("after", "before")):
+                data_dir = tempfile.mkdtemp(dir=tmp)
+                proc, bootstrap = serve(sides[side], data_dir)
+                try:
+                    cpu = run_load(args.load, bootstrap, args.records, args.producers, lines,
+                                   proc.pid)
+                finally:
+                    proc.terminate()
+                    proc.wait(60)
+                per_m[side].append(cpu / (args.records / 1e6))
+                note(f"round {i + 1} {side}: {per_m[side][-1]:.3f} broker CPU s per M")
+    finally:
+        subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", worktree],
+                       check=False, capture_output=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+    ratios = [a / b for a, b in zip(per_m["after"], per_m["before"], strict=True) if b]
+    print(machine_line(machine_info()))
+    print(f"load {args.load}, {args.records:,} records, {args.rounds} rounds alternating; "
+          f"before = {args.before}, after = working tree")
+    print(f"broker CPU s per M records: before {statistics.median(per_m['before']):.3f} "
+          f"(rounds {', '.join(f'{x:.3f}' for x in per_m['before'])}), after "
+          f"{statistics.median(per_m['after']):.3f} "
+          f"(rounds {', '.join(f'{x:.3f}' for x in per_m['after'])}); after/before "
+          f"median {statistics.median(ratios):.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
