@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 from pyspark.sql import Row
 
@@ -19,6 +23,16 @@ def read(spark, broker, **options):
     for name, value in options.items():
         reader = reader.option(name, value)
     return reader.load()
+
+
+def stored_producer_ids(broker, topic: str, partition: int) -> list[int]:
+    """The producer id of each batch the broker stored (`odradek dump-log` on its files)."""
+    segments = sorted((Path(broker.data_dir) / f"{topic}-{partition}").glob("*.log"))
+    done = subprocess.run([sys.executable, "-m", "odradek", "dump-log", *map(str, segments)],
+                          capture_output=True, text=True, timeout=60, check=True)
+    ids = [int(m) for m in re.findall(r"producerId: (-?\d+)", done.stdout)]
+    assert ids, done.stdout
+    return ids
 
 
 def test_batch_read_keeps_keys_values_headers_and_timestamps(spark, broker, new_topic):
@@ -99,6 +113,8 @@ def test_batch_write_then_read_back(spark, broker, new_topic):
     got = sorted((r.key.decode(), r.value.decode(), r.partition, r.headers[0].value.decode())
                  for r in back)
     assert got == sorted((k, v, p, h[0][1].decode()) for k, v, p, h in rows)
+    # The sink's producer is idempotent by default: its batches carry a producer id.
+    assert all(pid >= 0 for pid in stored_producer_ids(broker, topic, 0)), "not idempotent"
     # Without the option, the topic column says where each row goes.
     other = new_topic()
     (spark.createDataFrame([(other, b"x")], "topic string, value binary").write
