@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from odradek.records import builder
-from odradek.storage import LogConfig, LogManager
+from odradek.storage import Log, LogConfig, LogManager
 from odradek.storage.checkpoint import read_checkpoint, write_checkpoint
 from odradek.storage.manager import parse_log_dir_name
 
@@ -199,3 +201,65 @@ def test_a_deleted_logs_files_stay_readable_by_open_regions_until_the_delay(tmp_
         clock.advance(60_001)
         manager.apply_retention()
         assert all(segment.closed for segment in lg.segments)
+
+
+def _crash(manager: LogManager) -> None:
+    """Drop a manager as a killed process would: no flush, no marker, no close."""
+    for lg in manager.logs.values():
+        for segment in lg.segments:
+            os.close(segment.fd)
+        lg.closed = True
+    manager._release_lock()
+
+
+def test_an_unclean_restart_recovers_every_log_on_several_threads(tmp_path):
+    config = LogConfig.from_kafka({"segment.bytes": 4096, "index.interval.bytes": 256})
+    manager = LogManager.open(str(tmp_path), default_config=config, recovery_threads=4)
+    for partition in range(12):
+        lg = manager.get_or_create_log("many", partition)
+        for i in range(partition + 1):
+            lg.append(make_batch(5, start=5 * i, value_size=200))
+    expected = {p: values_in(manager.get_log("many", p)) for p in range(12)}
+    _crash(manager)
+    # A torn tail in one log: recovery cuts it there, the others keep everything.
+    torn = max((tmp_path / "many-11").glob("*.log"))
+    size = os.path.getsize(torn)
+    with open(torn, "ab") as f:
+        f.write(b"\x00\x00\x00\x00\x00\x00\x00\x05\x00\x00\x01\x00partial")
+    with LogManager.open(str(tmp_path), default_config=config,
+                         recovery_threads=4) as manager:
+        assert not manager.had_clean_shutdown
+        assert sorted(manager.logs) == [("many", p) for p in range(12)]
+        assert {p: values_in(manager.get_log("many", p)) for p in range(12)} == expected
+        assert os.path.getsize(torn) == size  # the torn batch was cut
+        assert manager.get_log("many", 11).log_end_offset == 60
+    with LogManager.open(str(tmp_path), default_config=config) as manager:
+        assert manager.had_clean_shutdown
+        assert {p: values_in(manager.get_log("many", p)) for p in range(12)} == expected
+
+
+def test_a_log_that_cannot_be_opened_fails_the_start_and_frees_the_directory(
+        tmp_path, monkeypatch):
+    manager = LogManager.open(str(tmp_path))
+    for partition in range(6):
+        manager.get_or_create_log("t", partition).append(make_batch(2))
+    _crash(manager)
+    real_open = Log.open
+    opened = []
+
+    def failing_open(directory, *args, **kwargs):
+        if directory.endswith("t-3"):
+            raise PermissionError(f"{directory}: denied")
+        lg = real_open(directory, *args, **kwargs)
+        opened.append(lg)
+        return lg
+
+    monkeypatch.setattr(Log, "open", failing_open)
+    with pytest.raises(PermissionError, match="t-3"):
+        LogManager.open(str(tmp_path), recovery_threads=3)
+    assert len(opened) == 5  # every other log was opened before the error was raised
+    for lg in opened:
+        lg.close()
+    monkeypatch.setattr(Log, "open", real_open)
+    with LogManager.open(str(tmp_path), recovery_threads=3) as manager:  # lock released
+        assert [manager.get_log("t", p).log_end_offset for p in range(6)] == [2] * 6

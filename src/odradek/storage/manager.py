@@ -12,8 +12,11 @@ Layout (Kafka's, so operators find what they know)::
 
 The manager opens every log at start (recovering those that need it), runs the periodic
 duties when asked (flush by ``flush.ms``, retention, closing retired files, writing
-checkpoints, compaction) and closes everything cleanly. It owns no threads or tasks: the
-server decides when and where each duty runs.
+checkpoints, compaction) and closes everything cleanly. It owns no long-lived threads or
+tasks: the server decides when and where each duty runs. Opening and closing use a
+short-lived pool of ``recovery_threads`` threads (Kafka's
+``num.recovery.threads.per.data.dir``): with thousands of partitions both are a few
+fsyncs per log, which a single thread would wait for one after another.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ import os
 import shutil
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 from odradek.storage import checkpoint
 from odradek.storage.cleaner import DEFAULT_MAX_MAP_ENTRIES, CleanResult, LogCleaner
@@ -40,6 +45,13 @@ LOG_START_FILE = "log-start-offset-checkpoint"
 DELETE_DIR_SUFFIX = "-delete"
 
 TopicPartition = tuple[str, int]
+_T = TypeVar("_T")
+_R = TypeVar("_R")
+
+# Threads that open (and recover) the logs at start and flush and close them at stop. The
+# work is mostly fsync, which releases the GIL and which the file system can batch into
+# shared journal commits when several are in flight.
+DEFAULT_RECOVERY_THREADS = 8
 
 
 def log_dir_name(topic: str, partition: int) -> str:
@@ -65,6 +77,7 @@ class LogManager:
         topic_config: Callable[[str], LogConfig] | None = None,
         clock: Clock = wall_clock_ms,
         max_map_entries: int = DEFAULT_MAX_MAP_ENTRIES,
+        recovery_threads: int = DEFAULT_RECOVERY_THREADS,
     ) -> None:
         self.data_dir = os.path.abspath(data_dir)
         self.default_config = default_config or LogConfig()
@@ -76,6 +89,7 @@ class LogManager:
         self.cleaner: LogCleaner | None = None
         self.had_clean_shutdown = False
         self._deleted: list[tuple[int, Log]] = []  # (close deadline, deleted log)
+        self.recovery_threads = max(1, recovery_threads)
 
     def config_for(self, topic: str) -> LogConfig:
         return self._topic_config(topic) if self._topic_config else self.default_config
@@ -122,24 +136,43 @@ class LogManager:
         self.had_clean_shutdown = os.path.exists(marker)
         recovery = checkpoint.read_checkpoint(os.path.join(self.data_dir, RECOVERY_POINT_FILE))
         starts = checkpoint.read_checkpoint(os.path.join(self.data_dir, LOG_START_FILE))
-        for name in sorted(os.listdir(self.data_dir)):
-            path = os.path.join(self.data_dir, name)
-            if not os.path.isdir(path):
+        configs: dict[str, LogConfig] = {}  # one per topic, not one per partition
+        found: list[tuple[TopicPartition, str]] = []
+        for entry in sorted(os.scandir(self.data_dir), key=lambda e: e.name):
+            if not entry.is_dir():
                 continue
-            if name.endswith(DELETE_DIR_SUFFIX):
-                shutil.rmtree(path)  # a deletion a stop interrupted
+            if entry.name.endswith(DELETE_DIR_SUFFIX):
+                shutil.rmtree(entry.path)  # a deletion a stop interrupted
                 continue
-            tp = parse_log_dir_name(name)
+            tp = parse_log_dir_name(entry.name)
             if tp is None:
                 continue
-            self.logs[tp] = Log.open(
+            if tp[0] not in configs:
+                configs[tp[0]] = self.config_for(tp[0])
+            found.append((tp, entry.path))
+
+        def open_one(item: tuple[TopicPartition, str]) -> Log:
+            tp, path = item
+            return Log.open(
                 path,
-                self.config_for(tp[0]),
+                configs[tp[0]],
                 log_start_offset=starts.get(tp, 0),
                 recovery_point=recovery.get(tp, 0),
                 clean_shutdown=self.had_clean_shutdown,
                 clock=self.clock,
             )
+
+        # After an unclean stop every log revalidates (and fsyncs) its unflushed segments:
+        # that waits on the disk, so several logs recover at once. After a clean one,
+        # opening is pure Python and extra threads would only contend for the GIL.
+        # Every log is opened before the first failure is raised: no thread may still be
+        # working in the directory once the caller releases its lock.
+        opened = self._in_pool(open_one, found, threads=(
+            1 if self.had_clean_shutdown else self.recovery_threads))
+        for (tp, _), result in zip(found, opened, strict=True):
+            if isinstance(result, Exception):
+                raise result
+            self.logs[tp] = result
         self.cleaner = LogCleaner(self.data_dir, clock=self.clock,
                                   max_map_entries=self._max_map_entries)
         # From here on a crash is unclean until close() writes the marker again.
@@ -157,7 +190,11 @@ class LogManager:
             return
         try:
             self._close_deleted(everything=True)
-            clean = all([lg.close() for lg in self.logs.values()])
+            closed = self._in_pool(Log.close, list(self.logs.values()))
+            for result in closed:
+                if isinstance(result, Exception):
+                    raise result
+            clean = all(closed)
             if clean:
                 self.write_checkpoints()
                 fd = os.open(os.path.join(self.data_dir, CLEAN_SHUTDOWN_FILE),
@@ -172,6 +209,25 @@ class LogManager:
             log.error("%s: could not record a clean shutdown: %s", self.data_dir, exc)
         finally:
             self._release_lock()
+
+    def _in_pool(self, fn: Callable[[_T], _R], items: list[_T], *,
+                 threads: int | None = None) -> list[_R | Exception]:
+        """``fn`` of every item on up to ``threads`` (default ``recovery_threads``)
+        threads; results in the order of ``items``. With several threads every item is
+        done before this returns, and an exception is handed back in its item's place."""
+        threads = self.recovery_threads if threads is None else threads
+        if threads <= 1 or len(items) < 2:
+            return [fn(item) for item in items]  # the first failure stops the rest
+
+        def call(item: _T) -> _R | Exception:
+            try:
+                return fn(item)
+            except Exception as exc:  # handed back, raised by the caller
+                return exc
+
+        workers = min(threads, len(items))
+        with ThreadPoolExecutor(workers, thread_name_prefix="odradek-recovery") as pool:
+            return list(pool.map(call, items))
 
     def __enter__(self) -> LogManager:
         return self
