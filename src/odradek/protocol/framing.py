@@ -61,7 +61,7 @@ class BufferPool:
         self._bytes += len(buf)
 
 
-POOL = BufferPool()
+POOL = BufferPool()  # the default: for decoders used from one thread (a broker has its own)
 
 
 class FrameError(Exception):

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 
 from odradek.coordinator import OFFSETS_TOPIC
 from odradek.protocol.codec import Request, encode_response
+from odradek.protocol.framing import BufferPool
 from odradek.protocol.messages import build
 from odradek.server.config import BrokerConfig
 from odradek.server.connection import Connection, Response
@@ -50,6 +51,9 @@ class Broker:
         }
         self.purgatory = FetchPurgatory()
         self.group_commit = GroupCommit()  # fsyncs of logs with flush.messages set
+        # Large receive buffers reused across this broker's connections (one event loop:
+        # no locking; each in-process broker of a test run has its own).
+        self.buffer_pool = BufferPool()
         self.stopping = False
         self.logs: LogManager | None = None
         self.metadata: MetadataStore | None = None

@@ -61,7 +61,8 @@ class Connection(asyncio.BufferedProtocol):
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
-        self.decoder = FrameDecoder(broker.config["socket.request.max.bytes"])
+        self.decoder = FrameDecoder(broker.config["socket.request.max.bytes"],
+                                    pool=broker.buffer_pool)
         self.idle_s = broker.config["connections.max.idle.ms"] / 1000
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
