@@ -119,3 +119,13 @@ def test_options_parse_like_sparks_kafka_source():
     assert opts.client.api_timeout_s == 2.5
     assert opts.client.config == {"bootstrap.servers": "127.0.0.1:9", "fetch.max.bytes": "1000"}
     assert opts.fail_on_data_loss and not opts.include_headers
+
+
+def test_delivery_error_fails_the_write_naming_the_partition(spark, broker, new_topic):
+    topic = new_topic(partitions=1)
+    df = spark.createDataFrame([("a", 5)], "value string, partition int")
+    with pytest.raises(PySparkException, match=rf"{topic}-5: .*Unknown partition") as failed:
+        (df.write.format("odradek").option("kafka.bootstrap.servers", broker.bootstrap)
+         .option("topic", topic).option("kafka.default.api.timeout.ms", "5000")
+         .mode("append").save())
+    assert "ProduceFailed" in str(failed.value)
