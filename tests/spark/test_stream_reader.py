@@ -1,4 +1,4 @@
-"""The stream reader's planning, called the way Spark's driver calls it, without running
+"""The readers' planning, called the way Spark's driver calls it, without running
 a query: read limits split across partitions, minOffsetsPerTrigger waiting up to
 maxTriggerDelay, availableNow's fixed target, and Arrow batches in Spark's schema."""
 
@@ -7,11 +7,18 @@ from __future__ import annotations
 import json
 
 import pyarrow as pa
+import pytest
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
 
-from odradek.spark.options import read_options
-from odradek.spark.source import OdradekStreamReader, OffsetRange, kafka_schema, split_ranges
+from odradek.spark.options import OptionError, read_options
+from odradek.spark.source import (
+    OdradekBatchReader,
+    OdradekStreamReader,
+    OffsetRange,
+    kafka_schema,
+    split_ranges,
+)
 from tests.spark.conftest import produce
 
 
@@ -91,3 +98,13 @@ def test_split_ranges_follows_min_partitions_and_max_records():
     capped = split_ranges(ranges[:1], min_partitions=None, max_records=40)
     assert [(r.start, r.end) for r in capped] == [(0, 30), (30, 60), (60, 90)]
     assert json.dumps(split_ranges([], 4, None)) == "[]"
+
+
+def test_batch_range_that_ends_before_it_starts_is_an_error(broker, new_topic):
+    topic = new_topic()
+    produce(broker.bootstrap, topic, [{"value": b"x"}] * 5)
+    options = {"kafka.bootstrap.servers": broker.bootstrap, "subscribe": topic,
+               "startingoffsets": json.dumps({topic: {"0": 4}}),
+               "endingoffsets": json.dumps({topic: {"0": 2}})}
+    with pytest.raises(OptionError, match=f"{topic}-0 \\(4 > 2\\)"):
+        OdradekBatchReader(read_options(options, streaming=False))

@@ -163,6 +163,12 @@ class OdradekBatchReader(DataSourceReader):
             end = brokers.resolve(opts.ending, tps, ending=True)
         finally:
             brokers.close()
+        backwards = [f"{t}-{p} ({start[(t, p)]} > {end[(t, p)]})" for t, p in tps
+                     if start[(t, p)] > end[(t, p)]]
+        if backwards:
+            raise OptionError(f"the starting offset is after the ending offset in "
+                              f"{', '.join(backwards)}: check '{opts.starting.option}' and "
+                              f"'{opts.ending.option}'")
         self.ranges = [OffsetRange(t, p, start[(t, p)], end[(t, p)]) for t, p in tps]
 
     def partitions(self) -> Sequence[InputPartition]:
