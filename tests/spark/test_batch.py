@@ -115,9 +115,13 @@ def test_batch_write_then_read_back(spark, broker, new_topic):
     assert got == sorted((k, v, p, h[0][1].decode()) for k, v, p, h in rows)
     # The sink's producer is idempotent by default: its batches carry a producer id.
     assert all(pid >= 0 for pid in stored_producer_ids(broker, topic, 0)), "not idempotent"
-    # Without the option, the topic column says where each row goes.
+    # Without the option, the topic column says where each row goes; headers built by an
+    # expression (non-null elements) are taken too.
     other = new_topic()
-    (spark.createDataFrame([(other, b"x")], "topic string, value binary").write
-     .format("odradek").option("kafka.bootstrap.servers", broker.bootstrap)
+    (spark.createDataFrame([(other, b"x")], "topic string, value binary")
+     .selectExpr("topic", "value",
+                 "array(named_struct('key', 'src', 'value', cast('t' as binary))) as headers")
+     .write.format("odradek").option("kafka.bootstrap.servers", broker.bootstrap)
      .mode("append").save())
-    assert [r.value for r in read(spark, broker, subscribe=other).collect()] == [b"x"]
+    written = read(spark, broker, subscribe=other, includeHeaders="true").collect()
+    assert [(r.value, r.headers) for r in written] == [(b"x", [Row(key="src", value=b"t")])]

@@ -333,12 +333,21 @@ def _columns(schema: StructType, opts: WriteOptions) -> Columns:
     if not has_topic and opts.topic is None:
         raise OptionError("no topic to write to: give the option 'topic' or a 'topic' column")
     has_headers = "headers" in types
-    if has_headers and types["headers"] != HEADERS_TYPE:
+    if has_headers and not _is_headers_type(types["headers"]):
         raise OptionError("column 'headers' must be array<struct<key:string,value:binary>>, "
                           f"got {types['headers'].simpleString()}")
     return Columns(topic=has_topic, key=check("key", (BinaryType, StringType),
                                               "string or binary"),
                    partition=check("partition", (IntegerType,), "an int"), headers=has_headers)
+
+
+def _is_headers_type(data_type: Any) -> bool:
+    """array<struct<key:string,value:binary>>, whatever its nullability (an `array(struct(
+    ...))` expression makes non-null elements and fields)."""
+    if not isinstance(data_type, ArrayType) or not isinstance(data_type.elementType, StructType):
+        return False
+    fields = [(f.name, type(f.dataType)) for f in data_type.elementType.fields]
+    return fields == [("key", StringType), ("value", BinaryType)]
 
 
 def _bytes(value: Any) -> bytes | None:
