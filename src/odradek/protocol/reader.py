@@ -53,8 +53,12 @@ class Reader:
         return self.string(self.uvarint() - 1 if flexible else self.int16(), nullable)
 
     def uvarint(self) -> int:
+        pos = self.pos
+        if pos < self.end and self.buf[pos] < 0x80:  # one byte: nearly every length here
+            self.pos = pos + 1
+            return self.buf[pos]
         value = shift = 0
-        buf, pos, end = self.buf, self.pos, self.end
+        buf, end = self.buf, self.end
         while True:
             if pos >= end:
                 raise self.error("a varint runs past the end of the request")
@@ -90,6 +94,10 @@ class Reader:
         return n
 
     def skip_tagged_fields(self) -> None:
+        pos = self.pos
+        if pos < self.end and self.buf[pos] == 0:  # none: the usual case
+            self.pos = pos + 1
+            return
         for _ in range(self.uvarint()):
-            self.uvarint()  # tag: none is defined for Produce, all are skipped
+            self.uvarint()  # tag: none of those defined is used here, all are skipped
             self.take(self.uvarint())
