@@ -45,7 +45,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from odradek.spark.client import Brokers, RecordProducer, read_range
+from odradek.spark.client import Brokers, KafkaSourceError, RecordProducer, read_range
 from odradek.spark.options import (
     OptionError,
     ReadOptions,
@@ -258,9 +258,14 @@ class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return result
 
     def reportLatestOffset(self) -> dict | None:
+        """For the query's progress only: a broker that cannot answer now reports nothing
+        rather than failing the query (latestOffset reports the error)."""
         if self._brokers is None:
             return None
-        return offsets_to_json(self.brokers.latest(self.brokers.partitions(self.opts.topics)))
+        try:
+            return offsets_to_json(self.brokers.latest(self.brokers.partitions(self.opts.topics)))
+        except KafkaSourceError:
+            return None
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         begin = offsets_from_json(start)
