@@ -4,6 +4,10 @@
 ``Effects`` — records for ``__consumer_offsets`` and responses keyed by request tokens;
 the server appends the records, then answers. No asyncio, sockets or files here; time
 comes in as ``now_ms``.
+
+``TransactionCoordinator`` (transactional ids and their transactions) does the same with
+``TxnEffects``: records for ``__transaction_state``, responses, and the transaction
+markers the server must write before calling ``markers_written``.
 """
 
 from odradek.coordinator import results
@@ -11,13 +15,27 @@ from odradek.coordinator.coordinator import GroupCoordinator
 from odradek.coordinator.group import GroupState
 from odradek.coordinator.offsets_topic import OFFSETS_TOPIC, partition_for
 from odradek.coordinator.results import Effects, Record
+from odradek.coordinator.transaction_log import TRANSACTION_STATE_TOPIC
+from odradek.coordinator.transactions import (
+    TransactionCoordinator,
+    TxnEffects,
+    TxnMarkers,
+    TxnRecord,
+    TxnState,
+)
 
 __all__ = [
     "OFFSETS_TOPIC",
+    "TRANSACTION_STATE_TOPIC",
     "Effects",
     "GroupCoordinator",
     "GroupState",
     "Record",
+    "TransactionCoordinator",
+    "TxnEffects",
+    "TxnMarkers",
+    "TxnRecord",
+    "TxnState",
     "partition_for",
     "results",
 ]
