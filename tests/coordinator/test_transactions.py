@@ -490,3 +490,20 @@ def test_a_record_with_an_unknown_status_is_a_format_error():
     c = TransactionCoordinator()
     with pytest.raises(tl.TransactionLogFormatError):
         c.load(tl.encode_key("t"), tl.encode_value(tl.TransactionLogValue(5, 0, 100, 9)))
+
+
+def test_add_offsets_adds_the_groups_partition_named_by_the_injected_function():
+    w = World(partition_for_group=lambda group: {"g": 7}[group])
+    w.init()
+    assert w.call("add_offsets", "t", 1000, 0, "g")[0] == TxnResult(NONE)
+    assert w.state().partitions == {("__consumer_offsets", 7)}
+
+
+def test_fencing_a_transaction_with_no_partitions_answers_the_new_producer_at_once():
+    w = World()
+    w.init()
+    w.add(1000, 0)
+    answer, fx = w.init()
+    assert answer == InitProducerIdResult(NONE, 1000, 2) and fx.markers == []
+    states = [tl.decode_value(r.value).status for r in fx.records]
+    assert states == [TxnState.PREPARE_ABORT, TxnState.COMPLETE_ABORT, TxnState.EMPTY]

@@ -89,7 +89,6 @@ PRODUCER_FENCED_SINCE_VERSION = {
     24: 2,  # AddPartitionsToTxn
     25: 2,  # AddOffsetsToTxn
     26: 2,  # EndTxn
-    28: 3,  # TxnOffsetCommit
 }
 
 
