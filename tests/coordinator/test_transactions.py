@@ -418,9 +418,9 @@ def test_list_filters_by_state_producer_id_and_duration():
         ("t2", 1001, "Ongoing")]
     assert [t.transactional_id for t in c.list_transactions(
         producer_id_filters=[1000]).transactions] == ["t1"]
-    assert c.list_transactions(duration_filter_ms=5000, now_ms=T0 + 4999).transactions == []
+    assert c.list_transactions(duration_filter_ms=5000, now_ms=T0 + 5000).transactions == []
     assert [t.transactional_id for t in c.list_transactions(
-        duration_filter_ms=5000, now_ms=T0 + 5000).transactions] == ["t2"]
+        duration_filter_ms=5000, now_ms=T0 + 5001).transactions] == ["t2"]
 
 
 # --- restart ----------------------------------------------------------------------------

@@ -631,8 +631,9 @@ class TransactionCoordinator:
         now_ms: int = 0,
     ) -> ListTransactionsResult:
         """ListTransactions: filters by state name and producer id (empty: all), and v1's
-        KIP-994 duration (transactions running at least that long; -1: all). Unknown state
-        names are answered back, as Kafka does."""
+        KIP-994 duration (transactions that started longer ago than that; an id that never
+        began one is left out; -1: all). Unknown state names are answered back, as Kafka
+        does."""
         unknown = [s for s in state_filters if s not in _BY_NAME]
         states = {_BY_NAME[s] for s in state_filters if s in _BY_NAME}
         pids = set(producer_id_filters)
@@ -643,7 +644,7 @@ class TransactionCoordinator:
             if pids and txn.producer_id not in pids:
                 continue
             if duration_filter_ms >= 0 and (
-                    txn.start_ms == tl.NO_TIMESTAMP or now_ms - txn.start_ms < duration_filter_ms):
+                    txn.start_ms == tl.NO_TIMESTAMP or now_ms - txn.start_ms <= duration_filter_ms):
                 continue
             listed.append(TransactionListing(tid, txn.producer_id, txn.state.kafka_name))
         return ListTransactionsResult(NONE, unknown, listed)
