@@ -263,3 +263,27 @@ def test_a_log_that_cannot_be_opened_fails_the_start_and_frees_the_directory(
     monkeypatch.setattr(Log, "open", real_open)
     with LogManager.open(str(tmp_path), recovery_threads=3) as manager:  # lock released
         assert [manager.get_log("t", p).log_end_offset for p in range(6)] == [2] * 6
+
+
+def test_a_new_log_syncs_only_the_data_directory_and_skips_recovery(tmp_path, monkeypatch):
+    synced = []
+    real = os.fsync
+    with LogManager.open(str(tmp_path)) as manager:
+        monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(os.readlink(
+            f"/proc/self/fd/{fd}")), real(fd)))
+        lg = manager.get_or_create_log("fresh", 0)
+        # The new directory entry is made durable; its empty segment needs no validation.
+        assert synced == [str(tmp_path)]
+        assert lg.log_end_offset == 0 and lg.recovery_point == 0
+        lg.append(make_batch(3))
+        assert values_in(lg) == [(i, f"v{i}".encode()) for i in range(3)]
+    # A directory that exists but is not open yet (say, restored by hand while the broker
+    # ran) is still validated: its torn tail is cut.
+    with LogManager.open(str(tmp_path)) as manager:
+        os.makedirs(tmp_path / "other-0")
+        segment = tmp_path / "other-0" / "00000000000000000000.log"
+        with open(segment, "wb") as f:
+            f.write(make_batch(2) + b"\x00\x00\x00\x00\x00\x00\x00\x02\x00\x00\x00")
+        lg = manager.get_or_create_log("other", 0)
+        assert lg.log_end_offset == 2
+        assert os.path.getsize(segment) == len(make_batch(2))

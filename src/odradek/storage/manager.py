@@ -246,7 +246,12 @@ class LogManager:
         lg = self.logs.get(tp)
         if lg is None:
             path = os.path.join(self.data_dir, log_dir_name(topic, partition))
-            lg = Log.open(path, config or self.config_for(topic), clock=self.clock)
+            # A directory made just now holds nothing to recover: opening it as after a
+            # clean stop skips validating (and fsyncing) its empty first segment, which
+            # made creating 10,000 partitions cost 10,000 extra fsyncs.
+            new = not os.path.exists(path)
+            lg = Log.open(path, config or self.config_for(topic), clock=self.clock,
+                          clean_shutdown=new)
             checkpoint.fsync_dir(self.data_dir)
             self.logs[tp] = lg
         return lg
