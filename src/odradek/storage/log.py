@@ -5,6 +5,12 @@ flush policy, recovery after an unclean stop, truncation, DeleteRecords and time
 retention. It deals in whole record batches and file regions; it never decodes records
 on append or read, and it knows nothing of requests, sockets or topic metadata.
 
+Transactions (KIP-98): the producer state tracks each producer id's open transaction;
+``append_marker`` writes the COMMIT/ABORT control batch that ends one. The last stable
+offset (``last_stable_offset``) is the first offset of the earliest open transaction, or
+the log end; read_committed fetches (``read_committed``) stop there and get the aborted
+transactions of the range from the segments' aborted-transaction indexes (``.txnindex``).
+
 Threading: every method runs on the broker's event loop thread, except the cleaner's
 heavy work, which reads immutable old segments from a worker thread and then swaps its
 result in under ``lock`` (see ``cleaner``).
@@ -28,12 +34,14 @@ from odradek.records.errors import CorruptRecordError, RecordTooLargeError
 from odradek.storage.config import LogConfig
 from odradek.storage.errors import InvalidOffsetError, KafkaStorageError, OffsetOutOfRangeError
 from odradek.storage.index import IndexCorruptError
-from odradek.storage.producer_state import ProducerStateManager
+from odradek.storage.producer_state import CompletedTxn, ProducerStateManager
 from odradek.storage.segment import (
     LOG_SUFFIX,
     LogSegment,
     parse_base_offset,
+    segment_name,
 )
+from odradek.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, TransactionIndex
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +122,15 @@ class ReadResult(NamedTuple):
     log_end_offset: int
 
 
+class CommittedRead(NamedTuple):
+    """A read_committed read: batches below the last stable offset, the LSO, and the
+    aborted transactions overlapping [first offset returned, LSO)."""
+
+    result: ReadResult
+    last_stable_offset: int
+    aborted: list[AbortedTxn]
+
+
 class AppendInfo(NamedTuple):
     first_offset: int
     last_offset: int
@@ -143,6 +160,7 @@ class Log:
         # (close deadline, segment, unlink its files): closed after file.delete.delay.ms
         self._retired: list[tuple[int, LogSegment, bool]] = []
         self.producer_state = ProducerStateManager()
+        self._txn_indexes: dict[int, TransactionIndex] = {}  # segment base -> its index
         self.cleaning = False  # while set, retired files stay open: the cleaner reads them
         self.closed = False
 
@@ -183,12 +201,76 @@ class Log:
         if not self.segments:
             self._add_segment(log_start_offset)
         self._recover(recovery_point, clean_shutdown)
+        self._load_txn_indexes()
         self.active.ensure_indexes()  # appends extend them
         self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
         self.recovery_point = self.log_end_offset
         self._load_producer_state()
         return self
+
+    def _load_txn_indexes(self) -> None:
+        """Open the segments' aborted-transaction indexes; drop those of segments that
+        are gone and entries past the log end (a torn tail was cut)."""
+        bases = set(self._bases)
+        end = self.log_end_offset
+        for name in os.listdir(self.directory):
+            if not name.endswith(TXN_INDEX_SUFFIX):
+                continue
+            path = os.path.join(self.directory, name)
+            base = parse_base_offset(name)
+            if base is None or base not in bases:
+                os.unlink(path)
+                continue
+            try:
+                index = TransactionIndex(path)
+            except (OSError, ValueError) as exc:
+                log.warning("%s: %s; rebuilding it", path, exc)
+                os.unlink(path)
+                continue
+            index.truncate_to(end)
+            if index.entries:
+                self._txn_indexes[base] = index
+
+    def _txn_index(self, base: int) -> TransactionIndex:
+        index = self._txn_indexes.get(base)
+        if index is None:
+            path = os.path.join(self.directory, segment_name(base) + TXN_INDEX_SUFFIX)
+            index = self._txn_indexes[base] = TransactionIndex(path)
+        return index
+
+    def _complete_txn(self, done: CompletedTxn | None, segment_base: int) -> None:
+        """Index an aborted transaction (once: replays after a snapshot meet markers
+        that may already be indexed)."""
+        if done is None or not done.aborted:
+            return
+        index = self._txn_index(segment_base)
+        if done.last_offset <= index.last_offset:
+            return
+        lso = self.producer_state.first_unstable_offset()
+        index.append(AbortedTxn(done.producer_id, done.first_offset, done.last_offset,
+                                done.last_offset + 1 if lso is None else lso))
+
+    def _update_producer_state(self, data: bytes | memoryview, header: BatchHeader,
+                               base: int, segment_base: int) -> None:
+        """Record one appended (or replayed) batch of a producer; ``data`` holds the
+        batch, only decoded for a control batch (a marker)."""
+        if not header.is_control:
+            self.producer_state.update(header, base)
+            return
+        decoded = builder.decode_batch(bytes(data))
+        kind, coordinator_epoch = -1, -1
+        if decoded.records:
+            record = decoded.records[0]
+            try:
+                kind = builder.control_type(record)
+                if record.value is not None and len(record.value) >= 6:
+                    coordinator_epoch = int.from_bytes(record.value[2:6], "big", signed=True)
+            except CorruptRecordError:
+                kind = -1
+        done = self.producer_state.update(header, base, control_type=kind,
+                                          coordinator_epoch=coordinator_epoch)
+        self._complete_txn(done, segment_base)
 
     def _load_producer_state(self) -> None:
         """Snapshot (if one fits the recovered log) plus the batch headers after it."""
@@ -206,7 +288,11 @@ class Log:
             found = segment.find(start)
             if found is None:
                 continue
-            self.producer_state.rebuild(h for _, h in segment.headers_from(found[0]))
+            for pos, header in segment.headers_from(found[0]):
+                if header.producer_id >= 0:
+                    data = segment.read_bytes(pos, header.size) if header.is_control else b""
+                    self._update_producer_state(data, header, header.base_offset,
+                                                segment.base_offset)
     def _finish_interrupted_operations(self) -> None:
         """Complete or undo file operations a crash interrupted (Kafka's swap protocol)."""
         for name in sorted(os.listdir(self.directory)):
@@ -228,9 +314,10 @@ class Log:
         # Index files whose segment is gone (a removal interrupted between renames).
         for name in os.listdir(self.directory):
             stem, _, suffix = name.partition(".")
-            if suffix in ("index", "timeindex") and not os.path.exists(
+            orphan = suffix in ("index", "timeindex") and not os.path.exists(
                 os.path.join(self.directory, stem + LOG_SUFFIX)
-            ):
+            )
+            if orphan or suffix == "txnindex.tmp":
                 os.unlink(os.path.join(self.directory, name))
 
     def _recover(self, recovery_point: int, clean_shutdown: bool) -> None:
@@ -386,9 +473,14 @@ class Log:
                 self.active.append(buffers, batches, before_commit=crc_check.result)
             else:
                 self.active.append(buffers, batches)
-            for base, header in batches:
+            segment_base = self.active.base_offset
+            for (base, header), (pos, _) in zip(batches, positions, strict=True):
                 if header.producer_id >= 0:
-                    state.update(header, base)
+                    if header.is_control:  # a follower copying a marker
+                        self._update_producer_state(view[pos : pos + header.size], header,
+                                                    base, segment_base)
+                    else:
+                        state.update(header, base)
             self._unflushed_messages += record_count
             if flush and self._unflushed_messages >= cfg.flush_messages:
                 self.flush()
@@ -401,6 +493,84 @@ class Log:
                 log_start_offset=self.log_start_offset,
                 batches=tuple(headers),
             )
+
+    def append_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        *,
+        coordinator_epoch: int,
+        leader_epoch: int | None = None,
+        timestamp: int | None = None,
+    ) -> AppendInfo:
+        """Write a COMMIT or ABORT control batch for ``producer_id`` at the log end (what
+        a WriteTxnMarkers request does in each partition). Ends the producer's open
+        transaction, if any: an aborted one is indexed in the active segment's
+        ``.txnindex``. A marker of a newer producer epoch fences the older epoch;
+        one of an older producer epoch raises InvalidProducerEpochError, of an older
+        coordinator epoch TransactionCoordinatorFencedError."""
+        state = self.producer_state
+        now = self.clock() if timestamp is None else timestamp
+        with self.lock:
+            state.check_marker(producer_id, producer_epoch, coordinator_epoch)
+            base = self.log_end_offset
+            data = bytearray(builder.build_control_batch(
+                builder.CONTROL_COMMIT if commit else builder.CONTROL_ABORT,
+                producer_id=producer_id, producer_epoch=producer_epoch,
+                coordinator_epoch=coordinator_epoch, timestamp=now, base_offset=base))
+            if leader_epoch is not None:
+                rb.set_partition_leader_epoch(data, leader_epoch)
+            header = rb.read_header(data)
+            self._maybe_roll(header.size, base, base, header.max_timestamp)
+            self.active.append([bytes(data)], [(base, header)])
+            self._update_producer_state(data, header, base, self.active.base_offset)
+            self._unflushed_messages += 1
+            if self._unflushed_messages >= self.config.flush_messages:
+                self.flush()
+            return AppendInfo(base, base, header.max_timestamp, -1, 1,
+                              self.log_start_offset, (header,))
+
+    # --- transactions ------------------------------------------------------------------
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log_end_offset  # one replica: everything appended is committed
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The first offset of the earliest open transaction (not below the log start),
+        else the high watermark: read_committed consumers read up to, not including, it."""
+        hw = self.high_watermark
+        first = self.producer_state.first_unstable_offset()
+        if first is None:
+            return hw
+        return min(hw, max(first, self.log_start_offset))
+
+    def aborted_transactions(self, start_offset: int, end_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions that overlap offsets [start_offset, end_offset), in
+        marker order: (producer id, first offset, ...) for a read_committed fetch."""
+        with self.lock:
+            i = max(0, bisect.bisect_right(self._bases, start_offset) - 1)
+            out: list[AbortedTxn] = []
+            for base in self._bases[i:]:
+                index = self._txn_indexes.get(base)
+                if index is not None:
+                    out.extend(index.overlapping(start_offset, end_offset))
+            return out
+
+    def read_committed(self, offset: int, max_bytes: int, *, min_one: bool = True
+                       ) -> CommittedRead:
+        """A read_committed read: whole batches from ``offset`` that end below the last
+        stable offset, the LSO, and the aborted transactions overlapping what is
+        returned (the fetch response's AbortedTransactions: the consumer drops those
+        producers' records from each transaction's first offset to its marker)."""
+        with self.lock:
+            lso = self.last_stable_offset
+            result = self.read(offset, max_bytes, max_offset=lso, min_one=min_one)
+            aborted = (self.aborted_transactions(result.first_offset, lso)
+                       if result.region is not None else [])
+            return CommittedRead(result, lso, aborted)
 
     def _maybe_roll(
         self, incoming: int, first_offset: int, last_offset: int, max_timestamp: int
@@ -641,7 +811,16 @@ class Log:
             removed_base = active.truncate_to(offset)
             new_end = offset if removed_base is None else min(offset, removed_base)
             active.next_offset = max(active.next_offset, new_end)
-            self.producer_state.truncate_to(self.log_end_offset)
+            end = self.log_end_offset
+            self.producer_state.truncate_to(end)
+            for index in self._txn_indexes.values():
+                index.truncate_to(end)
+            self._drop_snapshots_after(end)
+            if self.producer_state.has_transactions:
+                # A marker may have gone: open transactions come back only by replaying
+                # the log (from the last snapshot below the new end), as Kafka does.
+                self.producer_state = ProducerStateManager()
+                self._load_producer_state()
             self.recovery_point = min(self.recovery_point, self.log_end_offset)
             self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
 
@@ -652,6 +831,9 @@ class Log:
             self.segments, self._bases = [], []
             for segment in old:
                 self._retire(segment)
+            self._drop_snapshots_after(-1)
+            if self.producer_state.has_transactions:
+                self.producer_state = ProducerStateManager()
             self._add_segment(offset)
             self.log_start_offset = offset
             self.recovery_point = offset
@@ -712,7 +894,18 @@ class Log:
         """Take a segment out of service: rename its files ``.deleted`` and close them
         after ``file.delete.delay.ms``, so regions already handed out stay valid."""
         segment.rename_files(DELETED_SUFFIX)
+        index = self._txn_indexes.pop(segment.base_offset, None)
+        if index is not None:
+            index.delete()
         self._retired.append((self.clock() + self.config.file_delete_delay_ms, segment, True))
+
+    def _drop_snapshots_after(self, offset: int) -> None:
+        """Delete producer-state snapshots past ``offset`` (the log was cut below them:
+        they describe data that is gone)."""
+        for name in os.listdir(self.directory):
+            stem = name[: -len(".snapshot")]
+            if name.endswith(".snapshot") and stem.isdigit() and int(stem) > offset:
+                os.unlink(os.path.join(self.directory, name))
 
     def close_retired(self, now: int | None = None, *, everything: bool = False) -> int:
         """Close and unlink retired segments whose delay has passed."""
@@ -769,6 +962,8 @@ class Log:
             clean = True
             try:
                 self.flush()
+                for index in self._txn_indexes.values():
+                    index.flush()  # entries before the snapshot are not replayed
                 # Even an empty snapshot saves the next open a scan of every batch header.
                 self.producer_state.write_snapshot(self.directory, self.log_end_offset)
             except (KafkaStorageError, OSError) as exc:

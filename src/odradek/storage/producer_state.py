@@ -8,6 +8,15 @@ gap is refused. Works on batch headers only.
 The state is rebuilt on open from a snapshot (``<offset>.snapshot``, written at clean
 close, as Kafka names them) plus the batch headers after it, or from all batch headers
 when there is no usable snapshot.
+
+Transactions (KIP-98): a batch with the transactional bit opens a transaction for its
+producer id at its first offset (or continues the open one); a control batch (COMMIT or
+ABORT marker) from that producer id closes it. A marker carries the coordinator's epoch
+for the producer, which may be higher than the batches' (the coordinator fences a
+producer by bumping its epoch): it becomes the producer's epoch, so later batches with
+the old one are refused. The first offsets of the open transactions give the last stable
+offset (``first_unstable_offset``); the snapshot keeps them (format version 2; version 1
+snapshots, which had none, still load).
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ from typing import NamedTuple
 from odradek.records.batch import NO_SEQUENCE, BatchHeader
 
 SNAPSHOT_SUFFIX = ".snapshot"
+SNAPSHOT_VERSION = 2  # 1: {pid: [epoch, batches]}; 2 adds coordinator epoch, open txn
 BATCHES_KEPT = 5  # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN (max in-flight)
 INT32_MAX = 2**31 - 1
 
@@ -41,6 +51,27 @@ class InvalidProducerEpochError(ProducerStateError):
     kafka_error = "INVALID_PRODUCER_EPOCH"
 
 
+class TransactionCoordinatorFencedError(ProducerStateError):
+    """A marker from an older coordinator epoch (TRANSACTION_COORDINATOR_FENCED)."""
+
+    kafka_error = "TRANSACTION_COORDINATOR_FENCED"
+
+
+class InvalidTxnStateError(ProducerStateError):
+    """A non-transactional batch while the producer's transaction is open."""
+
+    kafka_error = "INVALID_TXN_STATE"
+
+
+class CompletedTxn(NamedTuple):
+    """A transaction a marker ended: its first offset and the marker's offset."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    aborted: bool
+
+
 class BatchMetadata(NamedTuple):
     first_seq: int
     last_seq: int
@@ -50,11 +81,13 @@ class BatchMetadata(NamedTuple):
 
 
 class ProducerEntry:
-    __slots__ = ("batches", "epoch")
+    __slots__ = ("batches", "coordinator_epoch", "epoch", "txn_first_offset")
 
     def __init__(self, epoch: int) -> None:
         self.epoch = epoch
         self.batches: deque[BatchMetadata] = deque(maxlen=BATCHES_KEPT)
+        self.coordinator_epoch = -1
+        self.txn_first_offset = -1  # first offset of the open transaction, -1 if none
 
     @property
     def last_seq(self) -> int:
@@ -98,6 +131,12 @@ class ProducerStateManager:
             raise InvalidProducerEpochError(
                 f"producer {pid} epoch {epoch} is older than its current epoch {current_epoch}"
             )
+        if not header.is_transactional and pid not in pending:
+            entry = self.producers.get(pid)
+            if entry is not None and entry.txn_first_offset >= 0 and epoch == entry.epoch:
+                raise InvalidTxnStateError(
+                    f"producer {pid} wrote a non-transactional batch in its open transaction"
+                )
         if epoch != current_epoch or last_seq == NO_SEQUENCE:
             if first != 0:
                 raise OutOfOrderSequenceError(
@@ -109,18 +148,71 @@ class ProducerStateManager:
             )
         pending[pid] = (epoch, _last_seq(header))
 
-    def update(self, header: BatchHeader, first_offset: int) -> None:
-        """Record an appended batch (also used to rebuild state from the log)."""
-        if header.producer_id < 0:
+    def check_marker(self, producer_id: int, producer_epoch: int,
+                     coordinator_epoch: int) -> None:
+        """Raise unless a marker from this producer epoch and coordinator epoch may be
+        written (Kafka's ProducerAppendInfo.checkProducerEpoch / checkCoordinatorEpoch)."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
             return
-        entry = self.producers.get(header.producer_id)
+        if producer_epoch < entry.epoch:
+            raise InvalidProducerEpochError(
+                f"marker for producer {producer_id} with epoch {producer_epoch} older than "
+                f"its current epoch {entry.epoch}"
+            )
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise TransactionCoordinatorFencedError(
+                f"marker for producer {producer_id} from coordinator epoch "
+                f"{coordinator_epoch}, older than {entry.coordinator_epoch}"
+            )
+
+    def update(self, header: BatchHeader, first_offset: int, *, control_type: int = -1,
+               coordinator_epoch: int = -1) -> CompletedTxn | None:
+        """Record an appended batch (also used to rebuild state from the log). For a
+        marker, ``control_type`` is its type (0 ABORT, 1 COMMIT) and the transaction it
+        ended is returned."""
+        if header.producer_id < 0:
+            return None
+        pid = header.producer_id
+        entry = self.producers.get(pid)
         if entry is None or header.producer_epoch > entry.epoch:
-            entry = self.producers[header.producer_id] = ProducerEntry(header.producer_epoch)
+            old = entry
+            entry = self.producers[pid] = ProducerEntry(header.producer_epoch)
+            if old is not None:  # a new epoch keeps the open transaction and coordinator
+                entry.txn_first_offset = old.txn_first_offset
+                entry.coordinator_epoch = old.coordinator_epoch
+        if header.is_control:
+            entry.coordinator_epoch = max(entry.coordinator_epoch, coordinator_epoch)
+            if control_type not in (0, 1) or entry.txn_first_offset < 0:
+                return None  # unknown control record, or a marker with no transaction
+            done = CompletedTxn(pid, entry.txn_first_offset, first_offset, control_type == 0)
+            entry.txn_first_offset = -1
+            return done
+        if header.is_transactional and entry.txn_first_offset < 0:
+            entry.txn_first_offset = first_offset
         if header.base_sequence < 0:
-            return  # a transaction marker: no sequence
+            return None
         entry.batches.append(BatchMetadata(
             header.base_sequence, _last_seq(header), first_offset,
             first_offset + header.last_offset_delta, header.max_timestamp))
+        return None
+
+    @property
+    def has_transactions(self) -> bool:
+        return any(e.txn_first_offset >= 0 or e.coordinator_epoch >= 0
+                   for e in self.producers.values())
+
+    def ongoing(self) -> dict[int, int]:
+        """producer id -> first offset of its open transaction."""
+        return {pid: e.txn_first_offset for pid, e in self.producers.items()
+                if e.txn_first_offset >= 0}
+
+    def first_unstable_offset(self, excluding: int | None = None) -> int | None:
+        """First offset of the earliest open transaction (of another producer than
+        ``excluding``), or None."""
+        firsts = [e.txn_first_offset for pid, e in self.producers.items()
+                  if e.txn_first_offset >= 0 and pid != excluding]
+        return min(firsts) if firsts else None
 
     def rebuild(self, headers: Iterable[BatchHeader]) -> None:
         for header in headers:
@@ -137,8 +229,10 @@ class ProducerStateManager:
     # --- snapshots ---------------------------------------------------------------------
 
     def write_snapshot(self, directory: str, offset: int) -> None:
-        data = {str(pid): [e.epoch, [list(b) for b in e.batches]]
-                for pid, e in self.producers.items()}
+        data = {"version": SNAPSHOT_VERSION, "producers": {
+            str(pid): [e.epoch, [list(b) for b in e.batches], e.coordinator_epoch,
+                       e.txn_first_offset]
+            for pid, e in self.producers.items()}}
         path = os.path.join(directory, f"{offset:020d}{SNAPSHOT_SUFFIX}")
         tmp = path + ".tmp"
         with open(tmp, "w", encoding="utf-8") as f:
@@ -164,12 +258,20 @@ class ProducerStateManager:
         try:
             with open(path, encoding="utf-8") as f:
                 data = json.load(f)
+            if "version" in data:  # version 2
+                if data["version"] != SNAPSHOT_VERSION:
+                    return False
+                data = data["producers"]
             producers = {}
-            for pid, (epoch, batches) in data.items():
+            for pid, fields in data.items():
+                epoch, batches = fields[0], fields[1]
                 entry = ProducerEntry(int(epoch))
                 entry.batches.extend(BatchMetadata(*map(int, b)) for b in batches)
+                if len(fields) >= 4:
+                    entry.coordinator_epoch = int(fields[2])
+                    entry.txn_first_offset = int(fields[3])
                 producers[int(pid)] = entry
-        except (OSError, ValueError, TypeError):
+        except (OSError, ValueError, TypeError, KeyError, IndexError):
             return False
         self.producers = producers
         return True

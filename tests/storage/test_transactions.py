@@ -1,0 +1,289 @@
+"""Transactions on the partition log (KIP-98): open transactions in the producer state,
+markers, the last stable offset, the aborted-transaction index (``.txnindex``) and
+read_committed reads, across rolls, restarts (clean, killed, torn) and truncation."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+
+import pytest
+
+from odradek.records import builder
+from odradek.storage import LogConfig
+from odradek.storage.producer_state import (
+    InvalidProducerEpochError,
+    InvalidTxnStateError,
+    TransactionCoordinatorFencedError,
+)
+from odradek.storage.txn_index import ENTRY_SIZE, AbortedTxn
+
+from .conftest import make_batch
+from .test_recovery import abandon
+
+
+class Producer:
+    """A transactional producer's batches with running sequences."""
+
+    def __init__(self, pid: int, epoch: int = 0) -> None:
+        self.pid, self.epoch, self.seq = pid, epoch, 0
+
+    def batch(self, count: int = 3, *, transactional: bool = True) -> bytes:
+        data = builder.build_simple(
+            [b"p%d-%d" % (self.pid, self.seq + i) for i in range(count)],
+            producer_id=self.pid, producer_epoch=self.epoch, base_sequence=self.seq,
+            transactional=transactional, timestamp=1_700_000_000_000)
+        self.seq += count
+        return data
+
+
+def committed_values(lg, offset: int = 0) -> list[tuple[int, bytes | None]]:
+    """What a read_committed consumer sees: records below the LSO, minus control batches
+    and the records of aborted transactions (using the fetch's aborted list, as clients do)."""
+    out = []
+    while True:
+        read = lg.read_committed(offset, 1 << 30)
+        if read.result.region is None:
+            return out
+        aborted = {(a.producer_id, a.first_offset, a.last_offset) for a in read.aborted}
+        for decoded in builder.decode_batches(read.result.region.read()):
+            h = decoded.header
+            offset = h.next_offset
+            if h.is_control:
+                continue
+            if any(pid == h.producer_id and first <= h.base_offset <= last
+                   for pid, first, last in aborted):
+                continue
+            out.extend((r.offset, r.value) for r in decoded.records)
+
+
+def test_an_open_transaction_holds_the_lso_at_its_first_offset(open_log):
+    lg = open_log()
+    lg.append(make_batch(2))
+    assert lg.last_stable_offset == 2
+    p = Producer(1)
+    lg.append(p.batch())
+    lg.append(p.batch())
+    lg.append(make_batch(1))
+    assert lg.log_end_offset == 9
+    assert lg.last_stable_offset == 2
+    info = lg.append_marker(1, 0, True, coordinator_epoch=0)
+    assert (info.first_offset, info.last_offset) == (9, 9)
+    assert lg.last_stable_offset == 10
+    assert lg.aborted_transactions(0, 10) == []
+
+
+def test_interleaved_transactions_the_lso_is_the_earliest_open_one(open_log):
+    lg = open_log()
+    a, b, c = Producer(1), Producer(2), Producer(3)
+    lg.append(a.batch())  # 0-2
+    lg.append(b.batch())  # 3-5
+    lg.append(a.batch())  # 6-8
+    lg.append(c.batch())  # 9-11
+    assert lg.last_stable_offset == 0
+    lg.append_marker(2, 0, False, coordinator_epoch=0)  # 12: b aborted, a still open
+    assert lg.last_stable_offset == 0
+    lg.append_marker(1, 0, True, coordinator_epoch=0)  # 13: a committed
+    assert lg.last_stable_offset == 9
+    assert lg.aborted_transactions(0, 100) == [AbortedTxn(2, 3, 12, 0)]
+    lg.append_marker(3, 0, False, coordinator_epoch=0)  # 14
+    assert lg.last_stable_offset == 15
+    assert lg.aborted_transactions(0, 100) == [AbortedTxn(2, 3, 12, 0), AbortedTxn(3, 9, 14, 15)]
+    # A new transaction of the same producer starts at its next transactional batch.
+    lg.append(a.batch())
+    assert lg.last_stable_offset == 15
+    assert committed_values(lg) == [(o, b"p1-%d" % i) for i, o in enumerate([0, 1, 2, 6, 7, 8])]
+
+
+def test_the_txnindex_file_is_kafkas_format_byte_for_byte(open_log, tmp_path):
+    lg = open_log()
+    p = Producer(0x0102030405060708)
+    lg.append(p.batch(2))
+    lg.append_marker(p.pid, 0, False, coordinator_epoch=5)
+    path = tmp_path / "topic-0" / "00000000000000000000.txnindex"
+    assert path.read_bytes() == (
+        b"\x00\x00" + bytes.fromhex("0102030405060708") + struct.pack(">qqq", 0, 2, 3)
+    )
+    assert ENTRY_SIZE == 34
+    lg.append(p.batch(1))
+    lg.append_marker(p.pid, 0, True, coordinator_epoch=5)  # commits are not indexed
+    assert path.stat().st_size == 34
+
+
+def test_aborted_transactions_across_segments_and_rolls(open_log):
+    lg = open_log(LogConfig.from_kafka({"segment.bytes": 400}))
+    p, q = Producer(1), Producer(2)
+    expected = []
+    for round_ in range(12):
+        first = lg.append(p.batch(2)).first_offset
+        lg.append(q.batch(1))
+        marker = lg.append_marker(1, 0, round_ % 3 != 0, coordinator_epoch=0).first_offset
+        if round_ % 3 == 0:
+            expected.append((1, first, marker))
+        lg.append_marker(2, 0, True, coordinator_epoch=0)
+    assert len(lg.segments) > 3
+    got = [(a.producer_id, a.first_offset, a.last_offset)
+           for a in lg.aborted_transactions(0, 10**9)]
+    assert got == expected
+    e1, e2, e3 = expected[1], expected[2], expected[3]
+    for start, end in [(0, 5), (e1[1], e1[1] + 1), (e1[2], 10**9), (e1[2] + 1, e3[1]),
+                       (e2[1] + 1, e3[1] + 1)]:
+        want = [e for e in expected if e[2] >= start and e[1] < end]
+        got = [(a.producer_id, a.first_offset, a.last_offset)
+               for a in lg.aborted_transactions(start, end)]
+        assert got == want, (start, end)
+    # The indexes live with their segments: retention deletes them with the segment.
+    first_segment = lg.segments[0]
+    txn_path = first_segment.log_path[:-4] + ".txnindex"
+    assert os.path.exists(txn_path)
+    lg.delete_records_before(lg.segments[1].base_offset)
+    assert not os.path.exists(txn_path)
+    assert all(a.last_offset >= lg.log_start_offset for a in lg.aborted_transactions(0, 10**9))
+
+
+def test_read_committed_stops_at_the_lso(open_log):
+    lg = open_log()
+    lg.append(make_batch(3))  # 0-2
+    p = Producer(1)
+    lg.append(p.batch())  # 3-5 open
+    lg.append(make_batch(2, start=3))  # 6-7
+    read = lg.read_committed(0, 1 << 20)
+    assert read.last_stable_offset == 3
+    decoded = builder.decode_batches(read.result.region.read())
+    assert [d.header.base_offset for d in decoded] == [0]
+    assert lg.read_committed(3, 1 << 20).result.region is None
+    lg.append_marker(1, 0, False, coordinator_epoch=0)
+    read = lg.read_committed(3, 1 << 20)
+    assert read.last_stable_offset == 9
+    assert [(a.producer_id, a.first_offset) for a in read.aborted] == [(1, 3)]
+    assert committed_values(lg) == [(0, b"v0"), (1, b"v1"), (2, b"v2"), (6, b"v3"), (7, b"v4")]
+    # read_uncommitted is unchanged: everything, the marker included.
+    assert lg.read(0, 1 << 20).region.length == lg.active.size
+
+
+def test_a_marker_with_a_newer_epoch_fences_the_old_one(open_log):
+    lg = open_log()
+    p = Producer(1, epoch=3)
+    lg.append(p.batch())
+    lg.append_marker(1, 4, False, coordinator_epoch=1)  # coordinator fenced epoch 3
+    assert lg.last_stable_offset == lg.log_end_offset
+    with pytest.raises(InvalidProducerEpochError):
+        lg.append(p.batch())
+    with pytest.raises(InvalidProducerEpochError):
+        lg.append_marker(1, 3, True, coordinator_epoch=1)
+    with pytest.raises(TransactionCoordinatorFencedError):
+        lg.append_marker(1, 4, True, coordinator_epoch=0)
+    fresh = Producer(1, epoch=5)
+    assert lg.append(fresh.batch()).first_offset == 4
+
+
+def test_a_plain_batch_inside_an_open_transaction_is_refused(open_log):
+    lg = open_log()
+    p = Producer(1)
+    lg.append(p.batch())
+    with pytest.raises(InvalidTxnStateError):
+        lg.append(p.batch(transactional=False))
+
+
+def test_a_clean_restart_keeps_open_transactions_and_the_index(open_log):
+    lg = open_log()
+    p, q = Producer(1), Producer(2)
+    lg.append(p.batch())
+    lg.append(q.batch())
+    lg.append_marker(2, 0, False, coordinator_epoch=0)
+    lso, aborted = lg.last_stable_offset, lg.aborted_transactions(0, 100)
+    lg.close()
+    snapshot = [n for n in os.listdir(lg.directory) if n.endswith(".snapshot")]
+    with open(os.path.join(lg.directory, snapshot[0]), encoding="utf-8") as f:
+        assert json.load(f)["version"] == 2
+    lg = open_log(clean_shutdown=True)
+    assert (lg.last_stable_offset, lg.aborted_transactions(0, 100)) == (lso, aborted)
+    assert lso == 0
+    lg.append_marker(1, 0, True, coordinator_epoch=0)
+    assert lg.last_stable_offset == lg.log_end_offset
+
+
+def test_a_version_1_snapshot_still_loads(open_log, tmp_path):
+    lg = open_log()
+    p = Producer(1)
+    lg.append(p.batch(transactional=False))
+    lg.close()
+    directory = tmp_path / "topic-0"
+    (name,) = [n for n in os.listdir(directory) if n.endswith(".snapshot")]
+    old = {"1": [0, [[0, 2, 0, 2, 1_700_000_000_000]]]}  # the format before transactions
+    (directory / name).write_text(json.dumps(old))
+    lg = open_log(clean_shutdown=True)
+    assert lg.append(p.batch(transactional=False)).first_offset == 3
+    retry = lg.append(Producer(1).batch(transactional=False))
+    assert retry.duplicate and retry.first_offset == 0
+
+
+@pytest.mark.parametrize("torn", [False, True])
+def test_a_killed_log_rebuilds_open_transactions_and_the_index(open_log, tmp_path, torn):
+    lg = open_log(LogConfig.from_kafka({"segment.bytes": 300}))
+    p, q = Producer(1), Producer(2)
+    lg.append(p.batch())
+    lg.close()  # a snapshot from before the transactions' end
+    lg = open_log(LogConfig.from_kafka({"segment.bytes": 300}), clean_shutdown=True)
+    lg.append(q.batch())
+    lg.append_marker(1, 0, False, coordinator_epoch=0)
+    for _ in range(4):
+        lg.append(make_batch(3))
+    lg.append(q.batch())
+    lg.append_marker(2, 0, False, coordinator_epoch=0)
+    lg.append(p.batch())  # p's next transaction, open
+    expected = lg.aborted_transactions(0, 10**9)
+    lso, end = lg.last_stable_offset, lg.log_end_offset
+    assert len(expected) == 2 and len(lg.segments) > 1
+    txn_files = sorted(n for n in os.listdir(lg.directory) if n.endswith(".txnindex"))
+    abandon(lg)
+    for name in txn_files:  # the index is derived data: lose it entirely
+        os.unlink(os.path.join(lg.directory, name))
+    if torn:
+        with open(lg.active.log_path, "ab") as f:
+            f.write(Producer(3).batch()[:30])
+    lg = open_log(LogConfig.from_kafka({"segment.bytes": 300}), recovery_point=0)
+    assert lg.log_end_offset == end
+    assert lg.aborted_transactions(0, 10**9) == expected
+    assert lg.last_stable_offset == lso
+    assert sorted(n for n in os.listdir(lg.directory) if n.endswith(".txnindex")) == txn_files
+
+
+def test_a_torn_marker_reopens_its_transaction_and_leaves_no_index_entry(open_log):
+    lg = open_log()
+    p = Producer(1)
+    lg.append(p.batch())
+    lg.append_marker(1, 0, False, coordinator_epoch=0)
+    assert lg.aborted_transactions(0, 10) != []
+    path, size = lg.active.log_path, lg.active.size
+    abandon(lg)
+    os.truncate(path, size - 5)
+    lg = open_log(recovery_point=0)
+    assert lg.log_end_offset == 3
+    assert lg.last_stable_offset == 0
+    assert lg.aborted_transactions(0, 10) == []
+    assert not [n for n in os.listdir(lg.directory) if n.endswith(".txnindex")]
+
+
+def test_truncation_rolls_back_markers_open_transactions_and_the_index(open_log):
+    lg = open_log()
+    p, q = Producer(1), Producer(2)
+    lg.append(p.batch())  # 0-2
+    lg.append(q.batch())  # 3-5
+    lg.append_marker(1, 0, False, coordinator_epoch=0)  # 6
+    lg.append_marker(2, 0, True, coordinator_epoch=0)  # 7
+    assert lg.last_stable_offset == 8
+    lg.truncate_to(7)  # q's commit goes: q's transaction is open again
+    assert lg.last_stable_offset == 3
+    assert [a.last_offset for a in lg.aborted_transactions(0, 10)] == [6]
+    lg.truncate_to(6)  # p's abort goes too
+    assert lg.last_stable_offset == 0
+    assert lg.aborted_transactions(0, 10) == []
+    lg.append_marker(1, 0, False, coordinator_epoch=0)
+    assert [a.last_offset for a in lg.aborted_transactions(0, 10)] == [6]
+    lg.truncate_to(3)  # q's batch goes; p's transaction is still open
+    assert lg.last_stable_offset == 0
+    assert lg.aborted_transactions(0, 10) == []
+    lg.truncate_fully_and_start_at(50)
+    assert lg.last_stable_offset == 50
