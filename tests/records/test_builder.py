@@ -722,3 +722,15 @@ def test_null_header_key_is_rejected():
     batch = raw_batch(raw_record(headers=[(None, b"x")]), 1)
     with pytest.raises(RecordError):
         builder.decode_batch(batch)
+
+
+def test_rebuilding_a_control_batch_keeps_it_a_control_batch():
+    # The cleaner gives markers a delete horizon (KIP-534) by rebuilding them.
+    batch = builder.build_control_batch(builder.CONTROL_ABORT, producer_id=9, producer_epoch=2,
+                                        coordinator_epoch=3, timestamp=TS, base_offset=40)
+    decoded = builder.decode_batch(batch)
+    rebuilt = builder.decode_batch(builder.rebuild_batch(decoded.header, decoded.records,
+                                                         delete_horizon=TS + 1000))
+    assert rebuilt.header.is_control and rebuilt.header.is_transactional
+    assert rebuilt.header.has_delete_horizon and rebuilt.header.base_timestamp == TS + 1000
+    assert rebuilt.records == decoded.records

@@ -287,3 +287,79 @@ def test_truncation_rolls_back_markers_open_transactions_and_the_index(open_log)
     assert lg.aborted_transactions(0, 10) == []
     lg.truncate_fully_and_start_at(50)
     assert lg.last_stable_offset == 50
+
+
+# --- compaction -------------------------------------------------------------------------
+
+DAY = 86_400_000
+
+
+def keyed_txn(pid: int, seq: int, items: list[tuple[bytes, bytes]], ts: int) -> bytes:
+    records = [builder.Record(i, ts, k, v) for i, (k, v) in enumerate(items)]
+    return builder.build_batch(records, producer_id=pid, producer_epoch=0, base_sequence=seq,
+                               transactional=True)
+
+
+def batches_in(lg):
+    return [(d.header.base_offset, d.header.is_control, d.header.producer_id,
+             [(r.key, r.value) for r in d.records])
+            for d in lg.read_batches(lg.log_start_offset)]
+
+
+def test_compaction_drops_aborted_records_and_markers_after_the_horizon(open_log, clock,
+                                                                           tmp_path):
+    from odradek.storage import LogCleaner
+
+    config = LogConfig.from_kafka({"cleanup.policy": "compact", "delete.retention.ms": DAY,
+                                   "segment.bytes": 1 << 20})
+    lg = open_log(config)
+    cleaner = LogCleaner(str(tmp_path), clock=clock)
+    now = clock.now
+    lg.append(keyed_txn(1, 0, [(b"k", b"committed")], now))  # 0
+    lg.append_marker(1, 0, True, coordinator_epoch=0)  # 1
+    lg.append(keyed_txn(2, 0, [(b"k", b"aborted"), (b"j", b"aborted")], now))  # 2-3
+    lg.append_marker(2, 0, False, coordinator_epoch=0)  # 4
+    lg.roll()
+    lg.append(keyed_txn(3, 0, [(b"x", b"open")], now))  # 5: open, beyond the LSO
+    lg.roll()
+    lg.append(make_batch(1, timestamp=now))
+    assert lg.last_stable_offset == 5
+    cleaner.clean(("topic", 0), lg)
+    got = batches_in(lg)
+    # The aborted records are gone and did not shadow the committed value of k.
+    assert [(o, c, p) for o, c, p, _ in got][:3] == [(0, False, 1), (1, True, 1), (4, True, 2)]
+    assert got[0][3] == [(b"k", b"committed")]
+    assert any(p == 3 for _, _, p, _ in got)  # the open transaction is untouched
+    clock.advance(DAY + 1)
+    cleaner.clean(("topic", 0), lg)
+    got = batches_in(lg)
+    # Past the horizon the abort marker goes (its records are gone); the commit marker
+    # stays while a record of its transaction is kept.
+    assert [(o, c, p) for o, c, p, _ in got][:2] == [(0, False, 1), (1, True, 1)]
+    assert 4 not in [o for o, *_ in got]
+    # A restart rebuilding producer state from the log alone still finds no open
+    # transaction but producer 3's.
+    lg.close()
+    for name in os.listdir(lg.directory):
+        if name.endswith(".snapshot"):
+            os.unlink(os.path.join(lg.directory, name))
+    lg = open_log(config, clean_shutdown=True)
+    assert lg.last_stable_offset == 5
+
+
+def test_a_commit_marker_goes_once_its_records_are_compacted_away(open_log, clock, tmp_path):
+    from odradek.storage import LogCleaner
+
+    config = LogConfig.from_kafka({"cleanup.policy": "compact", "delete.retention.ms": DAY})
+    lg = open_log(config)
+    cleaner = LogCleaner(str(tmp_path), clock=clock)
+    lg.append(keyed_txn(1, 0, [(b"k", b"old")], clock.now))  # 0
+    lg.append_marker(1, 0, True, coordinator_epoch=0)  # 1
+    lg.append(make_batch(1, timestamp=clock.now, keys=[b"k"]))  # 2 supersedes k
+    lg.roll()
+    lg.append(make_batch(1, timestamp=clock.now))
+    cleaner.clean(("topic", 0), lg)
+    assert [o for o, *_ in batches_in(lg)][:2] == [1, 2]  # marker kept until the horizon
+    clock.advance(DAY + 1)
+    cleaner.clean(("topic", 0), lg)
+    assert [o for o, *_ in batches_in(lg)][:1] == [2]

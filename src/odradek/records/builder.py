@@ -205,7 +205,7 @@ def rebuild_batch(
 ) -> bytes:
     """Re-encode (some of) a batch's records into a batch that keeps everything else of
     ``header``: base offset and offset span (so producer sequences stay right), producer
-    id, epoch and sequence, transactional flag, leader epoch, LogAppendTime, and codec
+    id, epoch and sequence, transactional and control flags, leader epoch, LogAppendTime, and codec
     unless another is given. The log cleaner and topic-level recompression use it."""
     return build_batch(
         records,
@@ -216,6 +216,7 @@ def rebuild_batch(
         producer_epoch=header.producer_epoch,
         base_sequence=header.base_sequence,
         transactional=header.is_transactional,
+        control=header.is_control,
         partition_leader_epoch=header.partition_leader_epoch,
         log_append_time=header.max_timestamp if header.is_log_append_time else None,
         delete_horizon=delete_horizon,

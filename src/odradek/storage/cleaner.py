@@ -25,8 +25,13 @@ Reads are never blocked: the work reads old segments (immutable) outside the log
 only the renames and the in-memory swap take it. Readers holding the old file keep a
 valid descriptor until ``file.delete.delay.ms`` has passed.
 
-Transaction markers (control batches) are kept as they are; making compaction aware of
-aborted transactions belongs with transactions.
+Transactions (Kafka's CleanedTransactionMetadata): only segments wholly below the last
+stable offset are cleaned (an open transaction's outcome is unknown). Records of aborted
+transactions (the log's ``.txnindex`` entries) neither enter the offset map nor survive
+a pass. A marker (control batch) gets a delete horizon like a tombstone and is removed
+once the horizon has passed and none of its transaction's records remain before it;
+until then it stays, so replaying the log never finds a transaction's records without
+the marker that ends it.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from odradek.records.batch import BatchHeader, read_header
 from odradek.storage import checkpoint
 from odradek.storage.log import CLEANED_SUFFIX, SWAP_SUFFIX, Clock, Log, wall_clock_ms
 from odradek.storage.segment import LOG_SUFFIX, LogSegment
+from odradek.storage.txn_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +107,11 @@ class LogCleaner:
         with lg.lock:
             segments = list(lg.segments[:-1])  # never the active segment
             first_dirty = max(self.first_dirty.get(tp, 0), lg.log_start_offset)
+            lso = lg.last_stable_offset
+        for i, seg in enumerate(segments):  # nothing at or past an open transaction
+            if seg.next_offset > lso:
+                segments = segments[:i]
+                break
         lag = lg.config.min_compaction_lag_ms
         if lag > 0:
             # Records younger than the lag stay as they are: stop at the first young one.
@@ -145,18 +156,21 @@ class LogCleaner:
         first_dirty, segments, dirty_index, _ = self._cleanable(tp, lg, now)
         if not segments or (dirty_index >= len(segments) and self._horizons.get(tp, 0) > now):
             return None
-        latest, end_index = self._build_offset_map(segments, dirty_index)
+        end_offset = segments[-1].next_offset
+        aborted = _Aborted(lg.aborted_transactions(0, end_offset))
+        latest, end_index = self._build_offset_map(segments, dirty_index, aborted)
         to_clean = segments[:end_index]
         end_offset = segments[end_index].base_offset if end_index < len(segments) else (
-            lg.active.base_offset
+            min(lg.active.base_offset, end_offset)
         )
+        retained: dict[int, bool] = {}  # producer id -> its transaction kept records
         lg.cleaning = True
         horizon = NO_HORIZON
         try:
             rewritten = removed = records_removed = 0
             before = after = 0
             for segment in to_clean:
-                outcome = self._clean_segment(lg, segment, latest, now)
+                outcome = self._clean_segment(lg, segment, latest, now, aborted, retained)
                 if outcome is None:
                     continue  # the segment left the log meanwhile
                 kind, kept_bytes, dropped, segment_horizon = outcome
@@ -177,8 +191,8 @@ class LogCleaner:
                  lg.name, end_offset, before, after, records_removed)
         return result
 
-    def _build_offset_map(self, segments: list[LogSegment],
-                          dirty_index: int) -> tuple[dict[bytes, int], int]:
+    def _build_offset_map(self, segments: list[LogSegment], dirty_index: int,
+                          aborted: _Aborted) -> tuple[dict[bytes, int], int]:
         """Key -> last offset over the dirty segments, stopping at a segment boundary
         when the map would exceed its bound. Returns the map and the index of the first
         segment it does not cover."""
@@ -188,7 +202,7 @@ class LogCleaner:
             if len(latest) >= self.max_map_entries and i > dirty_index:
                 break
             for decoded in _decode_segment(segments[i]):
-                if decoded.header.is_control:
+                if decoded.header.is_control or aborted.holds(decoded.header):
                     continue
                 for record in decoded.records:
                     if record.key is not None:
@@ -197,7 +211,8 @@ class LogCleaner:
         return latest, end
 
     def _clean_segment(self, lg: Log, segment: LogSegment, latest: dict[bytes, int],
-                       now: int) -> tuple[str, int, int, int] | None:
+                       now: int, aborted: _Aborted, retained: dict[int, bool],
+                       ) -> tuple[str, int, int, int] | None:
         """Rewrite one segment; returns (what happened, bytes kept, records dropped,
         earliest delete horizon of the tombstones it kept)."""
         horizon_for_new = now + lg.config.delete_retention_ms
@@ -208,7 +223,23 @@ class LogCleaner:
         for decoded, raw in _decode_segment_raw(segment):
             header = decoded.header
             if header.is_control:
-                out.append((raw, header))
+                kept_data = retained.pop(header.producer_id, False)
+                if header.has_delete_horizon:
+                    if now >= header.base_timestamp and not kept_data:
+                        changed = True  # a marker past its horizon, its records gone
+                        continue
+                    earliest = min(earliest, header.base_timestamp)
+                    out.append((raw, header))
+                else:
+                    new = builder.rebuild_batch(header, decoded.records,
+                                                delete_horizon=horizon_for_new)
+                    earliest = min(earliest, horizon_for_new)
+                    changed = True
+                    out.append((new, read_header(new)))
+                continue
+            if header.is_transactional and aborted.holds(header):
+                dropped += len(decoded.records)
+                changed = True
                 continue
             horizon = header.base_timestamp if header.has_delete_horizon else None
             kept = []
@@ -219,6 +250,8 @@ class LogCleaner:
                     continue  # a tombstone past its delete horizon
                 kept.append(record)
             dropped += len(decoded.records) - len(kept)
+            if kept and header.is_transactional:
+                retained[header.producer_id] = True
             has_tombstone = any(r.value is None for r in kept)
             if has_tombstone:
                 horizon = horizon_for_new if horizon is None else horizon
@@ -274,6 +307,21 @@ class LogCleaner:
             new.load()
             lg.replace_segment(old, new)
         return size
+
+
+class _Aborted:
+    """Which batches belong to aborted transactions, from the log's ``.txnindex``."""
+
+    def __init__(self, entries: Iterable[AbortedTxn]) -> None:
+        self.ranges: dict[int, list[tuple[int, int]]] = {}
+        for e in entries:
+            self.ranges.setdefault(e.producer_id, []).append((e.first_offset, e.last_offset))
+
+    def holds(self, header: BatchHeader) -> bool:
+        if not header.is_transactional or header.is_control:
+            return False
+        return any(first <= header.base_offset < last
+                   for first, last in self.ranges.get(header.producer_id, ()))
 
 
 def _decode_segment(segment: LogSegment) -> Iterator[builder.DecodedBatch]:
