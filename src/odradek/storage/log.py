@@ -276,6 +276,10 @@ class Log:
         """Snapshot (if one fits the recovered log) plus the batch headers after it."""
         end = self.log_end_offset
         snapshot = ProducerStateManager.latest_snapshot(self.directory)
+        if snapshot is not None and snapshot[0] > end:
+            # Recovery cut the log below it: it describes data that is gone.
+            self._drop_snapshots_after(end)
+            snapshot = ProducerStateManager.latest_snapshot(self.directory)
         start = self.segments[0].base_offset
         if snapshot is not None and snapshot[0] <= end and self.producer_state.load_snapshot(
             snapshot[1]
