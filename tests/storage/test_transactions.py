@@ -6,12 +6,17 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import struct
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
 from odradek.records import builder
 from odradek.storage import LogConfig
+from odradek.storage.log import Log
 from odradek.storage.producer_state import (
     InvalidProducerEpochError,
     InvalidTxnStateError,
@@ -363,3 +368,85 @@ def test_a_commit_marker_goes_once_its_records_are_compacted_away(open_log, cloc
     clock.advance(DAY + 1)
     cleaner.clean(("topic", 0), lg)
     assert [o for o, *_ in batches_in(lg)][:1] == [2]
+
+
+# --- SIGKILL ----------------------------------------------------------------------------
+
+TXN_CRASH_CHILD = textwrap.dedent(
+    """
+    import os, random, sys
+    from odradek.records import builder
+    from odradek.storage import LogConfig
+    from odradek.storage.log import Log
+
+    path = sys.argv[1]
+    config = LogConfig.from_kafka({"segment.bytes": 16 * 1024, "index.interval.bytes": 512})
+    lg = Log.open(path, config)
+    rnd = random.Random(int(sys.argv[2]))
+    seqs = {1: 0, 2: 0, 3: 0}
+    i = 0
+    while True:
+        pid = rnd.choice((1, 2, 3))
+        if rnd.random() < 0.3:
+            commit = rnd.random() < 0.5
+            info = lg.append_marker(pid, 0, commit, coordinator_epoch=0)
+            os.write(1, b"%s %d %d %d\\n" % (b"commit" if commit else b"abort", pid,
+                                              info.first_offset, info.last_offset))
+        else:
+            count = rnd.randint(1, 4)
+            info = lg.append(builder.build_simple([b"r"] * count, producer_id=pid,
+                                                  producer_epoch=0, base_sequence=seqs[pid],
+                                                  transactional=True))
+            seqs[pid] += count
+            os.write(1, b"txn %d %d %d\\n" % (pid, info.first_offset, info.last_offset))
+        i += 1
+        if i == 300:  # a clean restart: later recoveries start from its snapshot
+            lg.close()
+            lg = Log.open(path, config, clean_shutdown=True)
+        if i == 600:
+            os.write(2, b"ready\\n")
+    """
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("round_", range(3))
+def test_sigkill_during_transactions_recovers_open_transactions_and_the_index(
+        tmp_path, round_):
+    from .test_txn_properties import replay
+
+    path = str(tmp_path / "t-0")
+    child = subprocess.Popen([sys.executable, "-c", TXN_CRASH_CHILD, path, str(round_)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    lines = []
+    try:
+        assert child.stderr.readline() == b"ready\n"
+        while len(lines) < 600 + 150 * (round_ + 1):  # a different moment each round
+            lines.append(child.stdout.readline())
+        child.send_signal(signal.SIGKILL)
+        lines += child.stdout.read().splitlines()  # what the reader buffered, too
+        child.wait(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert child.returncode == -signal.SIGKILL
+    acked = [(int(b), int(la), kind.decode(), int(p))
+             for kind, p, b, la in (line.split() for line in lines if line.strip())]
+    assert len(acked) > 600
+    lg = Log.open(path, LogConfig.from_kafka({"segment.bytes": 16 * 1024}))
+    try:
+        events = []
+        for d in lg.read_batches(0):
+            h = d.header
+            kind = (("commit" if builder.control_type(d.records[0]) else "abort")
+                    if h.is_control else "txn")
+            events.append((h.base_offset, h.last_offset, kind, h.producer_id))
+        assert set(acked) <= set(events)
+        lso, aborted, _ = replay(events, lg.log_end_offset)
+        assert lg.last_stable_offset == lso
+        assert [(a.producer_id, a.first_offset, a.last_offset)
+                for a in lg.aborted_transactions(0, 2**62)] == aborted
+        assert len(lg.segments) > 2 and aborted
+    finally:
+        lg.close()
