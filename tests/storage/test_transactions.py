@@ -450,3 +450,19 @@ def test_sigkill_during_transactions_recovers_open_transactions_and_the_index(
         assert len(lg.segments) > 2 and aborted
     finally:
         lg.close()
+
+
+def test_the_log_start_may_pass_an_open_transaction_and_the_lso_follows_it(open_log):
+    # Kafka's UnifiedLog.updateFirstUnstableOffset: never below the log start.
+    lg = open_log(LogConfig.from_kafka({"segment.bytes": 300}))
+    p = Producer(1)
+    lg.append(p.batch())  # 0-2, open
+    for i in range(10):
+        lg.append(make_batch(3, start=3 * i))
+    assert lg.last_stable_offset == 0
+    lg.delete_records_before(10)
+    assert lg.last_stable_offset == 10
+    assert lg.read_committed(10, 1 << 20).result.region is None  # still held at the LSO
+    lg.append_marker(1, 0, True, coordinator_epoch=0)
+    assert lg.last_stable_offset == lg.log_end_offset
+    assert lg.read_committed(10, 1 << 20).result.region is not None
