@@ -76,6 +76,12 @@ def proc_peak_rss_mib(pid: int) -> float:
     return int(kib.split()[0]) / 1024 if kib else float("nan")
 
 
+def proc_rss_mib(pid: int) -> float:
+    """Current resident set (``VmRSS``) of process ``pid``, in MiB."""
+    kib = first_line_with(f"/proc/{pid}/status", "VmRSS")
+    return int(kib.split()[0]) / 1024 if kib else float("nan")
+
+
 def self_cpu_s() -> float:
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return ru.ru_utime + ru.ru_stime

@@ -1,0 +1,1093 @@
+"""Scale benchmark: how ``odradek serve``'s costs grow (issue 4, "cost growth, not one
+point").
+
+Four parts, each against an ``odradek serve`` this script starts itself (default config,
+a fresh data directory under ``--dir``, a free port of 127.0.0.1, stopped by SIGTERM to
+its pid):
+
+1. **Partitions.** 100 topics (fewer when N < 100) totalling N partitions (1, 100, 1,000,
+   10,000), created with ``AdminClient``; then ``--records`` records of 100 bytes produced
+   with one ``confluent_kafka.Producer`` (acks=1, linger.ms=5), record i going to
+   partition i mod N of the list of all N partitions, so every partition gets the same
+   share. Timed from the first ``produce()`` to the return of ``flush()``. Reports the
+   aggregate records/s, broker CPU seconds per million records (utime+stime from
+   /proc/PID/stat), broker RSS (VmRSS) after the run and its peak (VmHWM), the time the
+   topics took to create, and the client's CPU. Rows run in rounds (ascending, then
+   descending) and the 10,000/1 rate ratio is the median of per-round ratios.
+2. **Startup with 10,000 partitions** (the largest N of part 1, first round): that
+   broker is stopped with SIGTERM (the stop is timed), started again on the same data
+   directory, and timed from spawn to its banner line and to the first Metadata answer
+   (raw Metadata v1, all topics) listing every partition; its RSS is read then. Then a
+   tenth of ``--records`` more records are produced across all partitions and the
+   broker is killed (SIGKILL) right after the producer's flush, and the unclean start
+   is timed the same way (every active segment is validated: the recovery path).
+3. **Connections.** 1, 10, 100, 1,000 concurrent client connections, each a raw asyncio
+   socket speaking the Kafka protocol: ApiVersions v0, Metadata v1, then Produce v3
+   requests (one batch of 10 records of 100 bytes, acks=1) one at a time for
+   ``--conn-seconds`` while all connections are up. Reports requests/s, errors, broker
+   RSS and broker CPU microseconds per request.
+4. **Flow.** ``--flow-gib`` GiB of 1 KiB records produced to one partition with
+   confluent-kafka, while a sampler reads the broker's VmRSS, CPU time and the log's
+   size on disk every second. Reports RSS min/max, and the rate of each GiB of log
+   (interpolated crossing times), first vs last. The data directory is deleted after.
+
+Noise: the machine has 2 CPUs shared by the client, the broker and whatever else runs;
+the client (a Python produce loop, librdkafka's threads, or the asyncio load generator)
+is often the limit, so its CPU is reported beside every rate, and the comparisons
+(10,000 vs 1 partition, last vs first GiB) are ratios measured in the same run.
+
+Run: ``.venv/bin/python bench/scale_bench.py`` (6-15 minutes here); a quick run:
+``.venv/bin/python bench/scale_bench.py --quick``. ``--help`` lists the flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import datetime
+import io
+import itertools
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import confluent_kafka
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from kio.index import load_request_schema, load_response_schema
+from kio.serial import entity_reader, entity_writer
+
+from _common import (
+    MiB,
+    finish,
+    free_port,
+    machine_info,
+    machine_line,
+    note,
+    proc_cpu_s,
+    proc_peak_rss_mib,
+    proc_rss_mib,
+    self_cpu_s,
+    shown_path,
+)
+from odradek.protocol.messages import build
+from odradek.records import builder
+
+GiB = 1024 * MiB
+START_TIMEOUT_S = 120.0  # spawn to banner, and spawn to a full Metadata answer
+STALL_TIMEOUT_S = 60.0  # no progress for this long: the run is declared failed
+STOP_TIMEOUT_S = 60.0  # SIGTERM to exit; then SIGKILL
+REQUEST_TIMEOUT_S = 30.0  # any single raw request
+BANNER = re.compile(r"^Odradek \S+ listening on ", re.MULTILINE)
+
+
+# --- the broker process ---------------------------------------------------------------
+
+
+class Odradek:
+    """``odradek serve`` on ``port`` of 127.0.0.1 with data in ``data_dir``; output goes
+    to ``data_dir + ".<n>.out"``. The data directory outlives the process: the caller
+    removes it."""
+
+    starts = 0
+
+    def __init__(self, data_dir: str, port: int | None = None,
+                 overrides: Sequence[str] = ()) -> None:
+        Odradek.starts += 1
+        self.data_dir = data_dir
+        self.port = port or free_port()
+        self.bootstrap = f"127.0.0.1:{self.port}"
+        self.out_path = f"{data_dir}.{Odradek.starts}.out"
+        cmd = [sys.executable, "-m", "odradek", "serve", "--listen", self.bootstrap,
+               "--data-dir", data_dir]
+        for item in overrides:
+            cmd += ["--override", item]
+        self.out = open(self.out_path, "wb")  # noqa: SIM115 (closed in _reap())
+        self.spawned_at = time.monotonic()
+        self.proc = subprocess.Popen(cmd, stdout=self.out, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL)
+        self.pid = self.proc.pid
+        self.banner_s: float | None = None
+
+    def output(self) -> str:
+        with open(self.out_path, "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def check_alive(self) -> None:
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"odradek exited with {self.proc.returncode}:\n"
+                               f"{self.output()[-2000:]}")
+
+    def poll_banner(self) -> bool:
+        # The banner, not the INFO line "listening on" logged just before it: SIGTERM
+        # is handled only once the banner is out.
+        if self.banner_s is None and BANNER.search(self.output()):
+            self.banner_s = time.monotonic() - self.spawned_at
+        return self.banner_s is not None
+
+    def wait_ready(self, timeout: float = START_TIMEOUT_S) -> float:
+        """Seconds from spawn to the banner line (printed once the listener is up)."""
+        deadline = self.spawned_at + timeout
+        while not self.poll_banner():
+            self.check_alive()
+            if time.monotonic() > deadline:
+                self.kill()
+                raise RuntimeError(f"odradek: no banner after {timeout} s")
+            time.sleep(0.01)
+        assert self.banner_s is not None
+        return self.banner_s
+
+    def cpu_s(self) -> float:
+        return proc_cpu_s(self.pid)
+
+    def rss_mib(self) -> float:
+        return proc_rss_mib(self.pid)
+
+    def peak_rss_mib(self) -> float:
+        return proc_peak_rss_mib(self.pid)
+
+    def open_fds(self) -> int:
+        try:
+            return len(os.listdir(f"/proc/{self.pid}/fd"))
+        except OSError:
+            return -1
+
+    def stop(self) -> tuple[int | None, float]:
+        """SIGTERM; returns (exit code, seconds to exit)."""
+        t0 = time.monotonic()
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                note(f"odradek (pid {self.pid}) ignored SIGTERM for {STOP_TIMEOUT_S} s: "
+                     "SIGKILL")
+                self.proc.kill()
+                self.proc.wait(timeout=STOP_TIMEOUT_S)
+        self.out.close()
+        return self.proc.returncode, time.monotonic() - t0
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=STOP_TIMEOUT_S)
+        self.out.close()
+
+
+# --- raw Kafka protocol (blocking; for Metadata at startup) ----------------------------
+
+
+def encode_request(api_key: int, version: int, correlation_id: int,
+                   body: dict[str, Any]) -> bytes:
+    """A whole request frame (size prefix included) built with kio."""
+    schema = load_request_schema(api_key, version)
+    header_cls = schema.__header_schema__
+    buf = io.BytesIO()
+    entity_writer(header_cls)(buf, build(header_cls, {
+        "request_api_key": api_key, "request_api_version": version,
+        "correlation_id": correlation_id, "client_id": "scale-bench"}))
+    entity_writer(schema)(buf, build(schema, body))
+    payload = buf.getvalue()
+    return struct.pack(">i", len(payload)) + payload
+
+
+def decode_response(api_key: int, version: int, payload: bytes) -> tuple[int, Any]:
+    """(correlation id, body) of a response payload (size prefix removed)."""
+    schema = load_response_schema(api_key, version)
+    header, used = entity_reader(schema.__header_schema__)(payload, 0)
+    body, _ = entity_reader(schema)(payload, used)
+    return header.correlation_id, body
+
+
+def _recv_exactly(sock: socket.socket, n: int) -> bytes:
+    out = bytearray()
+    while len(out) < n:
+        chunk = sock.recv(n - len(out))
+        if not chunk:
+            raise ConnectionError("the broker closed the connection")
+        out += chunk
+    return bytes(out)
+
+
+def metadata_all(port: int, timeout: float = REQUEST_TIMEOUT_S) -> tuple[float, int, int]:
+    """Metadata v1 for all topics over a fresh connection: (monotonic time the answer was
+    received, topics, partitions without error), internal topics left out."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        sock.sendall(encode_request(3, 1, 1, {"topics": None}))
+        size = struct.unpack(">i", _recv_exactly(sock, 4))[0]
+        payload = _recv_exactly(sock, size)
+    received = time.monotonic()
+    _, body = decode_response(3, 1, payload)
+    topics = [t for t in body.topics if t.error_code == 0 and not t.is_internal]
+    partitions = sum(1 for t in topics for p in t.partitions if p.error_code == 0)
+    return received, len(topics), partitions
+
+
+def wait_metadata(broker: Odradek, partitions: int,
+                  timeout: float = START_TIMEOUT_S) -> dict[str, Any]:
+    """Poll from spawn until the broker answers Metadata listing ``partitions``; also
+    notes when the banner appeared. Times are from spawn."""
+    deadline = broker.spawned_at + timeout
+    attempts = 0
+    last_error = ""
+    while True:
+        broker.poll_banner()
+        broker.check_alive()
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"no Metadata answer with {partitions:,} partitions after "
+                               f"{timeout} s (last: {last_error})")
+        attempts += 1
+        try:
+            received, topics, seen = metadata_all(broker.port)
+        except OSError as exc:
+            last_error = str(exc)
+            time.sleep(0.01)
+            continue
+        if seen >= partitions:
+            broker.poll_banner()
+            return {"metadata_s": round(received - broker.spawned_at, 3),
+                    "metadata_attempts": attempts, "topics": topics, "partitions": seen}
+        last_error = f"{seen:,} partitions listed"
+        time.sleep(0.05)
+
+
+# --- confluent-kafka helpers ----------------------------------------------------------
+
+
+def bench_machine_info() -> dict[str, Any]:
+    return machine_info(confluent_kafka=getattr(confluent_kafka, "__version__", None),
+                        librdkafka=confluent_kafka.libversion()[0],
+                        ulimit_nofile=list(_nofile()))
+
+
+def _nofile() -> tuple[int, int]:
+    import resource
+
+    return resource.getrlimit(resource.RLIMIT_NOFILE)
+
+
+def topic_layout(n_partitions: int, max_topics: int) -> list[tuple[str, int]]:
+    """(topic, partitions): ``max_topics`` topics (fewer if N is smaller) sharing N."""
+    topics = min(max_topics, n_partitions)
+    base, extra = divmod(n_partitions, topics)
+    return [(f"scale-{i:03d}", base + (1 if i < extra else 0)) for i in range(topics)]
+
+
+def create_topics(bootstrap: str, layout: list[tuple[str, int]]) -> float:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    t0 = time.monotonic()
+    futures = admin.create_topics(
+        [NewTopic(name, num_partitions=n, replication_factor=1) for name, n in layout],
+        operation_timeout=STALL_TIMEOUT_S, request_timeout=STALL_TIMEOUT_S * 3)
+    for f in futures.values():
+        f.result(timeout=STALL_TIMEOUT_S * 5)
+    return time.monotonic() - t0
+
+
+def make_producer(bootstrap: str, errors: list[str], **extra: Any) -> Producer:
+    return Producer({
+        "bootstrap.servers": bootstrap,
+        "error_cb": lambda err: errors.append(str(err)),
+        "acks": 1,
+        "linger.ms": 5,
+        "batch.num.messages": 100_000,
+        "compression.type": "none",
+        "enable.idempotence": False,
+        "queue.buffering.max.messages": 2_000_000,
+        "queue.buffering.max.kbytes": 2_000_000,
+        "log.connection.close": False,  # the broker is stopped while clients linger
+        **extra,
+    })
+
+
+def produce_spread(producer: Producer, targets: list[tuple[str, int]], n: int,
+                   value: bytes, progress: Callable[[int], None] | None = None) -> None:
+    """Record i to ``targets[i % len(targets)]``; then flush. Bounded: fails when the
+    queue or the flush makes no progress for STALL_TIMEOUT_S."""
+    produce_one = producer.produce
+    k = len(targets)
+    sent = 0
+    while sent < n:
+        for topic, partition in targets[: min(k, n - sent)]:
+            try:
+                produce_one(topic, value, partition=partition)
+            except BufferError:
+                stalled_at = time.monotonic()
+                while True:
+                    producer.poll(0.05)
+                    try:
+                        produce_one(topic, value, partition=partition)
+                        break
+                    except BufferError:
+                        if time.monotonic() - stalled_at > STALL_TIMEOUT_S:
+                            raise RuntimeError(
+                                f"producer queue full for {STALL_TIMEOUT_S} s after "
+                                f"{sent:,} records") from None
+            sent += 1
+            if progress is not None and not sent & 0xFFFF:
+                progress(sent)
+    flush(producer)
+
+
+def flush(producer: Producer) -> None:
+    remaining = len(producer)
+    while remaining:
+        left = producer.flush(STALL_TIMEOUT_S)
+        if left >= remaining:
+            raise RuntimeError(f"flush made no progress for {STALL_TIMEOUT_S} s "
+                               f"({left:,} records still queued)")
+        remaining = left
+
+
+# --- part 1: partitions ---------------------------------------------------------------
+
+
+def partitions_row(n_partitions: int, args: argparse.Namespace, tmp_root: str,
+                   keep_running: bool) -> tuple[dict[str, Any], Odradek | None]:
+    """One N: fresh broker, topics, produce. The broker is returned still running when
+    ``keep_running`` (for the startup part), else stopped and its data removed."""
+    data_dir = tempfile.mkdtemp(prefix=f"p{n_partitions}-", dir=tmp_root)
+    broker = Odradek(data_dir)
+    keep = False
+    try:
+        broker.wait_ready()
+        layout = topic_layout(n_partitions, args.topics)
+        create_s = create_topics(broker.bootstrap, layout)
+        targets = [(name, p) for name, n in layout for p in range(n)]
+        errors: list[str] = []
+        producer = make_producer(broker.bootstrap, errors)
+        md = producer.list_topics(timeout=STALL_TIMEOUT_S)  # connect before timing
+        known = sum(len(md.topics[name].partitions) for name, _ in layout)
+        if known != n_partitions:
+            raise RuntimeError(f"client sees {known:,} of {n_partitions:,} partitions")
+        rss_idle = broker.rss_mib()
+        value = os.urandom(args.value_bytes)
+        cpu0, self0 = broker.cpu_s(), self_cpu_s()
+        t0 = time.perf_counter()
+        produce_spread(producer, targets, args.records, value)
+        t1 = time.perf_counter()
+        cpu1, self1 = broker.cpu_s(), self_cpu_s()
+        del producer  # its connections close before the broker stops
+        if errors:
+            raise RuntimeError(f"client errors: {errors[:5]}")
+        seconds = t1 - t0
+        m = args.records / 1e6
+        row = {
+            "partitions": n_partitions,
+            "topics": len(layout),
+            "create_s": round(create_s, 2),
+            "records": args.records,
+            "seconds": round(seconds, 3),
+            "records_s": round(args.records / seconds),
+            "broker_cpu_s": round(cpu1 - cpu0, 2),
+            "broker_cpu_s_per_m": round((cpu1 - cpu0) / m, 3),
+            "broker_cpu_util": round((cpu1 - cpu0) / seconds, 2),
+            "client_cpu_s_per_m": round((self1 - self0) / m, 3),
+            "broker_rss_idle_mib": round(rss_idle, 1),
+            "broker_rss_mib": round(broker.rss_mib(), 1),
+            "broker_peak_rss_mib": round(broker.peak_rss_mib(), 1),
+            "broker_open_fds": broker.open_fds(),
+        }
+        keep = keep_running
+        return row, (broker if keep_running else None)
+    finally:
+        if not keep:
+            rc, _ = broker.stop()
+            if rc != 0:
+                note(f"warning: odradek exited with {rc} on SIGTERM")
+            shutil.rmtree(data_dir, ignore_errors=True)
+
+
+# --- part 2: startup with many partitions ---------------------------------------------
+
+
+def timed_start(data_dir: str, port: int, partitions: int) -> tuple[Odradek, dict[str, Any]]:
+    broker = Odradek(data_dir, port)
+    try:
+        md = wait_metadata(broker, partitions)
+        broker.wait_ready()
+    except BaseException:
+        broker.kill()
+        raise
+    return broker, {
+        "banner_s": round(broker.banner_s or float("nan"), 3),
+        **md,
+        "rss_mib": round(broker.rss_mib(), 1),
+        "peak_rss_mib": round(broker.peak_rss_mib(), 1),
+        "open_fds": broker.open_fds(),
+        "startup_cpu_s": round(broker.cpu_s(), 2),
+    }
+
+
+def startup_part(broker: Odradek, n_partitions: int, args: argparse.Namespace) -> dict[str, Any]:
+    data_dir, port = broker.data_dir, broker.port
+    out: dict[str, Any] = {"partitions": n_partitions,
+                           "log_bytes": _dir_log_bytes(data_dir)}
+    try:
+        rc, stop_s = broker.stop()
+        out["clean_stop_s"] = round(stop_s, 2)
+        out["clean_stop_exit_code"] = rc
+        note(f"  clean stop took {stop_s:.2f} s; starting again on the same directory ...")
+        broker, out["clean"] = timed_start(data_dir, port, n_partitions)
+        note(f"  clean start: banner {out['clean']['banner_s']} s, full metadata "
+             f"{out['clean']['metadata_s']} s, RSS {out['clean']['rss_mib']} MiB")
+        # More records everywhere, then SIGKILL: the next start must recover.
+        layout = topic_layout(n_partitions, args.topics)
+        targets = [(name, p) for name, n in layout for p in range(n)]
+        errors: list[str] = []
+        producer = make_producer(broker.bootstrap, errors)
+        producer.list_topics(timeout=STALL_TIMEOUT_S)
+        extra = max(n_partitions, args.records // 10)
+        produce_spread(producer, targets, extra, os.urandom(args.value_bytes))
+        del producer
+        broker.kill()
+        out["unclean_extra_records"] = extra
+        out["log_bytes_before_kill"] = _dir_log_bytes(data_dir)
+        note(f"  {extra:,} more records, SIGKILL; starting again ...")
+        broker, out["unclean"] = timed_start(data_dir, port, n_partitions)
+        note(f"  unclean start: banner {out['unclean']['banner_s']} s, full metadata "
+             f"{out['unclean']['metadata_s']} s, RSS {out['unclean']['rss_mib']} MiB")
+    finally:
+        rc, _ = broker.stop()
+        if rc != 0:
+            note(f"warning: odradek exited with {rc} on SIGTERM")
+        shutil.rmtree(data_dir, ignore_errors=True)
+    return out
+
+
+def _dir_log_bytes(data_dir: str) -> int:
+    total = 0
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(data_dir):
+            if entry.is_dir():
+                with contextlib.suppress(OSError):
+                    total += sum(f.stat().st_size for f in os.scandir(entry.path)
+                                 if f.name.endswith(".log"))
+    return total
+
+
+# --- part 3: connections --------------------------------------------------------------
+
+CONN_TOPIC = "scale-conn"
+
+
+class ConnStats:
+    def __init__(self) -> None:
+        self.ready = 0
+        self.requests = 0
+        self.records = 0
+        self.errors: dict[str, int] = {}
+        self.latencies: list[float] = []
+
+    def error(self, kind: str) -> None:
+        self.errors[kind] = self.errors.get(kind, 0) + 1
+
+
+async def _read_frame(reader: asyncio.StreamReader) -> bytes:
+    size = struct.unpack(">i", await reader.readexactly(4))[0]
+    return await reader.readexactly(size)
+
+
+async def conn_client(index: int, port: int, partitions: int, records_per_request: int,
+                      value_bytes: int, connect_gate: asyncio.Semaphore,
+                      go: asyncio.Event, stop: asyncio.Event, stats: ConnStats) -> None:
+    partition = index % partitions
+    batch = builder.build_simple([os.urandom(value_bytes)] * records_per_request,
+                                 timestamp=int(time.time() * 1000))
+    frame = bytearray(encode_request(0, 3, 0, {
+        "transactional_id": None, "acks": 1, "timeout": 30_000,
+        "topic_data": [{"name": CONN_TOPIC,
+                        "partition_data": [{"index": partition, "records": batch}]}]}))
+    # Produce v3 response: correlation id, topic count, topic name, partition count,
+    # partition index, then the error code.
+    error_at = 4 + 4 + 2 + len(CONN_TOPIC) + 4 + 4
+    writer: asyncio.StreamWriter | None = None
+    try:
+        async with connect_gate, asyncio.timeout(REQUEST_TIMEOUT_S):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(encode_request(18, 0, 1, {}))
+            _, body = decode_response(18, 0, await _read_frame(reader))
+            if body.error_code != 0:
+                raise RuntimeError(f"ApiVersions error {body.error_code}")
+            writer.write(encode_request(3, 1, 2, {"topics": [{"name": CONN_TOPIC}]}))
+            _, md = decode_response(3, 1, await _read_frame(reader))
+            if md.topics[0].error_code != 0:
+                raise RuntimeError(f"Metadata error {md.topics[0].error_code}")
+        stats.ready += 1
+        await go.wait()
+        correlation = 2
+        checked = False
+        while not stop.is_set():
+            correlation += 1
+            struct.pack_into(">i", frame, 8, correlation)  # size(4) key(2) version(2)
+            t0 = time.perf_counter()
+            async with asyncio.timeout(REQUEST_TIMEOUT_S):
+                writer.write(frame)
+                payload = await _read_frame(reader)
+            if not checked:  # decode one answer fully; afterwards read the fields
+                _, body = decode_response(0, 3, payload)
+                if body.responses[0].name != CONN_TOPIC:
+                    raise RuntimeError("Produce answer for another topic")
+                checked = True
+            got_corr = struct.unpack_from(">i", payload, 0)[0]
+            code = struct.unpack_from(">h", payload, error_at)[0]
+            if got_corr != correlation:
+                raise RuntimeError(f"correlation {got_corr}, expected {correlation}")
+            if code != 0:
+                stats.error(f"produce error {code}")
+                continue
+            stats.requests += 1
+            stats.records += records_per_request
+            if not stats.requests % 16:
+                stats.latencies.append(time.perf_counter() - t0)
+    except TimeoutError:
+        stats.error("timeout")
+    except (OSError, asyncio.IncompleteReadError) as exc:
+        stats.error(type(exc).__name__)
+    except RuntimeError as exc:
+        stats.error(str(exc)[:80])
+    finally:
+        if writer is not None:
+            writer.close()
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(5):
+                    await writer.wait_closed()
+
+
+async def conn_level(broker: Odradek, connections: int, args: argparse.Namespace
+                     ) -> dict[str, Any]:
+    stats = ConnStats()
+    gate = asyncio.Semaphore(args.connect_concurrency)
+    go, stop = asyncio.Event(), asyncio.Event()
+    t0 = time.monotonic()
+    tasks = [asyncio.create_task(conn_client(
+        i, broker.port, args.conn_partitions, args.conn_records, args.value_bytes, gate,
+        go, stop, stats)) for i in range(connections)]
+    deadline = t0 + REQUEST_TIMEOUT_S + connections * 0.05
+    while stats.ready + sum(stats.errors.values()) < connections:
+        if time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.02)
+    connect_s = time.monotonic() - t0
+    connect_errors = sum(stats.errors.values())
+    rss_connected = broker.rss_mib()
+    fds = broker.open_fds()
+    cpu0, self0 = broker.cpu_s(), self_cpu_s()
+    t1 = time.perf_counter()
+    go.set()
+    await asyncio.sleep(args.conn_seconds)
+    served = stats.requests
+    t2 = time.perf_counter()
+    cpu1, self1 = broker.cpu_s(), self_cpu_s()
+    stop.set()
+    _, pending = await asyncio.wait(tasks, timeout=REQUEST_TIMEOUT_S + 10)
+    for task in pending:
+        task.cancel()
+    if pending:
+        await asyncio.wait(pending)
+    seconds = t2 - t1
+    lat = sorted(stats.latencies)
+    return {
+        "connections": connections,
+        "ready": stats.ready,
+        "connect_s": round(connect_s, 2),
+        "connect_errors": connect_errors,
+        "seconds": round(seconds, 2),
+        "requests": served,
+        "requests_s": round(served / seconds),
+        "records_s": round(served * args.conn_records / seconds),
+        "errors": sum(stats.errors.values()),
+        "error_kinds": stats.errors,
+        "p50_ms": round(lat[len(lat) // 2] * 1000, 2) if lat else None,
+        "p99_ms": round(lat[int(len(lat) * 0.99)] * 1000, 2) if lat else None,
+        "broker_cpu_us_per_request": round((cpu1 - cpu0) / served * 1e6, 1) if served else None,
+        "broker_cpu_util": round((cpu1 - cpu0) / seconds, 2),
+        "client_cpu_util": round((self1 - self0) / seconds, 2),
+        "broker_rss_connected_mib": round(rss_connected, 1),
+        "broker_rss_mib": round(broker.rss_mib(), 1),
+        "broker_peak_rss_mib": round(broker.peak_rss_mib(), 1),
+        "broker_open_fds": fds,
+    }
+
+
+def connections_part(levels: list[int], args: argparse.Namespace,
+                     tmp_root: str) -> list[dict[str, Any]]:
+    data_dir = tempfile.mkdtemp(prefix="conn-", dir=tmp_root)
+    broker = Odradek(data_dir)
+    rows = []
+    try:
+        broker.wait_ready()
+        create_topics(broker.bootstrap, [(CONN_TOPIC, args.conn_partitions)])
+        for c in levels:
+            note(f"connections: {c:,} for {args.conn_seconds} s ...")
+            row = asyncio.run(conn_level(broker, c, args))
+            broker.check_alive()
+            note(f"  {row['requests_s']:,} requests/s, {row['errors']} errors, "
+                 f"{row['broker_cpu_us_per_request']} broker CPU us/request, "
+                 f"RSS {row['broker_rss_mib']} MiB")
+            rows.append(row)
+    finally:
+        rc, _ = broker.stop()
+        if rc != 0:
+            note(f"warning: odradek exited with {rc} on SIGTERM")
+        shutil.rmtree(data_dir, ignore_errors=True)
+    return rows
+
+
+# --- part 4: 10 GB flowing through ----------------------------------------------------
+
+
+class Sampler(threading.Thread):
+    """Every ``interval`` s: (t, broker RSS MiB, broker CPU s, log bytes on disk, 1-minute
+    load average of the machine)."""
+
+    def __init__(self, broker: Odradek, log_dirs: list[str], interval: float = 1.0) -> None:
+        super().__init__(name="scale-sampler", daemon=True)
+        self.broker = broker
+        self.log_dirs = log_dirs
+        self.interval = interval
+        self.samples: list[tuple[float, float, float, int, float]] = []
+        self._halt = threading.Event()
+
+    def sample(self) -> None:
+        size = 0
+        for d in self.log_dirs:
+            with contextlib.suppress(OSError):
+                size += sum(f.stat().st_size for f in os.scandir(d) if f.name.endswith(".log"))
+        with contextlib.suppress(OSError, ValueError):
+            self.samples.append((time.monotonic(), self.broker.rss_mib(),
+                                 self.broker.cpu_s(), size, os.getloadavg()[0]))
+
+    def run(self) -> None:
+        self.sample()
+        while not self._halt.wait(self.interval):
+            self.sample()
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join(timeout=10)
+        self.sample()
+
+
+def crossing_times(samples: list[tuple[float, float, float, int, float]], step: int,
+                   t_start: float) -> list[tuple[float, float]]:
+    """(time, broker CPU s) at which the log size crossed 1, 2, ... ``step`` bytes,
+    linearly interpolated between samples; the first point is the start."""
+    points = [(t_start, samples[0][2])]
+    k = 1
+    for (ta, _, ca, sa, _), (tb, _, cb, sb, _) in itertools.pairwise(samples):
+        while sa < k * step <= sb:
+            frac = (k * step - sa) / (sb - sa)
+            points.append((ta + frac * (tb - ta), ca + frac * (cb - ca)))
+            k += 1
+    return points
+
+
+def flow_part(args: argparse.Namespace, tmp_root: str) -> dict[str, Any]:
+    data_dir = tempfile.mkdtemp(prefix="flow-", dir=tmp_root)
+    broker = Odradek(data_dir)
+    try:
+        broker.wait_ready()
+        topic = "scale-flow"
+        create_topics(broker.bootstrap, [(topic, args.flow_partitions)])
+        log_dirs = [os.path.join(data_dir, f"{topic}-{p}") for p in range(args.flow_partitions)]
+        errors: list[str] = []
+        # A small client queue (64 MiB) keeps what was handed to produce() close to what
+        # the broker has taken, so the client cannot run ahead by gigabytes.
+        producer = make_producer(broker.bootstrap, errors,
+                                 **{"queue.buffering.max.kbytes": 65_536})
+        producer.list_topics(topic, timeout=STALL_TIMEOUT_S)
+        n = int(args.flow_gib * GiB) // args.flow_value_bytes
+        targets = [(topic, p) for p in range(args.flow_partitions)]
+        sampler = Sampler(broker, log_dirs)
+        rss_start = broker.rss_mib()
+        sampler.start()
+        cpu0, self0 = broker.cpu_s(), self_cpu_s()
+        t0 = time.monotonic()
+        next_note = [t0 + 10]
+
+        def progress(sent: int) -> None:
+            now = time.monotonic()
+            if now > next_note[0]:
+                next_note[0] = now + 10
+                note(f"  {sent * args.flow_value_bytes / GiB:.1f} GiB handed to the "
+                     f"producer, broker RSS {broker.rss_mib():.0f} MiB")
+
+        try:
+            produce_spread(producer, targets, n, os.urandom(args.flow_value_bytes), progress)
+        finally:
+            sampler.stop()
+        t1 = time.monotonic()
+        cpu1, self1 = broker.cpu_s(), self_cpu_s()
+        del producer
+        if errors:
+            raise RuntimeError(f"client errors: {errors[:5]}")
+        samples = sampler.samples
+        final_bytes = samples[-1][3]
+        points = crossing_times(samples, GiB, t0)
+        per_gib = []
+        for i, ((ta, ca), (tb, cb)) in enumerate(itertools.pairwise(points)):
+            dt = tb - ta
+            inside = [sm for sm in samples if ta <= sm[0] <= tb]
+            per_gib.append({
+                "gib": i + 1,
+                "seconds": round(dt, 2),
+                "mib_s": round(1024 / dt, 1),
+                "records_s": round(GiB / dt / (final_bytes / n)),
+                "broker_cpu_s": round(cb - ca, 2),
+                "rss_mib_max": round(max((sm[1] for sm in inside), default=float("nan")), 1),
+                "loadavg": round(statistics.mean(sm[4] for sm in inside), 1) if inside else None,
+            })
+        rss = [s[1] for s in samples]
+        seconds = t1 - t0
+        out = {
+            "gib_requested": args.flow_gib,
+            "partitions": args.flow_partitions,
+            "value_bytes": args.flow_value_bytes,
+            "records": n,
+            "log_bytes": final_bytes,
+            "seconds": round(seconds, 1),
+            "mib_s": round(final_bytes / MiB / seconds, 1),
+            "records_s": round(n / seconds),
+            "broker_cpu_s_per_m": round((cpu1 - cpu0) / (n / 1e6), 3),
+            "broker_cpu_util": round((cpu1 - cpu0) / seconds, 2),
+            "client_cpu_util": round((self1 - self0) / seconds, 2),
+            "rss_start_mib": round(rss_start, 1),
+            "rss_min_mib": round(min(rss), 1),
+            "rss_max_mib": round(max(rss), 1),
+            "rss_end_mib": round(rss[-1], 1),
+            "peak_rss_mib": round(broker.peak_rss_mib(), 1),
+            "per_gib": per_gib,
+            "samples_fields": ["s", "rss_mib", "broker_cpu_s", "log_bytes", "loadavg"],
+            "samples": [[round(t - t0, 2), round(r, 1), round(c - cpu0, 2), b, round(la, 2)]
+                        for t, r, c, b, la in samples],
+        }
+        if len(per_gib) >= 2:
+            out["last_first_ratio"] = round(per_gib[-1]["mib_s"] / per_gib[0]["mib_s"], 3)
+        if len(per_gib) >= 3:  # the rate once the log holds 1 GiB vs at the end
+            out["last_second_ratio"] = round(per_gib[-1]["mib_s"] / per_gib[1]["mib_s"], 3)
+        return out
+    finally:
+        rc, _ = broker.stop()
+        if rc != 0:
+            note(f"warning: odradek exited with {rc} on SIGTERM")
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+# --- report ---------------------------------------------------------------------------
+
+
+def _fmt(x: Any, spec: str = ",.0f") -> str:
+    if x is None or (isinstance(x, float) and x != x):
+        return "-"
+    return format(x, spec)
+
+
+def summarize_partitions(rounds: list[list[dict[str, Any]]]) -> dict[str, Any]:
+    by_n: dict[int, list[dict[str, Any]]] = {}
+    for rnd in rounds:
+        for row in rnd:
+            if "error" not in row:
+                by_n.setdefault(row["partitions"], []).append(row)
+    summary: dict[str, Any] = {"rows": []}
+    for n in sorted(by_n):
+        rows = by_n[n]
+        med = {k: statistics.median(r[k] for r in rows)
+               for k in ("records_s", "broker_cpu_s_per_m", "client_cpu_s_per_m",
+                         "broker_cpu_util", "create_s")}
+        summary["rows"].append({
+            "partitions": n, "topics": rows[0]["topics"], **med,
+            "records_s_all": [r["records_s"] for r in rows],
+            "broker_rss_mib": max(r["broker_rss_mib"] for r in rows),
+            "broker_peak_rss_mib": max(r["broker_peak_rss_mib"] for r in rows),
+            "broker_open_fds": max(r["broker_open_fds"] for r in rows),
+        })
+    lo, hi = min(by_n, default=None), max(by_n, default=None)
+    if lo is not None and hi is not None and lo != hi:
+        ratios = [next(r["records_s"] for r in rnd if r["partitions"] == hi)
+                  / next(r["records_s"] for r in rnd if r["partitions"] == lo)
+                  for rnd in rounds
+                  if {lo, hi} <= {r["partitions"] for r in rnd if "error" not in r}]
+        if ratios:
+            summary["ratio_partitions"] = [lo, hi]
+            summary["ratio_rate"] = round(statistics.median(ratios), 3)
+            summary["ratio_rate_all"] = [round(x, 3) for x in ratios]
+    return summary
+
+
+def markdown(results: dict[str, Any]) -> str:
+    m, p = results["machine"], results["params"]
+    client = f"confluent-kafka {m['confluent_kafka']} (librdkafka {m['librdkafka']})"
+    lines = [f"machine: {machine_line(m, client)}", ""]
+    part = results.get("partitions")
+    if part:
+        s = part["summary"]
+        lines += [
+            f"**Partitions** — {p['records']:,} records of {p['value_bytes']} bytes per "
+            f"row, acks=1, linger.ms=5, one confluent-kafka producer, record i to "
+            f"partition i mod N; {p['rounds']} round(s), medians",
+            "",
+            "| partitions | topics | create s | records/s | broker CPU s per M "
+            "| broker busy (CPUs) | client CPU s per M | broker RSS MB | peak RSS MB "
+            "| open fds |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for r in s["rows"]:
+            lines.append(
+                f"| {r['partitions']:,} | {r['topics']} | {r['create_s']:.1f} "
+                f"| {r['records_s']:,.0f} | {r['broker_cpu_s_per_m']:.2f} "
+                f"| {r['broker_cpu_util']:.2f} | {r['client_cpu_s_per_m']:.2f} "
+                f"| {r['broker_rss_mib']:,.0f} | {r['broker_peak_rss_mib']:,.0f} "
+                f"| {r['broker_open_fds']:,} |")
+        for rnd_i, rnd in enumerate(part["rounds"]):
+            for r in rnd:
+                if "error" in r:
+                    lines.append(f"- round {rnd_i + 1}, {r['partitions']:,} partitions: "
+                                 f"**failed**: {r['error']}")
+        if "ratio_rate" in s:
+            lo, hi = s["ratio_partitions"]
+            per = ", ".join(f"{x:.2f}" for x in s["ratio_rate_all"])
+            lines.append(f"- rate with {hi:,} / with {lo:,} partition(s): "
+                         f"**{s['ratio_rate']:.2f}** (per round: {per})")
+        lines.append("")
+    st = results.get("startup")
+    if st:
+        lines += [f"**Startup** — {st.get('partitions', 0):,} partitions, "
+                  f"{st.get('log_bytes', 0) / MiB:,.0f} MiB of log", ""]
+        if "error" in st:
+            lines.append(f"- **failed**: {st['error']}")
+        lines += ["| start | banner s | Metadata with all partitions s | RSS MB "
+                  "| startup CPU s | open fds |", "|---|---:|---:|---:|---:|---:|"]
+        for kind, label in (("clean", "after SIGTERM (clean)"),
+                            ("unclean", "after SIGKILL (recovery)")):
+            r = st.get(kind)
+            if r:
+                lines.append(f"| {label} | {r['banner_s']:.2f} | {r['metadata_s']:.2f} "
+                             f"| {r['rss_mib']:,.0f} | {r['startup_cpu_s']:.1f} "
+                             f"| {r['open_fds']:,} |")
+        if "clean_stop_s" in st:
+            lines.append(f"- clean stop (SIGTERM to exit): {st['clean_stop_s']:.2f} s; "
+                         f"{st.get('unclean_extra_records', 0):,} records produced across all "
+                         "partitions before the SIGKILL")
+        lines.append("")
+    conn = results.get("connections")
+    if conn:
+        lines += [
+            f"**Connections** — raw asyncio clients: ApiVersions v0, Metadata v1, then "
+            f"Produce v3 (1 batch of {p['conn_records']} x {p['value_bytes']} B, acks=1) "
+            f"one at a time per connection for {p['conn_seconds']} s; "
+            f"{p['conn_partitions']} partitions",
+            "",
+            "| connections | connect s | requests/s | records/s | errors | p50 ms | p99 ms "
+            "| broker CPU us per request | broker busy | client busy | broker RSS MB "
+            "| open fds |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for r in conn:
+            if "error" in r:
+                lines.append(f"| {r.get('connections', '?')} | **failed**: {r['error']} |")
+                continue
+            lines.append(
+                f"| {r['connections']:,} | {r['connect_s']:.2f} | {r['requests_s']:,} "
+                f"| {r['records_s']:,} | {r['errors']} | {_fmt(r['p50_ms'], '.2f')} "
+                f"| {_fmt(r['p99_ms'], '.2f')} | {_fmt(r['broker_cpu_us_per_request'], '.0f')} "
+                f"| {r['broker_cpu_util']:.2f} | {r['client_cpu_util']:.2f} "
+                f"| {r['broker_rss_mib']:,.0f} | {r['broker_open_fds']:,} |")
+        kinds = {k: v for r in conn for k, v in r.get("error_kinds", {}).items()}
+        if kinds:
+            lines.append(f"- error kinds: {kinds}")
+        lines.append("")
+    flow = results.get("flow")
+    if flow:
+        if "error" in flow:
+            lines.append(f"**Flow** — **failed**: {flow['error']}")
+        else:
+            lines += [
+                f"**Flow** — {flow['log_bytes'] / GiB:.2f} GiB of log "
+                f"({flow['records']:,} records of {flow['value_bytes']} B) to "
+                f"{flow['partitions']} partition(s), one confluent-kafka producer; broker "
+                "VmRSS sampled every second",
+                "",
+                "| GiB of log | seconds | MiB/s | records/s | broker CPU s | max RSS MB "
+                "| load avg |",
+                "|---:|---:|---:|---:|---:|---:|---:|",
+            ]
+            for g in flow["per_gib"]:
+                lines.append(f"| {g['gib']} | {g['seconds']:.1f} | {g['mib_s']:,.0f} "
+                             f"| {g['records_s']:,} | {g['broker_cpu_s']:.1f} "
+                             f"| {_fmt(g['rss_mib_max'])} | {_fmt(g['loadavg'], '.1f')} |")
+            ratio = flow.get("last_first_ratio")
+            lines.append(
+                f"- overall {flow['mib_s']:,.0f} MiB/s ({flow['records_s']:,} records/s), "
+                f"broker {flow['broker_cpu_s_per_m']:.2f} CPU s per M records, broker busy "
+                f"{flow['broker_cpu_util']:.2f} CPUs, client {flow['client_cpu_util']:.2f}; "
+                f"broker RSS min {flow['rss_min_mib']:,.0f} / max {flow['rss_max_mib']:,.0f} "
+                f"MB (start {flow['rss_start_mib']:,.0f}, end {flow['rss_end_mib']:,.0f}); "
+                f"rate of the last GiB / the first {_fmt(ratio, '.2f')}, / the second "
+                f"(the log at 1 GiB) {_fmt(flow.get('last_second_ratio'), '.2f')}")
+        lines.append("")
+    return "\n".join(lines).rstrip()
+
+
+# --- main -----------------------------------------------------------------------------
+
+
+def _ints(text: str) -> list[int]:
+    return [int(x.replace("_", "")) for x in text.split(",") if x.strip()]
+
+
+PARTS = ("partitions", "startup", "connections", "flow")
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    here = Path(__file__).resolve().parent
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    ap.add_argument("--quick", action="store_true",
+                    help="a few minutes: partitions 1,1000 with 200,000 records, 1 round, "
+                         "connections 1,10,100 for 3 s, 1 GiB flow")
+    ap.add_argument("--only", default=",".join(PARTS),
+                    help=f"comma-separated parts to run (default all: {','.join(PARTS)}); "
+                         "startup needs partitions")
+    ap.add_argument("--partitions", default="1,100,1000,10000",
+                    help="partition counts of part 1 (default 1,100,1000,10000)")
+    ap.add_argument("--topics", type=int, default=100, help="topics sharing them (100)")
+    ap.add_argument("--records", type=int, default=1_000_000,
+                    help="records produced per partition row (default 1,000,000)")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="rounds of part 1, ascending then descending (default 3)")
+    ap.add_argument("--value-bytes", type=int, default=100, help="record size (100)")
+    ap.add_argument("--connections", default="1,10,100,1000",
+                    help="concurrent connections of part 3 (default 1,10,100,1000)")
+    ap.add_argument("--conn-seconds", type=float, default=10.0,
+                    help="measured seconds per connection count (10)")
+    ap.add_argument("--conn-records", type=int, default=10,
+                    help="records per Produce request in part 3 (10)")
+    ap.add_argument("--conn-partitions", type=int, default=10,
+                    help="partitions of part 3's topic; connection i writes to i mod P (10)")
+    ap.add_argument("--connect-concurrency", type=int, default=100,
+                    help="connection handshakes in progress at once (100)")
+    ap.add_argument("--flow-gib", type=float, default=10.0,
+                    help="GiB of 1 KiB records in part 4 (default 10)")
+    ap.add_argument("--flow-partitions", type=int, default=1, help="partitions of part 4 (1)")
+    ap.add_argument("--flow-value-bytes", type=int, default=1024, help="record size (1024)")
+    ap.add_argument("--dir", default="/tmp", help="where data dirs go (default /tmp)")
+    ap.add_argument("--out", default=str(here / "results" / "scale.json"),
+                    help="JSON results file (default bench/results/scale.json)")
+    args = ap.parse_args(argv)
+    if args.quick:
+        defaults = {"partitions": "1,1000", "records": 200_000, "rounds": 1,
+                    "connections": "1,10,100", "conn_seconds": 3.0, "flow_gib": 1.0}
+        for name, value in defaults.items():
+            if getattr(args, name) == ap.get_default(name):
+                setattr(args, name, value)
+    args.only = [x.strip() for x in args.only.split(",") if x.strip()]
+    unknown = set(args.only) - set(PARTS)
+    if unknown:
+        ap.error(f"unknown part(s) {sorted(unknown)}; choose from {PARTS}")
+    if args.rounds < 1 or args.records < 1 or args.flow_gib <= 0:
+        ap.error("--rounds, --records and --flow-gib must be positive")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    partition_counts = _ints(args.partitions)
+    tmp_root = tempfile.mkdtemp(prefix="odradek-scale-bench-", dir=args.dir)
+    results: dict[str, Any] = {
+        "benchmark": "scale",
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "command": " ".join([shown_path(sys.executable), *sys.argv]),
+        "machine": bench_machine_info(),
+        "params": {
+            "parts": args.only,
+            "partitions": partition_counts,
+            "topics": args.topics,
+            "records": args.records,
+            "rounds": args.rounds,
+            "value_bytes": args.value_bytes,
+            "producer": {"acks": 1, "linger.ms": 5, "batch.num.messages": 100_000,
+                         "compression.type": "none"},
+            "connections": _ints(args.connections),
+            "conn_seconds": args.conn_seconds,
+            "conn_records": args.conn_records,
+            "conn_partitions": args.conn_partitions,
+            "connect_concurrency": args.connect_concurrency,
+            "flow_gib": args.flow_gib,
+            "flow_partitions": args.flow_partitions,
+            "flow_value_bytes": args.flow_value_bytes,
+            "odradek": "odradek serve, default config, fresh data dir per part or row",
+        },
+    }
+    started = time.monotonic()
+    try:
+        if "partitions" in args.only:
+            rounds: list[list[dict[str, Any]]] = []
+            biggest = max(partition_counts)
+            for i in range(args.rounds):
+                order = sorted(partition_counts, reverse=bool(i % 2))
+                rnd = []
+                for n in order:
+                    want_startup = ("startup" in args.only and n == biggest
+                                    and "startup" not in results)
+                    note(f"partitions, round {i + 1}/{args.rounds}: {n:,} partitions, "
+                         f"{args.records:,} records ...")
+                    try:
+                        row, kept = partitions_row(n, args, tmp_root, want_startup)
+                    except Exception as exc:  # report and go on with the next row
+                        note(f"  FAILED: {exc}")
+                        rnd.append({"partitions": n, "error": str(exc)[:500]})
+                        if want_startup:
+                            results["startup"] = {"partitions": n,
+                                                  "error": "the partitions row failed"}
+                        continue
+                    note(f"  {row['records_s']:,} records/s, {row['broker_cpu_s_per_m']} "
+                         f"broker CPU s/M, RSS {row['broker_rss_mib']} MiB, topics created "
+                         f"in {row['create_s']} s")
+                    rnd.append(row)
+                    if kept is not None:
+                        note(f"startup with {n:,} partitions ...")
+                        try:
+                            results["startup"] = startup_part(kept, n, args)
+                        except Exception as exc:
+                            note(f"  FAILED: {exc}")
+                            results["startup"] = {"partitions": n, "error": str(exc)[:500]}
+                rounds.append(rnd)
+            results["partitions"] = {"rounds": rounds, "summary": summarize_partitions(rounds)}
+        if "connections" in args.only:
+            try:
+                results["connections"] = connections_part(_ints(args.connections), args,
+                                                          tmp_root)
+            except Exception as exc:
+                note(f"  FAILED: {exc}")
+                results["connections"] = [{"error": str(exc)[:500]}]
+        if "flow" in args.only:
+            note(f"flow: {args.flow_gib} GiB of {args.flow_value_bytes}-byte records ...")
+            try:
+                results["flow"] = flow_part(args, tmp_root)
+                f = results["flow"]
+                note(f"  {f['mib_s']} MiB/s, RSS {f['rss_min_mib']}-{f['rss_max_mib']} MiB, "
+                     f"last/first GiB {f.get('last_first_ratio')}")
+            except Exception as exc:
+                note(f"  FAILED: {exc}")
+                results["flow"] = {"error": str(exc)[:500]}
+    finally:
+        shutil.rmtree(tmp_root, ignore_errors=True)
+    results["seconds"] = round(time.monotonic() - started, 1)
+    return finish(results, markdown(results), args.out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
