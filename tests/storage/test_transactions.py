@@ -466,3 +466,13 @@ def test_the_log_start_may_pass_an_open_transaction_and_the_lso_follows_it(open_
     lg.append_marker(1, 0, True, coordinator_epoch=0)
     assert lg.last_stable_offset == lg.log_end_offset
     assert lg.read_committed(10, 1 << 20).result.region is not None
+
+
+def test_an_abort_with_no_open_transaction_indexes_an_empty_one_at_the_marker(open_log):
+    # Kafka's ProducerAppendInfo.appendEndTxnMarker: the first offset is the marker's.
+    lg = open_log()
+    lg.append(make_batch(2))
+    lg.append_marker(7, 0, False, coordinator_epoch=0)
+    lg.append_marker(7, 0, True, coordinator_epoch=0)
+    assert lg.aborted_transactions(0, 10) == [AbortedTxn(7, 2, 2, 3)]
+    assert lg.last_stable_offset == 4

@@ -38,13 +38,13 @@ def replay(events: list[Event], end: int):
         elif kind == "txn":
             open_txn.setdefault(pid, base)
             members.setdefault(pid, []).append((base, last))
-        elif pid in open_txn:
-            first = open_txn.pop(pid)
+        else:  # a marker; one with no open transaction ends an empty one (as in Kafka)
+            first = open_txn.pop(pid, base)
             if kind == "abort":
                 aborted.append((pid, first, base))
             else:
-                visible += members[pid]
-            members.pop(pid)
+                visible += members.get(pid, [])
+            members.pop(pid, None)
     lso = min(open_txn.values(), default=end)
     offsets = sorted(o for b, la in visible if la < lso for o in range(b, la + 1))
     return lso, aborted, offsets

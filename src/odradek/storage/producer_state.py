@@ -106,6 +106,9 @@ def _in_sequence(last_seq: int, next_seq: int) -> bool:
 class ProducerStateManager:
     def __init__(self) -> None:
         self.producers: dict[int, ProducerEntry] = {}
+        # producer id -> first offset of its open transaction (the entries' txn_first_offset,
+        # kept apart so the LSO costs the open transactions, not every producer)
+        self._ongoing: dict[int, int] = {}
 
     def find_duplicate(self, header: BatchHeader) -> BatchMetadata | None:
         """The earlier append of this very batch, if it is a retry of one."""
@@ -183,13 +186,17 @@ class ProducerStateManager:
                 entry.coordinator_epoch = old.coordinator_epoch
         if header.is_control:
             entry.coordinator_epoch = max(entry.coordinator_epoch, coordinator_epoch)
-            if control_type not in (0, 1) or entry.txn_first_offset < 0:
-                return None  # unknown control record, or a marker with no transaction
-            done = CompletedTxn(pid, entry.txn_first_offset, first_offset, control_type == 0)
+            if control_type not in (0, 1):
+                return None  # not a transaction marker
+            # A marker with no open transaction ends an empty one at its own offset
+            # (Kafka's ProducerAppendInfo.appendEndTxnMarker does the same).
+            first = entry.txn_first_offset if entry.txn_first_offset >= 0 else first_offset
             entry.txn_first_offset = -1
-            return done
+            self._ongoing.pop(pid, None)
+            return CompletedTxn(pid, first, first_offset, control_type == 0)
         if header.is_transactional and entry.txn_first_offset < 0:
             entry.txn_first_offset = first_offset
+            self._ongoing[pid] = first_offset
         if header.base_sequence < 0:
             return None
         entry.batches.append(BatchMetadata(
@@ -199,20 +206,16 @@ class ProducerStateManager:
 
     @property
     def has_transactions(self) -> bool:
-        return any(e.txn_first_offset >= 0 or e.coordinator_epoch >= 0
-                   for e in self.producers.values())
+        return bool(self._ongoing) or any(e.coordinator_epoch >= 0
+                                          for e in self.producers.values())
 
     def ongoing(self) -> dict[int, int]:
         """producer id -> first offset of its open transaction."""
-        return {pid: e.txn_first_offset for pid, e in self.producers.items()
-                if e.txn_first_offset >= 0}
+        return dict(self._ongoing)
 
-    def first_unstable_offset(self, excluding: int | None = None) -> int | None:
-        """First offset of the earliest open transaction (of another producer than
-        ``excluding``), or None."""
-        firsts = [e.txn_first_offset for pid, e in self.producers.items()
-                  if e.txn_first_offset >= 0 and pid != excluding]
-        return min(firsts) if firsts else None
+    def first_unstable_offset(self) -> int | None:
+        """First offset of the earliest open transaction, or None."""
+        return min(self._ongoing.values()) if self._ongoing else None
 
     def rebuild(self, headers: Iterable[BatchHeader]) -> None:
         for header in headers:
@@ -225,6 +228,9 @@ class ProducerStateManager:
             kept = [b for b in entry.batches if b.last_offset < offset]
             entry.batches.clear()
             entry.batches.extend(kept)
+            if entry.txn_first_offset >= offset:
+                entry.txn_first_offset = -1
+                self._ongoing.pop(pid, None)
 
     # --- snapshots ---------------------------------------------------------------------
 
@@ -274,4 +280,6 @@ class ProducerStateManager:
         except (OSError, ValueError, TypeError, KeyError, IndexError):
             return False
         self.producers = producers
+        self._ongoing = {pid: e.txn_first_offset for pid, e in producers.items()
+                         if e.txn_first_offset >= 0}
         return True
