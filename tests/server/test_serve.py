@@ -93,6 +93,33 @@ def test_a_signal_stops_the_broker_cleanly_and_a_restart_serves_everything(tmp_p
         assert consume(run["port"], "kept", 100) == values
 
 
+SIGNAL_DURING_START = r"""
+import os, signal, sys
+from odradek.cli.main import main
+from odradek.server.broker import Broker
+
+real_start = Broker.start
+
+async def start_while_signalled(self):
+    os.kill(os.getpid(), signal.SIGTERM)  # an operator's SIGTERM during a long recovery
+    await real_start(self)
+
+Broker.start = start_while_signalled
+sys.exit(main(["serve", "--listen", "127.0.0.1:0", "--data-dir", sys.argv[1]]))
+"""
+
+
+def test_a_signal_during_startup_stops_the_broker_cleanly_once_started(tmp_path):
+    """Recovering thousands of logs can take seconds; a SIGTERM meanwhile must not kill the
+    process mid-recovery (an unclean stop): it is acted on once the start is done."""
+    data = str(tmp_path / "data")
+    proc = subprocess.run([sys.executable, "-c", SIGNAL_DURING_START, data],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "stopping on signal" in proc.stdout + proc.stderr
+    assert os.path.exists(os.path.join(data, ".kafka_cleanshutdown"))
+
+
 def test_kill_9_loses_no_acknowledged_record(tmp_path):
     data = str(tmp_path / "data")
     values = [b"durable-%d" % i for i in range(500)]

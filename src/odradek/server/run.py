@@ -17,22 +17,26 @@ log = logging.getLogger(__name__)
 
 async def serve(config: BrokerConfig, on_started: Callable[[Broker], None] | None = None) -> None:
     """Start, then run until SIGTERM or SIGINT; stop cleanly (in-flight requests finish,
-    logs are flushed and closed)."""
+    logs are flushed and closed). A signal during a long start (recovering thousands of
+    logs) is kept and acted on once the start is done, instead of killing the process
+    mid-recovery."""
     broker = Broker(config)
-    await broker.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     try:
-        if on_started is not None:
-            on_started(broker)
-        await stop.wait()
-        log.info("stopping on signal")
+        await broker.start()
+        try:
+            if on_started is not None and not stop.is_set():
+                on_started(broker)
+            await stop.wait()
+            log.info("stopping on signal")
+        finally:
+            await broker.stop()
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
-        await broker.stop()
 
 
 class BrokerThread:
