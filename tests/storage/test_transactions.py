@@ -476,3 +476,21 @@ def test_an_abort_with_no_open_transaction_indexes_an_empty_one_at_the_marker(op
     lg.append_marker(7, 0, True, coordinator_epoch=0)
     assert lg.aborted_transactions(0, 10) == [AbortedTxn(7, 2, 2, 3)]
     assert lg.last_stable_offset == 4
+
+
+def test_a_follower_copying_batches_and_markers_tracks_transactions_too(open_log, tmp_path):
+    leader = open_log()
+    p = Producer(1)
+    leader.append(p.batch())
+    leader.append_marker(1, 0, False, coordinator_epoch=2)
+    leader.append(p.batch())
+    copied = leader.read(0, 1 << 20).region.read()
+    follower = Log.open(str(tmp_path / "follower-0"), LogConfig())
+    try:
+        follower.append(copied, assign_offsets=False)
+        assert follower.aborted_transactions(0, 10) == leader.aborted_transactions(0, 10)
+        assert follower.last_stable_offset == leader.last_stable_offset == 4
+        with pytest.raises(TransactionCoordinatorFencedError):
+            follower.append_marker(1, 0, True, coordinator_epoch=1)
+    finally:
+        follower.close()

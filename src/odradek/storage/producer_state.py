@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import os
 from collections import deque
-from collections.abc import Iterable
 from typing import NamedTuple
 
 from odradek.records.batch import NO_SEQUENCE, BatchHeader
@@ -216,10 +215,6 @@ class ProducerStateManager:
     def first_unstable_offset(self) -> int | None:
         """First offset of the earliest open transaction, or None."""
         return min(self._ongoing.values()) if self._ongoing else None
-
-    def rebuild(self, headers: Iterable[BatchHeader]) -> None:
-        for header in headers:
-            self.update(header, header.base_offset)
 
     def truncate_to(self, offset: int) -> None:
         """Forget batches at or after ``offset`` (the log was truncated)."""
