@@ -10,7 +10,7 @@ import os
 import shutil
 import tempfile
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
@@ -164,3 +164,91 @@ TxnLogMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 TestTxnLogProperties = TxnLogMachine.TestCase
+
+
+# --- compaction --------------------------------------------------------------------------
+
+OPS = st.lists(st.tuples(st.sampled_from(["txn", "commit", "abort", "plain", "roll"]),
+                         st.sampled_from(PIDS), st.sampled_from([b"a", b"b", b"c"])),
+               min_size=1, max_size=40)
+
+
+def _committed(lg: Log) -> list[tuple[int, bytes | None]]:
+    out, offset = [], lg.log_start_offset
+    while True:
+        read = lg.read_committed(offset, 1 << 30)
+        if read.result.region is None:
+            return out
+        ranges = [(a.producer_id, a.first_offset, a.last_offset) for a in read.aborted]
+        for d in builder.decode_batches(read.result.region.read()):
+            h = d.header
+            offset = h.next_offset
+            if h.is_control or any(p == h.producer_id and f <= h.base_offset <= la
+                                   for p, f, la in ranges):
+                continue
+            out += [(r.offset, r.key) for r in d.records]
+
+
+@settings(max_examples=int(os.environ.get("ODRADEK_PROPERTY_EXAMPLES", "60")), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(ops=OPS, passes=st.integers(1, 3))
+def test_compaction_never_leaves_transaction_records_without_their_marker(ops, passes):
+    from hypothesis import assume
+
+    from odradek.storage import LogCleaner
+
+    config = LogConfig.from_kafka({"segment.bytes": 400, "cleanup.policy": "compact",
+                                   "delete.retention.ms": 1000})
+    root = tempfile.mkdtemp(prefix="odradek-txn-compact-")
+    clock = FakeClock()
+    path = os.path.join(root, "t-0")
+    try:
+        lg = Log.open(path, config, clock=clock)
+        seqs = dict.fromkeys(PIDS, 0)
+        for kind, pid, key in ops:
+            if kind == "roll":
+                lg.roll()
+            elif kind == "plain":
+                lg.append(builder.build_simple([b"v"], keys=[key], timestamp=clock.now))
+            elif kind == "txn":
+                lg.append(builder.build_simple([b"v"], keys=[key], timestamp=clock.now,
+                                               producer_id=pid, producer_epoch=0,
+                                               base_sequence=seqs[pid], transactional=True))
+                seqs[pid] += 1
+            else:
+                lg.append_marker(pid, 0, kind == "commit", coordinator_epoch=0)
+        lg.roll()
+        assume(len(lg.segments) > 1)
+        lso = lg.last_stable_offset
+        cleaner = LogCleaner(root, clock=clock)
+        visible_keys = {}
+        for offset, key in _committed(lg):
+            visible_keys[key] = offset
+        for _ in range(passes):
+            cleaner.clean(("t", 0), lg)
+            clock.advance(1001)
+        assert lg.last_stable_offset == lso
+        after = _committed(lg)
+        # Compaction keeps the newest committed record of every key.
+        for key, offset in visible_keys.items():
+            assert (offset, key) in after
+        # Every transactional batch left is followed by its producer's marker, unless its
+        # transaction is still open: a replay of the log alone finds the same LSO.
+        open_first: dict[int, int] = {}
+        for d in lg.read_batches(lg.log_start_offset):
+            h = d.header
+            if h.is_control:
+                open_first.pop(h.producer_id, None)
+            elif h.is_transactional:
+                open_first.setdefault(h.producer_id, h.base_offset)
+        assert min(open_first.values(), default=lg.log_end_offset) == lso
+        lg.close()
+        for name in os.listdir(path):
+            if name.endswith(".snapshot"):
+                os.unlink(os.path.join(path, name))
+        lg = Log.open(path, config, clock=clock, clean_shutdown=True)
+        assert lg.last_stable_offset == lso
+        assert _committed(lg) == after
+        lg.close()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
