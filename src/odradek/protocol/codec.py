@@ -28,8 +28,8 @@ from odradek.protocol.reader import DecodeError
 # API key -> (versions, reader returning version, correlation id, client id, body).
 _HandReader = Callable[[bytes | bytearray], tuple[int, int, str | None, Any]]
 _BY_HAND: dict[int, tuple[range, _HandReader]] = {
-    0: (range(produce.MIN_VERSION, produce.MAX_VERSION + 1), produce.decode_produce),
-    1: (range(fetch.MIN_VERSION, fetch.MAX_VERSION + 1), fetch.decode_fetch),
+    0: (produce.VERSIONS, produce.decode_produce),
+    1: (fetch.VERSIONS, fetch.decode_fetch),
 }
 
 _KEY_VERSION_CORRELATION = struct.Struct(">hhi")

@@ -17,7 +17,7 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-from odradek.protocol.reader import HEADER, DecodeError, Reader
+from odradek.protocol.reader import DecodeError, read_header
 
 _LIMITS = struct.Struct(">iiii")  # replica id, max wait ms, min bytes, max bytes
 _SESSION = struct.Struct(">ii")  # session id, session epoch
@@ -25,6 +25,7 @@ _I8 = struct.Struct(">b")
 
 MIN_VERSION = 4  # isolation level, record batches
 MAX_VERSION = 12  # v13 names topics by id (KIP-516), which this broker does not serve
+VERSIONS = range(MIN_VERSION, MAX_VERSION + 1)
 
 
 class FetchDecodeError(DecodeError):
@@ -91,17 +92,8 @@ class FetchRequestBody(NamedTuple):
 def decode_fetch(frame: bytes | bytearray | memoryview,
                  ) -> tuple[int, int, str | None, FetchRequestBody]:
     """(api version, correlation id, client id, body) of a Fetch v4-v12 frame."""
-    buf = memoryview(frame)
-    if len(buf) < HEADER.size:
-        raise FetchDecodeError(f"request of {len(buf)} bytes is shorter than its header")
-    api_key, version, correlation_id, client_id_length = HEADER.unpack_from(buf)
-    if api_key != 1 or not MIN_VERSION <= version <= MAX_VERSION:
-        raise FetchDecodeError(f"not a Fetch v4-v12 request (key {api_key} v{version})")
-    flexible = version >= 12
-    r = Reader(buf, HEADER.size, FetchDecodeError)
-    client_id = r.string(client_id_length, nullable=True)
-    if flexible:
-        r.skip_tagged_fields()
+    r, header = read_header(frame, 1, VERSIONS, 12, FetchDecodeError)
+    buf, flexible, version = r.buf, header.flexible, header.version
     replica_id, max_wait, min_bytes, max_bytes = _LIMITS.unpack_from(buf, r.take(_LIMITS.size))
     (isolation_level,) = _I8.unpack_from(buf, r.take(1))
     session_id, session_epoch = (
@@ -132,6 +124,6 @@ def decode_fetch(frame: bytes | bytearray | memoryview,
     rack_id = r.string_field(flexible, nullable=False) if version >= 11 else ""
     if flexible:
         r.skip_tagged_fields()  # ClusterId (tag 0) among them
-    return version, correlation_id, client_id, FetchRequestBody(
+    return version, header.correlation_id, header.client_id, FetchRequestBody(
         replica_id, max_wait, min_bytes, max_bytes, isolation_level, session_id,
         session_epoch, topics, forgotten, rack_id)  # type: ignore[arg-type]

@@ -17,12 +17,13 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-from odradek.protocol.reader import HEADER, DecodeError, Reader
+from odradek.protocol.reader import DecodeError, read_header
 
 _ACKS_TIMEOUT = struct.Struct(">hi")
 
 MIN_VERSION = 3  # record batches (message format v2)
 MAX_VERSION = 9  # the last version without topic ids (v13) that this reader knows
+VERSIONS = range(MIN_VERSION, MAX_VERSION + 1)
 
 
 class ProduceDecodeError(DecodeError):
@@ -49,17 +50,8 @@ class ProduceRequestBody(NamedTuple):
 def decode_produce(frame: bytes | bytearray | memoryview,
                    ) -> tuple[int, int, str | None, ProduceRequestBody]:
     """(api version, correlation id, client id, body) of a Produce v3-v9 frame."""
-    buf = memoryview(frame)
-    if len(buf) < HEADER.size:
-        raise ProduceDecodeError(f"request of {len(buf)} bytes is shorter than its header")
-    api_key, version, correlation_id, client_id_length = HEADER.unpack_from(buf)
-    if api_key != 0 or not MIN_VERSION <= version <= MAX_VERSION:
-        raise ProduceDecodeError(f"not a Produce v3-v9 request (key {api_key} v{version})")
-    flexible = version >= 9
-    r = Reader(buf, HEADER.size, ProduceDecodeError)
-    client_id = r.string(client_id_length, nullable=True)
-    if flexible:
-        r.skip_tagged_fields()
+    r, header = read_header(frame, 0, VERSIONS, 9, ProduceDecodeError)
+    buf, flexible = r.buf, header.flexible
     transactional_id = r.string_field(flexible, nullable=True)
     acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(buf, r.take(_ACKS_TIMEOUT.size))
     topics = []
@@ -84,5 +76,5 @@ def decode_produce(frame: bytes | bytearray | memoryview,
         topics.append(TopicProduceData(name, partitions))  # type: ignore[arg-type]
     if flexible:
         r.skip_tagged_fields()
-    return version, correlation_id, client_id, ProduceRequestBody(
+    return header.version, header.correlation_id, header.client_id, ProduceRequestBody(
         transactional_id, acks, timeout_ms, topics)

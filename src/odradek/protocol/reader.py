@@ -7,6 +7,7 @@ requests kio decodes, and every failure is one exception type.
 from __future__ import annotations
 
 import struct
+from typing import NamedTuple
 
 HEADER = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
 _I16 = struct.Struct(">h")
@@ -101,3 +102,29 @@ class Reader:
         for _ in range(self.uvarint()):
             self.uvarint()  # tag: none of those defined is used here, all are skipped
             self.take(self.uvarint())
+
+
+class RequestHeader(NamedTuple):
+    version: int
+    correlation_id: int
+    client_id: str | None
+    flexible: bool
+
+
+def read_header(frame: bytes | bytearray | memoryview, api_key: int, versions: range,
+                flexible_from: int, error: type[DecodeError]) -> tuple[Reader, RequestHeader]:
+    """Check a request header (v1, or v2 with tagged fields from ``flexible_from``) for
+    one API at the given versions; returns a reader at the start of the body."""
+    buf = memoryview(frame)
+    if len(buf) < HEADER.size:
+        raise error(f"request of {len(buf)} bytes is shorter than its header")
+    key, version, correlation_id, client_id_length = HEADER.unpack_from(buf)
+    if key != api_key or version not in versions:
+        raise error(f"not an API {api_key} v{versions.start}-v{versions.stop - 1} request "
+                    f"(key {key} v{version})")
+    r = Reader(buf, HEADER.size, error)
+    client_id = r.string(client_id_length, nullable=True)
+    flexible = version >= flexible_from
+    if flexible:
+        r.skip_tagged_fields()
+    return r, RequestHeader(version, correlation_id, client_id, flexible)
