@@ -25,6 +25,7 @@ import uuid
 from typing import NamedTuple
 
 from odradek.coordinator.offsets_topic import OffsetsTopicFormatError
+from odradek.protocol.reader import Reader
 
 Assignment = dict[uuid.UUID, set[int]]
 
@@ -119,62 +120,33 @@ def encode_current_assignment(a: CurrentAssignment) -> bytes:
 
 # --- reading -----------------------------------------------------------------------------
 
-class _Reader:
-    __slots__ = ("data", "pos")
+class _Reader(Reader):
+    """The shared bounds-checked cursor over a flexible value, its version checked."""
 
     def __init__(self, data: bytes) -> None:
-        self.data = bytes(data)
-        self.pos = 0
-        version = self.fixed(_INT16)
+        super().__init__(memoryview(data), 0, OffsetsTopicFormatError)
+        version = self.int16()
         if version != VALUE_VERSION:
             raise OffsetsTopicFormatError(f"unsupported consumer group value version {version}")
 
-    def take(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.data):
-            raise OffsetsTopicFormatError(
-                f"record ends at byte {len(self.data)}, wanted {n} more at {self.pos}")
-        out = self.data[self.pos:self.pos + n]
-        self.pos += n
-        return out
-
     def fixed(self, s: struct.Struct) -> int:
-        return s.unpack(self.take(s.size))[0]
+        return self.unpack(s)[0]
 
-    def uvarint(self) -> int:
-        shift = result = 0
-        while True:
-            b = self.take(1)[0]
-            result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return result
-            shift += 7
-            if shift > 63:
-                raise OffsetsTopicFormatError("varint too long")
-
-    def count(self) -> int:
+    def count(self) -> int:  # type: ignore[override]
+        """A compact array's count; -1 for null (read as empty by the callers)."""
         n = self.uvarint() - 1
-        if n > len(self.data):
-            raise OffsetsTopicFormatError(f"bad array length {n}")
-        return n
+        return n if n < 0 else self.check_count(n, 1)
 
-    def string(self) -> str | None:
-        n = self.uvarint()
-        if n == 0:
-            return None
-        try:
-            return self.take(n - 1).decode()
-        except UnicodeDecodeError as e:
-            raise OffsetsTopicFormatError(f"string is not UTF-8: {e}") from None
+    def string(self) -> str | None:  # type: ignore[override]
+        return Reader.string(self, self.uvarint() - 1, nullable=True)
 
     def tags(self) -> None:
-        for _ in range(self.uvarint()):
-            self.uvarint()  # tag
-            self.take(self.uvarint())
+        self.skip_tagged_fields()
 
     def topic_partitions(self) -> Assignment:
         out: Assignment = {}
         for _ in range(max(self.count(), 0)):
-            tid = uuid.UUID(bytes=self.take(16))
+            tid = uuid.UUID(bytes=bytes(self.view(16)))
             out[tid] = {self.fixed(_INT32) for _ in range(max(self.count(), 0))}
             self.tags()
         return out

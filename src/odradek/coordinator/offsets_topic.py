@@ -17,6 +17,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
+from odradek.protocol.reader import DecodeError, Reader
+
 OFFSETS_TOPIC = "__consumer_offsets"
 # offsets.topic.num.partitions, Kafka's default.
 DEFAULT_OFFSETS_TOPIC_PARTITIONS = 50
@@ -49,7 +51,7 @@ _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
 
 
-class OffsetsTopicFormatError(ValueError):
+class OffsetsTopicFormatError(DecodeError):
     """A ``__consumer_offsets`` record that does not decode (truncated, bad version)."""
 
 
@@ -205,41 +207,17 @@ def encode_group_metadata_value(value: GroupMetadataValue) -> bytes:
 # --- reading ---------------------------------------------------------------------------
 
 
-class _Reader:
-    __slots__ = ("data", "pos")
+class _Reader(Reader):
+    """The shared bounds-checked cursor, with this topic's legacy (int16/int32-length)
+    strings and bytes."""
 
     def __init__(self, data: bytes) -> None:
-        self.data = memoryview(data)
-        self.pos = 0
-
-    def _take(self, n: int) -> memoryview:
-        if n < 0 or self.pos + n > len(self.data):
-            raise OffsetsTopicFormatError(
-                f"record ends at byte {len(self.data)}, wanted {n} more at {self.pos}"
-            )
-        view = self.data[self.pos : self.pos + n]
-        self.pos += n
-        return view
-
-    def int16(self) -> int:
-        return _INT16.unpack(self._take(2))[0]
-
-    def int32(self) -> int:
-        return _INT32.unpack(self._take(4))[0]
-
-    def int64(self) -> int:
-        return _INT64.unpack(self._take(8))[0]
+        super().__init__(memoryview(data), 0, OffsetsTopicFormatError)
 
     def nullable_string(self) -> str | None:
-        n = self.int16()
-        if n == -1:
-            return None
-        try:
-            return bytes(self._take(n)).decode()
-        except UnicodeDecodeError as e:
-            raise OffsetsTopicFormatError(f"string is not UTF-8: {e}") from None
+        return Reader.string(self, self.int16(), nullable=True)
 
-    def string(self) -> str:
+    def string(self) -> str:  # type: ignore[override]
         s = self.nullable_string()
         if s is None:
             raise OffsetsTopicFormatError("null in a non-nullable string field")
@@ -247,7 +225,7 @@ class _Reader:
 
     def bytes_(self) -> bytes:
         n = self.int32()
-        return b"" if n == -1 else bytes(self._take(n))
+        return b"" if n == -1 else bytes(self.view(n))
 
 
 def decode_key(data: bytes) -> OffsetCommitKey | GroupMetadataKey | ConsumerGroupRecordKey | None:

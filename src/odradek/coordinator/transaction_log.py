@@ -30,6 +30,7 @@ import struct
 from dataclasses import dataclass, field
 
 from odradek.coordinator.offsets_topic import java_string_hashcode
+from odradek.protocol.reader import DecodeError, Reader
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 # transaction.state.log.num.partitions, Kafka's default.
@@ -56,7 +57,7 @@ _TAIL = struct.Struct(
 )
 
 
-class TransactionLogFormatError(ValueError):
+class TransactionLogFormatError(DecodeError):
     """A ``__transaction_state`` record that does not decode (truncated, bad version)."""
 
 
@@ -117,68 +118,25 @@ def encode_value(value: TransactionLogValue) -> bytes:
 # --- reading ---------------------------------------------------------------------------
 
 
-class _Reader:
-    __slots__ = ("data", "pos")
-
-    def __init__(self, data: bytes) -> None:
-        self.data = memoryview(data)
-        self.pos = 0
-
-    def take(self, n: int) -> memoryview:
-        if n < 0 or self.pos + n > len(self.data):
-            raise TransactionLogFormatError(
-                f"record ends at byte {len(self.data)}, wanted {n} more at {self.pos}")
-        view = self.data[self.pos : self.pos + n]
-        self.pos += n
-        return view
-
-    def unpack(self, s: struct.Struct) -> tuple:
-        return s.unpack(self.take(s.size))
-
-    def uvarint(self) -> int:
-        result = shift = 0
-        while True:
-            b = self.take(1)[0]
-            result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return result
-            shift += 7
-            if shift > 28:
-                raise TransactionLogFormatError("unsigned varint longer than 5 bytes")
-
-    def text(self, n: int) -> str:
-        try:
-            return bytes(self.take(n)).decode()
-        except UnicodeDecodeError as e:
-            raise TransactionLogFormatError(f"string is not UTF-8: {e}") from None
-
-    def count(self, n: int, min_bytes: int) -> int:
-        # A claimed count can never exceed what the bytes left could hold.
-        if n < 0 or n * min_bytes > len(self.data) - self.pos:
-            raise TransactionLogFormatError(f"bad array count {n}")
-        return n
-
-    def skip_tagged_fields(self) -> None:
-        for _ in range(self.count(self.uvarint(), 2)):
-            self.uvarint()  # tag
-            self.take(self.uvarint())
+def _reader(data: bytes) -> Reader:
+    return Reader(memoryview(data), 0, TransactionLogFormatError)
 
 
 def decode_key(data: bytes) -> str | None:
     """The transactional id of a ``__transaction_state`` key; None for a key version
     that is not a transaction log key (Kafka skips those too)."""
-    r = _Reader(data)
+    r = _reader(data)
     (version,) = r.unpack(_INT16)
     if version != KEY_VERSION:
         return None
     (n,) = r.unpack(_INT16)
     if n < 0:
         raise TransactionLogFormatError("null transactional id")
-    return r.text(n)
+    return r.string(n, nullable=False)
 
 
 def decode_value(data: bytes) -> TransactionLogValue:
-    r = _Reader(data)
+    r = _reader(data)
     (version,) = r.unpack(_INT16)
     if version not in (0, 1):
         raise TransactionLogFormatError(f"unsupported transaction log value version {version}")
@@ -193,16 +151,16 @@ def decode_value(data: bytes) -> TransactionLogValue:
         partitions = None
     else:
         partitions = {}
-        for _ in range(r.count(n, 2)):
+        for _ in range(r.check_count(n, 2)):
             if flexible:
-                topic = r.text(r.count(r.uvarint() - 1, 1))
-                count = r.count(r.uvarint() - 1, 4)
+                topic = r.string(r.check_count(r.uvarint() - 1, 1), nullable=False)
+                count = r.check_count(r.uvarint() - 1, 4)
             else:
                 (length,) = r.unpack(_INT16)
-                topic = r.text(r.count(length, 1))
+                topic = r.string(r.check_count(length, 1), nullable=False)
                 (count,) = r.unpack(_INT32)
-                r.count(count, 4)
-            ids = list(struct.unpack(f">{count}i", r.take(4 * count)))
+                r.check_count(count, 4)
+            ids = list(struct.unpack(f">{count}i", r.view(4 * count)))
             partitions.setdefault(topic, []).extend(ids)
             if flexible:
                 r.skip_tagged_fields()

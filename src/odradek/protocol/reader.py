@@ -40,6 +40,14 @@ class Reader:
         self.pos = pos + n
         return pos
 
+    def view(self, n: int) -> memoryview:
+        """The next n bytes, as a view."""
+        start = self.take(n)
+        return self.buf[start : start + n]
+
+    def unpack(self, s: struct.Struct) -> tuple:
+        return s.unpack_from(self.buf, self.take(s.size))
+
     def int16(self) -> int:
         return _I16.unpack_from(self.buf, self.take(2))[0]
 
@@ -86,7 +94,10 @@ class Reader:
 
     def count(self, flexible: bool, least_bytes: int) -> int:
         """An array's element count, refused if the bytes left cannot hold that many."""
-        n = self.uvarint() - 1 if flexible else self.int32()
+        return self.check_count(self.uvarint() - 1 if flexible else self.int32(), least_bytes)
+
+    def check_count(self, n: int, least_bytes: int) -> int:
+        """``n``, if the bytes left can hold that many elements of ``least_bytes``."""
         if n < 0:
             raise self.error(f"array count {n} where an array is required")
         if n * least_bytes > self.end - self.pos:
