@@ -93,11 +93,11 @@ def decode_fetch(frame: bytes | bytearray | memoryview,
                  ) -> tuple[int, int, str | None, FetchRequestBody]:
     """(api version, correlation id, client id, body) of a Fetch v4-v12 frame."""
     r, header = read_header(frame, 1, VERSIONS, 12, FetchDecodeError)
-    buf, flexible, version = r.buf, header.flexible, header.version
-    replica_id, max_wait, min_bytes, max_bytes = _LIMITS.unpack_from(buf, r.take(_LIMITS.size))
-    (isolation_level,) = _I8.unpack_from(buf, r.take(1))
+    flexible, version = header.flexible, header.version
+    replica_id, max_wait, min_bytes, max_bytes = r.unpack(_LIMITS)
+    (isolation_level,) = r.unpack(_I8)
     session_id, session_epoch = (
-        _SESSION.unpack_from(buf, r.take(_SESSION.size)) if version >= 7 else (0, -1))
+        r.unpack(_SESSION) if version >= 7 else (0, -1))
     layout, fill = _PARTITION[version]
     size = layout.size
     topics = []
@@ -107,7 +107,7 @@ def decode_fetch(frame: bytes | bytearray | memoryview,
         for _ in range(r.count(flexible, size)):
             # One unpack for the partition's fixed fields; the ones this version lacks
             # get Kafka's defaults.
-            partitions.append(fill(layout.unpack_from(buf, r.take(size))))
+            partitions.append(fill(r.unpack(layout)))
             if flexible:
                 r.skip_tagged_fields()
         if flexible:

@@ -51,9 +51,9 @@ def decode_produce(frame: bytes | bytearray | memoryview,
                    ) -> tuple[int, int, str | None, ProduceRequestBody]:
     """(api version, correlation id, client id, body) of a Produce v3-v9 frame."""
     r, header = read_header(frame, 0, VERSIONS, 9, ProduceDecodeError)
-    buf, flexible = r.buf, header.flexible
+    flexible = header.flexible
     transactional_id = r.string_field(flexible, nullable=True)
-    acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(buf, r.take(_ACKS_TIMEOUT.size))
+    acks, timeout_ms = r.unpack(_ACKS_TIMEOUT)
     topics = []
     # Least bytes per element: a topic is a name length and a partition count (and
     # tagged fields); a partition is an index and a records length (and tagged fields).
@@ -63,11 +63,7 @@ def decode_produce(frame: bytes | bytearray | memoryview,
         for _ in range(r.count(flexible, 6 if flexible else 8)):
             index = r.int32()
             size = r.uvarint() - 1 if flexible else r.int32()
-            if size == -1:
-                records = None
-            else:
-                start = r.take(size)
-                records = buf[start : start + size]
+            records = None if size == -1 else r.view(size)
             if flexible:
                 r.skip_tagged_fields()
             partitions.append(PartitionProduceData(index, records))
