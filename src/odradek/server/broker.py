@@ -145,15 +145,14 @@ class Broker:
             for conn in list(self._connections.values()):
                 conn.close_if_idle(now)
 
-    def accept(self, conn: Connection) -> asyncio.Task[None] | None:
+    def accept(self, conn: Connection) -> None:
         """Start the request loop of a connection just made (its protocol calls this)."""
         if self.stopping:
             conn.close()
-            return None
+            return
         task = asyncio.get_running_loop().create_task(conn.run())
         self._connections[task] = conn
         task.add_done_callback(self._connections.pop)
-        return task
 
     # --- topics and logs ---------------------------------------------------------------
 

@@ -67,7 +67,6 @@ class Connection(asyncio.BufferedProtocol):
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.in_request = False
-        self.task: asyncio.Task[None] | None = None
         self._input: asyncio.Future[None] | None = None  # set when run() waits for bytes
         self._writable: asyncio.Future[None] | None = None  # set when a drain waits
         self._write_paused = False
@@ -93,7 +92,7 @@ class Connection(asyncio.BufferedProtocol):
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._sock_fd = sock.fileno() if sock is not None else -1
-        self.task = self.broker.accept(self)
+        self.broker.accept(self)  # runs run() as a task the broker owns
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self.decoder.get_buffer()
