@@ -43,10 +43,10 @@ log = logging.getLogger(__name__)
 MAX_QUEUED_REQUESTS = 16
 MAX_QUEUED_BYTES = 4 * 1024 * 1024
 # Responses with up to this many bytes of records are read and written whole in one
-# send: asyncio's sendfile path (pause reading, wait for an empty write buffer,
-# fstat, sendfile, resume) costs tens of microseconds of Python and four more system
-# calls, more than copying a few KiB — and a consumer that keeps up fetches few KiB
-# at a time. Larger regions go by sendfile, the bytes never entering Python.
+# send, one pread and one write, instead of separate writes around a sendfile (a
+# consumer that keeps up fetches a few KiB at a time; copying that much is cheap; the
+# threshold is a judgement, not a measured optimum). Larger regions go by sendfile, the
+# bytes never entering Python.
 COPY_REGION_MAX_BYTES = 64 * 1024
 
 Response = bytes | list[bytes | FileRegion] | None
