@@ -45,8 +45,9 @@ def test_an_unclean_stop_keeps_every_append_and_rebuilds_unwritten_indexes(
     assert os.path.getsize(active_index) == 0
     lg = open_log(small_config, recovery_point=0)
     assert values_in(lg) == expected
-    assert len(lg.active.offset_index) > 0
-    assert os.path.getsize(active_index) > 0
+    assert len(lg.active.offset_index) > 0  # rebuilt in memory...
+    lg.flush()
+    assert os.path.getsize(active_index) > 0  # ...and written by the next flush
 
 
 def test_a_torn_tail_is_cut_at_the_last_whole_batch(open_log, small_config):
@@ -159,3 +160,39 @@ def test_leftover_deleted_and_cleaned_files_are_removed_on_open(open_log, small_
     assert not [n for n in names if n.endswith((".cleaned", ".deleted"))]
     assert f"{99999:020d}.index" not in names
     assert values_in(lg) == expected
+
+
+def test_recovery_validates_without_fsync_and_keeps_the_recovery_point_of_the_checkpoint(
+    open_log, small_config, monkeypatch
+):
+    lg = open_log(small_config)
+    fill(lg, 40)
+    lg.flush()
+    durable = lg.recovery_point
+    for i in range(40, 80):  # acknowledged, in the page cache, never synced
+        lg.append(make_batch(5, start=5 * i, value_size=20))
+    expected = values_in(lg)
+    abandon(lg)
+    synced = []
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd))
+    monkeypatch.setattr(os, "fdatasync", lambda fd: synced.append(fd))
+    lg = open_log(small_config, recovery_point=durable)
+    assert values_in(lg) == expected
+    assert synced == []  # validated, not synced...
+    assert lg.recovery_point == durable  # ...so the point claims no more than before
+    monkeypatch.undo()
+    lg.flush()
+    assert lg.recovery_point == lg.log_end_offset == 400
+
+
+def test_a_checkpoint_past_a_cut_tail_is_lowered_to_the_log_end(open_log, small_config):
+    lg = open_log(small_config)
+    fill(lg, 10)
+    lg.flush()
+    path, size = lg.active.log_path, lg.active.size
+    abandon(lg)
+    os.truncate(path, size - 7)  # the last batch lost its end, although once synced
+    lg = open_log(small_config, recovery_point=50)
+    assert lg.log_end_offset == 45
+    assert lg.recovery_point == 45
+    assert os.path.getsize(path) < size - 7  # the cut is on disk
