@@ -89,3 +89,61 @@ def test_truncation_forgets_the_truncated_batches(open_log):
     lg.truncate_to(2)
     assert not lg.append(idempotent(2, 2, start=2)).duplicate
     assert lg.log_end_offset == 4
+
+
+def snapshots(lg) -> list[str]:
+    return sorted(n for n in os.listdir(lg.directory) if n.endswith(".snapshot"))
+
+
+def test_a_clean_stop_with_nothing_new_keeps_the_snapshot_it_has(open_log, monkeypatch):
+    from odradek.storage.producer_state import ProducerStateManager
+
+    lg = open_log()
+    lg.append(idempotent(3, 0))
+    lg.close()
+    assert snapshots(lg) == ["00000000000000000003.snapshot"]
+    written = []
+    real = ProducerStateManager.write_snapshot
+    monkeypatch.setattr(ProducerStateManager, "write_snapshot",
+                        lambda self, d, o: (written.append(o), real(self, d, o)))
+    for _ in range(2):  # restarts with no produce in between write nothing
+        lg = open_log(clean_shutdown=True)
+        lg.close()
+    assert written == []
+    lg = open_log(clean_shutdown=True)
+    assert lg.append(idempotent(3, 0)).duplicate  # the kept snapshot still knows the batch
+    lg.append(idempotent(2, 3, start=3))
+    lg.close()
+    assert written == [5]
+    assert snapshots(lg) == ["00000000000000000005.snapshot"]
+
+
+def test_a_log_truncated_back_to_its_snapshot_keeps_a_state_that_matches_the_log(open_log):
+    lg = open_log()
+    lg.append(idempotent(3, 0))
+    lg.close()
+    lg = open_log(clean_shutdown=True)
+    lg.append(idempotent(2, 3, start=3))
+    lg.truncate_to(3)  # a follower dropping a diverged tail: back at the snapshot's offset
+    lg.close()
+    assert snapshots(lg) == ["00000000000000000003.snapshot"]
+    lg = open_log(clean_shutdown=True)
+    assert lg.append(idempotent(3, 0)).duplicate
+    assert not lg.append(idempotent(2, 3, start=3)).duplicate  # the cut batch is new again
+    assert lg.log_end_offset == 5
+
+
+def test_a_snapshot_above_a_truncation_is_never_mistaken_for_the_new_state(open_log):
+    lg = open_log()
+    lg.append(idempotent(3, 0))
+    lg.append(idempotent(2, 3, start=3))
+    lg.close()
+    assert snapshots(lg) == ["00000000000000000005.snapshot"]
+    lg = open_log(clean_shutdown=True)
+    lg.truncate_to(3)
+    lg.append(idempotent(2, 0, pid=9))  # the log end is 5 again, with other batches
+    lg.close()
+    assert snapshots(lg) == ["00000000000000000005.snapshot"]
+    lg = open_log(clean_shutdown=True)
+    assert lg.append(idempotent(2, 0, pid=9)).duplicate
+    assert not lg.append(idempotent(2, 3, pid=7, start=3)).duplicate

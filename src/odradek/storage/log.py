@@ -34,7 +34,11 @@ from odradek.records.errors import CorruptRecordError, RecordTooLargeError
 from odradek.storage.config import LogConfig
 from odradek.storage.errors import InvalidOffsetError, KafkaStorageError, OffsetOutOfRangeError
 from odradek.storage.index import IndexCorruptError
-from odradek.storage.producer_state import CompletedTxn, ProducerStateManager
+from odradek.storage.producer_state import (
+    SNAPSHOT_SUFFIX,
+    CompletedTxn,
+    ProducerStateManager,
+)
 from odradek.storage.segment import (
     LOG_SUFFIX,
     LogSegment,
@@ -989,8 +993,7 @@ class Log:
                 self.flush()
                 for index in self._txn_indexes.values():
                     index.flush()  # entries before the snapshot are not replayed
-                # Even an empty snapshot saves the next open a scan of every batch header.
-                self.producer_state.write_snapshot(self.directory, self.log_end_offset)
+                self._write_snapshot_at_close()
             except (KafkaStorageError, OSError) as exc:
                 log.error("%s: closing without a complete flush: %s", self.name, exc)
                 clean = False
@@ -999,6 +1002,20 @@ class Log:
             self.close_retired(everything=True)
             self.closed = True
             return clean
+
+    def _write_snapshot_at_close(self) -> None:
+        """Write the producer state at the log end, so the next open reads it instead
+        of every batch header (even an empty one saves that scan) — unless a snapshot
+        at the log end is already there. One there describes this very state: producer
+        state changes only with the log end (appends move it up; a truncation moves it
+        down and deletes every snapshot above the new end, so the end cannot come back
+        to a snapshot's offset with other batches below it while that snapshot stays).
+        Skipping it spares most of a clean stop with many idle partitions one file
+        write and fsync each."""
+        end = self.log_end_offset
+        path = os.path.join(self.directory, f"{end:020d}{SNAPSHOT_SUFFIX}")
+        if not os.path.exists(path):
+            self.producer_state.write_snapshot(self.directory, end)
 
     def delete(self) -> None:
         """Close without flushing and remove the whole directory (topic deletion)."""
