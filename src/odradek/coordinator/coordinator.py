@@ -172,6 +172,11 @@ class GroupCoordinator(ConsumerProtocol):
         self._timers: list[tuple[int, int, str, Any, str]] = []
         self._seq = itertools.count()
         self._next_expiry_check: int | None = None
+        # Transactional offset commits waiting for their transaction's marker (Kafka's
+        # GroupMetadata.pendingTransactionalOffsetCommits): group id -> producer id ->
+        # offsets. Kept apart from the groups so that a group's deletion or a rebalance
+        # does not lose what an open transaction still has to decide.
+        self.pending_txn_offsets: dict[str, dict[int, dict[tuple[str, int], CommittedOffset]]] = {}
         self._init_consumer_protocol(
             consumer_session_timeout_ms, consumer_heartbeat_interval_ms, consumer_assignors)
 
@@ -853,6 +858,109 @@ class GroupCoordinator(ConsumerProtocol):
             return error
         # Once the group has members, only they may commit.
         return None if group.is_(GroupState.EMPTY) else UNKNOWN_MEMBER_ID
+
+    # --- transactional offsets (TxnOffsetCommit, KIP-98) -----------------------------
+
+    def commit_txn_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        member_id: str,
+        generation_id: int,
+        group_instance_id: str | None,
+        offsets: Iterable[OffsetCommitRequestPartition | tuple],
+        *,
+        token: Any,
+        now_ms: int,
+    ) -> Effects:
+        """TxnOffsetCommit: the offsets are written now, in the producer's transaction
+        (``Effects.transactional``), and become the group's committed offsets when its
+        COMMIT marker is written to the group's ``__consumer_offsets`` partition
+        (``complete_txn``); an ABORT drops them. The transaction coordinator has already
+        checked the producer (AddOffsetsToTxn); here the member is checked as Kafka's
+        doTxnCommitOffsets does: a commit from outside the group (no member id,
+        generation -1) is accepted whatever the group's state."""
+        fx = self._effects(now_ms)
+        fx.transactional = (producer_id, producer_epoch)
+        parts = [OffsetCommitRequestPartition(*p) for p in offsets]
+        cg = self.consumer_groups.get(group_id)
+        group = self.groups.get(group_id)
+        error: int | None = None
+        if cg is not None:
+            if member_id != UNKNOWN_MEMBER and member_id not in cg.members:
+                error = UNKNOWN_MEMBER_ID
+            elif generation_id >= 0 and member_id in cg.members and (
+                    generation_id != cg.members[member_id].member_epoch):
+                error = ILLEGAL_GENERATION
+        elif group is not None:
+            if group_instance_id is not None and group.static_members.get(
+                    group_instance_id, member_id) != member_id:
+                error = FENCED_INSTANCE_ID
+            elif member_id != UNKNOWN_MEMBER and not group.has(member_id):
+                error = UNKNOWN_MEMBER_ID
+            elif generation_id >= 0 and generation_id != group.generation_id:
+                error = ILLEGAL_GENERATION
+        elif member_id != UNKNOWN_MEMBER or generation_id >= 0:
+            error = UNKNOWN_MEMBER_ID if member_id != UNKNOWN_MEMBER else ILLEGAL_GENERATION
+        if error is not None:
+            fx.respond(token, self._commit_error(parts, error))
+            return fx
+        pending = self.pending_txn_offsets.setdefault(group_id, {}).setdefault(producer_id, {})
+        fx.respond(token, OffsetCommitResult(
+            self._store_offsets(group_id, pending, parts, None, now_ms, fx)))
+        if not pending:
+            self._drop_pending(group_id, producer_id)
+        return fx
+
+    def complete_txn(self, producer_id: int, commit: bool,
+                     in_partition: Callable[[str], bool]) -> None:
+        """A COMMIT (``commit``) or ABORT marker of ``producer_id`` was written to a
+        ``__consumer_offsets`` partition (``in_partition(group_id)`` says which groups
+        live there): its pending offsets there become committed, or are dropped. Nothing
+        is appended: the marker is the record."""
+        for group_id in [g for g, by_pid in self.pending_txn_offsets.items()
+                         if producer_id in by_pid and in_partition(g)]:
+            pending = self.pending_txn_offsets[group_id].pop(producer_id)
+            if not self.pending_txn_offsets[group_id]:
+                del self.pending_txn_offsets[group_id]
+            if not commit:
+                continue
+            cg = self.consumer_groups.get(group_id)
+            if cg is not None:
+                cg.offsets.update(pending)
+                continue
+            group = self.groups.get(group_id)
+            if group is None:
+                group = self.groups[group_id] = Group(group_id, now_ms=0)
+                group.state_timestamp = None
+            group.offsets.update(pending)
+
+    def has_pending_txn_offsets(self, group_id: str, topic: str, partition: int) -> bool:
+        """Whether an open transaction has an offset for this partition of the group
+        (OffsetFetch's require_stable answers UNSTABLE_OFFSET_COMMIT then)."""
+        return any((topic, partition) in offsets
+                   for offsets in self.pending_txn_offsets.get(group_id, {}).values())
+
+    def _drop_pending(self, group_id: str, producer_id: int) -> None:
+        by_pid = self.pending_txn_offsets.get(group_id)
+        if by_pid is not None:
+            by_pid.pop(producer_id, None)
+            if not by_pid:
+                del self.pending_txn_offsets[group_id]
+
+    def load_txn_offset(self, producer_id: int, key: bytes, value: bytes | None) -> None:
+        """Replay a record of a transactional batch of ``__consumer_offsets`` (only
+        TxnOffsetCommit writes those): an offset commit is pending until the producer's
+        marker (``complete_txn``) is replayed."""
+        k = ot.decode_key(key)
+        if not isinstance(k, ot.OffsetCommitKey) or value is None:
+            self.load(key, value)
+            return
+        v = ot.decode_offset_commit_value(value)
+        pending = self.pending_txn_offsets.setdefault(k.group, {}).setdefault(producer_id, {})
+        pending[(k.topic, k.partition)] = CommittedOffset(
+            v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp)
 
     def fetch_offsets(
         self,

@@ -59,6 +59,10 @@ class Effects:
 
     records: list[Record] = field(default_factory=list)
     responses: list[tuple[Any, Any]] = field(default_factory=list)
+    # TxnOffsetCommit (KIP-98): (producer id, producer epoch) when ``records`` belong to
+    # that producer's transaction. They are then appended as one transactional batch of
+    # that producer, and count only once its COMMIT marker follows them in the log.
+    transactional: tuple[int, int] | None = None
 
     def respond(self, token: Any, response: Any) -> None:
         self.responses.append((token, response))

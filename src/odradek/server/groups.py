@@ -181,14 +181,26 @@ class GroupRuntime:
                 if region is None:
                     break
                 for batch in builder.decode_batches(region.read()):
-                    offset = batch.header.next_offset
-                    if batch.header.is_control:
+                    header = batch.header
+                    offset = header.next_offset
+                    if header.is_control:
+                        # A transaction's marker: its pending offsets here commit or go.
+                        for record in batch.records:
+                            kind = builder.control_type(record)
+                            if kind in (builder.CONTROL_ABORT, builder.CONTROL_COMMIT):
+                                self.coordinator.complete_txn(
+                                    header.producer_id, kind == builder.CONTROL_COMMIT,
+                                    self._in_partition(partition))
                         continue
                     for record in batch.records:
                         if record.key is None:
                             continue
                         try:
-                            self.coordinator.load(record.key, record.value)
+                            if header.is_transactional:
+                                self.coordinator.load_txn_offset(header.producer_id,
+                                                                 record.key, record.value)
+                            else:
+                                self.coordinator.load(record.key, record.value)
                         except OffsetsTopicFormatError as exc:
                             log.warning("%s-%d offset %d: skipping a record that does not "
                                         "decode: %s", OFFSETS_TOPIC, partition, record.offset,
@@ -243,8 +255,30 @@ class GroupRuntime:
             batch = by_partition.setdefault(partition_for(record.group_id, self.num_partitions), [])
             batch.append(builder.Record(len(batch), now, record.key, record.value))
         for partition, records in by_partition.items():
-            self._offsets_log(partition).append(builder.build_batch(records), leader_epoch=0)
+            lg = self._offsets_log(partition)
+            if fx.transactional is None:
+                lg.append(builder.build_batch(records), leader_epoch=0)
+            else:
+                # TxnOffsetCommit: a batch of the producer's transaction, so that the
+                # partition's producer state holds it open until the marker (and a
+                # replay can tell pending offsets from committed ones). Written as the
+                # coordinator, not the producer: no sequence number (Kafka's
+                # AppendOrigin.COORDINATOR), so it goes in at the offsets given here.
+                producer_id, producer_epoch = fx.transactional
+                lg.append(builder.build_batch(
+                    records, base_offset=lg.log_end_offset, producer_id=producer_id,
+                    producer_epoch=producer_epoch, transactional=True,
+                    partition_leader_epoch=0), assign_offsets=False)
             self.broker.purgatory.notify((OFFSETS_TOPIC, partition))
+
+    def _in_partition(self, partition: int) -> Callable[[str], bool]:
+        return lambda group_id: partition_for(group_id, self.num_partitions) == partition
+
+    def txn_marker_written(self, partition: int, producer_id: int, commit: bool) -> None:
+        """The transaction runtime wrote a COMMIT/ABORT marker of ``producer_id`` to
+        ``__consumer_offsets`` partition ``partition``: its TxnOffsetCommits there now
+        count, or are dropped."""
+        self.coordinator.complete_txn(producer_id, commit, self._in_partition(partition))
 
     def topics_changed(self) -> None:
         """After CreateTopics/CreatePartitions/DeleteTopics: KIP-848 groups subscribed to
