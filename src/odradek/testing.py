@@ -24,6 +24,7 @@ from odradek.server.config import load_config
 from odradek.server.run import BrokerThread
 
 TEST_OFFSETS_TOPIC_PARTITIONS = 4
+TEST_TRANSACTION_STATE_PARTITIONS = 4
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,8 @@ def running_broker(data_dir: str | None = None, **settings: Any) -> Iterator[Run
     # A test broker starts and stops fast: __consumer_offsets gets a few partitions rather
     # than Kafka's 50 (each is a log to create, open and close), unless a test asks.
     settings.setdefault("offsets.topic.num.partitions", TEST_OFFSETS_TOPIC_PARTITIONS)
+    settings.setdefault("transaction.state.log.num.partitions",
+                        TEST_TRANSACTION_STATE_PARTITIONS)
     with tempfile.TemporaryDirectory(prefix="odradek-test-") as tmp:
         config = load_config(listen="127.0.0.1:0", data_dir=data_dir or tmp,
                              overrides=settings, environ={})

@@ -15,7 +15,7 @@ import socket
 import time
 from collections.abc import Awaitable, Callable
 
-from odradek.coordinator import OFFSETS_TOPIC
+from odradek.coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from odradek.protocol.codec import Request, encode_response
 from odradek.protocol.framing import BufferPool
 from odradek.protocol.messages import build
@@ -25,6 +25,7 @@ from odradek.server.group_commit import GroupCommit
 from odradek.server.groups import ClientViewOfInternalLog, GroupRuntime
 from odradek.server.metadata import MetadataStore, Topic
 from odradek.server.purgatory import FetchPurgatory
+from odradek.server.transactions import TxnRuntime
 from odradek.storage import DutyIntervals, Log, LogConfig, LogDuties, LogManager
 from odradek.storage.log import wall_clock_ms
 
@@ -59,6 +60,7 @@ class Broker:
         self.metadata: MetadataStore | None = None
         self._duties: LogDuties | None = None
         self.groups: GroupRuntime | None = None  # consumer groups, from start()
+        self.transactions: TxnRuntime | None = None  # transactions, from start()
         self._server: asyncio.Server | None = None
         self._connections: dict[asyncio.Task[None], Connection] = {}
         self._idle_sweep: asyncio.Task[None] | None = None
@@ -91,10 +93,16 @@ class Broker:
             # Groups are loaded before the listener starts: no request sees them loading.
             self.groups = GroupRuntime(self)
             self.groups.start()
+            # Then transactions: markers of prepared transactions written at load may
+            # complete TxnOffsetCommits the group runtime has just loaded as pending.
+            self.transactions = TxnRuntime(self)
+            self.transactions.start()
             self._server = await asyncio.get_running_loop().create_server(
                 lambda: Connection(self), cfg.host, cfg.port, reuse_address=True)
             self._idle_sweep = asyncio.get_running_loop().create_task(self._close_idle())
         except BaseException:
+            if self.transactions is not None:
+                await self.transactions.stop()
             if self.groups is not None:
                 await self.groups.stop()
             if self._duties is not None:
@@ -116,6 +124,8 @@ class Broker:
         self.purgatory.wake_all()
         if self.groups is not None:
             await self.groups.stop()  # answers parked joins and syncs at once
+        if self.transactions is not None:
+            await self.transactions.stop()  # and InitProducerIds waiting for an abort
         for task, conn in list(self._connections.items()):
             if not conn.in_request:
                 task.cancel()
@@ -172,7 +182,7 @@ class Broker:
     def get_log(self, topic: str, partition: int) -> Log | None:
         assert self.logs is not None
         lg = self.logs.get_log(topic, partition)
-        if lg is not None and topic == OFFSETS_TOPIC:
+        if lg is not None and topic in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC):
             return ClientViewOfInternalLog(lg)  # type: ignore[return-value]  # read-only
         return lg
 

@@ -157,6 +157,21 @@ _SETTINGS = [
             "KIP-848 server-side assignors (uniform, range); the first is the default"),
     Setting("offset.metadata.max.bytes", 4096, _int(0),
             "longest metadata string of a committed offset"),
+    # Transactions (the coordinator and its internal topic __transaction_state).
+    Setting("transaction.state.log.num.partitions", 50, _int(1),
+            "partitions of __transaction_state (fixed once the topic exists)"),
+    Setting("transaction.state.log.segment.bytes", 104857600, _int(14),
+            "segment size of __transaction_state"),
+    Setting("transaction.max.timeout.ms", 900000, _int(1),
+            "longest transaction.timeout.ms a producer may ask for"),
+    Setting("transactional.id.expiration.ms", 604800000, _int(1),
+            "a transactional id idle this long is forgotten"),
+    Setting("transaction.abort.timed.out.transaction.cleanup.interval.ms", 10000, _int(1),
+            "how often transactions older than their timeout are looked for (and aborted)"),
+    Setting("transaction.remove.expired.transaction.cleanup.interval.ms", 3600000, _int(1),
+            "how often expired transactional ids are looked for"),
+    Setting("transaction.partition.verification.enable", True, _bool,
+            "refuse a transactional produce to a partition not added to its transaction"),
 ]
 SETTINGS: dict[str, Setting] = {s.name: s for s in _SETTINGS}
 # Kafka also accepts coarser units for some settings; they map onto the ms ones.

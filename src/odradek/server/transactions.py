@@ -1,0 +1,304 @@
+"""The transaction coordinator's runtime: acts on what ``odradek.coordinator.transactions``
+decides (KIP-98).
+
+The pure ``TransactionCoordinator`` returns ``TxnEffects``: records for
+``__transaction_state``, responses keyed by request tokens, and ``TxnMarkers`` to write.
+This module owns the rest, as ``server/groups.py`` does for groups:
+
+- a token per request and a future per token: an InitProducerId that fences an open
+  transaction waits (on its future) for the abort it caused to complete;
+- appending: an operation's records go to the transactional id's partition of
+  ``__transaction_state`` (``partition_for(transactional_id,
+  transaction.state.log.num.partitions)``), one batch per partition, and only once that
+  append has succeeded are the responses released;
+- markers: each ``TxnMarkers`` becomes a COMMIT or ABORT control batch
+  (``Log.append_marker``) in every partition of the transaction — what Kafka's
+  TransactionMarkerChannelManager sends as WriteTxnMarkers, here a local append — and
+  then ``markers_written`` completes the transaction. A marker in ``__consumer_offsets``
+  also tells the group runtime, so the transaction's TxnOffsetCommits count or go.
+  Markers are written in the same step as the decision (before the event loop sends the
+  EndTxn answer), so a committed transaction is readable once EndTxn is answered;
+- one timer task that calls ``tick(now)`` at ``next_deadline()`` (timed-out transactions
+  are aborted, expired transactional ids removed);
+- ``__transaction_state`` itself: replayed before the broker listens, and the markers of
+  transactions a previous run left prepared (PrepareCommit/PrepareAbort) written again
+  then. As in Kafka it is created (compacted, internal) on first use — a FindCoordinator
+  for a transactional id, or an InitProducerId with one — so a broker whose clients never
+  use transactions has no such topic.
+
+Everything runs on the broker's event loop, one operation at a time; appends are
+synchronous, so an operation, its append and its markers never interleave with another.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from odradek.coordinator import OFFSETS_TOPIC
+from odradek.coordinator import partition_for as group_partition_for
+from odradek.coordinator.transaction_log import (
+    TRANSACTION_STATE_TOPIC,
+    TransactionLogFormatError,
+)
+from odradek.coordinator.transaction_log import partition_for as txn_partition_for
+from odradek.coordinator.transactions import (
+    TransactionCoordinator,
+    TxnEffects,
+    TxnMarkers,
+    TxnState,
+)
+from odradek.records import builder
+from odradek.server.groups import COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, CoordinatorUnavailable
+from odradek.server.handlers.base import LEADER_EPOCH
+
+if TYPE_CHECKING:
+    from odradek.server.broker import Broker
+    from odradek.storage import Log
+
+log = logging.getLogger(__name__)
+
+# Bytes read per step when replaying a partition of __transaction_state.
+REPLAY_READ_BYTES = 1 << 20
+# Topic-level settings of __transaction_state, as Kafka creates it (min.insync.replicas
+# and unclean leader election do not apply to one node).
+TRANSACTION_STATE_TOPIC_CONFIG = {"cleanup.policy": "compact", "compression.type": "producer"}
+
+
+class TxnRuntime:
+    """One ``TransactionCoordinator`` and everything it needs to act; lives as long as
+    the broker (``start`` after the group runtime and before the listener, ``stop`` at
+    ``Broker.stop``)."""
+
+    def __init__(self, broker: Broker) -> None:
+        cfg = broker.config
+        assert broker.metadata is not None and broker.groups is not None
+        self.broker = broker
+        self.clock: Callable[[], int] = broker.clock
+        groups = broker.groups
+        self.coordinator = TransactionCoordinator(
+            allocate_producer_id=broker.metadata.next_producer_id,
+            partition_for_group=lambda group_id: group_partition_for(
+                group_id, groups.num_partitions),
+            max_timeout_ms=cfg["transaction.max.timeout.ms"],
+            transactional_id_expiration_ms=cfg["transactional.id.expiration.ms"],
+            abort_timed_out_interval_ms=cfg[
+                "transaction.abort.timed.out.transaction.cleanup.interval.ms"],
+            remove_expired_interval_ms=cfg[
+                "transaction.remove.expired.transaction.cleanup.interval.ms"],
+        )
+        self.num_partitions: int = cfg["transaction.state.log.num.partitions"]
+        self.verify_partitions: bool = cfg["transaction.partition.verification.enable"]
+        self.closed = False
+        self._topic_ready = False
+        self._tokens = itertools.count(1)
+        self._waiting: dict[int, asyncio.Future[Any]] = {}
+        self._rearm = asyncio.Event()
+        self._timer: asyncio.Task[None] | None = None
+
+    # --- lifecycle ---------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Replay ``__transaction_state`` if it exists, write the markers of prepared
+        transactions, start the timer task. Runs before the broker accepts connections
+        (and after the group runtime has loaded, so that markers to
+        ``__consumer_offsets`` find their pending offsets)."""
+        assert self.broker.metadata is not None
+        records = 0
+        if TRANSACTION_STATE_TOPIC in self.broker.metadata.topics:
+            self.ensure_topic()
+            records = self._replay()
+        self._act(self.coordinator.finish_load(self.clock()))
+        log.info("loaded %d transactional id(s) from %d record(s) of %s",
+                 len(self.coordinator.transactions), records, TRANSACTION_STATE_TOPIC)
+        self._timer = asyncio.get_running_loop().create_task(
+            self._run_timers(), name="transaction-coordinator-timers")
+
+    async def stop(self) -> None:
+        """Stop the timers and answer every waiting request with NOT_COORDINATOR."""
+        self.closed = True
+        timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
+            await asyncio.gather(timer, return_exceptions=True)
+        for future in self._waiting.values():
+            if not future.done():
+                future.set_exception(CoordinatorUnavailable(
+                    NOT_COORDINATOR, "the broker is shutting down"))
+
+    def ensure_topic(self) -> None:
+        """Create ``__transaction_state`` if it does not exist yet (and open its logs)."""
+        if self._topic_ready:
+            return
+        broker = self.broker
+        assert broker.metadata is not None and broker.logs is not None
+        topic = broker.metadata.topics.get(TRANSACTION_STATE_TOPIC)
+        if topic is None:
+            configs = dict(TRANSACTION_STATE_TOPIC_CONFIG, **{
+                "segment.bytes": str(broker.config["transaction.state.log.segment.bytes"])})
+            topic = broker.metadata.create_topic(TRANSACTION_STATE_TOPIC, self.num_partitions,
+                                                 configs, internal=True)
+            log.info("created %s with %d partitions", TRANSACTION_STATE_TOPIC, topic.partitions)
+        elif topic.partitions != self.num_partitions:
+            # Transactional ids live where partition_for puts them: fixed at creation.
+            log.warning("%s has %d partitions; transaction.state.log.num.partitions=%d is "
+                        "ignored", TRANSACTION_STATE_TOPIC, topic.partitions,
+                        self.num_partitions)
+        self.num_partitions = topic.partitions
+        for partition in range(topic.partitions):
+            broker.logs.get_or_create_log(TRANSACTION_STATE_TOPIC, partition)
+        self._topic_ready = True
+
+    def _state_log(self, partition: int) -> Log:
+        assert self.broker.logs is not None
+        lg = self.broker.logs.get_log(TRANSACTION_STATE_TOPIC, partition)
+        assert lg is not None, f"{TRANSACTION_STATE_TOPIC}-{partition} has no log"
+        return lg
+
+    def _replay(self) -> int:
+        """Feed every record of ``__transaction_state``, in log order, to ``load``."""
+        count = 0
+        for partition in range(self.num_partitions):
+            lg = self._state_log(partition)
+            offset = lg.log_start_offset
+            while offset < lg.log_end_offset:
+                region = lg.read(offset, REPLAY_READ_BYTES).region
+                if region is None:
+                    break
+                for batch in builder.decode_batches(region.read()):
+                    offset = batch.header.next_offset
+                    if batch.header.is_control:
+                        continue
+                    for record in batch.records:
+                        if record.key is None:
+                            continue
+                        try:
+                            self.coordinator.load(record.key, record.value)
+                        except TransactionLogFormatError as exc:
+                            log.warning("%s-%d offset %d: skipping a record that does not "
+                                        "decode: %s", TRANSACTION_STATE_TOPIC, partition,
+                                        record.offset, exc)
+                        count += 1
+        return count
+
+    # --- operations --------------------------------------------------------------------
+
+    async def call(self, operation: Callable[[int, int], TxnEffects]) -> Any:
+        """Run ``operation(token, now_ms)`` (a coordinator method bound to a request's
+        arguments), act on its effects, and wait for the answer to ``token``."""
+        if self.closed:
+            raise CoordinatorUnavailable(NOT_COORDINATOR, "the broker is shutting down")
+        token = next(self._tokens)
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._waiting[token] = future
+        try:
+            self._act(operation(token, self.clock()))
+            return await future
+        finally:
+            del self._waiting[token]
+
+    def _act(self, fx: TxnEffects) -> None:
+        """Append the records, release the responses (errors instead if the append
+        failed), write the markers (each completed set acts in turn), re-arm the timer."""
+        failure: CoordinatorUnavailable | None = None
+        if fx.records:
+            try:
+                self._append(fx)
+            except Exception as exc:
+                log.exception("appending transaction state to %s failed",
+                              TRANSACTION_STATE_TOPIC)
+                failure = CoordinatorUnavailable(
+                    COORDINATOR_NOT_AVAILABLE, f"transaction state could not be stored: {exc}")
+        for token, response in fx.responses:
+            future = self._waiting.get(token)
+            if future is None or future.done():
+                continue
+            if failure is not None:
+                future.set_exception(failure)
+            else:
+                future.set_result(response)
+        if failure is None:
+            for markers in fx.markers:
+                self._write_markers(markers)
+                self._act(self.coordinator.markers_written(
+                    markers.transactional_id, markers.producer_id, markers.producer_epoch,
+                    now_ms=self.clock()))
+        self._rearm.set()
+
+    def _append(self, fx: TxnEffects) -> None:
+        by_partition: dict[int, list[builder.Record]] = {}
+        now = self.clock()
+        for record in fx.records:
+            batch = by_partition.setdefault(
+                txn_partition_for(record.transactional_id, self.num_partitions), [])
+            batch.append(builder.Record(len(batch), now, record.key, record.value))
+        for partition, records in by_partition.items():
+            self._state_log(partition).append(builder.build_batch(records),
+                                              leader_epoch=LEADER_EPOCH)
+            self.broker.purgatory.notify((TRANSACTION_STATE_TOPIC, partition))
+
+    def _write_markers(self, markers: TxnMarkers) -> None:
+        """One control batch per partition of the transaction (WriteTxnMarkers, local)."""
+        assert self.broker.logs is not None
+        for topic, partition in markers.partitions:
+            lg = self.broker.logs.get_log(topic, partition)
+            if lg is None:
+                # The topic was deleted while the transaction was open: nothing to mark
+                # (Kafka's marker manager drops markers of unknown partitions too).
+                log.info("no marker for %s-%d: the partition no longer exists", topic,
+                         partition)
+                continue
+            try:
+                lg.append_marker(markers.producer_id, markers.producer_epoch, markers.commit,
+                                 coordinator_epoch=markers.coordinator_epoch,
+                                 leader_epoch=LEADER_EPOCH)
+            except Exception as exc:
+                # INVALID_PRODUCER_EPOCH / TRANSACTION_COORDINATOR_FENCED: the partition
+                # already belongs to a newer epoch, whose markers end what this would
+                # have (Kafka's completion handler stops sending such markers too).
+                log.warning("marker for producer %d epoch %d not written to %s-%d: %s",
+                            markers.producer_id, markers.producer_epoch, topic, partition,
+                            exc)
+                continue
+            if topic == OFFSETS_TOPIC and self.broker.groups is not None:
+                self.broker.groups.txn_marker_written(partition, markers.producer_id,
+                                                      markers.commit)
+            self.broker.purgatory.notify((topic, partition))
+
+    # --- produce-side check (KIP-890's verification, answered locally) ----------------
+
+    def partition_in_transaction(self, transactional_id: str, producer_id: int,
+                                 producer_epoch: int, topic: str, partition: int) -> bool:
+        """Whether a transactional produce may write to this partition: its transaction
+        is open under this producer id and epoch and the partition was added to it. A
+        produce that fails this would open a transaction no marker ever ends (a
+        "hanging transaction", which holds read_committed consumers forever)."""
+        if not self.verify_partitions:
+            return True
+        txn = self.coordinator.transactions.get(transactional_id)
+        return (txn is not None and txn.producer_id == producer_id
+                and txn.producer_epoch == producer_epoch
+                and txn.state == TxnState.ONGOING
+                and (topic, partition) in txn.partitions)
+
+    async def _run_timers(self) -> None:
+        while True:
+            self._rearm.clear()
+            deadline = self.coordinator.next_deadline()
+            now = self.clock()
+            if deadline is not None and deadline <= now:
+                try:
+                    self._act(self.coordinator.tick(now))
+                except Exception:
+                    log.exception("transaction coordinator timer failed")
+                    await asyncio.sleep(1)
+                continue
+            timeout = None if deadline is None else (deadline - now) / 1000
+            try:
+                async with asyncio.timeout(timeout):
+                    await self._rearm.wait()
+            except TimeoutError:
+                pass
