@@ -13,6 +13,7 @@ from odradek.server.handlers import (
     producer_id,
     records,
     topics,
+    transactions,
 )
 from odradek.server.handlers.base import Api
 
@@ -38,5 +39,6 @@ HANDLERS: dict[int, Api] = {
         admin.DESCRIBE_CLUSTER,
         *groups.APIS,
         *consumer_groups.APIS,
+        *transactions.APIS,
     )
 }

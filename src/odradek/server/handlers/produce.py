@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from odradek.protocol.codec import Request
 from odradek.protocol.framing import encode_uvarint
+from odradek.records import batch as rb
 from odradek.server.connection import ConnectionClosed
 from odradek.server.errors import error_code, message
 from odradek.server.handlers.base import LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION, Api
@@ -26,8 +27,30 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 INVALID_REQUIRED_ACKS = 21
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+INVALID_TXN_STATE = 48
 CORRUPT_MESSAGE = 2
+
+
+def _not_in_transaction(broker: Broker, transactional_id: str | None, topic: str,
+                        partition: int, records: bytes | memoryview) -> str | None:
+    """Why a transactional batch may not be written here, or None. Its transaction must
+    be open under the batch's producer id and epoch with this partition added (KIP-890's
+    verification, which a single node answers from its own coordinator): a batch that
+    opened a transaction no marker will end would hold read_committed consumers at the
+    LSO for good. Storage checks the rest (epochs, sequences) under the log's lock."""
+    if len(records) < rb.HEADER_SIZE:
+        return None  # not a batch at all: the log says what is wrong with it
+    header = rb.read_header(records)
+    if not header.is_transactional or header.is_control:
+        return None
+    if transactional_id is None:
+        return "a transactional batch needs the request's transactional id"
+    txns = broker.transactions
+    if txns is not None and not txns.partition_in_transaction(
+            transactional_id, header.producer_id, header.producer_epoch, topic, partition):
+        return (f"{topic}-{partition} is not in an open transaction of {transactional_id!r} "
+                f"with producer {header.producer_id} epoch {header.producer_epoch}")
+    return None
 
 
 def _failed(index: int, code: int, text: str) -> dict[str, Any]:
@@ -49,14 +72,14 @@ async def handle(broker: Broker, request: Request) -> bytes | None:
             if acks not in (-1, 0, 1):
                 entry = _failed(index, INVALID_REQUIRED_ACKS,
                                 f"acks must be -1, 0 or 1, not {acks}")
-            elif body.transactional_id is not None:
-                entry = _failed(index, TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                                "transactions are not supported yet")
             elif lg is None:
                 entry = _failed(index, UNKNOWN_TOPIC_OR_PARTITION,
                                 f"{name}-{index} does not exist on this broker")
             elif data.records is None:
                 entry = _failed(index, CORRUPT_MESSAGE, "a produce request needs records")
+            elif (refused := _not_in_transaction(broker, body.transactional_id, name, index,
+                                                 data.records)) is not None:
+                entry = _failed(index, INVALID_TXN_STATE, refused)
             else:
                 try:
                     info = lg.append(data.records, leader_epoch=LEADER_EPOCH, flush=False)

@@ -1,31 +1,32 @@
-"""InitProducerId (22): ids for idempotent producers (kafka-python 3 and the Java client
-ask for one before their first produce; librdkafka when enable.idempotence is set).
+"""InitProducerId (22): ids for idempotent and transactional producers (kafka-python 3
+and the Java client ask for one before their first produce; librdkafka when
+enable.idempotence or transactional.id is set).
 
-A producer that already has an id and epoch (v3+, KIP-360) gets its epoch bumped, which
-resets its sequences. Transactional ids need the transaction coordinator, which is not
-here yet: they are refused with a message saying so."""
+A transactional id goes to the transaction coordinator (``handlers/transactions.py``):
+the id's producer id with its epoch bumped, fencing any older producer of the same id
+(an open transaction of it is aborted first). Without one, a producer that already has an
+id and epoch (v3+, KIP-360) gets its epoch bumped, which resets its sequences; otherwise
+a fresh id, epoch 0."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from odradek.protocol.codec import Request
+from odradek.server.handlers import transactions
 from odradek.server.handlers.base import Api, respond
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
 
 MAX_EPOCH = 32767
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 
 
 async def handle(broker: Broker, request: Request) -> bytes:
     body = request.body
     assert broker.metadata is not None
     if body.transactional_id is not None:
-        return respond(request, {"throttle_time": 0,
-                                 "error_code": TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                                 "producer_id": -1, "producer_epoch": -1})
+        return await transactions.init_producer_id(broker, request)
     pid = getattr(body, "producer_id", -1)
     epoch = getattr(body, "producer_epoch", -1)
     if pid >= 0 and 0 <= epoch < MAX_EPOCH - 1:

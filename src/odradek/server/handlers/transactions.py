@@ -1,0 +1,249 @@
+"""Transactions (KIP-98): AddPartitionsToTxn (24), AddOffsetsToTxn (25), EndTxn (26),
+TxnOffsetCommit (28), DescribeTransactions (65), ListTransactions (66); InitProducerId
+(22) with a transactional id is in ``producer_id.py`` and comes here too.
+
+Each handler maps its request onto the transaction coordinator's (or, for
+TxnOffsetCommit, the group coordinator's) version-agnostic arguments, has the runtime
+(``server/transactions.py``, ``server/groups.py``) run it, and describes the answer once.
+Versions, from Kafka's request schemas:
+
+- AddPartitionsToTxn v0-3 (one transaction per request; v2+ may be told
+  PRODUCER_FENCED, KIP-588; v3 is flexible). v4 is KIP-890's broker-to-broker batch
+  form, which only brokers send: not served (the produce-side verification it exists for
+  is answered locally, ``TxnRuntime.partition_in_transaction``).
+- AddOffsetsToTxn and EndTxn v0-3 (PRODUCER_FENCED from v2; v3 flexible). v4/v5 of
+  EndTxn/AddOffsetsToTxn belong to KIP-890's transaction version 2 (an epoch bump per
+  transaction), which this coordinator does not do: not served.
+- TxnOffsetCommit v0-3 (v2 adds leader epochs, v3 KIP-447's member id, generation and
+  group.instance.id, so a consumer-group member's commit is fenced like OffsetCommit's).
+- DescribeTransactions v0, ListTransactions v0-1 (v1: KIP-994's duration filter).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from odradek.coordinator import results as r
+from odradek.coordinator import transactions as tx
+from odradek.coordinator.offsets_topic import OFFSETS_TOPIC, partition_for
+from odradek.protocol.codec import Request
+from odradek.protocol.messages import ms
+from odradek.server.groups import COORDINATOR_NOT_AVAILABLE, CoordinatorUnavailable
+from odradek.server.handlers.base import UNKNOWN_TOPIC_OR_PARTITION, Api, respond
+
+if TYPE_CHECKING:
+    from odradek.server.broker import Broker
+    from odradek.server.transactions import TxnRuntime
+
+OPERATION_NOT_ATTEMPTED = 55  # the other partitions of an AddPartitionsToTxn that failed
+INVALID_TOPIC_EXCEPTION = 17  # internal topics cannot be written by clients
+
+
+def runtime(broker: Broker) -> TxnRuntime:
+    if broker.transactions is None:
+        raise CoordinatorUnavailable(COORDINATOR_NOT_AVAILABLE,
+                                     "the transaction coordinator is not running")
+    return broker.transactions
+
+
+def _error(code: int, request: Request) -> int:
+    return tx.error_for_version(code, request.api_key, request.api_version)
+
+
+# --- InitProducerId (called from producer_id.py) ------------------------------------------
+
+
+async def init_producer_id(broker: Broker, request: Request) -> bytes:
+    body = request.body
+    try:
+        rt = runtime(broker)
+        rt.ensure_topic()
+        result: tx.InitProducerIdResult = await rt.call(
+            lambda token, now: rt.coordinator.init_producer_id(
+                body.transactional_id, ms(body.transaction_timeout),
+                getattr(body, "producer_id", -1), getattr(body, "producer_epoch", -1),
+                token=token, now_ms=now))
+    except CoordinatorUnavailable as exc:
+        result = tx.InitProducerIdResult(exc.error_code)
+    return respond(request, {"throttle_time": 0, "error_code": _error(result.error_code, request),
+                             "producer_id": result.producer_id,
+                             "producer_epoch": result.producer_epoch})
+
+
+# --- AddPartitionsToTxn -------------------------------------------------------------------
+
+
+async def add_partitions_to_txn(broker: Broker, request: Request) -> bytes:
+    body = request.body
+    wanted = [(t.name, p) for t in body.v3_and_below_topics for p in t.partitions]
+    # Kafka's KafkaApis: partitions that do not exist (or are internal) fail, and then
+    # nothing is added; the others are answered OPERATION_NOT_ATTEMPTED.
+    errors: dict[tuple[str, int], int] = {}
+    for name, p in wanted:
+        topic = broker.topic(name)
+        if topic is None or not 0 <= p < topic.partitions:
+            errors[(name, p)] = UNKNOWN_TOPIC_OR_PARTITION
+        elif topic.internal:
+            errors[(name, p)] = INVALID_TOPIC_EXCEPTION
+    if errors:
+        codes = {tp: errors.get(tp, OPERATION_NOT_ATTEMPTED) for tp in wanted}
+    else:
+        try:
+            rt = runtime(broker)
+            result: tx.TxnResult = await rt.call(
+                lambda token, now: rt.coordinator.add_partitions(
+                    body.v3_and_below_transactional_id, body.v3_and_below_producer_id,
+                    body.v3_and_below_producer_epoch, wanted, token=token, now_ms=now))
+            code = result.error_code
+        except CoordinatorUnavailable as exc:
+            code = exc.error_code
+        code = _error(code, request)
+        codes = dict.fromkeys(wanted, code)
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for (name, p), code in codes.items():
+        topics.setdefault(name, []).append({"partition_index": p,
+                                            "partition_error_code": code})
+    return respond(request, {"throttle_time": 0, "results_by_topic_v3_and_below": [
+        {"name": name, "results_by_partition": parts} for name, parts in topics.items()]})
+
+
+# --- AddOffsetsToTxn, EndTxn ---------------------------------------------------------------
+
+
+async def add_offsets_to_txn(broker: Broker, request: Request) -> bytes:
+    body = request.body
+    try:
+        rt = runtime(broker)
+        result: tx.TxnResult = await rt.call(
+            lambda token, now: rt.coordinator.add_offsets(
+                body.transactional_id, body.producer_id, body.producer_epoch, body.group_id,
+                token=token, now_ms=now))
+        code = result.error_code
+    except CoordinatorUnavailable as exc:
+        code = exc.error_code
+    return respond(request, {"throttle_time": 0, "error_code": _error(code, request)})
+
+
+async def end_txn(broker: Broker, request: Request) -> bytes:
+    body = request.body
+    try:
+        rt = runtime(broker)
+        result: tx.TxnResult = await rt.call(
+            lambda token, now: rt.coordinator.end_txn(
+                body.transactional_id, body.producer_id, body.producer_epoch, body.committed,
+                token=token, now_ms=now))
+        code = result.error_code
+    except CoordinatorUnavailable as exc:
+        code = exc.error_code
+    return respond(request, {"throttle_time": 0, "error_code": _error(code, request)})
+
+
+# --- TxnOffsetCommit -----------------------------------------------------------------------
+
+
+def _txn_offsets_error(broker: Broker, body: Any) -> int | None:
+    """What the transaction coordinator says of this producer writing offsets of this
+    group: its transaction must be open under this producer id and epoch and hold the
+    group's ``__consumer_offsets`` partition (AddOffsetsToTxn came first)."""
+    rt = runtime(broker)
+    txn = rt.coordinator.transactions.get(body.transactional_id)
+    if txn is None or txn.producer_id != body.producer_id:
+        return tx.INVALID_PRODUCER_ID_MAPPING
+    if txn.producer_epoch != body.producer_epoch:
+        # What Kafka's append to __consumer_offsets answers a stale epoch.
+        return tx.INVALID_PRODUCER_EPOCH
+    if broker.groups is None:
+        raise CoordinatorUnavailable(COORDINATOR_NOT_AVAILABLE,
+                                     "the group coordinator is not running")
+    partition = (OFFSETS_TOPIC, partition_for(body.group_id, broker.groups.num_partitions))
+    if txn.state != tx.TxnState.ONGOING or partition not in txn.partitions:
+        return tx.INVALID_TXN_STATE
+    return None
+
+
+async def txn_offset_commit(broker: Broker, request: Request) -> bytes:
+    body = request.body
+    offsets: list[r.OffsetCommitRequestPartition] = []
+    unknown: list[r.PartitionResult] = []
+    for t in body.topics:
+        topic = broker.topic(t.name)
+        for p in t.partitions:
+            if topic is None or not 0 <= p.partition_index < topic.partitions:
+                unknown.append(r.PartitionResult(t.name, p.partition_index,
+                                                 UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            offsets.append(r.OffsetCommitRequestPartition(
+                t.name, p.partition_index, p.committed_offset,
+                getattr(p, "committed_leader_epoch", -1), p.committed_metadata))
+    try:
+        error = _txn_offsets_error(broker, body)
+        if error is not None:
+            answered = [r.PartitionResult(p.topic, p.partition, error) for p in offsets]
+        else:
+            groups = broker.groups
+            if groups is None:
+                raise CoordinatorUnavailable(COORDINATOR_NOT_AVAILABLE,
+                                             "the group coordinator is not running")
+            result: r.OffsetCommitResult = await groups.call(
+                lambda token, now: groups.coordinator.commit_txn_offsets(
+                    body.group_id, body.producer_id, body.producer_epoch,
+                    getattr(body, "member_id", r.UNKNOWN_MEMBER),  # v3+
+                    getattr(body, "generation_id", r.NO_GENERATION),
+                    getattr(body, "group_instance_id", None), offsets,
+                    token=token, now_ms=now))
+            answered = result.partitions
+    except CoordinatorUnavailable as exc:
+        answered = [r.PartitionResult(p.topic, p.partition, exc.error_code) for p in offsets]
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for entry in [*answered, *unknown]:
+        topics.setdefault(entry.topic, []).append(
+            {"partition_index": entry.partition, "error_code": entry.error_code})
+    return respond(request, {"throttle_time": 0, "topics": [
+        {"name": name, "partitions": parts} for name, parts in topics.items()]})
+
+
+# --- DescribeTransactions, ListTransactions -------------------------------------------------
+
+
+async def describe_transactions(broker: Broker, request: Request) -> bytes:
+    ids = list(request.body.transactional_ids)
+    try:
+        described = runtime(broker).coordinator.describe_transactions(ids)
+    except CoordinatorUnavailable as exc:
+        described = [tx.TransactionDescription(tid, exc.error_code) for tid in ids]
+    return respond(request, {"throttle_time": 0, "transaction_states": [
+        {"error_code": d.error_code, "transactional_id": d.transactional_id,
+         "transaction_state": d.state, "transaction_timeout": d.transaction_timeout_ms,
+         "transaction_start_time": d.transaction_start_time_ms,
+         "producer_id": d.producer_id, "producer_epoch": d.producer_epoch,
+         "topics": [{"topic": topic, "partitions": parts} for topic, parts in d.topics]}
+        for d in described]})
+
+
+async def list_transactions(broker: Broker, request: Request) -> bytes:
+    body = request.body
+    try:
+        rt = runtime(broker)
+        result = rt.coordinator.list_transactions(
+            body.state_filters, body.producer_id_filters,
+            getattr(body, "duration_filter", -1), now_ms=rt.clock())
+    except CoordinatorUnavailable as exc:
+        return respond(request, {"throttle_time": 0, "error_code": exc.error_code,
+                                 "unknown_state_filters": [], "transaction_states": []})
+    return respond(request, {
+        "throttle_time": 0, "error_code": result.error_code,
+        "unknown_state_filters": result.unknown_state_filters,
+        "transaction_states": [
+            {"transactional_id": t.transactional_id, "producer_id": t.producer_id,
+             "transaction_state": t.state} for t in result.transactions]})
+
+
+ADD_PARTITIONS_TO_TXN = Api(24, "AddPartitionsToTxn", 0, 3, add_partitions_to_txn)
+ADD_OFFSETS_TO_TXN = Api(25, "AddOffsetsToTxn", 0, 3, add_offsets_to_txn)
+END_TXN = Api(26, "EndTxn", 0, 3, end_txn)
+TXN_OFFSET_COMMIT = Api(28, "TxnOffsetCommit", 0, 3, txn_offset_commit)
+DESCRIBE_TRANSACTIONS = Api(65, "DescribeTransactions", 0, 0, describe_transactions)
+LIST_TRANSACTIONS = Api(66, "ListTransactions", 0, 1, list_transactions)
+
+APIS = (ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT,
+        DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS)
