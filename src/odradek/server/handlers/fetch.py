@@ -29,6 +29,7 @@ from odradek.server.errors import error_code
 from odradek.server.handlers.base import UNKNOWN_TOPIC_OR_PARTITION, Api
 from odradek.storage.errors import OffsetOutOfRangeError
 from odradek.storage.log import FileRegion
+from odradek.storage.txn_index import AbortedTxn
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
@@ -45,6 +46,7 @@ _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _PARTITION_V4 = struct.Struct(">ihqq")  # index, error, high watermark, last stable offset
 _I64 = struct.Struct(">q")
+_ABORTED = struct.Struct(">qq")  # producer id, first offset
 
 TopicPartition = tuple[str, int]
 
@@ -56,6 +58,7 @@ class PartitionFetch:
     # What the last response told the client, for incremental responses.
     sent_high_watermark: int = -1
     sent_log_start: int = -1
+    sent_last_stable: int = -1
 
 
 @dataclass(slots=True)
@@ -94,10 +97,12 @@ class PartitionResult:
     last_stable_offset: int
     log_start_offset: int
     region: FileRegion | None
+    # read_committed: the aborted transactions of what is returned (None: not asked)
+    aborted: list[AbortedTxn] | None = None
 
 
 def _read(broker: Broker, wanted: list[tuple[TopicPartition, PartitionFetch]],
-          max_bytes: int) -> tuple[list[PartitionResult], int]:
+          max_bytes: int, read_committed: bool) -> tuple[list[PartitionResult], int]:
     results = []
     total = 0
     for (topic, partition), state in wanted:
@@ -108,19 +113,32 @@ def _read(broker: Broker, wanted: list[tuple[TopicPartition, PartitionFetch]],
             continue
         budget = min(state.max_bytes, max_bytes - total)
         region = None
+        aborted: list[AbortedTxn] | None = [] if read_committed else None
         try:
-            if budget > 0 or total == 0:
+            if (budget > 0 or total == 0) and read_committed:
+                # Only below the last stable offset, with the aborted transactions of
+                # the range, so the client can drop their records (KIP-98).
+                committed = lg.read_committed(state.fetch_offset, max(budget, 0),
+                                              min_one=total == 0)
+                read = committed.result
+                region, aborted = read.region, committed.aborted
+                hw, start, lso = (read.log_end_offset, read.log_start_offset,
+                                  committed.last_stable_offset)
+            elif budget > 0 or total == 0:
                 read = lg.read(state.fetch_offset, max(budget, 0), min_one=total == 0)
                 region = read.region
-                hw, start = read.log_end_offset, read.log_start_offset
+                hw, start, lso = (read.log_end_offset, read.log_start_offset,
+                                  lg.last_stable_offset)
             else:
-                hw, start = lg.log_end_offset, lg.log_start_offset
+                hw, start, lso = lg.log_end_offset, lg.log_start_offset, lg.last_stable_offset
             error = 0
         except OffsetOutOfRangeError as exc:
             error, hw, start = error_code(exc), exc.log_end_offset, exc.log_start_offset
+            lso, aborted = hw, None
         if region is not None:
             total += region.length
-        results.append(PartitionResult(topic, partition, error, hw, hw, start, region))
+        results.append(PartitionResult(topic, partition, error, hw, lso, start, region,
+                                       aborted))
     return results, total
 
 
@@ -157,6 +175,7 @@ async def handle(broker: Broker, request: Request) -> list[bytes | FileRegion]:
                 if old is not None:
                     state.sent_high_watermark = old.sent_high_watermark
                     state.sent_log_start = old.sent_log_start
+                    state.sent_last_stable = old.sent_last_stable
                 session.partitions[tp] = state
             incremental = True
     elif version >= 7 and session_id == 0 and epoch != FINAL_EPOCH:
@@ -166,14 +185,15 @@ async def handle(broker: Broker, request: Request) -> list[bytes | FileRegion]:
     max_bytes = getattr(body, "max_bytes", 2**31 - 1)
     min_bytes = body.min_bytes
     deadline = time.monotonic() + ms(body.max_wait) / 1000
-    results, total = _read(broker, wanted, max_bytes)
+    read_committed = getattr(body, "isolation_level", 0) == 1
+    results, total = _read(broker, wanted, max_bytes, read_committed)
     while (total < min_bytes and not any(r.error for r in results)
            and not broker.stopping):
         left = deadline - time.monotonic()
         if left <= 0:
             break
         await broker.purgatory.wait([tp for tp, _ in wanted], left)
-        results, total = _read(broker, wanted, max_bytes)
+        results, total = _read(broker, wanted, max_bytes, read_committed)
 
     if incremental and session is not None:
         kept = []
@@ -181,6 +201,7 @@ async def handle(broker: Broker, request: Request) -> list[bytes | FileRegion]:
             state = session.partitions[(r.topic, r.partition)]
             changed = (r.region is not None or r.error or
                        r.high_watermark != state.sent_high_watermark or
+                       r.last_stable_offset != state.sent_last_stable or
                        r.log_start_offset != state.sent_log_start)
             if changed:
                 kept.append(r)
@@ -191,7 +212,7 @@ async def handle(broker: Broker, request: Request) -> list[bytes | FileRegion]:
             if state is not None:
                 state.sent_high_watermark = r.high_watermark
                 state.sent_log_start = r.log_start_offset
-    read_committed = getattr(body, "isolation_level", 0) == 1
+                state.sent_last_stable = r.last_stable_offset
     return encode_fetch_response(request, results,
                                  session.session_id if session is not None else 0,
                                  read_committed)
@@ -230,11 +251,18 @@ def encode_fetch_response(request: Request, results: list[PartitionResult], sess
                                       r.last_stable_offset)
             if version >= 5:
                 buf += _I64.pack(r.log_start_offset)
-            # aborted transactions: null for read_uncommitted, none yet otherwise
-            if flexible:
-                buf += b"\x01" if read_committed else b"\x00"
+            # aborted transactions: null for read_uncommitted (and errors), else the
+            # (producer id, first offset) of each aborted transaction in the range
+            aborted = r.aborted
+            if aborted is None:
+                buf += b"\x00" if flexible else _I32.pack(-1)
             else:
-                buf += _I32.pack(0 if read_committed else -1)
+                buf += (encode_uvarint(len(aborted) + 1) if flexible
+                        else _I32.pack(len(aborted)))
+                for txn in aborted:
+                    buf += _ABORTED.pack(txn.producer_id, txn.first_offset)
+                    if flexible:
+                        buf += b"\x00"
             if version >= 11:
                 buf += _I32.pack(-1)  # preferred read replica: none
             length = r.region.length if r.region is not None else 0

@@ -1,5 +1,6 @@
 """ListOffsets (2): the earliest, latest or max-timestamp offset, or the first offset at
-or after a timestamp (time index lookup), per partition."""
+or after a timestamp (time index lookup), per partition. For read_committed (v2+) the
+latest offset is the last stable offset."""
 
 from __future__ import annotations
 
@@ -16,14 +17,17 @@ EARLIEST = -2
 MAX_TIMESTAMP = -3  # KIP-734, v7+
 
 
-def lookup(broker: Broker, topic: str, partition: int, timestamp: int) -> dict[str, Any]:
+def lookup(broker: Broker, topic: str, partition: int, timestamp: int,
+           read_committed: bool = False) -> dict[str, Any]:
     lg = broker.get_log(topic, partition)
     if lg is None:
         return {"partition_index": partition, "error_code": UNKNOWN_TOPIC_OR_PARTITION,
                 "timestamp": -1, "offset": -1, "leader_epoch": -1}
     found: tuple[int, int] | None
     if timestamp == LATEST:
-        found = (lg.log_end_offset, -1)
+        # read_committed (v2+): the end a read_committed consumer can reach is the
+        # last stable offset, not the log end (KIP-98).
+        found = (lg.last_stable_offset if read_committed else lg.log_end_offset, -1)
     elif timestamp == EARLIEST:
         found = (lg.log_start_offset, -1)
     elif timestamp == MAX_TIMESTAMP:
@@ -36,11 +40,13 @@ def lookup(broker: Broker, topic: str, partition: int, timestamp: int) -> dict[s
 
 
 async def handle(broker: Broker, request: Request) -> bytes:
+    read_committed = getattr(request.body, "isolation_level", 0) == 1
     topics = []
     for topic in request.body.topics:
         topics.append({
             "name": topic.name,
-            "partitions": [lookup(broker, topic.name, p.partition_index, p.timestamp)
+            "partitions": [lookup(broker, topic.name, p.partition_index, p.timestamp,
+                                  read_committed)
                            for p in topic.partitions],
         })
     return respond(request, {"throttle_time": 0, "topics": topics})
