@@ -265,8 +265,11 @@ class GroupRuntime:
                 # coordinator, not the producer: no sequence number (Kafka's
                 # AppendOrigin.COORDINATOR), so it goes in at the offsets given here.
                 producer_id, producer_epoch = fx.transactional
+                base = lg.log_end_offset
+                records = [builder.Record(base + r.offset, r.timestamp, r.key, r.value)
+                           for r in records]
                 lg.append(builder.build_batch(
-                    records, base_offset=lg.log_end_offset, producer_id=producer_id,
+                    records, base_offset=base, producer_id=producer_id,
                     producer_epoch=producer_epoch, transactional=True,
                     partition_leader_epoch=0), assign_offsets=False)
             self.broker.purgatory.notify((OFFSETS_TOPIC, partition))

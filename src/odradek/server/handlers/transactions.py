@@ -21,6 +21,7 @@ Versions, from Kafka's request schemas:
 
 from __future__ import annotations
 
+import datetime
 from typing import TYPE_CHECKING, Any
 
 from odradek.coordinator import results as r
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 
 OPERATION_NOT_ATTEMPTED = 55  # the other partitions of an AddPartitionsToTxn that failed
 INVALID_TOPIC_EXCEPTION = 17  # internal topics cannot be written by clients
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 
 def runtime(broker: Broker) -> TxnRuntime:
@@ -205,6 +207,12 @@ async def txn_offset_commit(broker: Broker, request: Request) -> bytes:
 # --- DescribeTransactions, ListTransactions -------------------------------------------------
 
 
+def _timestamp(ms_since_epoch: int) -> datetime.datetime:
+    # kio's datetime fields cannot say -1 ("not started") with None; the same instant as
+    # a datetime writes -1 on the wire, as Kafka does.
+    return _EPOCH + datetime.timedelta(milliseconds=ms_since_epoch)
+
+
 async def describe_transactions(broker: Broker, request: Request) -> bytes:
     ids = list(request.body.transactional_ids)
     try:
@@ -214,7 +222,7 @@ async def describe_transactions(broker: Broker, request: Request) -> bytes:
     return respond(request, {"throttle_time": 0, "transaction_states": [
         {"error_code": d.error_code, "transactional_id": d.transactional_id,
          "transaction_state": d.state, "transaction_timeout": d.transaction_timeout_ms,
-         "transaction_start_time": d.transaction_start_time_ms,
+         "transaction_start_time": _timestamp(d.transaction_start_time_ms),
          "producer_id": d.producer_id, "producer_epoch": d.producer_epoch,
          "topics": [{"topic": topic, "partitions": parts} for topic, parts in d.topics]}
         for d in described]})
