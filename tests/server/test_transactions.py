@@ -230,7 +230,7 @@ def test_a_second_producer_with_the_same_id_fences_the_first_and_aborts_its_tran
             "one bump fences and aborts the open transaction, one is the new producer's")
         # The zombie can neither write nor end its transaction; v1 clients (before
         # KIP-588) hear INVALID_PRODUCER_EPOCH instead of PRODUCER_FENCED.
-        assert zombie.produce("t", 0, b"late").error_code == INVALID_TXN_STATE
+        assert zombie.produce("t", 0, b"late").error_code == INVALID_PRODUCER_EPOCH
         assert zombie.add("t", 0) == {0: PRODUCER_FENCED}
         assert zombie.add("t", 0, version=1) == {0: INVALID_PRODUCER_EPOCH}
         assert zombie.end(commit=True) == PRODUCER_FENCED

@@ -61,6 +61,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# Kafka's errors for a transactional produce that fails the check of check_produce.
+NOT_ENOUGH_REPLICAS = 19
+INVALID_PRODUCER_EPOCH = 47
+INVALID_TXN_STATE = 48
+INVALID_PRODUCER_ID_MAPPING = 49
 # Bytes read per step when replaying a partition of __transaction_state.
 REPLAY_READ_BYTES = 1 << 20
 # Topic-level settings of __transaction_state, as Kafka creates it (min.insync.replicas
@@ -270,19 +275,34 @@ class TxnRuntime:
 
     # --- produce-side check (KIP-890's verification, answered locally) ----------------
 
-    def partition_in_transaction(self, transactional_id: str, producer_id: int,
-                                 producer_epoch: int, topic: str, partition: int) -> bool:
-        """Whether a transactional produce may write to this partition: its transaction
-        is open under this producer id and epoch and the partition was added to it. A
-        produce that fails this would open a transaction no marker ever ends (a
-        "hanging transaction", which holds read_committed consumers forever)."""
+    def check_produce(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                      topic: str, partition: int) -> tuple[int, str] | None:
+        """Why a transactional batch may not be written to this partition (a Kafka error
+        code and a message), or None: its transaction must be open under this producer
+        id and epoch with the partition added. A batch that passed without that would
+        open a transaction no marker ever ends (a "hanging transaction", holding
+        read_committed consumers forever). The answers are those of Kafka's
+        verification (TransactionCoordinator.handleVerifyPartitionsInTransaction) as the
+        produce path maps them."""
         if not self.verify_partitions:
-            return True
+            return None
         txn = self.coordinator.transactions.get(transactional_id)
-        return (txn is not None and txn.producer_id == producer_id
-                and txn.producer_epoch == producer_epoch
-                and txn.state == TxnState.ONGOING
-                and (topic, partition) in txn.partitions)
+        if txn is None or txn.producer_id != producer_id:
+            return INVALID_PRODUCER_ID_MAPPING, (
+                f"producer {producer_id} is not the producer of {transactional_id!r}")
+        if txn.producer_epoch != producer_epoch:
+            # A fenced producer (a newer one has the id, or its transaction timed out).
+            return INVALID_PRODUCER_EPOCH, (
+                f"producer {producer_id} epoch {producer_epoch} of {transactional_id!r} is "
+                f"fenced by epoch {txn.producer_epoch}")
+        if txn.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            # Markers are on their way: retriable (Kafka answers NOT_ENOUGH_REPLICAS).
+            return NOT_ENOUGH_REPLICAS, f"the transaction of {transactional_id!r} is ending"
+        if txn.state != TxnState.ONGOING or (topic, partition) not in txn.partitions:
+            return INVALID_TXN_STATE, (
+                f"{topic}-{partition} was not added to the transaction of "
+                f"{transactional_id!r}")
+        return None
 
     async def _run_timers(self) -> None:
         while True:

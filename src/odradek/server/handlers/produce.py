@@ -32,25 +32,23 @@ CORRUPT_MESSAGE = 2
 
 
 def _not_in_transaction(broker: Broker, transactional_id: str | None, topic: str,
-                        partition: int, records: bytes | memoryview) -> str | None:
-    """Why a transactional batch may not be written here, or None. Its transaction must
-    be open under the batch's producer id and epoch with this partition added (KIP-890's
-    verification, which a single node answers from its own coordinator): a batch that
-    opened a transaction no marker will end would hold read_committed consumers at the
-    LSO for good. Storage checks the rest (epochs, sequences) under the log's lock."""
+                        partition: int, records: bytes | memoryview) -> tuple[int, str] | None:
+    """(error code, message) if a transactional batch may not be written here: its
+    transaction must be open with this partition added (``TxnRuntime.check_produce``,
+    KIP-890's verification, answered by this node's own coordinator). Storage checks the
+    rest (epochs, sequences) under the log's lock."""
     if len(records) < rb.HEADER_SIZE:
         return None  # not a batch at all: the log says what is wrong with it
     header = rb.read_header(records)
     if not header.is_transactional or header.is_control:
         return None
     if transactional_id is None:
-        return "a transactional batch needs the request's transactional id"
+        return INVALID_TXN_STATE, "a transactional batch needs the request's transactional id"
     txns = broker.transactions
-    if txns is not None and not txns.partition_in_transaction(
-            transactional_id, header.producer_id, header.producer_epoch, topic, partition):
-        return (f"{topic}-{partition} is not in an open transaction of {transactional_id!r} "
-                f"with producer {header.producer_id} epoch {header.producer_epoch}")
-    return None
+    if txns is None:
+        return None
+    return txns.check_produce(transactional_id, header.producer_id, header.producer_epoch,
+                              topic, partition)
 
 
 def _failed(index: int, code: int, text: str) -> dict[str, Any]:
@@ -79,7 +77,7 @@ async def handle(broker: Broker, request: Request) -> bytes | None:
                 entry = _failed(index, CORRUPT_MESSAGE, "a produce request needs records")
             elif (refused := _not_in_transaction(broker, body.transactional_id, name, index,
                                                  data.records)) is not None:
-                entry = _failed(index, INVALID_TXN_STATE, refused)
+                entry = _failed(index, *refused)
             else:
                 try:
                     info = lg.append(data.records, leader_epoch=LEADER_EPOCH, flush=False)
