@@ -32,8 +32,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from .conftest import BrokerProcess, start_broker
+from .conftest import BrokerProcess, run_tool, start_broker
 from .test_groups import create_topic
+from .test_kafkajs import JS_DIR, kafkajs  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.interop
 
@@ -315,6 +316,8 @@ def test_consume_transform_produce_is_exactly_once_through_processor_and_broker_
 def test_kafka_python_transactional_producer_commits_and_aborts(
         fresh_odradek_server: BrokerProcess):
     from kafka import KafkaProducer
+    from kafka import TopicPartition as KafkaTopicPartition
+    from kafka.structs import OffsetAndMetadata
 
     bootstrap = fresh_odradek_server.bootstrap
     create_topic(bootstrap, "kp", 2)
@@ -324,10 +327,14 @@ def test_kafka_python_transactional_producer_commits_and_aborts(
         producer.begin_transaction()
         for i in range(10):
             producer.send("kp", key=str(i).encode(), value=f"committed-{i}".encode())
+        producer.send_offsets_to_transaction(
+            {KafkaTopicPartition("kp", 0): OffsetAndMetadata(7, "", -1)}, "kp-group")
         producer.commit_transaction()
         producer.begin_transaction()
         for i in range(10):
             producer.send("kp", key=str(i).encode(), value=f"aborted-{i}".encode())
+        producer.send_offsets_to_transaction(
+            {KafkaTopicPartition("kp", 0): OffsetAndMetadata(99, "", -1)}, "kp-group")
         producer.flush()
         producer.abort_transaction()
     finally:
@@ -335,11 +342,13 @@ def test_kafka_python_transactional_producer_commits_and_aborts(
     assert sorted(read(bootstrap, "kp", 2, expect=10)) == sorted(
         f"committed-{i}".encode() for i in range(10))
     assert len(read(bootstrap, "kp", 2, committed=False, expect=20)) == 20
+    assert committed_offset(bootstrap, "kp-group", "kp", 0) == 7
 
 
 def test_aiokafka_transactional_producer_commits_and_aborts(
         fresh_odradek_server: BrokerProcess):
     from aiokafka import AIOKafkaProducer
+    from aiokafka import TopicPartition as AioTopicPartition
 
     bootstrap = fresh_odradek_server.bootstrap
     create_topic(bootstrap, "aio", 2)
@@ -352,6 +361,8 @@ def test_aiokafka_transactional_producer_commits_and_aborts(
                 for i in range(10):
                     await producer.send("aio", key=str(i).encode(),
                                         value=f"committed-{i}".encode())
+                await producer.send_offsets_to_transaction(
+                    {AioTopicPartition("aio", 1): 4}, "aio-group")
             await producer.begin_transaction()
             for i in range(10):
                 await producer.send_and_wait("aio", key=str(i).encode(),
@@ -364,3 +375,33 @@ def test_aiokafka_transactional_producer_commits_and_aborts(
     assert sorted(read(bootstrap, "aio", 2, expect=10)) == sorted(
         f"committed-{i}".encode() for i in range(10))
     assert len(read(bootstrap, "aio", 2, committed=False, expect=20)) == 20
+    assert committed_offset(bootstrap, "aio-group", "aio", 1) == 4
+
+
+def test_kafkajs_transactional_producer_commits_aborts_and_sends_offsets(
+        kafkajs, fresh_odradek_server: BrokerProcess):  # noqa: F811 - the fixture
+    bootstrap = fresh_odradek_server.bootstrap
+    create_topic(bootstrap, "js", 1)
+    plan = {"brokers": [bootstrap], "transactionalId": "kafkajs", "topic": "js",
+            "group": "js-group", "transactions": [
+                {"values": ["c1", "c2"], "commit": True,
+                 "offsets": [{"partition": 0, "offset": "2"}]},
+                {"values": ["a1"], "commit": False,
+                 "offsets": [{"partition": 0, "offset": "3"}]},
+                {"values": ["c3"], "commit": True}]}
+    done = run_tool([kafkajs.node, str(JS_DIR / "txn_producer.js"), json.dumps(plan)],
+                    cwd=JS_DIR)
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"done": 3}, done.stdout
+    assert read(bootstrap, "js", 1, expect=3) == [b"c1", b"c2", b"c3"]
+    assert read(bootstrap, "js", 1, committed=False, expect=4) == [b"c1", b"c2", b"a1", b"c3"]
+    assert committed_offset(bootstrap, "js-group", "js", 0) == 2
+
+
+def committed_offset(bootstrap: str, group: str, topic: str, partition: int) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                         "enable.auto.commit": False})
+    try:
+        [tp] = consumer.committed([TopicPartition(topic, partition)], timeout=WAIT)
+        return tp.offset
+    finally:
+        consumer.close()
