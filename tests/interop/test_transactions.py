@@ -315,7 +315,7 @@ def test_consume_transform_produce_is_exactly_once_through_processor_and_broker_
 
 def test_kafka_python_transactional_producer_commits_and_aborts(
         fresh_odradek_server: BrokerProcess):
-    from kafka import KafkaProducer
+    from kafka import KafkaConsumer, KafkaProducer
     from kafka import TopicPartition as KafkaTopicPartition
     from kafka.structs import OffsetAndMetadata
 
@@ -343,11 +343,28 @@ def test_kafka_python_transactional_producer_commits_and_aborts(
         f"committed-{i}".encode() for i in range(10))
     assert len(read(bootstrap, "kp", 2, committed=False, expect=20)) == 20
     assert committed_offset(bootstrap, "kp-group", "kp", 0) == 7
+    # kafka-python's own read_committed consumer drops the aborted records and markers.
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed",
+                             enable_auto_commit=False)
+    try:
+        consumer.assign([KafkaTopicPartition("kp", p) for p in range(2)])
+        consumer.seek_to_beginning()
+        seen: list[bytes] = []
+        deadline = time.monotonic() + WAIT
+        while time.monotonic() < deadline:
+            batch = consumer.poll(timeout_ms=500)
+            got = [r.value for records in batch.values() for r in records]
+            seen.extend(got)
+            if len(seen) >= 10 and not got:
+                break
+    finally:
+        consumer.close()
+    assert sorted(seen) == sorted(f"committed-{i}".encode() for i in range(10))
 
 
 def test_aiokafka_transactional_producer_commits_and_aborts(
         fresh_odradek_server: BrokerProcess):
-    from aiokafka import AIOKafkaProducer
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
     from aiokafka import TopicPartition as AioTopicPartition
 
     bootstrap = fresh_odradek_server.bootstrap
@@ -370,8 +387,27 @@ def test_aiokafka_transactional_producer_commits_and_aborts(
             await producer.abort_transaction()
         finally:
             await producer.stop()
+        # aiokafka's own read_committed consumer drops the aborted records and markers.
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap,
+                                    isolation_level="read_committed",
+                                    enable_auto_commit=False)
+        await consumer.start()
+        try:
+            consumer.assign([AioTopicPartition("aio", p) for p in range(2)])
+            await consumer.seek_to_beginning()
+            deadline = time.monotonic() + WAIT
+            while time.monotonic() < deadline:
+                batch = await consumer.getmany(timeout_ms=500)
+                got = [r.value for records in batch.values() for r in records]
+                seen.extend(got)
+                if len(seen) >= 10 and not got:
+                    break
+        finally:
+            await consumer.stop()
 
+    seen: list[bytes] = []
     asyncio.run(run())
+    assert sorted(seen) == sorted(f"committed-{i}".encode() for i in range(10))
     assert sorted(read(bootstrap, "aio", 2, expect=10)) == sorted(
         f"committed-{i}".encode() for i in range(10))
     assert len(read(bootstrap, "aio", 2, committed=False, expect=20)) == 20
