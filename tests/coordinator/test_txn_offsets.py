@@ -123,3 +123,40 @@ def test_a_replay_keeps_open_transactions_pending_and_applies_the_markers_it_mee
     restarted.complete_txn(OTHER, True, everywhere)
     restarted.complete_txn(PRODUCER, True, everywhere)
     assert committed(restarted, "g", "t", 1) == 4 and committed(restarted, "g") == 11
+
+
+def plain_commit(c: GroupCoordinator, group: str, offset: int):
+    token = object()
+    fx = c.commit_offsets(group, "", -1, None, [("t", 0, offset)], token=token, now_ms=NOW)
+    assert fx.response_to(token).partitions[0].error_code == NONE
+    return fx
+
+
+def test_a_plain_commit_made_after_the_transactional_one_is_kept_when_it_commits():
+    # Kafka keeps whichever commit was written last (CommitRecordMetadataAndOffset).
+    c = GroupCoordinator()
+    txn_commit(c, "g", PRODUCER, [("t", 0, 5)])
+    plain_commit(c, "g", 9)
+    c.complete_txn(PRODUCER, True, everywhere)
+    assert committed(c, "g") == 9
+    # ... and one made before it is replaced.
+    plain_commit(c, "g", 20)
+    txn_commit(c, "g", PRODUCER, [("t", 0, 25)])
+    c.complete_txn(PRODUCER, True, everywhere)
+    assert committed(c, "g") == 25
+
+
+def test_a_replay_orders_plain_and_transactional_commits_as_the_log_does():
+    live = GroupCoordinator()
+    records = []
+    fx, _ = txn_commit(live, "g", PRODUCER, [("t", 0, 5)])
+    records += [(PRODUCER, r) for r in fx.records]
+    records += [(None, r) for r in plain_commit(live, "g", 9).records]
+    restarted = GroupCoordinator()
+    for producer, r in records:
+        if producer is None:
+            restarted.load(r.key, r.value)
+        else:
+            restarted.load_txn_offset(producer, r.key, r.value)
+    restarted.complete_txn(PRODUCER, True, everywhere)
+    assert committed(restarted, "g") == 9

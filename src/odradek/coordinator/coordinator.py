@@ -177,6 +177,16 @@ class GroupCoordinator(ConsumerProtocol):
         # offsets. Kept apart from the groups so that a group's deletion or a rebalance
         # does not lose what an open transaction still has to decide.
         self.pending_txn_offsets: dict[str, dict[int, dict[tuple[str, int], CommittedOffset]]] = {}
+        # The order of offset commits, for groups with pending transactional ones: when a
+        # transaction commits, its offset replaces a plain commit only if it was written
+        # after it (Kafka compares the records' log offsets; commits are written in the
+        # order they are decided, and replayed in log order, so a counter orders them
+        # the same way). (group, producer id, topic, partition) -> order of the pending
+        # offset; (group, topic, partition) -> order of the last plain commit made while
+        # the group had pending ones.
+        self._commit_order = itertools.count()
+        self._pending_order: dict[tuple[str, int, str, int], int] = {}
+        self._plain_order: dict[tuple[str, str, int], int] = {}
         self._init_consumer_protocol(
             consumer_session_timeout_ms, consumer_heartbeat_interval_ms, consumer_assignors)
 
@@ -827,6 +837,7 @@ class GroupCoordinator(ConsumerProtocol):
         retention_ms: int | None,
         now_ms: int,
         fx: Effects,
+        producer_id: int | None = None,
     ) -> list[PartitionResult]:
         expire = now_ms + retention_ms if retention_ms is not None and retention_ms >= 0 else -1
         results = []
@@ -838,6 +849,7 @@ class GroupCoordinator(ConsumerProtocol):
                 continue
             committed = CommittedOffset(p.offset, p.leader_epoch, metadata, now_ms, expire)
             offsets[(p.topic, p.partition)] = committed
+            self._note_commit(group_id, p.topic, p.partition, producer_id)
             fx.records.append(self._offset_record(group_id, p.topic, p.partition, committed))
             results.append(PartitionResult(p.topic, p.partition, NONE))
         return results
@@ -908,7 +920,7 @@ class GroupCoordinator(ConsumerProtocol):
             return fx
         pending = self.pending_txn_offsets.setdefault(group_id, {}).setdefault(producer_id, {})
         fx.respond(token, OffsetCommitResult(
-            self._store_offsets(group_id, pending, parts, None, now_ms, fx)))
+            self._store_offsets(group_id, pending, parts, None, now_ms, fx, producer_id)))
         if not pending:
             self._drop_pending(group_id, producer_id)
         return fx
@@ -922,19 +934,26 @@ class GroupCoordinator(ConsumerProtocol):
         for group_id in [g for g, by_pid in self.pending_txn_offsets.items()
                          if producer_id in by_pid and in_partition(g)]:
             pending = self.pending_txn_offsets[group_id].pop(producer_id)
+            # A plain commit written after the transactional one stays (Kafka's
+            # CommitRecordMetadataAndOffset.olderThan).
+            newer = {tp for tp in pending if self._plain_order.get((group_id, *tp), -1)
+                     > self._pending_order.pop((group_id, producer_id, *tp), -1)}
             if not self.pending_txn_offsets[group_id]:
                 del self.pending_txn_offsets[group_id]
+                for key in [k for k in self._plain_order if k[0] == group_id]:
+                    del self._plain_order[key]
             if not commit:
                 continue
+            settled = {tp: c for tp, c in pending.items() if tp not in newer}
             cg = self.consumer_groups.get(group_id)
             if cg is not None:
-                cg.offsets.update(pending)
+                cg.offsets.update(settled)
                 continue
             group = self.groups.get(group_id)
             if group is None:
                 group = self.groups[group_id] = Group(group_id, now_ms=0)
                 group.state_timestamp = None
-            group.offsets.update(pending)
+            group.offsets.update(settled)
 
     def has_pending_txn_offsets(self, group_id: str, topic: str, partition: int) -> bool:
         """Whether an open transaction has an offset for this partition of the group
@@ -942,12 +961,23 @@ class GroupCoordinator(ConsumerProtocol):
         return any((topic, partition) in offsets
                    for offsets in self.pending_txn_offsets.get(group_id, {}).values())
 
+    def _note_commit(self, group_id: str, topic: str, partition: int,
+                     producer_id: int | None) -> None:
+        """Remember the order of a commit, while it can matter (see _commit_order)."""
+        if producer_id is not None:
+            self._pending_order[(group_id, producer_id, topic, partition)] = next(
+                self._commit_order)
+        elif group_id in self.pending_txn_offsets:
+            self._plain_order[(group_id, topic, partition)] = next(self._commit_order)
+
     def _drop_pending(self, group_id: str, producer_id: int) -> None:
         by_pid = self.pending_txn_offsets.get(group_id)
         if by_pid is not None:
             by_pid.pop(producer_id, None)
             if not by_pid:
                 del self.pending_txn_offsets[group_id]
+                for key in [k for k in self._plain_order if k[0] == group_id]:
+                    del self._plain_order[key]
 
     def load_txn_offset(self, producer_id: int, key: bytes, value: bytes | None) -> None:
         """Replay a record of a transactional batch of ``__consumer_offsets`` (only
@@ -961,6 +991,7 @@ class GroupCoordinator(ConsumerProtocol):
         pending = self.pending_txn_offsets.setdefault(k.group, {}).setdefault(producer_id, {})
         pending[(k.topic, k.partition)] = CommittedOffset(
             v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp)
+        self._note_commit(k.group, k.topic, k.partition, producer_id)
 
     def fetch_offsets(
         self,
@@ -1358,6 +1389,7 @@ class GroupCoordinator(ConsumerProtocol):
                 v = ot.decode_offset_commit_value(value)
                 cg.offsets[(k.topic, k.partition)] = CommittedOffset(
                     v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp)
+                self._note_commit(k.group, k.topic, k.partition, None)
             return
         if isinstance(k, ot.GroupMetadataKey) and value is not None and (
                 k.group in self.consumer_groups):
@@ -1381,6 +1413,7 @@ class GroupCoordinator(ConsumerProtocol):
             group.offsets[(k.topic, k.partition)] = CommittedOffset(
                 v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp
             )
+            self._note_commit(k.group, k.topic, k.partition, None)
         elif isinstance(k, ot.GroupMetadataKey):
             old = self.groups.pop(k.group, None)
             offsets = old.offsets if old is not None else {}
