@@ -287,3 +287,149 @@ def test_a_new_log_syncs_only_the_data_directory_and_skips_recovery(tmp_path, mo
         lg = manager.get_or_create_log("other", 0)
         assert lg.log_end_offset == 2
         assert os.path.getsize(segment) == len(make_batch(2))
+
+
+@pytest.fixture
+def visits(monkeypatch):
+    """The logs the flush duty looks at (Log.maybe_flush calls)."""
+    seen: list[Log] = []
+    real = Log.maybe_flush
+    monkeypatch.setattr(Log, "maybe_flush", lambda lg, now=None: (seen.append(lg),
+                                                                   real(lg, now))[1])
+    return seen
+
+
+def test_the_flush_duty_visits_only_logs_with_work_due_not_every_log(tmp_path, visits):
+    clock = FakeClock()
+    config = LogConfig.from_kafka({"flush.ms": 1000, "segment.bytes": 1024})
+    with LogManager.open(str(tmp_path), default_config=config, clock=clock) as manager:
+        logs = [manager.get_or_create_log("many", p) for p in range(100)]
+        clock.advance(5000)
+        assert manager.flush_due() == 0
+        assert visits == []  # an idle pass costs nothing per log
+        # flush.ms counts from the last flush (Kafka's lastFlushTime), here the opening:
+        # long enough ago that the first records are due at once.
+        logs[3].append(make_batch(3))
+        logs[7].append(make_batch(3))
+        assert manager.flush_due() == 2
+        assert visits == [logs[3], logs[7]]
+        assert logs[3].recovery_point == logs[7].recovery_point == 3
+        visits.clear()
+        logs[3].append(make_batch(3, start=3))
+        clock.advance(999)
+        assert manager.flush_due() == 0 and visits == []  # not due yet
+        clock.advance(1)
+        assert manager.flush_due() == 1
+        assert visits == [logs[3]] and logs[3].recovery_point == 6
+        visits.clear()
+        clock.advance(5000)
+        assert manager.flush_due() == 0 and visits == []
+        for i in range(40):  # rolls: the rolled segments are synced at the next pass
+            logs[9].append(make_batch(5, start=5 * i, value_size=30))
+        assert manager.flush_due() == 1
+        assert visits == [logs[9]]
+        assert logs[9].recovery_point >= logs[9].active.base_offset > 0
+
+
+def test_flush_ms_counts_from_the_last_flush_for_records_appended_since(tmp_path):
+    clock = FakeClock()
+    config = LogConfig.from_kafka({"flush.ms": 1000})
+    with LogManager.open(str(tmp_path), default_config=config, clock=clock) as manager:
+        lg = manager.get_or_create_log("events", 0)
+        lg.append(make_batch(3))
+        clock.advance(600)
+        lg.append(make_batch(3, start=3))
+        clock.advance(400)
+        assert manager.flush_due() == 1
+        assert lg.recovery_point == 6
+        clock.advance(200)
+        lg.append(make_batch(3, start=6))
+        clock.advance(799)
+        assert manager.flush_due() == 0
+        clock.advance(1)
+        assert manager.flush_due() == 1
+        assert lg.recovery_point == 9
+
+
+def test_a_group_commit_sync_postpones_the_flush_ms_deadline(tmp_path, visits):
+    clock = FakeClock()
+    config = LogConfig.from_kafka({"flush.ms": 1000})
+    with LogManager.open(str(tmp_path), default_config=config, clock=clock) as manager:
+        lg = manager.get_or_create_log("events", 0)
+        lg.append(make_batch(3))
+        clock.advance(500)
+        lg.sync()
+        lg.append(make_batch(3, start=3))
+        clock.advance(500)
+        assert manager.flush_due() == 0  # visited, not due: 500 ms since the sync
+        clock.advance(500)
+        assert manager.flush_due() == 1
+        assert lg.recovery_point == 6
+
+
+def test_a_shorter_flush_ms_set_on_a_topic_applies_to_records_already_unsynced(tmp_path):
+    clock = FakeClock()
+    with LogManager.open(str(tmp_path), clock=clock) as manager:
+        lg = manager.get_or_create_log("events", 0)
+        lg.append(make_batch(3))
+        clock.advance(10_000)
+        assert manager.flush_due() == 0  # flush.ms defaults to never
+        manager.update_config("events", LogConfig.from_kafka({"flush.ms": 100}))
+        clock.advance(100)
+        assert manager.flush_due() == 1
+        assert lg.recovery_point == 3
+
+
+def test_flush_ms_syncs_what_recovery_left_unsynced_without_a_new_record(tmp_path):
+    clock = FakeClock()
+    config = LogConfig.from_kafka({"flush.ms": 1000})
+    manager = LogManager.open(str(tmp_path), default_config=config, clock=clock)
+    manager.get_or_create_log("events", 0).append(make_batch(3))
+    for lg in manager.logs.values():  # killed: nothing synced, nothing closed
+        for segment in lg.segments:
+            os.close(segment.fd)
+        lg.closed = True
+    manager._release_lock()
+    with LogManager.open(str(tmp_path), default_config=config, clock=clock) as manager:
+        lg = manager.get_log("events", 0)
+        assert lg.recovery_point == 0 and lg.log_end_offset == 3
+        clock.advance(1000)
+        assert manager.flush_due() == 1
+        assert lg.recovery_point == 3
+
+
+def test_a_failed_flush_is_retried_at_the_next_pass(tmp_path):
+    from odradek.storage.errors import KafkaStorageError
+
+    clock = FakeClock()
+    config = LogConfig.from_kafka({"flush.ms": 1000})
+    with LogManager.open(str(tmp_path), default_config=config, clock=clock) as manager:
+        failing = manager.get_or_create_log("events", 0)
+        other = manager.get_or_create_log("events", 1)
+        failing.append(make_batch(3))
+        other.append(make_batch(3))
+        real = failing.active.flush
+
+        def broken() -> None:
+            raise KafkaStorageError("fsync failed: no space left on device")
+
+        failing.active.flush = broken
+        clock.advance(1000)
+        with pytest.raises(KafkaStorageError):
+            manager.flush_due()
+        assert other.recovery_point == 3  # the failure did not stop the others
+        assert failing.recovery_point == 0
+        failing.active.flush = real
+        assert manager.flush_due() == 1
+        assert failing.recovery_point == 3
+
+
+def test_a_deleted_log_is_dropped_from_the_flush_agenda(tmp_path, visits):
+    clock = FakeClock()
+    config = LogConfig.from_kafka({"flush.ms": 1000})
+    with LogManager.open(str(tmp_path), default_config=config, clock=clock) as manager:
+        manager.get_or_create_log("doomed", 0).append(make_batch(3))
+        manager.delete_log("doomed", 0)
+        clock.advance(1000)
+        assert manager.flush_due() == 0
+        assert visits == []

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+import operator
 import os
 import threading
 import time
@@ -31,7 +32,7 @@ from odradek.records import batch as rb
 from odradek.records import builder, codecs
 from odradek.records.batch import BatchHeader
 from odradek.records.errors import CorruptRecordError, RecordTooLargeError
-from odradek.storage.config import LogConfig
+from odradek.storage.config import LONG_MAX, LogConfig
 from odradek.storage.errors import InvalidOffsetError, KafkaStorageError, OffsetOutOfRangeError
 from odradek.storage.index import IndexCorruptError
 from odradek.storage.producer_state import (
@@ -656,6 +657,42 @@ class Log:
 
     # --- flushing ----------------------------------------------------------------------
 
+    # Told (with the log) when the log gets work for ``maybe_flush``: its first records
+    # not yet synced since a flush (flush.ms starts counting), or records after a roll
+    # whose segment is not synced yet. The log manager sets it, so that its flush duty
+    # visits the logs with work due instead of every log every second (with 10,000
+    # partitions that walk cost 14-40 ms a second on an idle broker). None for a log
+    # used on its own.
+    flush_watcher: Callable[[Log], None] | None = None
+    _unflushed = 0
+
+    def _count_unflushed(self, count: int) -> None:
+        # Appends add to the count (under the log's lock); only the first since a flush,
+        # or one after a roll, tells the watcher. Going through a property costs an
+        # append ~0.45 us (timeit here; an append of a small batch is ~20 us).
+        if count and self.flush_watcher is not None and (
+            not self._unflushed or self.recovery_point < self.segments[-1].base_offset
+        ):
+            self._unflushed = count
+            self.flush_watcher(self)
+        self._unflushed = count
+
+    # Records appended since the last flush (what flush.messages counts); read through
+    # a C getter, since append reads it as often as it writes it.
+    _unflushed_messages = property(operator.attrgetter("_unflushed"), _count_unflushed)
+
+    def flush_deadline(self) -> int | None:
+        """When ``maybe_flush`` has work next (this log's clock, ms; a time already past
+        means now), or None while it has none: nothing unsynced, or only what
+        ``flush.ms`` (default: never) leaves to the page cache."""
+        if self.recovery_point < self.segments[-1].base_offset:
+            return self._last_flush_ms  # rolled segments to sync: due at once
+        if self.config.flush_ms >= LONG_MAX:
+            return None
+        if self._unflushed or self.recovery_point < self.log_end_offset:
+            return self._last_flush_ms + self.config.flush_ms
+        return None
+
     def flush(self) -> None:
         """fsync everything not yet synced and move the recovery point to the log end."""
         with self.lock:
@@ -710,7 +747,7 @@ class Log:
         now = self.clock() if now is None else now
         # Data left unsynced by recovery counts too (no new record since): Kafka's
         # flush.ms flushes whatever is above the recovery point.
-        unsynced = self._unflushed_messages or self.recovery_point < self.log_end_offset
+        unsynced = self._unflushed or self.recovery_point < self.log_end_offset
         if unsynced and now - self._last_flush_ms >= self.config.flush_ms:
             self.flush()
             return True

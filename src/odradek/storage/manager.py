@@ -22,9 +22,12 @@ with recovery, syncs nothing and runs on one thread (see ``_open_logs``).
 from __future__ import annotations
 
 import fcntl
+import heapq
+import itertools
 import logging
 import os
 import shutil
+import threading
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -90,6 +93,15 @@ class LogManager:
         self.had_clean_shutdown = False
         self._deleted: list[tuple[int, Log]] = []  # (close deadline, deleted log)
         self.recovery_threads = max(1, recovery_threads)
+        # The flush duty's agenda: (due time, sequence, log) of logs with work for
+        # Log.maybe_flush, earliest first; logs add themselves through their
+        # flush_watcher (on the appending thread), the duty pops what is due (on its
+        # own), so an idle pass costs the same with 10 logs or 10,000. _flush_entry
+        # holds each log's live entry; others in the heap are stale and skipped.
+        self._flush_lock = threading.Lock()
+        self._flush_heap: list[tuple[int, int, Log]] = []
+        self._flush_entry: dict[Log, tuple[int, int, Log]] = {}
+        self._flush_seq = itertools.count()
 
     def config_for(self, topic: str) -> LogConfig:
         return self._topic_config(topic) if self._topic_config else self.default_config
@@ -175,6 +187,8 @@ class LogManager:
             if isinstance(result, Exception):
                 raise result
             self.logs[tp] = result
+        for lg in self.logs.values():
+            self._watch(lg)  # e.g. recovered segments to sync, or flush.ms to apply
         self.cleaner = LogCleaner(self.data_dir, clock=self.clock,
                                   max_map_entries=self._max_map_entries)
         # From here on a crash is unclean until close() writes the marker again.
@@ -256,6 +270,7 @@ class LogManager:
                           clean_shutdown=new)
             checkpoint.fsync_dir(self.data_dir)
             self.logs[tp] = lg
+            self._watch(lg)
         return lg
 
     def delete_log(self, topic: str, partition: int) -> bool:
@@ -267,7 +282,10 @@ class LogManager:
         target = f"{lg.directory}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
         with lg.lock:
             lg.closed = True
+            lg.flush_watcher = None
             os.replace(lg.directory, target)
+        with self._flush_lock:
+            self._flush_entry.pop(lg, None)  # its heap entry, if any, is skipped
         checkpoint.fsync_dir(self.data_dir)
         shutil.rmtree(target)
         # The files are gone, but their descriptors stay open for file.delete.delay.ms:
@@ -296,12 +314,62 @@ class LogManager:
         for (t, _), lg in self.logs.items():
             if t == topic:
                 lg.config = config
+                self._watch(lg)  # a shorter flush.ms may make it due sooner
 
     # --- periodic duties ---------------------------------------------------------------
 
+    def _watch(self, lg: Log) -> None:
+        """Put ``lg`` on the flush agenda at its next deadline (sooner than one it has
+        there already), and have it report new work itself from now on."""
+        lg.flush_watcher = self._on_flush_work
+        self._on_flush_work(lg)
+
+    def _on_flush_work(self, lg: Log) -> None:
+        due = lg.flush_deadline()
+        if due is None:
+            return
+        with self._flush_lock:
+            entry = self._flush_entry.get(lg)
+            if entry is not None and entry[0] <= due:
+                return
+            entry = self._flush_entry[lg] = (due, next(self._flush_seq), lg)
+            heapq.heappush(self._flush_heap, entry)
+
     def flush_due(self, now: int | None = None) -> int:
-        """Apply ``flush.ms`` to every log; returns how many were synced."""
-        return sum(lg.maybe_flush(now) for lg in list(self.logs.values()))
+        """Apply ``flush.ms`` and sync rolled segments, on the logs whose deadline has
+        come (not a walk over every log); returns how many logs were synced. A log whose
+        flush fails is retried at the next call; the first error is raised once every
+        due log has had its turn."""
+        now = self.clock() if now is None else now
+        due: list[Log] = []
+        with self._flush_lock:
+            heap = self._flush_heap
+            while heap and heap[0][0] <= now:
+                entry = heapq.heappop(heap)
+                if self._flush_entry.get(entry[2]) is entry:
+                    del self._flush_entry[entry[2]]
+                    due.append(entry[2])
+        synced = 0
+        error: Exception | None = None
+        for lg in due:
+            if lg.closed:
+                continue
+            try:
+                synced += lg.maybe_flush(now)
+            except Exception as exc:
+                error = error or exc
+                self._retry_flush(lg, now)
+            else:
+                self._on_flush_work(lg)  # more to do later (flush.ms of newer records)
+        if error is not None:
+            raise error
+        return synced
+
+    def _retry_flush(self, lg: Log, now: int) -> None:
+        with self._flush_lock:
+            if lg not in self._flush_entry:
+                entry = self._flush_entry[lg] = (now, next(self._flush_seq), lg)
+                heapq.heappush(self._flush_heap, entry)
 
     def apply_retention(self, now: int | None = None) -> int:
         """Time and size retention on every log, then close retired files that are due."""
