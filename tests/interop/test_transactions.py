@@ -431,6 +431,11 @@ def test_kafkajs_transactional_producer_commits_aborts_and_sends_offsets(
     assert read(bootstrap, "js", 1, expect=3) == [b"c1", b"c2", b"c3"]
     assert read(bootstrap, "js", 1, committed=False, expect=4) == [b"c1", b"c2", b"a1", b"c3"]
     assert committed_offset(bootstrap, "js-group", "js", 0) == 2
+    # kafkajs' own consumer (read_committed by default) skips the aborted record and
+    # the markers; its group starts from the beginning.
+    [consumed] = kafkajs.results(fresh_odradek_server, [
+        {"op": "consumeGroup", "topic": "js", "groupId": "js-reader", "count": 3}])
+    assert [m["value"] for m in consumed["messages"]] == ["c1", "c2", "c3"]
 
 
 def committed_offset(bootstrap: str, group: str, topic: str, partition: int) -> int:
