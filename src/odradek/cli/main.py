@@ -7,6 +7,8 @@
   tail, retention, compaction) and prints what it checked.
 - ``odradek dump-log FILE.log [--records]`` prints the batches of a segment file, like
   Kafka's ``kafka-dump-log.sh``.
+- ``odradek pipeline run|generate|stream|backfill|show``: the log-processing pipeline on
+  Spark (``cli/pipeline.py``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import tempfile
 from collections.abc import Sequence
 
 from odradek import __version__
+from odradek.cli.pipeline import add_pipeline_command, run_pipeline_command
 from odradek.cli.tools import add_tool_commands, run_tool
 
 
@@ -49,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     dump.add_argument("--records", action="store_true", help="decode and print every record")
 
     add_tool_commands(sub)
+    add_pipeline_command(sub)
     return parser
 
 
@@ -69,6 +73,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from odradek.cli.dump_log import dump_log
 
         return dump_log(args.files, records=args.records)
+    if args.command == "pipeline":
+        return run_pipeline_command(args)
     code = run_tool(args)
     if code is not None:
         return code

@@ -84,6 +84,9 @@ def spark_session(master: str | None = None, app: str = "odradek-pipeline",
     # Python workers must run this interpreter, or they start without odradek installed
     # and fail with "Python worker failed to connect back".
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # Local mode binds to the loopback interface only (and Spark stops warning that the
+    # host name resolves to it).
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = SparkSession.builder.appName(app)
     if master is not None:
         builder = builder.master(master)
