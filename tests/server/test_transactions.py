@@ -392,3 +392,35 @@ def test_a_broker_without_transactional_clients_has_no_transaction_state_topic()
         # Clients cannot write it.
         part = produce(c, TRANSACTION_STATE_TOPIC, 0, builder.build_simple([b"x"]))
         assert part.error_code == 17  # INVALID_TOPIC_EXCEPTION
+
+
+def test_a_commit_decided_before_a_crash_is_marked_at_startup(tmp_path):
+    """The coordinator wrote PrepareCommit and the broker died before the markers: the
+    next start writes them (finish_load) and the transaction completes."""
+    from odradek.coordinator import transaction_log as tl
+    from odradek.coordinator.transactions import TxnState
+    from odradek.storage import Log
+
+    with running_broker(data_dir=str(tmp_path)) as node, WireClient(node.port) as c:
+        create_topic(c, "t", 2)
+        txn = Txn(c, "decided")
+        txn.add("t", 0, 1)
+        txn.produce("t", 0, b"zero")
+        txn.produce("t", 1, b"one")
+        partitions = node.broker.transactions.num_partitions
+    # What the coordinator appends for EndTxn(commit) before it writes any marker.
+    now = now_ms()
+    state = Log.open(str(tmp_path / f"{TRANSACTION_STATE_TOPIC}-"
+                                     f"{tl.partition_for('decided', partitions)}"))
+    state.append(builder.build_batch([builder.Record(0, now, tl.encode_key("decided"),
+                                                     tl.encode_value(tl.TransactionLogValue(
+                                                         txn.pid, txn.epoch, 60_000,
+                                                         int(TxnState.PREPARE_COMMIT),
+                                                         {"t": [0, 1]}, now, now)))]),
+                 leader_epoch=0)
+    state.close()
+    with running_broker(data_dir=str(tmp_path)) as node, WireClient(node.port) as c:
+        assert describe(c, "decided").transaction_state == "CompleteCommit"
+        assert committed_view(fetch(c, "t", partition=0)) == [b"zero"]
+        assert committed_view(fetch(c, "t", partition=1)) == [b"one"]
+        assert fetch(c, "t", partition=1).last_stable_offset == 2  # record + marker
