@@ -127,10 +127,13 @@ def _read(broker: Broker, wanted: list[tuple[TopicPartition, PartitionFetch]],
             elif budget > 0 or total == 0:
                 read = lg.read(state.fetch_offset, max(budget, 0), min_one=total == 0)
                 region = read.region
+                # Read after the batches: an append in between may have moved it past
+                # the high watermark this answer names.
                 hw, start, lso = (read.log_end_offset, read.log_start_offset,
-                                  lg.last_stable_offset)
+                                  min(lg.last_stable_offset, read.log_end_offset))
             else:
-                hw, start, lso = lg.log_end_offset, lg.log_start_offset, lg.last_stable_offset
+                hw, start = lg.log_end_offset, lg.log_start_offset
+                lso = min(lg.last_stable_offset, hw)
             error = 0
         except OffsetOutOfRangeError as exc:
             error, hw, start = error_code(exc), exc.log_end_offset, exc.log_start_offset
