@@ -424,3 +424,20 @@ def test_a_commit_decided_before_a_crash_is_marked_at_startup(tmp_path):
         assert committed_view(fetch(c, "t", partition=0)) == [b"zero"]
         assert committed_view(fetch(c, "t", partition=1)) == [b"one"]
         assert fetch(c, "t", partition=1).last_stable_offset == 2  # record + marker
+
+
+def test_an_idle_transactional_id_expires_and_stays_forgotten_after_a_restart(tmp_path):
+    settings = {"transactional.id.expiration.ms": 200,
+                "transaction.remove.expired.transaction.cleanup.interval.ms": 50}
+    with running_broker(data_dir=str(tmp_path), **settings) as node, \
+            WireClient(node.port) as c:
+        first = Txn(c, "ephemeral")
+        assert list_states(c) == {("ephemeral", "Empty")}
+        deadline = time.monotonic() + 30
+        while list_states(c):
+            assert time.monotonic() < deadline, "the idle id was never removed"
+            time.sleep(0.05)
+    with running_broker(data_dir=str(tmp_path)) as node, WireClient(node.port) as c:
+        assert list_states(c) == set(), "the tombstone is replayed"
+        # The id starts over with a new producer id.
+        assert Txn(c, "ephemeral").pid != first.pid
