@@ -441,3 +441,21 @@ def test_an_idle_transactional_id_expires_and_stays_forgotten_after_a_restart(tm
         assert list_states(c) == set(), "the tombstone is replayed"
         # The id starts over with a new producer id.
         assert Txn(c, "ephemeral").pid != first.pid
+
+
+def test_describe_producers_shows_the_open_transaction_a_partition_waits_for():
+    with running_broker() as node, WireClient(node.port) as c:
+        create_topic(c, "t")
+        txn = Txn(c, "visible")
+        txn.add("t", 0)
+        txn.produce("t", 0, b"a", b"b", b"c")
+        answer = c.request(61, 0, {"topics": [{"name": "t", "partition_indexes": [0, 7]}]})
+        p0, p7 = answer.topics[0].partitions
+        [producer] = p0.active_producers
+        assert (producer.producer_id, producer.producer_epoch, producer.last_sequence,
+                producer.current_txn_start_offset) == (txn.pid, txn.epoch, 2, 0)
+        assert code(p7.error_code) == UNKNOWN_TOPIC_OR_PARTITION
+        assert txn.end(commit=True) == 0
+        answer = c.request(61, 0, {"topics": [{"name": "t", "partition_indexes": [0]}]})
+        [producer] = answer.topics[0].partitions[0].active_producers
+        assert producer.current_txn_start_offset == -1 and producer.coordinator_epoch == 0

@@ -1,6 +1,7 @@
 """Transactions (KIP-98): AddPartitionsToTxn (24), AddOffsetsToTxn (25), EndTxn (26),
-TxnOffsetCommit (28), DescribeTransactions (65), ListTransactions (66); InitProducerId
-(22) with a transactional id is in ``producer_id.py`` and comes here too.
+TxnOffsetCommit (28), DescribeTransactions (65), ListTransactions (66), DescribeProducers
+(61); InitProducerId (22) with a transactional id is in ``producer_id.py`` and comes here
+too.
 
 Each handler maps its request onto the transaction coordinator's (or, for
 TxnOffsetCommit, the group coordinator's) version-agnostic arguments, has the runtime
@@ -16,7 +17,8 @@ Versions, from Kafka's request schemas:
   transaction), which this coordinator does not do: not served.
 - TxnOffsetCommit v0-3 (v2 adds leader epochs, v3 KIP-447's member id, generation and
   group.instance.id, so a consumer-group member's commit is fenced like OffsetCommit's).
-- DescribeTransactions v0, ListTransactions v0-1 (v1: KIP-994's duration filter).
+- DescribeTransactions v0, ListTransactions v0-1 (v1: KIP-994's duration filter),
+  DescribeProducers v0 (KIP-664).
 """
 
 from __future__ import annotations
@@ -246,12 +248,52 @@ async def list_transactions(broker: Broker, request: Request) -> bytes:
              "transaction_state": t.state} for t in result.transactions]})
 
 
+# --- DescribeProducers --------------------------------------------------------------------
+
+
+def _active_producers(lg: Any) -> list[dict[str, Any]]:
+    with lg.lock:  # appends change the entries on the event loop; the cleaner does not
+        entries = list(lg.producer_state.producers.items())
+    out = []
+    for producer_id, entry in sorted(entries):
+        last = entry.batches[-1] if entry.batches else None
+        out.append({"producer_id": producer_id, "producer_epoch": entry.epoch,
+                    "last_sequence": entry.last_seq,
+                    "last_timestamp": last.timestamp if last is not None else -1,
+                    "coordinator_epoch": entry.coordinator_epoch,
+                    "current_txn_start_offset": entry.txn_first_offset})
+    return out
+
+
+async def describe_producers(broker: Broker, request: Request) -> bytes:
+    """DescribeProducers (61, KIP-664): each partition's producers as its log knows them
+    (epoch, last sequence and timestamp, the first offset of an open transaction), what
+    ``kafka-transactions.sh describe-producers`` and ``find-hanging`` read."""
+    topics = []
+    for t in request.body.topics:
+        partitions = []
+        for index in t.partition_indexes:
+            lg = broker.get_log(t.name, index)
+            if lg is None:
+                partitions.append({"partition_index": index,
+                                   "error_code": UNKNOWN_TOPIC_OR_PARTITION,
+                                   "error_message": f"{t.name}-{index} does not exist",
+                                   "active_producers": []})
+                continue
+            partitions.append({"partition_index": index, "error_code": 0,
+                               "error_message": None,
+                               "active_producers": _active_producers(lg)})
+        topics.append({"name": t.name, "partitions": partitions})
+    return respond(request, {"throttle_time": 0, "topics": topics})
+
+
 ADD_PARTITIONS_TO_TXN = Api(24, "AddPartitionsToTxn", 0, 3, add_partitions_to_txn)
 ADD_OFFSETS_TO_TXN = Api(25, "AddOffsetsToTxn", 0, 3, add_offsets_to_txn)
 END_TXN = Api(26, "EndTxn", 0, 3, end_txn)
 TXN_OFFSET_COMMIT = Api(28, "TxnOffsetCommit", 0, 3, txn_offset_commit)
 DESCRIBE_TRANSACTIONS = Api(65, "DescribeTransactions", 0, 0, describe_transactions)
 LIST_TRANSACTIONS = Api(66, "ListTransactions", 0, 1, list_transactions)
+DESCRIBE_PRODUCERS = Api(61, "DescribeProducers", 0, 0, describe_producers)
 
 APIS = (ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT,
-        DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS)
+        DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS, DESCRIBE_PRODUCERS)
