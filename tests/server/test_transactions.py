@@ -459,3 +459,34 @@ def test_describe_producers_shows_the_open_transaction_a_partition_waits_for():
         answer = c.request(61, 0, {"topics": [{"name": "t", "partition_indexes": [0]}]})
         [producer] = answer.topics[0].partitions[0].active_producers
         assert producer.current_txn_start_offset == -1 and producer.coordinator_epoch == 0
+
+
+def test_a_failed_state_append_answers_coordinator_not_available_and_changes_nothing():
+    with running_broker() as node, WireClient(node.port) as c:
+        create_topic(c, "t")
+        txn = Txn(c, "unlucky")
+        txn.add("t", 0)
+        txn.produce("t", 0, b"kept")
+        runtime = node.broker.transactions
+        state = node.broker.logs.get_log(
+            TRANSACTION_STATE_TOPIC, partition_of(runtime, "unlucky"))
+
+        def full_disk(*args, **kwargs):
+            raise OSError(28, "No space left on device")
+
+        state.append = full_disk  # the next append of this partition fails
+        try:
+            assert txn.end(commit=True) == 15  # COORDINATOR_NOT_AVAILABLE: retry
+        finally:
+            del state.append
+        # Nothing was stored, so nothing was decided: no marker, still Ongoing.
+        assert describe(c, "unlucky").transaction_state == "Ongoing"
+        assert fetch(c, "t").last_stable_offset == 0
+        assert txn.end(commit=True) == 0  # the client's retry
+        assert committed_view(fetch(c, "t")) == [b"kept"]
+
+
+def partition_of(runtime: Any, tid: str) -> int:
+    from odradek.coordinator.transaction_log import partition_for
+
+    return partition_for(tid, runtime.num_partitions)

@@ -35,11 +35,12 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from odradek.coordinator import OFFSETS_TOPIC
 from odradek.coordinator import partition_for as group_partition_for
+from odradek.coordinator import transaction_log as tl
 from odradek.coordinator.transaction_log import (
     TRANSACTION_STATE_TOPIC,
     TransactionLogFormatError,
@@ -163,10 +164,14 @@ class TxnRuntime:
         assert lg is not None, f"{TRANSACTION_STATE_TOPIC}-{partition} has no log"
         return lg
 
-    def _replay(self) -> int:
-        """Feed every record of ``__transaction_state``, in log order, to ``load``."""
+    def _replay(self, only: set[str] | None = None) -> int:
+        """Feed every record of ``__transaction_state``, in log order, to ``load`` (only
+        those of the transactional ids ``only``, when given, from their partitions)."""
         count = 0
-        for partition in range(self.num_partitions):
+        partitions: Iterable[int] = range(self.num_partitions)
+        if only is not None:
+            partitions = sorted({txn_partition_for(tid, self.num_partitions) for tid in only})
+        for partition in partitions:
             lg = self._state_log(partition)
             offset = lg.log_start_offset
             while offset < lg.log_end_offset:
@@ -180,6 +185,8 @@ class TxnRuntime:
                     for record in batch.records:
                         if record.key is None:
                             continue
+                        if only is not None and tl.decode_key(record.key) not in only:
+                            continue
                         try:
                             self.coordinator.load(record.key, record.value)
                         except TransactionLogFormatError as exc:
@@ -188,6 +195,18 @@ class TxnRuntime:
                                         record.offset, exc)
                         count += 1
         return count
+
+    def _revert(self, transactional_ids: set[str]) -> None:
+        """After a failed append: these ids go back to what the log holds (Kafka reverts
+        a transaction's metadata when its append fails), so that a client's retry is
+        decided again from the stored state rather than from one never stored."""
+        for tid in transactional_ids:
+            self.coordinator.transactions.pop(tid, None)
+        try:
+            self._replay(only=transactional_ids)
+        except Exception:
+            log.exception("could not reread %s after a failed append",
+                          TRANSACTION_STATE_TOPIC)
 
     # --- operations --------------------------------------------------------------------
 
@@ -217,6 +236,7 @@ class TxnRuntime:
                               TRANSACTION_STATE_TOPIC)
                 failure = CoordinatorUnavailable(
                     COORDINATOR_NOT_AVAILABLE, f"transaction state could not be stored: {exc}")
+                self._revert({r.transactional_id for r in fx.records})
         for token, response in fx.responses:
             future = self._waiting.get(token)
             if future is None or future.done():
