@@ -261,7 +261,7 @@ def test_consume_transform_produce_is_exactly_once_through_processor_and_broker_
     rng = random.Random(int(os.environ.get("TXN_SEED", time.time())))
     count, partitions = 600, 3
     cfg = {"bootstrap": f"127.0.0.1:{port}", "input": "in", "output": "out",
-           "group": "pipeline", "transactional_id": "pipeline-0", "partitions": partitions,
+           "group": "pipeline", "transactional_id": "pipeline-0",
            "delay_s": 0.01}
     args = ("--override", "group.initial.rebalance.delay.ms=0")
     broker = None

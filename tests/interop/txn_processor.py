@@ -1,15 +1,16 @@
 """A consume-transform-produce processor, run as its own process by
 tests/interop/test_transactions.py so that it can be SIGKILLed at any point.
 
-It reads ``input`` (read_committed, offsets of ``group``), writes ``value + b":done"`` to
-``output`` with the same key, and commits the input offsets in the same transaction
-(``send_offsets_to_transaction``), one transaction per batch of polled records, with a
-little work (``delay_s``) per record so that a kill lands inside transactions too. Any
+It reads ``input`` as a static member of ``group`` (read_committed), writes
+``value + b":done"`` to ``output`` with the same key, and commits the input offsets in
+the same transaction (``send_offsets_to_transaction`` with the member's id and
+generation, which the broker checks), one transaction per batch of polled records, with
+a little work (``delay_s``) per record so that a kill lands inside transactions too. Any
 error ends the process with code 3: the test starts a new one, which (same
 ``transactional.id``) fences the old and aborts its open transaction before it reads.
 
 Usage: python txn_processor.py '{"bootstrap": ..., "input": ..., "output": ...,
-"group": ..., "transactional_id": ..., "partitions": N, "delay_s": 0.002}'
+"group": ..., "transactional_id": ..., "delay_s": 0.002}'
 Prints "ready" once it has its producer id, then "committed N" after each commit.
 """
 
@@ -20,7 +21,7 @@ import random
 import sys
 import time
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer
 
 
 def main() -> int:
@@ -37,8 +38,11 @@ def main() -> int:
         "bootstrap.servers": cfg["bootstrap"], "group.id": cfg["group"],
         "isolation.level": "read_committed", "enable.auto.commit": False,
         "auto.offset.reset": "earliest",
+        # A static member: the next run takes this one's place in the group at once
+        # instead of waiting for a killed run's session to end.
+        "group.instance.id": cfg["transactional_id"], "session.timeout.ms": 6000,
     })
-    consumer.assign([TopicPartition(cfg["input"], p) for p in range(cfg["partitions"])])
+    consumer.subscribe([cfg["input"]])
     delay = cfg.get("delay_s", 0.0)
     while True:
         records = [m for m in consumer.consume(num_messages=random.randint(1, 20), timeout=0.5)
