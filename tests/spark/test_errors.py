@@ -129,3 +129,22 @@ def test_delivery_error_fails_the_write_naming_the_partition(spark, broker, new_
          .option("topic", topic).option("kafka.default.api.timeout.ms", "5000")
          .mode("append").save())
     assert "ProduceFailed" in str(failed.value)
+
+
+def test_fetch_offset_retries_are_attempted_before_an_unreachable_broker_fails(spark):
+    with pytest.raises(PySparkException, match=r"within 0\.5s .*\(3 attempts, "
+                                               r"fetchOffset\.numRetries\)"):
+        read(spark, {"kafka.bootstrap.servers": "127.0.0.1:1", "subscribe": "x",
+                     "kafka.default.api.timeout.ms": "500",
+                     "fetchOffset.numRetries": "3", "fetchOffset.retryIntervalMs": "100"})
+
+
+def test_fetch_offset_options_must_be_numbers():
+    base = {"kafka.bootstrap.servers": "127.0.0.1:1", "subscribe": "x"}
+    with pytest.raises(OptionError, match=r"'fetchOffset\.numRetries' must be a positive"):
+        read_options({**base, "fetchoffset.numretries": "0"}, streaming=True)
+    with pytest.raises(OptionError, match=r"'fetchOffset\.retryIntervalMs' must be a non-neg"):
+        read_options({**base, "fetchoffset.retryintervalms": "soon"}, streaming=True)
+    opts = read_options({**base, "fetchoffset.numretries": "5",
+                         "fetchoffset.retryintervalms": "250"}, streaming=True)
+    assert (opts.fetch_offset_attempts, opts.fetch_offset_interval_s) == (5, 0.25)

@@ -12,8 +12,8 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
 
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
@@ -39,6 +39,7 @@ PRODUCE_QUEUE_WAIT_S = 0.1  # a full local queue (BufferError): serve callbacks 
 # librdkafka's timestamp types -> Kafka's TimestampType ids (the timestampType column):
 # CreateTime 0, LogAppendTime 1, none -1.
 _TIMESTAMP_TYPES = {1: 0, 2: 1, 0: -1}
+T = TypeVar("T")
 _INTERNAL_TOPIC = re.compile(r"^__")  # __consumer_offsets etc.: never matched by a pattern
 
 
@@ -84,22 +85,44 @@ def _failed(client: ClientOptions, doing: str, exc: Exception, errors: list[str]
 
 
 class Brokers:
-    """The driver's view of the cluster: topics, partitions and offsets."""
+    """The driver's view of the cluster: topics, partitions and offsets.
 
-    def __init__(self, client: ClientOptions, group_id: str) -> None:
+    As in Spark's KafkaOffsetReader, a metadata or offsets request that fails (the broker
+    unreachable, or not answering within `kafka.default.api.timeout.ms`) is attempted
+    `attempts` times in all (fetchOffset.numRetries), `interval_s` apart
+    (fetchOffset.retryIntervalMs), before the query fails. A definite answer (a topic that
+    does not exist) is not retried."""
+
+    def __init__(self, client: ClientOptions, group_id: str, *, attempts: int = 1,
+                 interval_s: float = 0.0) -> None:
         self.client = client
+        self.attempts = max(attempts, 1)
+        self.interval_s = interval_s
         self._consumer, self._errors = consumer(client, group_id)
 
     def close(self) -> None:
         self._consumer.close()
 
+    def _retried(self, doing: str, call: Callable[[], T]) -> T:
+        for attempt in range(1, self.attempts + 1):
+            try:
+                return call()
+            except KafkaException as exc:
+                if attempt == self.attempts:
+                    tries = (f" ({self.attempts} attempts, fetchOffset.numRetries)"
+                             if self.attempts > 1 else "")
+                    raise KafkaSourceError(_failed(self.client, doing, exc, self._errors)
+                                           + tries) from None
+                log.warning("could not %s from %s (attempt %d of %d): %s; retrying in %gs",
+                            doing, self.client.bootstrap, attempt, self.attempts, exc,
+                            self.interval_s)
+                time.sleep(self.interval_s)
+        raise AssertionError("unreachable")  # the loop returns or raises
+
     def topics(self) -> dict[str, int]:
         """Every topic (without auto-creating any) and its partition count."""
-        try:
-            meta = self._consumer.list_topics(timeout=self.client.api_timeout_s)
-        except KafkaException as exc:
-            raise KafkaSourceError(_failed(self.client, "get metadata", exc,
-                                           self._errors)) from None
+        meta = self._retried("get metadata", lambda: self._consumer.list_topics(
+            timeout=self.client.api_timeout_s))
         return {name: len(t.partitions) for name, t in meta.topics.items() if t.error is None}
 
     def partitions(self, topics: Topics) -> list[TopicPartition]:
@@ -134,11 +157,8 @@ class Brokers:
         if not wanted:
             return {}
         request = [KafkaTopicPartition(t, p, ts) for (t, p), ts in wanted.items()]
-        try:
-            answer = self._consumer.offsets_for_times(request, timeout=self.client.api_timeout_s)
-        except KafkaException as exc:
-            raise KafkaSourceError(_failed(self.client, "list offsets", exc,
-                                           self._errors)) from None
+        answer = self._retried("list offsets", lambda: self._consumer.offsets_for_times(
+            request, timeout=self.client.api_timeout_s))
         result = {}
         for tp in answer:
             if tp.error is not None:

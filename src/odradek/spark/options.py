@@ -57,6 +57,10 @@ API_TIMEOUT_OPTION = "kafka.default.api.timeout.ms"
 DEFAULT_API_TIMEOUT_MS = 30_000  # an unreachable broker fails a query after this long
 DEFAULT_POLL_TIMEOUT_MS = 120_000  # Spark's kafkaConsumer.pollTimeoutMs default
 DEFAULT_MAX_TRIGGER_DELAY = "15m"  # Spark's default for maxTriggerDelay
+# Spark's KafkaOffsetReader: the driver's metadata and offset requests are attempted this
+# many times in all (fetchOffset.numRetries), this long apart (fetchOffset.retryIntervalMs).
+DEFAULT_FETCH_OFFSET_ATTEMPTS = 3
+DEFAULT_FETCH_OFFSET_INTERVAL_MS = 1000
 
 
 class OptionError(ValueError):
@@ -117,6 +121,8 @@ class ReadOptions:
     group_id: str
     poll_timeout_s: float
     timestamp_strategy: str  # startingOffsetsByTimestampStrategy: "error" or "latest"
+    fetch_offset_attempts: int = DEFAULT_FETCH_OFFSET_ATTEMPTS  # fetchOffset.numRetries
+    fetch_offset_interval_s: float = DEFAULT_FETCH_OFFSET_INTERVAL_MS / 1000
 
 
 @dataclass(frozen=True)
@@ -174,6 +180,19 @@ def _positive_int(options: Mapping[str, str], name: str, default: int | None) ->
         raise OptionError(f"option '{name}' must be a positive integer, got {raw!r}") from None
     if value <= 0:
         raise OptionError(f"option '{name}' must be a positive integer, got {raw!r}")
+    return value
+
+
+def _non_negative_int(options: Mapping[str, str], name: str, default: int) -> int:
+    raw = _get(options, name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise OptionError(f"option '{name}' must be a non-negative integer, got {raw!r}")
     return value
 
 
@@ -326,6 +345,9 @@ def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
                           f"'maxOffsetsPerTrigger' ({max_rows})")
     prefix = _get(options, "groupIdPrefix") or "spark-kafka-source"
     poll_ms = _positive_int(options, "kafkaConsumer.pollTimeoutMs", DEFAULT_POLL_TIMEOUT_MS)
+    attempts = _positive_int(options, "fetchOffset.numRetries", DEFAULT_FETCH_OFFSET_ATTEMPTS)
+    interval_ms = _non_negative_int(options, "fetchOffset.retryIntervalMs",
+                                    DEFAULT_FETCH_OFFSET_INTERVAL_MS)
     return ReadOptions(
         client=client, topics=topics, starting=starting, ending=ending,
         max_offsets_per_trigger=max_rows, min_offsets_per_trigger=min_rows,
@@ -337,6 +359,8 @@ def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
         group_id=client.config.get("group.id") or f"{prefix}-odradek",
         poll_timeout_s=(poll_ms or DEFAULT_POLL_TIMEOUT_MS) / 1000,
         timestamp_strategy=strategy,
+        fetch_offset_attempts=attempts or DEFAULT_FETCH_OFFSET_ATTEMPTS,
+        fetch_offset_interval_s=interval_ms / 1000,
     )
 
 

@@ -150,12 +150,17 @@ def split_ranges(ranges: list[OffsetRange], min_partitions: int | None,
     return result
 
 
+def _brokers(opts: ReadOptions) -> Brokers:
+    return Brokers(opts.client, opts.group_id, attempts=opts.fetch_offset_attempts,
+                   interval_s=opts.fetch_offset_interval_s)
+
+
 class OdradekBatchReader(DataSourceReader):
     """`spark.read.format("odradek")`: the offsets are fixed when the read is planned."""
 
     def __init__(self, opts: ReadOptions) -> None:
         self.opts = opts
-        brokers = Brokers(opts.client, opts.group_id)
+        brokers = _brokers(opts)
         try:
             tps = brokers.partitions(opts.topics)
             start = brokers.resolve(opts.starting, tps, ending=False,
@@ -203,7 +208,7 @@ class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     @property
     def brokers(self) -> Brokers:
         if self._brokers is None:
-            self._brokers = Brokers(self.opts.client, self.opts.group_id)
+            self._brokers = _brokers(self.opts)
         return self._brokers
 
     def initialOffset(self) -> dict:
