@@ -235,6 +235,12 @@ def test_a_second_producer_with_the_same_id_fences_the_first_and_aborts_its_tran
         assert zombie.add("t", 0, version=1) == {0: INVALID_PRODUCER_EPOCH}
         assert zombie.end(commit=True) == PRODUCER_FENCED
         assert zombie.end(commit=True, version=1) == INVALID_PRODUCER_EPOCH
+        # Nor can it bump its way back in (KIP-360's InitProducerId with its own epoch).
+        for version, expected in ((4, PRODUCER_FENCED), (3, INVALID_PRODUCER_EPOCH)):
+            answer = c.request(22, version, {
+                "transactional_id": "worker", "transaction_timeout": 60_000,
+                "producer_id": zombie.pid, "producer_epoch": zombie.epoch})
+            assert code(answer.error_code) == expected
         part = fetch(c, "t")
         assert committed_view(part) == [] and part.last_stable_offset == part.high_watermark
         # The successor works as usual.
