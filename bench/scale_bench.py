@@ -20,7 +20,11 @@ its pid):
    (raw Metadata v1, all topics) listing every partition; its RSS is read then. Then a
    tenth of ``--records`` more records are produced across all partitions and the
    broker is killed (SIGKILL) right after the producer's flush, and the unclean start
-   is timed the same way (every active segment is validated: the recovery path).
+   is timed the same way (every active segment is validated: the recovery path). That
+   broker is stopped (timed: it syncs what recovery validated), started again (timed),
+   left idle for ``--idle-seconds`` with no client (its CPU over that time: the
+   housekeeping that grows with partitions), and stopped with nothing produced since
+   its start (timed).
 3. **Connections.** 1, 10, 100, 1,000 concurrent client connections, each a raw asyncio
    socket speaking the Kafka protocol: ApiVersions v0, Metadata v1, then Produce v3
    requests (one batch of 10 records of 100 bytes, acks=1) one at a time for
@@ -90,6 +94,7 @@ GiB = 1024 * MiB
 START_TIMEOUT_S = 120.0  # spawn to banner, and spawn to a full Metadata answer
 STALL_TIMEOUT_S = 60.0  # no progress for this long: the run is declared failed
 STOP_TIMEOUT_S = 60.0  # SIGTERM to exit; then SIGKILL
+IDLE_SETTLE_S = 2.0  # after a start, before the idle CPU is measured (start-up work ends)
 REQUEST_TIMEOUT_S = 30.0  # any single raw request
 BANNER = re.compile(r"^Odradek \S+ listening on ", re.MULTILINE)
 
@@ -460,6 +465,24 @@ def startup_part(broker: Odradek, n_partitions: int, args: argparse.Namespace) -
         broker, out["unclean"] = timed_start(data_dir, port, n_partitions)
         note(f"  unclean start: banner {out['unclean']['banner_s']} s, full metadata "
              f"{out['unclean']['metadata_s']} s, RSS {out['unclean']['rss_mib']} MiB")
+        # Stop after the recovery (the recovered data is synced now), start clean, sit
+        # idle, and stop with nothing produced since the start: what a restart of a
+        # broker with many quiet partitions costs, and its housekeeping CPU when idle.
+        rc, stop_s = broker.stop()
+        out["stop_after_recovery_s"] = round(stop_s, 2)
+        out["stop_after_recovery_exit_code"] = rc
+        broker, out["clean_again"] = timed_start(data_dir, port, n_partitions)
+        time.sleep(IDLE_SETTLE_S)
+        cpu0, t0 = broker.cpu_s(), time.monotonic()
+        time.sleep(args.idle_seconds)
+        out["idle_seconds"] = round(time.monotonic() - t0, 1)
+        out["idle_cpus"] = round((broker.cpu_s() - cpu0) / out["idle_seconds"], 4)
+        rc, stop_s = broker.stop()
+        out["idle_stop_s"] = round(stop_s, 2)
+        out["idle_stop_exit_code"] = rc
+        note(f"  stop after recovery {out['stop_after_recovery_s']} s; clean start again "
+             f"{out['clean_again']['banner_s']} s; idle {out['idle_cpus']} CPUs over "
+             f"{out['idle_seconds']} s; stop with nothing produced {out['idle_stop_s']} s")
     finally:
         rc, _ = broker.stop()
         if rc != 0:
@@ -872,7 +895,8 @@ def markdown(results: dict[str, Any]) -> str:
         lines += ["| start | banner s | Metadata with all partitions s | RSS MB "
                   "| startup CPU s | open fds |", "|---|---:|---:|---:|---:|---:|"]
         for kind, label in (("clean", "after SIGTERM (clean)"),
-                            ("unclean", "after SIGKILL (recovery)")):
+                            ("unclean", "after SIGKILL (recovery)"),
+                            ("clean_again", "after SIGTERM, following the recovery")):
             r = st.get(kind)
             if r:
                 lines.append(f"| {label} | {r['banner_s']:.2f} | {r['metadata_s']:.2f} "
@@ -882,6 +906,11 @@ def markdown(results: dict[str, Any]) -> str:
             lines.append(f"- clean stop (SIGTERM to exit): {st['clean_stop_s']:.2f} s; "
                          f"{st.get('unclean_extra_records', 0):,} records produced across all "
                          "partitions before the SIGKILL")
+        if "idle_stop_s" in st:
+            lines.append(f"- stop after the recovery: {st['stop_after_recovery_s']:.2f} s; "
+                         f"stop with nothing produced since the start: "
+                         f"{st['idle_stop_s']:.2f} s; idle broker (no client, "
+                         f"{st['idle_seconds']:.0f} s): {st['idle_cpus']:.4f} CPUs")
         lines.append("")
     conn = results.get("connections")
     if conn:
@@ -979,6 +1008,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                     help="partitions of part 3's topic; connection i writes to i mod P (10)")
     ap.add_argument("--connect-concurrency", type=int, default=100,
                     help="connection handshakes in progress at once (100)")
+    ap.add_argument("--idle-seconds", type=float, default=10.0,
+                    help="seconds the restarted broker sits idle while its CPU is measured")
     ap.add_argument("--flow-gib", type=float, default=10.0,
                     help="GiB of 1 KiB records in part 4 (default 10)")
     ap.add_argument("--flow-partitions", type=int, default=1, help="partitions of part 4 (1)")
