@@ -11,12 +11,14 @@ Versions, from Kafka's request schemas:
 - AddPartitionsToTxn v0-3 (one transaction per request; v2+ may be told
   PRODUCER_FENCED, KIP-588; v3 is flexible). v4 is KIP-890's broker-to-broker batch
   form, which only brokers send: not served (the produce-side verification it exists for
-  is answered locally, ``TxnRuntime.partition_in_transaction``).
-- AddOffsetsToTxn and EndTxn v0-3 (PRODUCER_FENCED from v2; v3 flexible). v4/v5 of
-  EndTxn/AddOffsetsToTxn belong to KIP-890's transaction version 2 (an epoch bump per
-  transaction), which this coordinator does not do: not served.
+  is answered locally, ``TxnRuntime.check_produce``).
+- AddOffsetsToTxn and EndTxn v0-3 (PRODUCER_FENCED from v2; v3 flexible).
 - TxnOffsetCommit v0-3 (v2 adds leader epochs, v3 KIP-447's member id, generation and
   group.instance.id, so a consumer-group member's commit is fenced like OffsetCommit's).
+- Not served: the versions KIP-890 added (InitProducerId v5, AddPartitionsToTxn v5,
+  AddOffsetsToTxn/EndTxn/TxnOffsetCommit v4: the TRANSACTION_ABORTABLE error; EndTxn v5:
+  transaction version 2, an epoch bump per transaction). Clients fall back to the
+  versions above, which every client tested here sends anyway.
 - DescribeTransactions v0, ListTransactions v0-1 (v1: KIP-994's duration filter),
   DescribeProducers v0 (KIP-664).
 """
