@@ -142,9 +142,9 @@ def committed_view(part: Any) -> list[bytes]:
     return out
 
 
-def list_offset(c: WireClient, topic: str, isolation: int) -> int:
+def list_offset(c: WireClient, topic: str, isolation: int, timestamp: int = -1) -> int:
     answer = c.request(2, 5, {"replica_id": -1, "isolation_level": isolation, "topics": [
-        {"name": topic, "partitions": [{"partition_index": 0, "timestamp": -1}]}]})
+        {"name": topic, "partitions": [{"partition_index": 0, "timestamp": timestamp}]}]})
     return answer.topics[0].partitions[0].offset
 
 
@@ -183,6 +183,9 @@ def test_read_committed_sees_a_transaction_only_once_it_commits_and_never_an_abo
         assert open_view.high_watermark == 2
         assert list_offset(c, "orders", READ_COMMITTED) == 0
         assert list_offset(c, "orders", READ_UNCOMMITTED) == 2
+        # By timestamp: the open transaction's records are not offered to read_committed.
+        assert list_offset(c, "orders", READ_COMMITTED, timestamp=0) == -1
+        assert list_offset(c, "orders", READ_UNCOMMITTED, timestamp=0) == 0
         assert txn.end(commit=True) == 0
         done = fetch(c, "orders")
         assert values(done) == [b"a", b"b"] and done.last_stable_offset == 3  # + marker
@@ -201,6 +204,7 @@ def test_read_committed_sees_a_transaction_only_once_it_commits_and_never_an_abo
         # read_uncommitted answers no aborted transactions at all (null).
         assert fetch(c, "orders", isolation=READ_UNCOMMITTED).aborted_transactions is None
         assert list_offset(c, "orders", READ_COMMITTED) == 5
+        assert list_offset(c, "orders", READ_COMMITTED, timestamp=0) == 0
         assert describe(c, "shop").transaction_state == "CompleteAbort"
 
 

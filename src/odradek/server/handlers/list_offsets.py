@@ -1,6 +1,7 @@
 """ListOffsets (2): the earliest, latest or max-timestamp offset, or the first offset at
 or after a timestamp (time index lookup), per partition. For read_committed (v2+) the
-latest offset is the last stable offset."""
+latest offset is the last stable offset, and a lookup by timestamp never answers an
+offset at or past it."""
 
 from __future__ import annotations
 
@@ -30,10 +31,15 @@ def lookup(broker: Broker, topic: str, partition: int, timestamp: int,
         found = (lg.last_stable_offset if read_committed else lg.log_end_offset, -1)
     elif timestamp == EARLIEST:
         found = (lg.log_start_offset, -1)
-    elif timestamp == MAX_TIMESTAMP:
-        found = lg.offset_of_max_timestamp()
     else:
-        found = lg.offset_for_timestamp(timestamp)
+        if timestamp == MAX_TIMESTAMP:
+            found = lg.offset_of_max_timestamp()
+        else:
+            found = lg.offset_for_timestamp(timestamp)
+        if found is not None and read_committed and found[0] >= lg.last_stable_offset:
+            # A read_committed client cannot be pointed past what it may read
+            # (Kafka's Partition.fetchOffsetForTimestamp answers "none" then).
+            found = None
     offset, ts = found if found is not None else (-1, -1)
     return {"partition_index": partition, "error_code": 0, "timestamp": ts, "offset": offset,
             "leader_epoch": LEADER_EPOCH if offset >= 0 else -1}
