@@ -9,6 +9,7 @@ brokers (`kafka.bootstrap.servers`) and the topic-partition concerned.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import re
 import time
@@ -16,6 +17,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
@@ -262,32 +264,38 @@ def read_range(opts: ReadOptions, topic: str, partition: int, start: int, end: i
         while position < end:
             messages = reader.consume(num_messages=min(POLL_BATCH, end - position),
                                       timeout=POLL_WAIT_S)
-            rows: list[Any] = []
+            # The per-record work is done in list comprehensions (about twice the speed of
+            # one loop doing everything); errors are rare (end of the partition, an offset
+            # reset) and cut the list where the first one is.
+            errs = [m.error() for m in messages]
+            failure = None
+            if errs.count(None) != len(errs):
+                cut = next(i for i, e in enumerate(errs) if e is not None)
+                failure = errs[cut]
+                messages = messages[:cut]
+            offsets = [m.offset() for m in messages]
             done = False
-            for msg in messages:
-                err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        done = True  # nothing at or after `position` below `end` any more
-                        break
-                    if err.code() in (KafkaError.OFFSET_OUT_OF_RANGE,
-                                      KafkaError._AUTO_OFFSET_RESET):
-                        low, _ = reader.get_watermark_offsets(
-                            tp, timeout=opts.client.api_timeout_s)
-                        position = _check_loss(opts, topic, partition, position, end, low)
-                        reader.seek(KafkaTopicPartition(topic, partition, position))
-                        break
-                    raise KafkaSourceError(f"reading {topic}-{partition} at offset {position} "
-                                           f"from {_where(opts.client)} failed: {err.str()}")
-                offset = msg.offset()
-                if offset >= end:
-                    done = True
-                    break
-                rows.append(msg)
-                position = offset + 1
+            if offsets and offsets[-1] >= end:  # offsets increase: cut at the range's end
+                keep = bisect.bisect_left(offsets, end)
+                messages, offsets = messages[:keep], offsets[:keep]
+                done = True
+            rows = messages
             if rows:
+                position = offsets[-1] + 1
                 last_progress = time.monotonic()
-                yield _to_arrow(rows, topic, partition, schema, opts.include_headers)
+                yield _to_arrow(rows, offsets, topic, partition, schema, opts.include_headers)
+            if failure is not None and not done:
+                if failure.code() == KafkaError._PARTITION_EOF:
+                    done = True  # nothing at or after `position` below `end` any more
+                elif failure.code() in (KafkaError.OFFSET_OUT_OF_RANGE,
+                                        KafkaError._AUTO_OFFSET_RESET):
+                    low, _ = reader.get_watermark_offsets(tp, timeout=opts.client.api_timeout_s)
+                    position = _check_loss(opts, topic, partition, position, end, low)
+                    reader.seek(KafkaTopicPartition(topic, partition, position))
+                else:
+                    raise KafkaSourceError(f"reading {topic}-{partition} at offset {position} "
+                                           f"from {_where(opts.client)} failed: "
+                                           f"{failure.str()}")
             if done:
                 break
             if not rows and time.monotonic() - last_progress > opts.poll_timeout_s:
@@ -317,29 +325,27 @@ def _check_loss(opts: ReadOptions, topic: str, partition: int, start: int, end: 
     return low
 
 
-def _to_arrow(rows: list[Any], topic: str, partition: int, schema: pa.Schema,
-              include_headers: bool) -> pa.RecordBatch:
+def _to_arrow(rows: list[Any], offsets: list[int], topic: str, partition: int,
+              schema: pa.Schema, include_headers: bool) -> pa.RecordBatch:
     count = len(rows)
-    keys = []
-    values = []
-    offsets = []
-    stamps = []
-    kinds = []
-    for msg in rows:
-        keys.append(msg.key())
-        values.append(msg.value())
-        offsets.append(msg.offset())
-        kind, ms = msg.timestamp()
-        stamps.append(ms * 1000 if kind else None)
-        kinds.append(_TIMESTAMP_TYPES.get(kind, -1))
+    stamps = [m.timestamp() for m in rows]
+    kinds = {kind for kind, _ in stamps}
+    if len(kinds) == 1 and 0 not in kinds:  # one timestamp type, every record stamped
+        millis = pa.array([ms for _, ms in stamps], pa.int64())
+        times = pc.multiply(millis, 1000).cast(pa.timestamp("us", tz="UTC"))
+        types = pa.array([_TIMESTAMP_TYPES.get(kinds.pop(), -1)] * count, pa.int32())
+    else:
+        times = pa.array([ms * 1000 if kind else None for kind, ms in stamps],
+                         pa.timestamp("us", tz="UTC"))
+        types = pa.array([_TIMESTAMP_TYPES.get(kind, -1) for kind, _ in stamps], pa.int32())
     arrays = [
-        pa.array(keys, pa.binary()),
-        pa.array(values, pa.binary()),
+        pa.array([m.key() for m in rows], pa.binary()),
+        pa.array([m.value() for m in rows], pa.binary()),
         pa.array([topic] * count, pa.string()),
         pa.array([partition] * count, pa.int32()),
         pa.array(offsets, pa.int64()),
-        pa.array(stamps, pa.timestamp("us", tz="UTC")),
-        pa.array(kinds, pa.int32()),
+        times,
+        types,
     ]
     if include_headers:
         headers = [[{"key": k, "value": v} for k, v in (msg.headers() or [])] for msg in rows]
