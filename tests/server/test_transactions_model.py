@@ -1,12 +1,14 @@
 """Random interleavings of transactional and plain producers on a real broker, checked
 after every step against a model of what read_committed and read_uncommitted readers
-must see: transactions committing and aborting in any order, a producer fenced by its
-successor (its open transaction aborted), and clean broker restarts in between.
+must see: transactions committing and aborting in any order, offsets sent with them
+(TxnOffsetCommit), a producer fenced by its successor (its open transaction aborted),
+and clean broker restarts in between.
 
 The model is the log itself, record by record in write order, each record tagged with
 its transaction (or none): a read_committed reader sees, in log order, the records of
 committed transactions and the plain ones, up to the first record of the oldest open
-transaction of the partition (the LSO); a read_uncommitted reader sees everything."""
+transaction of the partition (the LSO); a read_uncommitted reader sees everything; a
+group's committed offset is the one of its last committed transaction."""
 
 from __future__ import annotations
 
@@ -20,11 +22,14 @@ from tests.server.test_transactions import (
     READ_UNCOMMITTED,
     Txn,
     _same,
+    add_offsets,
     committed_view,
     create_topic,
     fetch,
+    offset_fetch,
     plain,
     produce,
+    txn_offset_commit,
     values,
 )
 from tests.wire import WireClient
@@ -41,6 +46,16 @@ class Model:
     outcome: dict[int, bool | None] = field(default_factory=dict)  # None: still open
     open_txn: dict[str, int] = field(default_factory=dict)  # transactional id -> txn
     added: dict[str, set[int]] = field(default_factory=dict)
+    # Offsets sent with transactions (one group per transactional id, partition 0 of
+    # "t"): the committed one, and the one an open transaction would commit.
+    group_offset: dict[str, int] = field(default_factory=dict)
+    pending_offset: dict[int, tuple[str, int]] = field(default_factory=dict)
+
+    def end(self, txn: int, commit: bool) -> None:
+        self.outcome[txn] = commit
+        pending = self.pending_offset.pop(txn, None)
+        if pending is not None and commit:
+            self.group_offset[pending[0]] = pending[1]
 
     def committed(self, partition: int) -> list[bytes]:
         out = []
@@ -68,8 +83,9 @@ def test_read_committed_matches_the_model_through_random_transactions_and_restar
         create_topic(c, "t", PARTITIONS)
         producers = {tid: Txn(c, tid) for tid in IDS}
         for step in range(45):
-            action = rng.choices(["write", "plain", "commit", "abort", "fence", "restart"],
-                                 [10, 2, 3, 2, 1, 1])[0]
+            action = rng.choices(
+                ["write", "plain", "offsets", "commit", "abort", "fence", "restart"],
+                [10, 2, 3, 3, 2, 1, 1])[0]
             tid = rng.choice(IDS)
             txn = producers[tid]
             if action == "write":
@@ -85,6 +101,13 @@ def test_read_committed_matches_the_model_through_random_transactions_and_restar
                 batch = [f"{tid}-{step}-{i}".encode() for i in range(rng.randint(1, 3))]
                 assert txn.produce("t", partition, *batch).error_code == 0
                 model.log[partition] += [(v, model.open_txn[tid]) for v in batch]
+            elif action == "offsets":
+                if tid not in model.open_txn:
+                    continue  # offsets go with an open transaction (it began by a write)
+                group = f"group-{tid}"
+                assert add_offsets(c, txn, group) == 0
+                assert txn_offset_commit(c, txn, group, "t", step) == 0
+                model.pending_offset[model.open_txn[tid]] = (group, step)
             elif action == "plain":
                 partition = rng.randrange(PARTITIONS)
                 value = f"plain-{step}".encode()
@@ -93,12 +116,12 @@ def test_read_committed_matches_the_model_through_random_transactions_and_restar
             elif action in ("commit", "abort"):
                 if tid in model.open_txn:
                     assert txn.end(commit=action == "commit") == 0
-                    model.outcome[model.open_txn.pop(tid)] = action == "commit"
+                    model.end(model.open_txn.pop(tid), action == "commit")
             elif action == "fence":
                 # A successor takes the id over; an open transaction of it is aborted.
                 producers[tid] = Txn(c, tid)
                 if tid in model.open_txn:
-                    model.outcome[model.open_txn.pop(tid)] = False
+                    model.end(model.open_txn.pop(tid), False)
             else:  # a clean restart of the broker, clients reconnect
                 c.close()
                 node_cm.__exit__(None, None, None)
@@ -111,6 +134,9 @@ def test_read_committed_matches_the_model_through_random_transactions_and_restar
                     model.committed(partition)), (seed, step, action, partition)
                 assert values(fetch(c, "t", partition=partition,
                                     isolation=READ_UNCOMMITTED)) == model.everything(partition)
+            for tid_ in IDS:
+                assert offset_fetch(c, f"group-{tid_}", "t") == model.group_offset.get(
+                    f"group-{tid_}", -1), (seed, step, action, tid_)
     finally:
         c.close()
         node_cm.__exit__(None, None, None)
