@@ -12,6 +12,7 @@ from odradek.coordinator.results import (
     ILLEGAL_GENERATION,
     NONE,
     UNKNOWN_MEMBER_ID,
+    UNSTABLE_OFFSET_COMMIT,
     OffsetCommitRequestPartition,
 )
 
@@ -160,3 +161,19 @@ def test_a_replay_orders_plain_and_transactional_commits_as_the_log_does():
             restarted.load_txn_offset(producer, r.key, r.value)
     restarted.complete_txn(PRODUCER, True, everywhere)
     assert committed(restarted, "g") == 9
+
+
+def test_a_stable_fetch_waits_out_a_pending_offset_and_a_plain_fetch_does_not():
+    # KIP-447: read_committed consumers ask with require_stable; a partition whose offset
+    # an open transaction may still change answers UNSTABLE_OFFSET_COMMIT (they retry).
+    c = GroupCoordinator()
+    txn_commit(c, "g", PRODUCER, [("t", 0, 5)])
+    c.complete_txn(PRODUCER, True, everywhere)
+    txn_commit(c, "g", PRODUCER, [("t", 0, 9)])
+    stable = c.fetch_offsets("g", [("t", 0), ("t", 1)], require_stable=True).partitions
+    assert [(p.offset, p.error_code) for p in stable] == [
+        (-1, UNSTABLE_OFFSET_COMMIT), (-1, NONE)]
+    assert c.fetch_offsets("g", [("t", 0)]).partitions[0].offset == 5
+    c.complete_txn(PRODUCER, True, everywhere)
+    [settled] = c.fetch_offsets("g", [("t", 0)], require_stable=True).partitions
+    assert (settled.offset, settled.error_code) == (9, NONE)

@@ -70,6 +70,7 @@ from odradek.coordinator.results import (
     REBALANCE_IN_PROGRESS,
     UNKNOWN_MEMBER,
     UNKNOWN_MEMBER_ID,
+    UNSTABLE_OFFSET_COMMIT,
     DeletedGroup,
     DeleteGroupsResult,
     Effects,
@@ -1000,12 +1001,16 @@ class GroupCoordinator(ConsumerProtocol):
         *,
         member_id: str | None = None,
         member_epoch: int = -1,
+        require_stable: bool = False,
     ) -> OffsetFetchResult:
         """OffsetFetch: the committed offsets of ``partitions`` (all the group has when
         None); a partition without one answers offset -1. Answered in any group state:
         the group may use Kafka only to store offsets. ``member_id``/``member_epoch``
         (v9+) are checked for a KIP-848 group when given (a consumer asking for its
-        offsets must be a member at its current epoch)."""
+        offsets must be a member at its current epoch). ``require_stable`` (v7+,
+        KIP-447; read_committed consumers set it): a partition with an offset pending in
+        an open transaction answers UNSTABLE_OFFSET_COMMIT, so the consumer waits for
+        that transaction instead of starting from an offset about to change."""
         cg = self.consumer_groups.get(group_id)
         if cg is not None:
             if member_id is not None and member_epoch >= 0:
@@ -1023,7 +1028,10 @@ class GroupCoordinator(ConsumerProtocol):
         result = []
         for topic, partition in keys:
             committed = offsets.get((topic, partition))
-            if committed is None:
+            if require_stable and self.has_pending_txn_offsets(group_id, topic, partition):
+                result.append(FetchedOffset(topic, partition, NO_OFFSET, -1, "",
+                                            UNSTABLE_OFFSET_COMMIT))
+            elif committed is None:
                 result.append(FetchedOffset(topic, partition, NO_OFFSET, -1, ""))
             else:
                 result.append(
