@@ -684,14 +684,16 @@ class Log:
     def flush_deadline(self) -> int | None:
         """When ``maybe_flush`` has work next (this log's clock, ms; a time already past
         means now), or None while it has none: nothing unsynced, or only what
-        ``flush.ms`` (default: never) leaves to the page cache."""
-        if self.recovery_point < self.segments[-1].base_offset:
-            return self._last_flush_ms  # rolled segments to sync: due at once
-        if self.config.flush_ms >= LONG_MAX:
+        ``flush.ms`` (default: never) leaves to the page cache. Under the lock: the
+        duties thread asks too, and a truncation empties the segment list for a moment."""
+        with self.lock:
+            if self.recovery_point < self.segments[-1].base_offset:
+                return self._last_flush_ms  # rolled segments to sync: due at once
+            if self.config.flush_ms >= LONG_MAX:
+                return None
+            if self._unflushed or self.recovery_point < self.log_end_offset:
+                return self._last_flush_ms + self.config.flush_ms
             return None
-        if self._unflushed or self.recovery_point < self.log_end_offset:
-            return self._last_flush_ms + self.config.flush_ms
-        return None
 
     def flush(self) -> None:
         """fsync everything not yet synced and move the recovery point to the log end."""
@@ -745,12 +747,13 @@ class Log:
         """Apply ``flush.ms`` (fsync when the oldest unflushed data is older than that),
         and sync segments rolled since the last flush."""
         now = self.clock() if now is None else now
-        # Data left unsynced by recovery counts too (no new record since): Kafka's
-        # flush.ms flushes whatever is above the recovery point.
-        unsynced = self._unflushed or self.recovery_point < self.log_end_offset
-        if unsynced and now - self._last_flush_ms >= self.config.flush_ms:
-            self.flush()
-            return True
+        with self.lock:  # the log end is read on the duties thread
+            # Data left unsynced by recovery counts too (no new record since): Kafka's
+            # flush.ms flushes whatever is above the recovery point.
+            unsynced = self._unflushed or self.recovery_point < self.log_end_offset
+            if unsynced and now - self._last_flush_ms >= self.config.flush_ms:
+                self.flush()
+                return True
         return self.flush_rolled()
 
     def flush_rolled(self) -> bool:
