@@ -22,6 +22,7 @@ PRODUCER_FENCED = 90
 TRANSACTIONAL_ID_NOT_FOUND = 105
 UNKNOWN_TOPIC_OR_PARTITION = 3
 OPERATION_NOT_ATTEMPTED = 55
+UNSTABLE_OFFSET_COMMIT = 88
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 
 
@@ -326,10 +327,23 @@ def test_describe_and_list_transactions():
         assert list(ongoing.unknown_state_filters) == ["Bogus"]
 
 
-def offset_fetch(c: WireClient, group: str, topic: str) -> int:
-    answer = c.request(9, 7, {"group_id": group, "require_stable": False,
-                              "topics": [{"name": topic, "partition_indexes": [0]}]})
-    return answer.topics[0].partitions[0].committed_offset
+def offset_fetch(c: WireClient, group: str, topic: str, *, stable: bool = False,
+                 version: int = 7) -> int:
+    """The group's committed offset of partition 0 (-1: none), or, when it is pending in
+    an open transaction and ``stable`` is asked (KIP-447), ``-UNSTABLE_OFFSET_COMMIT``."""
+    wanted = [{"name": topic, "partition_indexes": [0]}]
+    if version >= 8:
+        answer = c.request(9, version, {"require_stable": stable, "groups": [
+            {"group_id": group, "topics": wanted}]})
+        part = answer.groups[0].topics[0].partitions[0]
+    else:
+        answer = c.request(9, version, {"group_id": group, "require_stable": stable,
+                                        "topics": wanted})
+        part = answer.topics[0].partitions[0]
+    if code(part.error_code) == UNSTABLE_OFFSET_COMMIT:
+        return -UNSTABLE_OFFSET_COMMIT
+    assert code(part.error_code) == 0, part
+    return part.committed_offset
 
 
 def txn_offset_commit(c: WireClient, txn: Txn, group: str, topic: str, offset: int) -> int:
@@ -373,6 +387,23 @@ def test_transactional_offsets_count_only_when_their_transaction_commits(tmp_pat
         assert offset_fetch(c, "readers", "in") == 12
     with running_broker(data_dir=str(tmp_path)) as node, WireClient(node.port) as c:
         assert offset_fetch(c, "readers", "in") == 12, "the replay applies the marker"
+
+
+def test_read_committed_consumers_asking_for_stable_offsets_wait_for_a_pending_one():
+    # KIP-447: a consumer starting while another producer's transaction holds an offset
+    # for its partition must not start from the offset about to be replaced.
+    with running_broker() as node, WireClient(node.port) as c:
+        create_topic(c, "in")
+        txn = Txn(c, "stable")
+        assert add_offsets(c, txn, "readers") == 0
+        assert txn_offset_commit(c, txn, "readers", "in", 7) == 0
+        for version in (7, 8):
+            assert offset_fetch(c, "readers", "in", stable=True, version=version) == \
+                -UNSTABLE_OFFSET_COMMIT
+            assert offset_fetch(c, "readers", "in", version=version) == -1
+        assert txn.end(commit=True) == 0
+        for version in (7, 8):
+            assert offset_fetch(c, "readers", "in", stable=True, version=version) == 7
 
 
 def test_an_open_transaction_survives_a_restart_and_can_commit_after_it(tmp_path):

@@ -211,12 +211,14 @@ def _fetched(p: r.FetchedOffset) -> dict[str, Any]:
 
 
 def _fetch_group(broker: Broker, group_id: str, topics: Any, member_id: str | None = None,
-                 member_epoch: int = -1) -> tuple[int, list[dict[str, Any]]]:
+                 member_epoch: int = -1, require_stable: bool = False,
+                 ) -> tuple[int, list[dict[str, Any]]]:
     wanted = None if topics is None else [
         (t.name, p) for t in topics for p in t.partition_indexes]
     try:
         result = _runtime(broker).coordinator.fetch_offsets(
-            group_id, wanted, member_id=member_id, member_epoch=member_epoch)
+            group_id, wanted, member_id=member_id, member_epoch=member_epoch,
+            require_stable=require_stable)
     except CoordinatorUnavailable as exc:
         return exc.error_code, []
     return result.error_code, _by_topic(result.partitions, _fetched)
@@ -224,15 +226,19 @@ def _fetch_group(broker: Broker, group_id: str, topics: Any, member_id: str | No
 
 async def offset_fetch(broker: Broker, request: Request) -> bytes:
     body = request.body
+    # v7+ (KIP-447): read_committed consumers ask for stable offsets, and a partition
+    # whose offset is pending in an open transaction answers UNSTABLE_OFFSET_COMMIT (the
+    # consumer retries) rather than an offset that transaction is about to replace.
+    stable = bool(getattr(body, "require_stable", False))
     if hasattr(body, "groups"):  # v8+: several groups in one request
         groups = []
         for g in body.groups:
             error, topics = _fetch_group(broker, g.group_id, g.topics,
                                          getattr(g, "member_id", None),  # v9+
-                                         getattr(g, "member_epoch", -1))
+                                         getattr(g, "member_epoch", -1), stable)
             groups.append({"group_id": g.group_id, "topics": topics, "error_code": error})
         return respond(request, {"throttle_time": 0, "groups": groups})
-    error, topics = _fetch_group(broker, body.group_id, body.topics)
+    error, topics = _fetch_group(broker, body.group_id, body.topics, require_stable=stable)
     if request.api_version < 2 and error:
         # v0-1 have no top-level error: every partition carries it.
         for t in topics:
