@@ -1,12 +1,15 @@
-"""The log-processing pipeline end to end in the test session's Spark: a generated run of
-web activity and service metrics produced while the streaming job runs; the tables it
-writes must equal what the test computes from the generated events by itself; the topic
-activity-stats carries every window; the batch backfill loads the same tables, and offset
-and time ranges load exactly the records in them."""
+"""The log-processing pipeline end to end: `odradek pipeline run` (a process of its own,
+Spark in local mode, against the test's broker) produces a generated run of web activity
+and service metrics while its streaming job runs; the tables it writes must equal what
+the test computes from the same generated events by itself; the topic activity-stats
+carries every window; the batch backfill (in the test session's Spark) loads the same
+tables, and offset and time ranges load exactly the records in them."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,10 +22,11 @@ from tests.spark.pipeline_helpers import (
     EXPECTED,
     assert_aggregates_match,
     assert_events_exactly_once,
+    pipeline_env,
 )
 
 START_MS = 1_700_000_040_000  # 2023-11-14T22:14:00Z, a whole minute
-PROCESS_TIMEOUT = 300  # seconds for the job to process a few thousand records
+PROCESS_TIMEOUT = 600  # seconds for `odradek pipeline run` on a few thousand records
 
 
 @pytest.fixture(scope="module")
@@ -33,19 +37,27 @@ def pipeline_broker():
 
 
 @pytest.fixture(scope="module")
-def streamed(spark, pipeline_broker, tmp_path_factory):
-    """One run of the streaming job over a generated run: (generated, output dir)."""
-    out = tmp_path_factory.mktemp("pipeline")
+def streamed(pipeline_broker, tmp_path_factory):
+    """`odradek pipeline run` against the test's broker, as a user runs it: (the events it
+    generated, regenerated here from the same seed and start, and its output dir)."""
+    out = tmp_path_factory.mktemp("pipeline") / "tables"
+    settings = {"--seed": 11, "--users": 120, "--duration": 180, "--sessions-per-second": 1.0,
+                "--start-ms": START_MS}
+    argv = [sys.executable, "-m", "odradek", "pipeline", "run", "--bootstrap-server",
+            pipeline_broker.bootstrap, "--out", str(out)]
+    for name, value in settings.items():
+        argv += [name, str(value)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=PROCESS_TIMEOUT,
+                          env=pipeline_env(), cwd=out.parent)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
+    # It printed the tables.
+    for heading in ("events: ", "page_views: top pages", "service_health: per service",
+                    "active_users: per minute"):
+        assert heading in done.stdout, done.stdout
     generated = gen.generate(gen.GeneratorConfig(seed=11, users=120, duration_s=180,
                                                  sessions_per_s=1.0, start_ms=START_MS))
-    job = jobs.start_streaming(spark, pipeline_broker.bootstrap, out / "tables",
-                               out / "checkpoints", trigger="1 second")
-    try:
-        gen.produce(pipeline_broker.bootstrap, generated)  # while the job runs
-        jobs.wait_until_processed(job, timeout_s=PROCESS_TIMEOUT)
-    finally:
-        job.stop()
-    return generated, out / "tables"
+    assert f"{len(generated.activity)} activity events" in done.stdout
+    return generated, out
 
 
 def test_streaming_job_lands_every_activity_event_once(spark, streamed):

@@ -74,6 +74,9 @@ def add_pipeline_command(sub: Any) -> None:
                      help="partitions of the topics it creates (default 3)")
     run.add_argument("--timeout", type=float, default=900.0, metavar="SECONDS",
                      help="give up if not done by then (default 900)")
+    run.add_argument("--start-ms", type=int, default=None,
+                     help="event time of the start, ms since the epoch (default: now - "
+                          "duration); with --seed, the same events every time")
 
     gen = cmds.add_parser("generate", help="produce simulated activity and metrics")
     common_generator(gen)
@@ -234,7 +237,7 @@ def _run(args: argparse.Namespace) -> int:
     from odradek.pipeline import generator as gen
     from odradek.pipeline import jobs
 
-    config = _config(args)
+    config = _config(args, args.start_ms)
     out = Path(args.out).resolve()
     _prepare_out(out)
     began = time.monotonic()
