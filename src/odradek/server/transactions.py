@@ -32,11 +32,9 @@ synchronous, so an operation, its append and its markers never interleave with a
 
 from __future__ import annotations
 
-import asyncio
-import itertools
 import logging
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from odradek.coordinator import OFFSETS_TOPIC
 from odradek.coordinator import partition_for as group_partition_for
@@ -53,12 +51,15 @@ from odradek.coordinator.transactions import (
     TxnState,
 )
 from odradek.records import builder
-from odradek.server.groups import COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, CoordinatorUnavailable
+from odradek.server.coordinator_runtime import (
+    COORDINATOR_NOT_AVAILABLE,
+    CoordinatorRuntime,
+    CoordinatorUnavailable,
+)
 from odradek.server.handlers.base import LEADER_EPOCH
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
-    from odradek.storage import Log
 
 log = logging.getLogger(__name__)
 
@@ -67,23 +68,22 @@ NOT_ENOUGH_REPLICAS = 19
 INVALID_PRODUCER_EPOCH = 47
 INVALID_TXN_STATE = 48
 INVALID_PRODUCER_ID_MAPPING = 49
-# Bytes read per step when replaying a partition of __transaction_state.
-REPLAY_READ_BYTES = 1 << 20
 # Topic-level settings of __transaction_state, as Kafka creates it (min.insync.replicas
 # and unclean leader election do not apply to one node).
 TRANSACTION_STATE_TOPIC_CONFIG = {"cleanup.policy": "compact", "compression.type": "producer"}
 
 
-class TxnRuntime:
+class TxnRuntime(CoordinatorRuntime):
     """One ``TransactionCoordinator`` and everything it needs to act; lives as long as
     the broker (``start`` after the group runtime and before the listener, ``stop`` at
     ``Broker.stop``)."""
 
+    topic = TRANSACTION_STATE_TOPIC
+
     def __init__(self, broker: Broker) -> None:
         cfg = broker.config
         assert broker.metadata is not None and broker.groups is not None
-        self.broker = broker
-        self.clock: Callable[[], int] = broker.clock
+        super().__init__(broker, cfg["transaction.state.log.num.partitions"])
         groups = broker.groups
         self.coordinator = TransactionCoordinator(
             allocate_producer_id=broker.metadata.next_producer_id,
@@ -96,14 +96,8 @@ class TxnRuntime:
             remove_expired_interval_ms=cfg[
                 "transaction.remove.expired.transaction.cleanup.interval.ms"],
         )
-        self.num_partitions: int = cfg["transaction.state.log.num.partitions"]
         self.verify_partitions: bool = cfg["transaction.partition.verification.enable"]
-        self.closed = False
         self._topic_ready = False
-        self._tokens = itertools.count(1)
-        self._waiting: dict[int, asyncio.Future[Any]] = {}
-        self._rearm = asyncio.Event()
-        self._timer: asyncio.Task[None] | None = None
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -120,49 +114,17 @@ class TxnRuntime:
         self._act(self.coordinator.finish_load(self.clock()))
         log.info("loaded %d transactional id(s) from %d record(s) of %s",
                  len(self.coordinator.transactions), records, TRANSACTION_STATE_TOPIC)
-        self._timer = asyncio.get_running_loop().create_task(
-            self._run_timers(), name="transaction-coordinator-timers")
-
-    async def stop(self) -> None:
-        """Stop the timers and answer every waiting request with NOT_COORDINATOR."""
-        self.closed = True
-        timer, self._timer = self._timer, None
-        if timer is not None:
-            timer.cancel()
-            await asyncio.gather(timer, return_exceptions=True)
-        for future in self._waiting.values():
-            if not future.done():
-                future.set_exception(CoordinatorUnavailable(
-                    NOT_COORDINATOR, "the broker is shutting down"))
+        self._start_timer("transaction-coordinator-timers")
 
     def ensure_topic(self) -> None:
         """Create ``__transaction_state`` if it does not exist yet (and open its logs)."""
         if self._topic_ready:
             return
-        broker = self.broker
-        assert broker.metadata is not None and broker.logs is not None
-        topic = broker.metadata.topics.get(TRANSACTION_STATE_TOPIC)
-        if topic is None:
-            configs = dict(TRANSACTION_STATE_TOPIC_CONFIG, **{
-                "segment.bytes": str(broker.config["transaction.state.log.segment.bytes"])})
-            topic = broker.metadata.create_topic(TRANSACTION_STATE_TOPIC, self.num_partitions,
-                                                 configs, internal=True)
-            log.info("created %s with %d partitions", TRANSACTION_STATE_TOPIC, topic.partitions)
-        elif topic.partitions != self.num_partitions:
-            # Transactional ids live where partition_for puts them: fixed at creation.
-            log.warning("%s has %d partitions; transaction.state.log.num.partitions=%d is "
-                        "ignored", TRANSACTION_STATE_TOPIC, topic.partitions,
-                        self.num_partitions)
-        self.num_partitions = topic.partitions
-        for partition in range(topic.partitions):
-            broker.logs.get_or_create_log(TRANSACTION_STATE_TOPIC, partition)
+        self._create_topic(
+            dict(TRANSACTION_STATE_TOPIC_CONFIG, **{"segment.bytes": str(
+                self.broker.config["transaction.state.log.segment.bytes"])}),
+            "transaction.state.log.num.partitions")
         self._topic_ready = True
-
-    def _state_log(self, partition: int) -> Log:
-        assert self.broker.logs is not None
-        lg = self.broker.logs.get_log(TRANSACTION_STATE_TOPIC, partition)
-        assert lg is not None, f"{TRANSACTION_STATE_TOPIC}-{partition} has no log"
-        return lg
 
     def _replay(self, only: set[str] | None = None) -> int:
         """Feed every record of ``__transaction_state``, in log order, to ``load`` (only
@@ -171,29 +133,20 @@ class TxnRuntime:
         partitions: Iterable[int] = range(self.num_partitions)
         if only is not None:
             partitions = sorted({txn_partition_for(tid, self.num_partitions) for tid in only})
-        for partition in partitions:
-            lg = self._state_log(partition)
-            offset = lg.log_start_offset
-            while offset < lg.log_end_offset:
-                region = lg.read(offset, REPLAY_READ_BYTES).region
-                if region is None:
-                    break
-                for batch in builder.decode_batches(region.read()):
-                    offset = batch.header.next_offset
-                    if batch.header.is_control:
-                        continue
-                    for record in batch.records:
-                        if record.key is None:
-                            continue
-                        if only is not None and tl.decode_key(record.key) not in only:
-                            continue
-                        try:
-                            self.coordinator.load(record.key, record.value)
-                        except TransactionLogFormatError as exc:
-                            log.warning("%s-%d offset %d: skipping a record that does not "
-                                        "decode: %s", TRANSACTION_STATE_TOPIC, partition,
-                                        record.offset, exc)
-                        count += 1
+        for partition, batch in self._batches(partitions):
+            if batch.header.is_control:
+                continue
+            for record in batch.records:
+                if record.key is None:
+                    continue
+                if only is not None and tl.decode_key(record.key) not in only:
+                    continue
+                try:
+                    self.coordinator.load(record.key, record.value)
+                except TransactionLogFormatError as exc:
+                    log.warning("%s-%d offset %d: skipping a record that does not decode: %s",
+                                TRANSACTION_STATE_TOPIC, partition, record.offset, exc)
+                count += 1
         return count
 
     def _revert(self, transactional_ids: set[str]) -> None:
@@ -210,20 +163,6 @@ class TxnRuntime:
 
     # --- operations --------------------------------------------------------------------
 
-    async def call(self, operation: Callable[[int, int], TxnEffects]) -> Any:
-        """Run ``operation(token, now_ms)`` (a coordinator method bound to a request's
-        arguments), act on its effects, and wait for the answer to ``token``."""
-        if self.closed:
-            raise CoordinatorUnavailable(NOT_COORDINATOR, "the broker is shutting down")
-        token = next(self._tokens)
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._waiting[token] = future
-        try:
-            self._act(operation(token, self.clock()))
-            return await future
-        finally:
-            del self._waiting[token]
-
     def _act(self, fx: TxnEffects) -> None:
         """Append the records, release the responses (errors instead if the append
         failed), write the markers (each completed set acts in turn), re-arm the timer."""
@@ -237,14 +176,7 @@ class TxnRuntime:
                 failure = CoordinatorUnavailable(
                     COORDINATOR_NOT_AVAILABLE, f"transaction state could not be stored: {exc}")
                 self._revert({r.transactional_id for r in fx.records})
-        for token, response in fx.responses:
-            future = self._waiting.get(token)
-            if future is None or future.done():
-                continue
-            if failure is not None:
-                future.set_exception(failure)
-            else:
-                future.set_result(response)
+        self._release(fx.responses, failure)
         if failure is None:
             for markers in fx.markers:
                 self._write_markers(markers)
@@ -261,7 +193,7 @@ class TxnRuntime:
                 txn_partition_for(record.transactional_id, self.num_partitions), [])
             batch.append(builder.Record(len(batch), now, record.key, record.value))
         for partition, records in by_partition.items():
-            self._state_log(partition).append(builder.build_batch(records),
+            self._log(partition).append(builder.build_batch(records),
                                               leader_epoch=LEADER_EPOCH)
             self.broker.purgatory.notify((TRANSACTION_STATE_TOPIC, partition))
 
@@ -323,22 +255,3 @@ class TxnRuntime:
                 f"{topic}-{partition} was not added to the transaction of "
                 f"{transactional_id!r}")
         return None
-
-    async def _run_timers(self) -> None:
-        while True:
-            self._rearm.clear()
-            deadline = self.coordinator.next_deadline()
-            now = self.clock()
-            if deadline is not None and deadline <= now:
-                try:
-                    self._act(self.coordinator.tick(now))
-                except Exception:
-                    log.exception("transaction coordinator timer failed")
-                    await asyncio.sleep(1)
-                continue
-            timeout = None if deadline is None else (deadline - now) / 1000
-            try:
-                async with asyncio.timeout(timeout):
-                    await self._rearm.wait()
-            except TimeoutError:
-                pass

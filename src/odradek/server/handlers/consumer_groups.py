@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 from odradek.coordinator import results as r
 from odradek.protocol.codec import Request
 from odradek.protocol.messages import ms
-from odradek.server.groups import CoordinatorUnavailable, topic_metadata
+from odradek.server.coordinator_runtime import CoordinatorUnavailable
+from odradek.server.groups import topic_metadata
 from odradek.server.handlers.base import Api, respond
 from odradek.server.handlers.groups import NOT_REQUESTED, _client_host, _runtime
 

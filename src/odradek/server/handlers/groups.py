@@ -37,7 +37,8 @@ from typing import TYPE_CHECKING, Any
 from odradek.coordinator import results as r
 from odradek.protocol.codec import Request
 from odradek.protocol.messages import ms
-from odradek.server.groups import COORDINATOR_NOT_AVAILABLE, CoordinatorUnavailable, GroupRuntime
+from odradek.server.coordinator_runtime import COORDINATOR_NOT_AVAILABLE, CoordinatorUnavailable
+from odradek.server.groups import GroupRuntime
 from odradek.server.handlers.base import UNKNOWN_TOPIC_OR_PARTITION, Api, respond
 
 if TYPE_CHECKING:

@@ -33,7 +33,7 @@ from odradek.coordinator import transactions as tx
 from odradek.coordinator.offsets_topic import OFFSETS_TOPIC, partition_for
 from odradek.protocol.codec import Request
 from odradek.protocol.messages import ms
-from odradek.server.groups import COORDINATOR_NOT_AVAILABLE, CoordinatorUnavailable
+from odradek.server.coordinator_runtime import COORDINATOR_NOT_AVAILABLE, CoordinatorUnavailable
 from odradek.server.handlers.base import UNKNOWN_TOPIC_OR_PARTITION, Api, respond
 
 if TYPE_CHECKING:
