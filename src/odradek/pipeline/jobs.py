@@ -30,6 +30,7 @@ per-minute cardinalities here are small, and exact figures can be checked.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
 import sys
@@ -45,6 +46,8 @@ from pyspark.sql.streaming import StreamingQuery
 
 from odradek.pipeline.generator import ACTIVITY_TOPIC, HEARTBEAT, METRICS_TOPIC, STATS_TOPIC
 from odradek.spark import register
+
+log = logging.getLogger("odradek.pipeline")
 
 WINDOW = "1 minute"
 WATERMARK = "1 minute"  # events up to a minute behind the latest are still counted
@@ -224,13 +227,25 @@ def _write_aggregate(df: DataFrame, path: str, mode: str) -> None:
 # ---------------------------------------------------------------------------- streaming
 
 
-@dataclass(frozen=True)
+# Spark waits a fixed 10 s for a new driver-side Python worker (a data source's planner,
+# a sink's writer) to connect back; on a small loaded machine a worker sometimes takes
+# longer to start. Such a query is restarted from its checkpoint (which keeps the results
+# exactly once), this many times at most.
+TRANSIENT_FAILURE = "Python worker failed to connect back"
+MAX_RESTARTS = 3
+START_WAIT_S = 60.0  # bound on waiting for one query's first trigger before the next starts
+
+
+@dataclass
 class StreamingJob:
-    """The running queries of one start of the streaming job."""
+    """The running queries of one start of the streaming job, and how to start each again
+    from its checkpoint."""
 
     queries: dict[str, StreamingQuery]
     bootstrap: str
     out: Path
+    starters: dict[str, Callable[[], StreamingQuery]]
+    restarts: int = 0
 
     def stop(self) -> None:
         for query in self.queries.values():
@@ -238,8 +253,17 @@ class StreamingJob:
                 query.stop()
 
     def failed(self) -> str | None:
-        for name, query in self.queries.items():
+        """Why a query is not running (None: all run). A query that failed to start a
+        Python worker in time is restarted from its checkpoint instead, a few times."""
+        for name, query in list(self.queries.items()):
             error = query.exception()
+            if error is not None and TRANSIENT_FAILURE in str(error) and (
+                    self.restarts < MAX_RESTARTS):
+                self.restarts += 1
+                log.warning("query %s failed (%s); restarting it from its checkpoint "
+                            "(%d of %d)", name, TRANSIENT_FAILURE, self.restarts, MAX_RESTARTS)
+                self.queries[name] = self.starters[name]()
+                continue
             if error is not None:
                 return f"query {name} failed: {error}"
             if not query.isActive:
@@ -272,30 +296,47 @@ def start_streaming(spark: SparkSession, bootstrap: str, out: str | Path,
         # The watermark sees heartbeats; the aggregates never do.
         return _no_heartbeats(parsed.withWatermark("event_time", WATERMARK))
 
-    queries: dict[str, StreamingQuery] = {}
-    try:
-        if EVENTS in tables:
-            queries[EVENTS] = (
-                _events_table(stream(ACTIVITY_TOPIC)).writeStream
+    def events() -> StreamingQuery:
+        return (_events_table(stream(ACTIVITY_TOPIC)).writeStream
                 .queryName(f"pipeline_{EVENTS}")
                 .format("parquet").partitionBy("date", "hour").outputMode("append")
                 .option("path", str(out / EVENTS))
                 .option("checkpointLocation", str(checkpoint / EVENTS))
                 .trigger(processingTime=trigger).start())
-        for table in AGGREGATES:
+
+    def aggregate(table: str) -> Callable[[], StreamingQuery]:
+        def start() -> StreamingQuery:
+            return (AGGREGATE_OF[table](stream(SOURCE_OF[table]))
+                    .writeStream.queryName(f"pipeline_{table}").outputMode("append")
+                    .foreachBatch(_aggregate_sink(table, str(out / table), bootstrap,
+                                                  stats_topic))
+                    .option("checkpointLocation", str(checkpoint / table))
+                    .trigger(processingTime=trigger).start())
+        return start
+
+    starters = {EVENTS: events, **{t: aggregate(t) for t in AGGREGATES}}
+    queries: dict[str, StreamingQuery] = {}
+    try:
+        for table in TABLES:
             if table not in tables:
                 continue
-            result = AGGREGATE_OF[table](stream(SOURCE_OF[table]))
-            queries[table] = (
-                result.writeStream.queryName(f"pipeline_{table}").outputMode("append")
-                .foreachBatch(_aggregate_sink(table, str(out / table), bootstrap, stats_topic))
-                .option("checkpointLocation", str(checkpoint / table))
-                .trigger(processingTime=trigger).start())
+            queries[table] = starters[table]()
+            # One at a time: each start launches Python workers on the driver, and
+            # launching four at once on a small machine is what makes them late.
+            _wait_first_trigger(queries[table])
     except Exception:
         for query in queries.values():
             query.stop()
         raise
-    return StreamingJob(queries, bootstrap, out)
+    return StreamingJob(queries, bootstrap, out, starters)
+
+
+def _wait_first_trigger(query: StreamingQuery) -> None:
+    """Until the query's sources are initialized (its first trigger has begun)."""
+    deadline = time.monotonic() + START_WAIT_S
+    while (query.isActive and query.status["message"].startswith("Initializing")
+           and time.monotonic() < deadline):
+        time.sleep(0.2)
 
 
 def _aggregate_sink(table: str, path: str, bootstrap: str, stats_topic: str | None
