@@ -4,12 +4,16 @@ incremental fetch sessions (KIP-227)."""
 
 from __future__ import annotations
 
+import os
+import struct
 import threading
 import time
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from odradek.records import batch as rb
 from odradek.records import builder, codecs
@@ -436,3 +440,82 @@ def test_small_fetches_are_sent_in_one_write_and_large_ones_by_sendfile(broker, 
         assert got[rb.MAGIC_AT:] == small[rb.MAGIC_AT:] and not calls
         got = _fetch(c, "sizes", 10).responses[0].partitions[0].records
         assert got[rb.MAGIC_AT:] == large[rb.MAGIC_AT:] and calls
+
+
+# --- the Fetch response, encoded by hand, against kio's reader ---------------------------
+
+_response_topics = st.lists(
+    st.tuples(
+        st.sampled_from(["orders", "t", "événements", "x" * 40]),
+        st.integers(0, 2**31 - 1),  # partition
+        st.sampled_from([0, 1, 3]),  # error code
+        st.integers(-1, 2**62), st.integers(-1, 2**62), st.integers(-1, 2**62),
+        st.one_of(st.none(), st.binary(min_size=0, max_size=300)),  # records
+        st.one_of(st.none(), st.lists(st.tuples(st.integers(-1, 2**62),
+                                                st.integers(-1, 2**62)), max_size=3)),
+    ),
+    max_size=6,
+)
+
+
+@pytest.mark.parametrize("version", range(4, 13))
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows=_response_topics, correlation_id=st.integers(-(2**31), 2**31 - 1),
+       session_id=st.integers(0, 2**31 - 1), error=st.sampled_from([0, 70, 71]))
+def test_fetch_response_bytes_decode_with_kio_to_what_the_broker_meant(
+        tmp_path_factory, version, rows, correlation_id, session_id, error):
+    from kio.index import load_response_schema
+    from kio.serial import entity_reader
+
+    from odradek.protocol.codec import Request
+    from odradek.server.handlers.fetch import PartitionResult, encode_fetch_response
+    from odradek.storage.log import FileRegion
+    from odradek.storage.txn_index import AbortedTxn
+
+    path = tmp_path_factory.mktemp("regions") / "segment"
+    payload = b"".join(r[6] or b"" for r in rows)
+    path.write_bytes(payload)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        results, position = [], 0
+        for topic, partition, err, hw, lso, start, records, aborted in rows:
+            region = None
+            if records is not None:
+                region = FileRegion(fd, position, len(records))
+                position += len(records)
+            results.append(PartitionResult(
+                topic, partition, err, hw, lso, start, region,
+                None if aborted is None else [AbortedTxn(p, f, f, f) for p, f in aborted]))
+        parts = encode_fetch_response(Request(1, version, correlation_id, "c", None), results,
+                                      session_id, error)
+        frame = b"".join(p.read() if isinstance(p, FileRegion) else p for p in parts)
+    finally:
+        os.close(fd)
+    assert struct.unpack_from(">i", frame)[0] == len(frame) - 4
+    schema = load_response_schema(1, version)
+    header, used = entity_reader(schema.__header_schema__)(frame, 4)
+    assert header.correlation_id == correlation_id
+    body, body_used = entity_reader(schema)(frame, 4 + used)  # both return bytes used
+    assert 4 + used + body_used == len(frame)
+    if version >= 7:
+        assert (body.error_code, body.session_id) == (error, session_id)
+    # Partitions of a topic are grouped under it, in first-seen order.
+    expected: dict[str, list] = {}
+    for row in rows:
+        expected.setdefault(row[0], []).append(row)
+    assert [t.topic for t in body.responses] == list(expected)
+    for t in body.responses:
+        for got, row in zip(t.partitions, expected[t.topic], strict=True):
+            _, partition, err, hw, lso, start, records, aborted = row
+            assert (got.partition_index, got.error_code, got.high_watermark,
+                    got.last_stable_offset) == (partition, err, hw, lso)
+            if version >= 5:
+                assert got.log_start_offset == start
+            if version >= 11:
+                assert got.preferred_read_replica == -1
+            assert bytes(got.records or b"") == (records or b"")
+            if aborted is None:
+                assert got.aborted_transactions is None
+            else:
+                assert [(a.producer_id, a.first_offset)
+                        for a in got.aborted_transactions] == aborted

@@ -101,31 +101,38 @@ class PartitionResult:
     aborted: list[AbortedTxn] | None = None
 
 
-def _read(broker: Broker, wanted: list[tuple[TopicPartition, PartitionFetch]],
-          max_bytes: int, read_committed: bool) -> tuple[list[PartitionResult], int]:
+# (topic, partition, fetch offset, partition max bytes): what one partition asks for
+Wanted = tuple[str, int, int, int]
+
+
+def _read(broker: Broker, wanted: list[Wanted], max_bytes: int,
+          read_committed: bool) -> tuple[list[PartitionResult], int]:
     results = []
     total = 0
-    for (topic, partition), state in wanted:
-        lg = broker.get_log(topic, partition)
+    get_log = broker.get_log
+    for topic, partition, fetch_offset, partition_max_bytes in wanted:
+        lg = get_log(topic, partition)
         if lg is None:
             results.append(PartitionResult(topic, partition, UNKNOWN_TOPIC_OR_PARTITION,
                                            -1, -1, -1, None))
             continue
-        budget = min(state.max_bytes, max_bytes - total)
+        budget = max_bytes - total
+        if partition_max_bytes < budget:
+            budget = partition_max_bytes
         region = None
         aborted: list[AbortedTxn] | None = [] if read_committed else None
         try:
             if (budget > 0 or total == 0) and read_committed:
                 # Only below the last stable offset, with the aborted transactions of
                 # the range, so the client can drop their records (KIP-98).
-                committed = lg.read_committed(state.fetch_offset, max(budget, 0),
+                committed = lg.read_committed(fetch_offset, max(budget, 0),
                                               min_one=total == 0)
                 read = committed.result
                 region, aborted = read.region, committed.aborted
                 hw, start, lso = (read.log_end_offset, read.log_start_offset,
                                   committed.last_stable_offset)
             elif budget > 0 or total == 0:
-                read = lg.read(state.fetch_offset, max(budget, 0), min_one=total == 0)
+                read = lg.read(fetch_offset, max(budget, 0), min_one=total == 0)
                 region = read.region
                 # Read after the batches: an append in between may have moved it past
                 # the high watermark this answer names.
@@ -146,143 +153,203 @@ def _read(broker: Broker, wanted: list[tuple[TopicPartition, PartitionFetch]],
 
 
 async def handle(broker: Broker, request: Request) -> list[bytes | FileRegion]:
+    # The body is protocol.fetch's FetchRequestBody (every version served is read by
+    # hand), so its fields are plain attributes and max_wait is in milliseconds.
     body = request.body
     version = request.api_version
-    cache = broker.fetch_sessions
-    requested = [
-        ((t.topic, p.partition), PartitionFetch(p.fetch_offset, p.partition_max_bytes))
-        for t in body.topics for p in t.partitions
-    ]
-    session_id = getattr(body, "session_id", 0)
-    epoch = getattr(body, "session_epoch", FINAL_EPOCH)
+    session_id = body.session_id
+    epoch = body.session_epoch
     session: FetchSession | None = None
     incremental = False
-    if version >= 7 and session_id == 0 and epoch == INITIAL_EPOCH:
-        session = cache.create()
-        session.partitions.update(requested)
-    elif version >= 7 and session_id != 0:
-        if epoch == FINAL_EPOCH:
-            cache.sessions.pop(session_id, None)
+    if version < 7 or (session_id == 0 and epoch == FINAL_EPOCH):
+        # No session (every librdkafka fetch): the partitions as asked, nothing kept.
+        wanted = [(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes)
+                  for t in body.topics for p in t.partitions]
+    else:
+        cache = broker.fetch_sessions
+        requested = [
+            ((t.topic, p.partition), PartitionFetch(p.fetch_offset, p.partition_max_bytes))
+            for t in body.topics for p in t.partitions
+        ]
+        if session_id == 0 and epoch == INITIAL_EPOCH:
+            session = cache.create()
+            session.partitions.update(requested)
+        elif session_id != 0:
+            if epoch == FINAL_EPOCH:
+                cache.sessions.pop(session_id, None)
+            else:
+                session = cache.get(session_id)
+                if session is None:
+                    return _error_response(request, FETCH_SESSION_ID_NOT_FOUND)
+                if epoch != session.epoch:
+                    return _error_response(request, INVALID_FETCH_SESSION_EPOCH)
+                session.epoch += 1
+                for forgotten in body.forgotten_topics_data:
+                    for p in forgotten.partitions:
+                        session.partitions.pop((forgotten.topic, p), None)
+                for tp, state in requested:
+                    old = session.partitions.get(tp)
+                    if old is not None:
+                        state.sent_high_watermark = old.sent_high_watermark
+                        state.sent_log_start = old.sent_log_start
+                        state.sent_last_stable = old.sent_last_stable
+                    session.partitions[tp] = state
+                incremental = True
         else:
-            session = cache.get(session_id)
-            if session is None:
-                return _error_response(request, FETCH_SESSION_ID_NOT_FOUND)
-            if epoch != session.epoch:
-                return _error_response(request, INVALID_FETCH_SESSION_EPOCH)
-            session.epoch += 1
-            for forgotten in getattr(body, "forgotten_topics_data", ()):
-                for p in forgotten.partitions:
-                    session.partitions.pop((forgotten.topic, p), None)
-            for tp, state in requested:
-                old = session.partitions.get(tp)
-                if old is not None:
-                    state.sent_high_watermark = old.sent_high_watermark
-                    state.sent_log_start = old.sent_log_start
-                    state.sent_last_stable = old.sent_last_stable
-                session.partitions[tp] = state
-            incremental = True
-    elif version >= 7 and session_id == 0 and epoch != FINAL_EPOCH:
-        return _error_response(request, INVALID_FETCH_SESSION_EPOCH)
-    wanted = list(session.partitions.items()) if session is not None else requested
+            return _error_response(request, INVALID_FETCH_SESSION_EPOCH)
+        if session is not None:
+            wanted = [(tp[0], tp[1], state.fetch_offset, state.max_bytes)
+                      for tp, state in session.partitions.items()]
+        else:
+            wanted = [(tp[0], tp[1], state.fetch_offset, state.max_bytes)
+                      for tp, state in requested]
 
-    max_bytes = getattr(body, "max_bytes", 2**31 - 1)
+    max_bytes = body.max_bytes
     min_bytes = body.min_bytes
-    deadline = time.monotonic() + ms(body.max_wait) / 1000
-    read_committed = getattr(body, "isolation_level", 0) == 1
+    read_committed = body.isolation_level == 1
     results, total = _read(broker, wanted, max_bytes, read_committed)
-    while (total < min_bytes and not any(r.error for r in results)
-           and not broker.stopping):
-        left = deadline - time.monotonic()
-        if left <= 0:
-            break
-        await broker.purgatory.wait([tp for tp, _ in wanted], left)
-        results, total = _read(broker, wanted, max_bytes, read_committed)
+    if total < min_bytes and not broker.stopping:
+        deadline = time.monotonic() + ms(body.max_wait) / 1000
+        while (total < min_bytes and not any(r.error for r in results)
+               and not broker.stopping):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            await broker.purgatory.wait([(w[0], w[1]) for w in wanted], left)
+            results, total = _read(broker, wanted, max_bytes, read_committed)
 
-    if incremental and session is not None:
-        kept = []
-        for r in results:
-            state = session.partitions[(r.topic, r.partition)]
-            changed = (r.region is not None or r.error or
-                       r.high_watermark != state.sent_high_watermark or
-                       r.last_stable_offset != state.sent_last_stable or
-                       r.log_start_offset != state.sent_log_start)
-            if changed:
-                kept.append(r)
-        results = kept
     if session is not None:
+        partitions = session.partitions
+        if incremental:
+            kept = []
+            for r in results:
+                state = partitions[(r.topic, r.partition)]
+                if (r.region is not None or r.error or
+                        r.high_watermark != state.sent_high_watermark or
+                        r.last_stable_offset != state.sent_last_stable or
+                        r.log_start_offset != state.sent_log_start):
+                    kept.append(r)
+            results = kept
         for r in results:
-            state = session.partitions.get((r.topic, r.partition))
+            state = partitions.get((r.topic, r.partition))
             if state is not None:
                 state.sent_high_watermark = r.high_watermark
                 state.sent_log_start = r.log_start_offset
                 state.sent_last_stable = r.last_stable_offset
     return encode_fetch_response(request, results,
-                                 session.session_id if session is not None else 0,
-                                 read_committed)
+                                 session.session_id if session is not None else 0)
 
 
 def _error_response(request: Request, code: int) -> list[bytes | FileRegion]:
-    return encode_fetch_response(request, [], 0, False, error=code)
+    return encode_fetch_response(request, [], 0, error=code)
 
 
 # --- the response, by hand ---------------------------------------------------------------
+# Fixed layouts per version, built once: the response header and top-level fields, and
+# a partition's fields before and after its aborted transactions.
+_TOP_V4 = struct.Struct(">iii")  # size, correlation id, throttle time ms
+_TOP_V7 = struct.Struct(">iiihi")  # ... error code, session id
+_TOP_V12 = struct.Struct(">iibihi")  # size, correlation id, header tagged fields (none), ...
+_PARTITION_V5 = struct.Struct(">ihqqq")  # ... and log start offset
+_PARTITION_HEAD = {v: _PARTITION_V4 if v == 4 else _PARTITION_V5 for v in range(4, 13)}
+_NULL_I32 = _I32.pack(-1)
+_NO_REPLICA = _I32.pack(-1)  # preferred read replica (v11+): none
+_UVARINT = [encode_uvarint(n) for n in range(128)]
+
+
+def _uvarint(value: int) -> bytes:
+    return _UVARINT[value] if value < 128 else encode_uvarint(value)
 
 
 def encode_fetch_response(request: Request, results: list[PartitionResult], session_id: int,
-                          read_committed: bool, error: int = 0) -> list[bytes | FileRegion]:
+                          error: int = 0) -> list[bytes | FileRegion]:
     """Fetch response v4..12 as parts: bytes, and file regions for record sections."""
     version = request.api_version
     flexible = version >= 12
+    head = _PARTITION_HEAD[version]
+    v5 = version >= 5
+    v11 = version >= 11
     parts: list[bytes | FileRegion] = []
-    buf = bytearray()
-    buf += _I32.pack(request.correlation_id)
-    if flexible:
-        buf += b"\x00"  # response header v1: no tagged fields
-    buf += _I32.pack(0)  # throttle_time_ms
-    if version >= 7:
-        buf += _I16.pack(error) + _I32.pack(session_id)
-    by_topic: dict[str, list[PartitionResult]] = {}
-    for r in results:
-        by_topic.setdefault(r.topic, []).append(r)
-    buf += encode_uvarint(len(by_topic) + 1) if flexible else _I32.pack(len(by_topic))
-    for topic, partitions in by_topic.items():
+    out: list[bytes] = []  # bytes since the last region
+    size = 0  # of the parts before ``out``
+    topic_count = 0
+    if results:
+        # Partitions of a topic go together: most fetches name one topic, in order.
+        first_topic = results[0].topic
+        if any(r.topic != first_topic for r in results):
+            by_topic: dict[str, list[PartitionResult]] = {}
+            for r in results:
+                by_topic.setdefault(r.topic, []).append(r)
+            grouped = list(by_topic.items())
+        else:
+            grouped = [(first_topic, results)]
+        topic_count = len(grouped)
+    else:
+        grouped = []
+    out.append(_uvarint(topic_count + 1) if flexible else _I32.pack(topic_count))
+    for topic, partitions in grouped:
         name = topic.encode()
-        buf += (encode_uvarint(len(name) + 1) if flexible else _I16.pack(len(name))) + name
-        buf += encode_uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions))
+        if flexible:
+            out.append(_uvarint(len(name) + 1))
+            out.append(name)
+            out.append(_uvarint(len(partitions) + 1))
+        else:
+            out.append(_I16.pack(len(name)))
+            out.append(name)
+            out.append(_I32.pack(len(partitions)))
         for r in partitions:
-            buf += _PARTITION_V4.pack(r.partition, r.error, r.high_watermark,
-                                      r.last_stable_offset)
-            if version >= 5:
-                buf += _I64.pack(r.log_start_offset)
+            if v5:
+                out.append(head.pack(r.partition, r.error, r.high_watermark,
+                                     r.last_stable_offset, r.log_start_offset))
+            else:
+                out.append(head.pack(r.partition, r.error, r.high_watermark,
+                                     r.last_stable_offset))
             # aborted transactions: null for read_uncommitted (and errors), else the
             # (producer id, first offset) of each aborted transaction in the range
             aborted = r.aborted
             if aborted is None:
-                buf += b"\x00" if flexible else _I32.pack(-1)
+                out.append(b"\x00" if flexible else _NULL_I32)
             else:
-                buf += (encode_uvarint(len(aborted) + 1) if flexible
-                        else _I32.pack(len(aborted)))
+                out.append(_uvarint(len(aborted) + 1) if flexible
+                           else _I32.pack(len(aborted)))
                 for txn in aborted:
-                    buf += _ABORTED.pack(txn.producer_id, txn.first_offset)
+                    out.append(_ABORTED.pack(txn.producer_id, txn.first_offset))
                     if flexible:
-                        buf += b"\x00"
-            if version >= 11:
-                buf += _I32.pack(-1)  # preferred read replica: none
-            length = r.region.length if r.region is not None else 0
-            buf += encode_uvarint(length + 1) if flexible else _I32.pack(length)
-            if r.region is not None:
-                parts.append(bytes(buf))
-                parts.append(r.region)
-                buf = bytearray()
+                        out.append(b"\x00")
+            if v11:
+                out.append(_NO_REPLICA)
+            region = r.region
+            if region is None:
+                out.append(b"\x01" if flexible else b"\x00\x00\x00\x00")
+            else:
+                out.append(_uvarint(region.length + 1) if flexible
+                           else _I32.pack(region.length))
+                chunk = b"".join(out)
+                parts.append(chunk)
+                parts.append(region)
+                size += len(chunk) + region.length
+                out = []
             if flexible:
-                buf += b"\x00"  # partition tagged fields
+                out.append(b"\x00")  # partition tagged fields
         if flexible:
-            buf += b"\x00"  # topic tagged fields
+            out.append(b"\x00")  # topic tagged fields
     if flexible:
-        buf += b"\x00"  # response tagged fields
-    parts.append(bytes(buf))
-    size = sum(p.length if isinstance(p, FileRegion) else len(p) for p in parts)
-    parts[0] = _I32.pack(size) + parts[0]
+        out.append(b"\x00")  # response tagged fields
+    tail = b"".join(out)
+    parts.append(tail)
+    size += len(tail)
+    # The frame's size counts everything after itself: the header and top-level fields
+    # (packed now that the size is known) go in front of the first part.
+    correlation_id = request.correlation_id
+    if flexible:
+        top = _TOP_V12.pack(size + _TOP_V12.size - 4, correlation_id, 0, 0, error,
+                            session_id)
+    elif version >= 7:
+        top = _TOP_V7.pack(size + _TOP_V7.size - 4, correlation_id, 0, error, session_id)
+    else:
+        top = _TOP_V4.pack(size + _TOP_V4.size - 4, correlation_id, 0)
+    first = parts[0]
+    parts[0] = top + first  # type: ignore[operator]  # parts[0] is always bytes
     return parts
 
 
