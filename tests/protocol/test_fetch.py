@@ -4,6 +4,7 @@ every truncated or inflated request with one error."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
 import struct
 from typing import Any
@@ -13,7 +14,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.index import load_request_schema
 
-from odradek.protocol.fetch import MAX_VERSION, MIN_VERSION, FetchDecodeError, decode_fetch
+from odradek.protocol.fetch import (
+    MAX_VERSION,
+    MIN_VERSION,
+    FetchDecodeError,
+    _decode_careful,
+    _decode_common,
+    decode_fetch,
+)
 from tests.protocol.test_codec import assert_same, encode_request
 
 VERSIONS = range(MIN_VERSION, MAX_VERSION + 1)
@@ -29,6 +37,9 @@ def test_agrees_with_kio_on_random_requests(version: int, data: st.DataObject,
     got_version, got_correlation, client_id, decoded = decode_fetch(frame)
     assert (got_version, got_correlation, client_id) == (version, correlation_id, "consumer-1")
     assert_same(decoded, body)
+    # The quick reader either gives up or gives exactly what the careful one gives.
+    common = _decode_common(frame)
+    assert common is None or common == _decode_careful(frame)
 
 
 def example(version: int) -> Any:
@@ -53,6 +64,18 @@ def example(version: int) -> Any:
     if "rack_id" in fields:
         args["rack_id"] = "rack-a"
     return schema(**args)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_consumers_usual_fetch_takes_the_quick_reader(version: int) -> None:
+    body = example(version)
+    if "forgotten_topics_data" in body.__dataclass_fields__:
+        body = dataclasses.replace(body, forgotten_topics_data=())
+    frame = encode_request(body, 5, "rdkafka")
+    common = _decode_common(frame)
+    assert common is not None
+    assert common == _decode_careful(frame)
+    assert_same(common[3], body)
 
 
 @pytest.mark.parametrize("version", VERSIONS)
