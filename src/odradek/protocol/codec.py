@@ -14,7 +14,7 @@ import io
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
@@ -58,8 +58,9 @@ class CorruptRequestError(ProtocolError):
         self.correlation_id = correlation_id
 
 
-@dataclass(frozen=True, slots=True)
-class Request:
+# A NamedTuple, not a frozen dataclass: one is made per request, and a frozen
+# dataclass's __init__ (object.__setattr__ per field) cost ~4 us against ~1 us.
+class Request(NamedTuple):
     api_key: int
     api_version: int
     correlation_id: int
