@@ -106,6 +106,17 @@ def test_write_option_errors_name_the_option():
         write_options({**BOOT, "subscribe": "t"}, streaming=False)
     with pytest.raises(OptionError, match=r"'kafka\.value\.serializer' is not supported"):
         write_options({**BOOT, "kafka.value.serializer": "x"}, streaming=True)
+    with pytest.raises(OptionError, match="'exactlyOnce' must be true or false"):
+        write_options({**BOOT, "exactlyonce": "yes"}, streaming=True)
+    with pytest.raises(OptionError, match="'transactionalIdPrefix' needs exactlyOnce=true"):
+        write_options({**BOOT, "transactionalidprefix": "p"}, streaming=True)
+    with pytest.raises(OptionError, match=re.escape(
+            "'kafka.transactional.id' is not supported with exactlyOnce=true")):
+        write_options({**BOOT, "exactlyonce": "true", "kafka.transactional.id": "t"},
+                      streaming=False)
+    opts = write_options({**BOOT, "exactlyonce": "true", "transactionalidprefix": " p "},
+                         streaming=True)
+    assert opts.exactly_once and opts.transactional_id_prefix == "p"
 
 
 def test_options_parse_like_sparks_kafka_source():

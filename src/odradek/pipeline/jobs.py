@@ -18,8 +18,9 @@ The streaming job (`start_streaming`) is four queries, each with its own checkpo
   watermark passes its end, in one micro-batch. `foreachBatch` writes it to Parquet by
   dynamic partition overwrite of its `window_start` partitions (a micro-batch replayed
   after a crash rewrites the same partitions: exactly once in the files) and to the topic
-  `activity-stats` (at least once, keyed by table, window and dimension, so a compacted
-  topic or a consumer keeps one).
+  `activity-stats`, exactly once for read_committed consumers: the write is transactional
+  (`exactlyOnce`) under a prefix naming the query and the micro-batch, so a micro-batch
+  replayed after a crash finds its tasks' records committed and writes nothing again.
 
 The aggregate definitions are plain DataFrame functions, so the batch job (`backfill`) gets
 the same tables from a range of a topic. Percentiles are exact (`percentile`, linear
@@ -30,6 +31,7 @@ per-minute cardinalities here are small, and exact figures can be checked.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import shutil
@@ -309,7 +311,7 @@ def start_streaming(spark: SparkSession, bootstrap: str, out: str | Path,
             return (AGGREGATE_OF[table](stream(SOURCE_OF[table]))
                     .writeStream.queryName(f"pipeline_{table}").outputMode("append")
                     .foreachBatch(_aggregate_sink(table, str(out / table), bootstrap,
-                                                  stats_topic))
+                                                  stats_topic, checkpoint / table))
                     .option("checkpointLocation", str(checkpoint / table))
                     .trigger(processingTime=trigger).start())
         return start
@@ -339,8 +341,8 @@ def _wait_first_trigger(query: StreamingQuery) -> None:
         time.sleep(0.2)
 
 
-def _aggregate_sink(table: str, path: str, bootstrap: str, stats_topic: str | None
-                    ) -> Callable[[DataFrame, int], None]:
+def _aggregate_sink(table: str, path: str, bootstrap: str, stats_topic: str | None,
+                    checkpoint: Path) -> Callable[[DataFrame, int], None]:
     def sink(batch: DataFrame, batch_id: int) -> None:
         batch = batch.persist()
         try:
@@ -348,8 +350,14 @@ def _aggregate_sink(table: str, path: str, bootstrap: str, stats_topic: str | No
                 return
             _write_aggregate(batch, path, "overwrite")
             if stats_topic is not None:
+                # The query's id (kept in its checkpoint) and the batch id name the write:
+                # a replay of this micro-batch after a crash is the same write, and the
+                # odradek sink's exactlyOnce commits each task's records only once.
+                query_id = json.loads((checkpoint / "metadata").read_text())["id"]
                 (_stats_records(table, batch).write.format("odradek")
                  .option("kafka.bootstrap.servers", bootstrap).option("topic", stats_topic)
+                 .option("exactlyOnce", "true")
+                 .option("transactionalIdPrefix", f"odradek-pipeline-{query_id}-{batch_id}")
                  .mode("append").save())
         finally:
             batch.unpersist()

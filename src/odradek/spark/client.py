@@ -361,7 +361,7 @@ class RecordProducer:
     """An idempotent producer (unless kafka.enable.idempotence says otherwise) that remembers
     the first delivery error, to be raised when the task flushes."""
 
-    def __init__(self, client: ClientOptions) -> None:
+    def __init__(self, client: ClientOptions, transactional_id: str | None = None) -> None:
         self.client = client
         self.errors: list[str] = []
         self.client_errors: list[str] = []  # e.g. "Connection refused", for a timeout's message
@@ -374,6 +374,8 @@ class RecordProducer:
             **client.config,
             "bootstrap.servers": client.bootstrap,
         }
+        if transactional_id is not None:
+            conf["transactional.id"] = transactional_id
         try:
             self._producer = Producer(conf)
         except KafkaException as exc:
@@ -408,6 +410,11 @@ class RecordProducer:
         if self.errors:
             self.raise_errors()
         self._producer.poll(0)
+
+    @property
+    def kafka(self) -> Producer:
+        """The librdkafka producer (for its transaction calls)."""
+        return self._producer
 
     def flush(self) -> None:
         """Wait for every record's acknowledgement (bounded); raise on any delivery error."""

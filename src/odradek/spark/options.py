@@ -33,7 +33,7 @@ _READ_NAMES = [
     "failOnDataLoss", "includeHeaders", "groupIdPrefix",
     "kafkaConsumer.pollTimeoutMs", "fetchOffset.numRetries", "fetchOffset.retryIntervalMs",
 ]
-_WRITE_NAMES = ["topic", "includeHeaders"]
+_WRITE_NAMES = ["topic", "includeHeaders", "exactlyOnce", "transactionalIdPrefix"]
 # Options Spark itself may add to a data source's (e.g. `path` from `.load(path)`).
 _SPARK_NAMES = ["path", "checkpointLocation"]
 
@@ -129,6 +129,11 @@ class ReadOptions:
 class WriteOptions:
     client: ClientOptions
     topic: str | None
+    # exactlyOnce: every write task is a Kafka transaction (odradek.spark.exactly_once).
+    exactly_once: bool = False
+    transactional_id_prefix: str | None = None  # transactionalIdPrefix
+    # Set by the driver for each batch write (names its transactional ids).
+    write_id: str = ""
 
 
 def _canonical(names: list[str]) -> dict[str, str]:
@@ -371,7 +376,17 @@ def write_options(options: Mapping[str, str], *, streaming: bool) -> WriteOption
     topic = _get(options, "topic")
     if topic is not None and not topic.strip():
         raise OptionError("option 'topic' is empty")
-    return WriteOptions(client, topic.strip() if topic else None)
+    exactly_once = _bool(options, "exactlyOnce", False)
+    prefix = _get(options, "transactionalIdPrefix")
+    if prefix is not None and not (exactly_once and prefix.strip()):
+        raise OptionError("option 'transactionalIdPrefix' needs exactlyOnce=true and a "
+                          "non-empty value")
+    if exactly_once and "transactional.id" in client.config:
+        raise OptionError("option 'kafka.transactional.id' is not supported with "
+                          "exactlyOnce=true: each write task has its own (set "
+                          "transactionalIdPrefix to name them)")
+    return WriteOptions(client, topic.strip() if topic else None, exactly_once,
+                        prefix.strip() if prefix else None)
 
 
 def offsets_to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:

@@ -10,9 +10,11 @@ by minPartitions / maxRecordsPerPartition); executors read a range with their ow
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import time
+import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -45,6 +47,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from odradek.spark import exactly_once
 from odradek.spark.client import Brokers, KafkaSourceError, RecordProducer, read_range
 from odradek.spark.options import (
     OptionError,
@@ -105,6 +108,9 @@ class OdradekDataSource(DataSource):
             raise OptionError("save mode overwrite is not possible for a Kafka topic: records "
                               "are only ever appended (use mode('append'))")
         opts = write_options(self.options, streaming=False)
+        if opts.exactly_once and opts.transactional_id_prefix is None:
+            # Each save() is a write of its own: its tasks' transactional ids name it.
+            opts = dataclasses.replace(opts, write_id=uuid.uuid4().hex[:12])
         return OdradekBatchWriter(opts, _columns(schema, opts))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> OdradekStreamWriter:
@@ -370,26 +376,40 @@ class WriteResult(WriterCommitMessage):
 
 
 def _write(opts: WriteOptions, columns: Columns, iterator: Iterator[Any]) -> WriteResult:
-    """Produce every row of a task, flush, and raise if any record was not acknowledged."""
+    """Produce every row of a task, flush, and raise if any record was not acknowledged
+    (with exactlyOnce, as one transaction: see odradek.spark.exactly_once)."""
+    if opts.exactly_once:
+        return WriteResult(exactly_once.write_task(
+            opts.client, opts.transactional_id_prefix, opts.write_id,
+            lambda producer: _produce_rows(producer, opts, columns, iterator)))
     producer = RecordProducer(opts.client)
     try:
-        for item in iterator:
-            for row in _rows(item):
-                topic = opts.topic or row.get("topic")
-                if not topic:
-                    raise OptionError("a row has a null 'topic' and no option 'topic' is set")
-                headers = row.get("headers") if columns.headers else None
-                producer.send(
-                    topic,
-                    value=_bytes(row["value"]),
-                    key=_bytes(row.get("key")) if columns.key else None,
-                    partition=row.get("partition") if columns.partition else None,
-                    headers=[(h["key"], h["value"]) for h in headers] if headers else None,
-                )
+        _produce_rows(producer, opts, columns, iterator)
         producer.flush()
         return WriteResult(producer.sent)
     finally:
         producer.close()
+
+
+def _produce_rows(producer: RecordProducer, opts: WriteOptions, columns: Columns,
+                  iterator: Iterator[Any]) -> str | None:
+    """Send every row; returns the first topic written (None: no rows)."""
+    first = None
+    for item in iterator:
+        for row in _rows(item):
+            topic = opts.topic or row.get("topic")
+            if not topic:
+                raise OptionError("a row has a null 'topic' and no option 'topic' is set")
+            first = first or topic
+            headers = row.get("headers") if columns.headers else None
+            producer.send(
+                topic,
+                value=_bytes(row["value"]),
+                key=_bytes(row.get("key")) if columns.key else None,
+                partition=row.get("partition") if columns.partition else None,
+                headers=[(h["key"], h["value"]) for h in headers] if headers else None,
+            )
+    return first
 
 
 def _rows(item: Any) -> Iterator[dict[str, Any]]:
@@ -417,8 +437,9 @@ class OdradekBatchWriter(DataSourceArrowWriter):
         """Every task flushed and saw its acknowledgements before returning: nothing left."""
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        """Records of the tasks that succeeded stay in the topic (Kafka has no undo without
-        transactions): the sink is at-least-once, as Spark's Kafka sink."""
+        """Records of the tasks that succeeded stay in the topic (Kafka has no undo for
+        committed records): at-least-once, as Spark's Kafka sink; with exactlyOnce each
+        task's records are there once, but a failed job keeps the tasks that committed."""
 
 
 class OdradekStreamWriter(_StreamWriterBase):
@@ -435,4 +456,5 @@ class OdradekStreamWriter(_StreamWriterBase):
         """Each task flushed before returning: the batch's records are acknowledged."""
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """At-least-once: a retried micro-batch may write some records a second time."""
+        """At-least-once: a retried micro-batch may write some records a second time
+        (not with exactlyOnce: the re-run finds each task's committed batch marker)."""
