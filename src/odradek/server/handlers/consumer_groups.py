@@ -22,7 +22,7 @@ from odradek.protocol.messages import ms
 from odradek.server.coordinator_runtime import CoordinatorUnavailable
 from odradek.server.groups import topic_metadata
 from odradek.server.handlers.base import Api, respond
-from odradek.server.handlers.groups import NOT_REQUESTED, _client_host, _runtime
+from odradek.server.handlers.groups import NOT_REQUESTED, _client_host, group_runtime
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
@@ -35,7 +35,7 @@ async def consumer_group_heartbeat(broker: Broker, request: Request) -> bytes:
     timeout = body.rebalance_timeout
     rebalance_ms = -1 if timeout is None else ms(timeout, -1)
     try:
-        runtime = _runtime(broker)
+        runtime = group_runtime(broker)
         topics = topic_metadata(broker)
         result: r.ConsumerHeartbeatResult = await runtime.call(
             lambda token, now: runtime.coordinator.consumer_heartbeat(
@@ -71,7 +71,7 @@ def _partitions(described: list[r.DescribedPartitions]) -> dict[str, Any]:
 async def consumer_group_describe(broker: Broker, request: Request) -> bytes:
     body = request.body
     try:
-        found = _runtime(broker).coordinator.consumer_group_describe(body.group_ids)
+        found = group_runtime(broker).coordinator.consumer_group_describe(body.group_ids)
     except CoordinatorUnavailable as exc:
         found = [r.ConsumerGroupDescription(exc.error_code, g, str(exc))
                  for g in body.group_ids]

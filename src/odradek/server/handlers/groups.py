@@ -49,7 +49,7 @@ NOT_REQUESTED = -2147483648
 CLASSIC = "classic"  # ListGroups v5 group type
 
 
-def _runtime(broker: Broker) -> GroupRuntime:
+def group_runtime(broker: Broker) -> GroupRuntime:
     if broker.groups is None:
         raise CoordinatorUnavailable(COORDINATOR_NOT_AVAILABLE,
                                      "the group coordinator is not running")
@@ -78,7 +78,7 @@ async def join_group(broker: Broker, request: Request) -> bytes:
     session = ms(body.session_timeout)
     rebalance = ms(getattr(body, "rebalance_timeout", None), session)
     try:
-        runtime = _runtime(broker)
+        runtime = group_runtime(broker)
         result: r.JoinResult = await runtime.call(
             lambda token, now: runtime.coordinator.join(
                 body.group_id, body.member_id, getattr(body, "group_instance_id", None),
@@ -103,7 +103,7 @@ async def join_group(broker: Broker, request: Request) -> bytes:
 async def sync_group(broker: Broker, request: Request) -> bytes:
     body = request.body
     try:
-        runtime = _runtime(broker)
+        runtime = group_runtime(broker)
         result: r.SyncResult = await runtime.call(
             lambda token, now: runtime.coordinator.sync(
                 body.group_id, body.member_id, body.generation_id,
@@ -122,7 +122,7 @@ async def sync_group(broker: Broker, request: Request) -> bytes:
 async def heartbeat(broker: Broker, request: Request) -> bytes:
     body = request.body
     try:
-        runtime = _runtime(broker)
+        runtime = group_runtime(broker)
         result: r.HeartbeatResult = await runtime.call(
             lambda token, now: runtime.coordinator.heartbeat(
                 body.group_id, body.member_id, body.generation_id,
@@ -141,7 +141,7 @@ async def leave_group(broker: Broker, request: Request) -> bytes:
     else:
         members = [r.MemberIdentity(body.member_id)]
     try:
-        runtime = _runtime(broker)
+        runtime = group_runtime(broker)
         result: r.LeaveResult = await runtime.call(
             lambda token, now: runtime.coordinator.leave(
                 body.group_id, members, token=token, now_ms=now))
@@ -173,26 +173,40 @@ def _commit_partition(p: r.PartitionResult) -> dict[str, Any]:
     return {"partition_index": p.partition, "error_code": p.error_code}
 
 
-async def offset_commit(broker: Broker, request: Request) -> bytes:
-    body = request.body
-    v = request.api_version
+def offsets_to_commit(broker: Broker, topics: Any) -> tuple[
+        list[r.OffsetCommitRequestPartition], list[r.PartitionResult]]:
+    """The partitions of an OffsetCommit or TxnOffsetCommit request: those to commit, and
+    UNKNOWN_TOPIC_OR_PARTITION answers for the rest (Kafka commits only for partitions
+    that exist)."""
     offsets: list[r.OffsetCommitRequestPartition] = []
     unknown: list[r.PartitionResult] = []
-    for t in body.topics:
+    for t in topics:
         topic = broker.topic(t.name)
         for p in t.partitions:
             if topic is None or not 0 <= p.partition_index < topic.partitions:
-                # Kafka commits only for partitions that exist.
                 unknown.append(r.PartitionResult(t.name, p.partition_index,
                                                  UNKNOWN_TOPIC_OR_PARTITION))
                 continue
             offsets.append(r.OffsetCommitRequestPartition(
                 t.name, p.partition_index, p.committed_offset,
                 getattr(p, "committed_leader_epoch", -1), p.committed_metadata))
+    return offsets, unknown
+
+
+def commit_response(request: Request, results: Iterable[r.PartitionResult]) -> bytes:
+    """An OffsetCommit or TxnOffsetCommit answer: the partitions' errors by topic."""
+    return respond(request, {"throttle_time": 0,
+                             "topics": _by_topic(results, _commit_partition)})
+
+
+async def offset_commit(broker: Broker, request: Request) -> bytes:
+    body = request.body
+    v = request.api_version
+    offsets, unknown = offsets_to_commit(broker, body.topics)
     retention = getattr(body, "retention_time", None)  # v2-v4
     retention_ms = ms(retention, -1) if retention is not None else None
     try:
-        runtime = _runtime(broker)
+        runtime = group_runtime(broker)
         result: r.OffsetCommitResult = await runtime.call(
             lambda token, now: runtime.coordinator.commit_offsets(
                 body.group_id, body.member_id, body.generation_id_or_member_epoch,
@@ -201,8 +215,7 @@ async def offset_commit(broker: Broker, request: Request) -> bytes:
         answered = result.partitions
     except CoordinatorUnavailable as exc:
         answered = [r.PartitionResult(p.topic, p.partition, exc.error_code) for p in offsets]
-    return respond(request, {"throttle_time": 0,
-                             "topics": _by_topic([*answered, *unknown], _commit_partition)})
+    return commit_response(request, [*answered, *unknown])
 
 
 def _fetched(p: r.FetchedOffset) -> dict[str, Any]:
@@ -217,7 +230,7 @@ def _fetch_group(broker: Broker, group_id: str, topics: Any, member_id: str | No
     wanted = None if topics is None else [
         (t.name, p) for t in topics for p in t.partition_indexes]
     try:
-        result = _runtime(broker).coordinator.fetch_offsets(
+        result = group_runtime(broker).coordinator.fetch_offsets(
             group_id, wanted, member_id=member_id, member_epoch=member_epoch,
             require_stable=require_stable)
     except CoordinatorUnavailable as exc:
@@ -252,7 +265,7 @@ async def offset_delete(broker: Broker, request: Request) -> bytes:
     body = request.body
     wanted = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]
     try:
-        runtime = _runtime(broker)
+        runtime = group_runtime(broker)
         result: r.OffsetDeleteResult = await runtime.call(
             lambda token, now: runtime.coordinator.delete_offsets(
                 body.group_id, wanted, token=token, now_ms=now))
@@ -269,7 +282,7 @@ async def list_groups(broker: Broker, request: Request) -> bytes:
     body = request.body
     types = {t.lower() for t in getattr(body, "types_filter", ()) or ()}
     try:
-        overviews = _runtime(broker).coordinator.list_groups(
+        overviews = group_runtime(broker).coordinator.list_groups(
             getattr(body, "states_filter", None) or None)
         error = 0
     except CoordinatorUnavailable as exc:
@@ -287,7 +300,7 @@ async def list_groups(broker: Broker, request: Request) -> bytes:
 async def describe_groups(broker: Broker, request: Request) -> bytes:
     body = request.body
     try:
-        found = _runtime(broker).coordinator.describe_groups(
+        found = group_runtime(broker).coordinator.describe_groups(
             body.groups, not_found_error=request.api_version >= 6)
     except CoordinatorUnavailable as exc:
         found = [r.GroupDescription(exc.error_code, g, "", "", "") for g in body.groups]
@@ -313,7 +326,7 @@ async def delete_groups(broker: Broker, request: Request) -> bytes:
     body = request.body
     names = list(body.groups_names)
     try:
-        runtime = _runtime(broker)
+        runtime = group_runtime(broker)
         result: r.DeleteGroupsResult = await runtime.call(
             lambda token, now: runtime.coordinator.delete_groups(names, token=token, now_ms=now))
         deleted = result.groups

@@ -35,6 +35,7 @@ from odradek.protocol.codec import Request
 from odradek.protocol.messages import ms
 from odradek.server.coordinator_runtime import COORDINATOR_NOT_AVAILABLE, CoordinatorUnavailable
 from odradek.server.handlers.base import UNKNOWN_TOPIC_OR_PARTITION, Api, respond
+from odradek.server.handlers.groups import commit_response, group_runtime, offsets_to_commit
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
@@ -158,10 +159,8 @@ def _txn_offsets_error(broker: Broker, body: Any) -> int | None:
     if txn.producer_epoch != body.producer_epoch:
         # What Kafka's append to __consumer_offsets answers a stale epoch.
         return tx.INVALID_PRODUCER_EPOCH
-    if broker.groups is None:
-        raise CoordinatorUnavailable(COORDINATOR_NOT_AVAILABLE,
-                                     "the group coordinator is not running")
-    partition = (OFFSETS_TOPIC, partition_for(body.group_id, broker.groups.num_partitions))
+    partition = (OFFSETS_TOPIC, partition_for(body.group_id,
+                                              group_runtime(broker).num_partitions))
     if txn.state != tx.TxnState.ONGOING or partition not in txn.partitions:
         return tx.INVALID_TXN_STATE
     return None
@@ -169,27 +168,13 @@ def _txn_offsets_error(broker: Broker, body: Any) -> int | None:
 
 async def txn_offset_commit(broker: Broker, request: Request) -> bytes:
     body = request.body
-    offsets: list[r.OffsetCommitRequestPartition] = []
-    unknown: list[r.PartitionResult] = []
-    for t in body.topics:
-        topic = broker.topic(t.name)
-        for p in t.partitions:
-            if topic is None or not 0 <= p.partition_index < topic.partitions:
-                unknown.append(r.PartitionResult(t.name, p.partition_index,
-                                                 UNKNOWN_TOPIC_OR_PARTITION))
-                continue
-            offsets.append(r.OffsetCommitRequestPartition(
-                t.name, p.partition_index, p.committed_offset,
-                getattr(p, "committed_leader_epoch", -1), p.committed_metadata))
+    offsets, unknown = offsets_to_commit(broker, body.topics)
     try:
         error = _txn_offsets_error(broker, body)
         if error is not None:
             answered = [r.PartitionResult(p.topic, p.partition, error) for p in offsets]
         else:
-            groups = broker.groups
-            if groups is None:
-                raise CoordinatorUnavailable(COORDINATOR_NOT_AVAILABLE,
-                                             "the group coordinator is not running")
+            groups = group_runtime(broker)
             result: r.OffsetCommitResult = await groups.call(
                 lambda token, now: groups.coordinator.commit_txn_offsets(
                     body.group_id, body.producer_id, body.producer_epoch,
@@ -200,12 +185,7 @@ async def txn_offset_commit(broker: Broker, request: Request) -> bytes:
             answered = result.partitions
     except CoordinatorUnavailable as exc:
         answered = [r.PartitionResult(p.topic, p.partition, exc.error_code) for p in offsets]
-    topics: dict[str, list[dict[str, Any]]] = {}
-    for entry in [*answered, *unknown]:
-        topics.setdefault(entry.topic, []).append(
-            {"partition_index": entry.partition, "error_code": entry.error_code})
-    return respond(request, {"throttle_time": 0, "topics": [
-        {"name": name, "partitions": parts} for name, parts in topics.items()]})
+    return commit_response(request, [*answered, *unknown])
 
 
 # --- DescribeTransactions, ListTransactions -------------------------------------------------
