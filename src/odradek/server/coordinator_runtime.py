@@ -22,6 +22,7 @@ how a replay feeds the coordinator.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import itertools
 import logging
@@ -54,7 +55,7 @@ class CoordinatorUnavailable(Exception):
         self.error_code = error_code
 
 
-class CoordinatorRuntime:
+class CoordinatorRuntime(abc.ABC):
     """The request plumbing, timer and internal topic of one coordinator. Subclasses set
     ``topic`` (the internal topic) and ``coordinator`` (anything with ``next_deadline()``
     and ``tick(now_ms)``), and implement ``_act``."""
@@ -149,8 +150,10 @@ class CoordinatorRuntime:
             # parked in the coordinator; its answer, when it comes, is dropped.
             del self._waiting[token]
 
+    @abc.abstractmethod
     def _act(self, fx: Any) -> None:
-        raise NotImplementedError
+        """Carry out a coordinator's effects: append its records, then ``_release`` the
+        responses, and set ``_rearm`` so the timer looks at the next deadline."""
 
     def _release(self, responses: Iterable[tuple[int, Any]],
                  failure: CoordinatorUnavailable | None) -> None:
