@@ -51,19 +51,11 @@ class Record(NamedTuple):
 
 
 @dataclass(slots=True)
-class Effects:
-    """The outcome of one call: append ``records`` (in order), then send ``responses``.
+class Responses:
+    """The answers a coordinator call produced: pairs of the opaque token a request came
+    with and its answer. Shared by the group and the transaction coordinators' effects."""
 
-    ``responses`` pairs the opaque token a request came with and its answer; it may hold
-    answers to requests that were parked by earlier calls (JoinGroup waiting for the
-    rebalance, SyncGroup waiting for the leader's assignment)."""
-
-    records: list[Record] = field(default_factory=list)
     responses: list[tuple[Any, Any]] = field(default_factory=list)
-    # TxnOffsetCommit (KIP-98): (producer id, producer epoch) when ``records`` belong to
-    # that producer's transaction. They are then appended as one transactional batch of
-    # that producer, and count only once its COMMIT marker follows them in the log.
-    transactional: tuple[int, int] | None = None
 
     def respond(self, token: Any, response: Any) -> None:
         self.responses.append((token, response))
@@ -74,6 +66,21 @@ class Effects:
             if t == token:
                 return response
         return None
+
+
+@dataclass(slots=True)
+class Effects(Responses):
+    """The outcome of one call: append ``records`` (in order), then send ``responses``.
+
+    ``responses`` may hold answers to requests that were parked by earlier calls
+    (JoinGroup waiting for the rebalance, SyncGroup waiting for the leader's
+    assignment)."""
+
+    records: list[Record] = field(default_factory=list)
+    # TxnOffsetCommit (KIP-98): (producer id, producer epoch) when ``records`` belong to
+    # that producer's transaction. They are then appended as one transactional batch of
+    # that producer, and count only once its COMMIT marker follows them in the log.
+    transactional: tuple[int, int] | None = None
 
 
 class JoinMember(NamedTuple):

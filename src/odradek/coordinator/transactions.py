@@ -52,6 +52,7 @@ from typing import Any, NamedTuple
 
 from odradek.coordinator import offsets_topic
 from odradek.coordinator import transaction_log as tl
+from odradek.coordinator.results import Responses
 
 log = logging.getLogger(__name__)
 
@@ -167,24 +168,13 @@ class TxnMarkers(NamedTuple):
 
 
 @dataclass(slots=True)
-class TxnEffects:
+class TxnEffects(Responses):
     """The outcome of one call: append ``records`` (in order), then send ``responses``,
     then write ``markers``. ``responses`` may answer requests parked by earlier calls
     (an InitProducerId waiting for the abort of the transaction it fenced)."""
 
     records: list[TxnRecord] = field(default_factory=list)
-    responses: list[tuple[Any, Any]] = field(default_factory=list)
     markers: list[TxnMarkers] = field(default_factory=list)
-
-    def respond(self, token: Any, response: Any) -> None:
-        self.responses.append((token, response))
-
-    def response_to(self, token: Any) -> Any:
-        """The answer to ``token`` in this outcome, or None (tests and simple callers)."""
-        for t, response in self.responses:
-            if t == token:
-                return response
-        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -441,8 +431,9 @@ class TransactionCoordinator:
                                               {partition}, now_ms, fx)))
         return fx
 
-    def _add(self, transactional_id: str, producer_id: int, producer_epoch: int,
-             partitions: set[TopicPartition], now_ms: int, fx: TxnEffects) -> int:
+    def _producer_of(self, transactional_id: str, producer_id: int, producer_epoch: int
+                     ) -> TransactionMetadata | int:
+        """The transaction this producer id and epoch may act on, or the error why not."""
         if not transactional_id:
             return INVALID_REQUEST
         txn = self.transactions.get(transactional_id)
@@ -450,6 +441,13 @@ class TransactionCoordinator:
             return INVALID_PRODUCER_ID_MAPPING
         if txn.producer_epoch != producer_epoch:
             return PRODUCER_FENCED
+        return txn
+
+    def _add(self, transactional_id: str, producer_id: int, producer_epoch: int,
+             partitions: set[TopicPartition], now_ms: int, fx: TxnEffects) -> int:
+        txn = self._producer_of(transactional_id, producer_id, producer_epoch)
+        if isinstance(txn, int):
+            return txn
         if txn.fencing is not None or txn.state in _PREPARED:
             return CONCURRENT_TRANSACTIONS
         if txn.state == TxnState.ONGOING and partitions <= txn.partitions:
@@ -485,13 +483,9 @@ class TransactionCoordinator:
 
     def _end(self, transactional_id: str, producer_id: int, producer_epoch: int,
              commit: bool, now_ms: int, fx: TxnEffects) -> int:
-        if not transactional_id:
-            return INVALID_REQUEST
-        txn = self.transactions.get(transactional_id)
-        if txn is None or txn.producer_id != producer_id:
-            return INVALID_PRODUCER_ID_MAPPING
-        if txn.producer_epoch != producer_epoch:
-            return PRODUCER_FENCED
+        txn = self._producer_of(transactional_id, producer_id, producer_epoch)
+        if isinstance(txn, int):
+            return txn
         state = txn.state
         if state == TxnState.ONGOING:
             self._prepare(txn, commit, now_ms, fx)

@@ -26,6 +26,7 @@ Versions, from Kafka's request schemas:
 from __future__ import annotations
 
 import datetime
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from odradek.coordinator import results as r
@@ -117,32 +118,30 @@ async def add_partitions_to_txn(broker: Broker, request: Request) -> bytes:
 # --- AddOffsetsToTxn, EndTxn ---------------------------------------------------------------
 
 
-async def add_offsets_to_txn(broker: Broker, request: Request) -> bytes:
-    body = request.body
+async def _error_only(broker: Broker, request: Request,
+                      operation: Callable[[TxnRuntime, int, int], tx.TxnEffects]) -> bytes:
+    """Run a coordinator operation whose answer is only an error code, and answer it."""
     try:
         rt = runtime(broker)
-        result: tx.TxnResult = await rt.call(
-            lambda token, now: rt.coordinator.add_offsets(
-                body.transactional_id, body.producer_id, body.producer_epoch, body.group_id,
-                token=token, now_ms=now))
+        result: tx.TxnResult = await rt.call(lambda token, now: operation(rt, token, now))
         code = result.error_code
     except CoordinatorUnavailable as exc:
         code = exc.error_code
     return respond(request, {"throttle_time": 0, "error_code": _error(code, request)})
+
+
+async def add_offsets_to_txn(broker: Broker, request: Request) -> bytes:
+    body = request.body
+    return await _error_only(broker, request, lambda rt, token, now: rt.coordinator.add_offsets(
+        body.transactional_id, body.producer_id, body.producer_epoch, body.group_id,
+        token=token, now_ms=now))
 
 
 async def end_txn(broker: Broker, request: Request) -> bytes:
     body = request.body
-    try:
-        rt = runtime(broker)
-        result: tx.TxnResult = await rt.call(
-            lambda token, now: rt.coordinator.end_txn(
-                body.transactional_id, body.producer_id, body.producer_epoch, body.committed,
-                token=token, now_ms=now))
-        code = result.error_code
-    except CoordinatorUnavailable as exc:
-        code = exc.error_code
-    return respond(request, {"throttle_time": 0, "error_code": _error(code, request)})
+    return await _error_only(broker, request, lambda rt, token, now: rt.coordinator.end_txn(
+        body.transactional_id, body.producer_id, body.producer_epoch, body.committed,
+        token=token, now_ms=now))
 
 
 # --- TxnOffsetCommit -----------------------------------------------------------------------
