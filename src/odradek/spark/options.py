@@ -175,29 +175,27 @@ def _get(options: Mapping[str, str], name: str) -> str | None:
     return None if value is None else str(value)
 
 
-def _positive_int(options: Mapping[str, str], name: str, default: int | None) -> int | None:
+def _int_option(options: Mapping[str, str], name: str, default: int | None, least: int,
+                what: str) -> int | None:
     raw = _get(options, name)
     if raw is None:
         return default
     try:
         value = int(raw.strip())
     except ValueError:
-        raise OptionError(f"option '{name}' must be a positive integer, got {raw!r}") from None
-    if value <= 0:
-        raise OptionError(f"option '{name}' must be a positive integer, got {raw!r}")
+        value = least - 1
+    if value < least:
+        raise OptionError(f"option '{name}' must be a {what} integer, got {raw!r}")
     return value
 
 
+def _positive_int(options: Mapping[str, str], name: str, default: int | None) -> int | None:
+    return _int_option(options, name, default, 1, "positive")
+
+
 def _non_negative_int(options: Mapping[str, str], name: str, default: int) -> int:
-    raw = _get(options, name)
-    if raw is None:
-        return default
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise OptionError(f"option '{name}' must be a non-negative integer, got {raw!r}")
+    value = _int_option(options, name, default, 0, "non-negative")
+    assert value is not None
     return value
 
 
