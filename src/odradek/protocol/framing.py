@@ -173,6 +173,10 @@ class FrameDecoder:
             if isinstance(buf, bytearray):
                 self.pool.give(buf)
 
+    def peek_frame(self) -> bytes | memoryview | None:
+        """The next whole frame without taking it (None if there is none)."""
+        return self._frames[0] if self._frames else None
+
     def next_frame(self) -> bytes | memoryview | None:
         """The next whole frame's payload (without its size), or None if incomplete.
         A bad size is raised once the frames before it have been taken."""

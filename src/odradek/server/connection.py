@@ -3,6 +3,13 @@
 (Kafka mutes a channel while its request is in flight, so pipelined requests are answered
 in order), and responses go out — record bytes by ``sendfile``.
 
+A request that arrives while the connection has nothing in progress, of an API with a
+synchronous handler (Fetch), is answered at once from ``buffer_updated``: no task step,
+future or coroutine per request (each cost a pass of the event loop; at one fetch per
+~1 MB, those passes were a large share of a consuming broker's CPU). What cannot finish
+at once — a long poll, or bytes the socket does not take — is handed to the request
+loop, which finishes it before it takes the next request, so answers stay in order.
+
 Why a protocol and not asyncio streams: a StreamReader copies every received byte twice
 more (into its buffer, out of it) before the decoder sees it, and produce requests are
 most of the bytes a broker receives. Here a large request is received into a buffer of
@@ -23,6 +30,7 @@ import logging
 import os
 import socket
 import time
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from odradek.protocol.codec import (
@@ -74,6 +82,11 @@ class Connection(asyncio.BufferedProtocol):
         self._eof = False
         self._lost = False
         self._sock_fd = -1  # for sendfile straight to the socket
+        # Left by a request answered in buffer_updated, for run() to finish before the
+        # next request: a long poll still to await (with its frame), or response parts
+        # still to send ([] when only a drain is due).
+        self._parked: tuple[bytes | memoryview, Awaitable[Response]] | None = None
+        self._unsent: list[bytes | FileRegion] | None = None
         # Idle detection without a timer per wait: reads are counted, and the broker's
         # sweep (reap_idle) closes a connection whose count has not moved for
         # connections.max.idle.ms while it had no request in progress.
@@ -102,6 +115,12 @@ class Connection(asyncio.BufferedProtocol):
         decoder = self.decoder
         decoder.buffer_updated(nbytes)
         if decoder.queued or decoder.error is not None:
+            waiter = self._input
+            # run() waits for input with nothing in progress, and this is the one frame
+            # waiting: answering it here keeps the order of answers.
+            if (decoder.queued == 1 and waiter is not None and not waiter.done()
+                    and decoder.error is None and self._answer_now()):
+                return
             if (decoder.queued >= MAX_QUEUED_REQUESTS or decoder.queued_bytes >= MAX_QUEUED_BYTES
                     or decoder.error is not None):
                 self._pause_reading()
@@ -130,10 +149,56 @@ class Connection(asyncio.BufferedProtocol):
 
     # --- the request loop ----------------------------------------------------------------
 
+    def _answer_now(self) -> bool:
+        """Answer the waiting frame synchronously if its API has a synchronous handler;
+        False leaves it to run() (which decodes it again: it is then either an error or
+        an API without one)."""
+        broker = self.broker
+        frame = self.decoder.peek_frame()
+        if frame is None or len(frame) < 2 or frame[0] != 0 or broker.stopping:
+            return False
+        handle_now = broker.handlers_now.get(frame[1])
+        if handle_now is None:
+            return False
+        try:
+            request = decode_request(frame, broker.supported)
+        except Exception:  # ProtocolError or worse: run() meets it again, as it would
+            return False
+        self.decoder.next_frame()  # taken: this frame is answered here or parked for run()
+        try:
+            response = handle_now(broker, request)
+            if response is not None and not isinstance(response, (bytes, list)):
+                self._parked = (frame, response)
+                frame = b""  # recycled by run() once the parked request is done
+                self._wake_input()
+            elif response is not None:
+                self._unsent = self._send_now(response)
+                if self._unsent is not None:
+                    self._wake_input()
+        except Exception as exc:
+            self._closing_after(exc)
+        finally:
+            self.decoder.recycle(frame)
+        return True
+
+    def _closing_after(self, exc: BaseException) -> None:
+        """Log and close as run() does for the same exception."""
+        if isinstance(exc, ConnectionClosed):
+            log.warning("%s: closing connection: %s", self.peer, exc)
+        elif isinstance(exc, (ConnectionError, OSError)):
+            log.info("%s: connection lost: %s", self.peer, exc)
+        else:
+            log.error("%s: closing connection after an unexpected error", self.peer,
+                      exc_info=exc)
+        self.close()
+
     async def run(self) -> None:
         decoder = self.decoder
         try:
             while not self.broker.stopping:
+                if self._parked is not None or self._unsent is not None:
+                    await self._finish_started()
+                    continue
                 frame = decoder.next_frame()  # raises FrameError once frames before it are done
                 if frame is None:
                     if self._eof or self._lost:
@@ -157,7 +222,29 @@ class Connection(asyncio.BufferedProtocol):
             # A bug in a handler ends this one connection, never the broker.
             log.exception("%s: closing connection after an unexpected error", self.peer)
         finally:
+            if self._parked is not None:
+                parked = self._parked[1]
+                self._parked = None
+                if asyncio.iscoroutine(parked):
+                    parked.close()  # never awaited: the connection is ending
             self.close()
+
+    async def _finish_started(self) -> None:
+        """Finish what buffer_updated started: a parked request, or unsent parts."""
+        parked, self._parked = self._parked, None
+        unsent, self._unsent = self._unsent, None
+        if unsent is not None:
+            await self._send_rest(unsent)
+        if parked is not None:
+            frame, awaitable = parked
+            self.in_request = True
+            try:
+                response = await awaitable
+                if response is not None:
+                    await self._send(response)
+            finally:
+                self.in_request = False
+                self.decoder.recycle(frame)
 
     def close(self) -> None:
         transport = self.transport
@@ -227,6 +314,14 @@ class Connection(asyncio.BufferedProtocol):
             await self._send(response)
 
     async def _send(self, response: bytes | list[bytes | FileRegion]) -> None:
+        unsent = self._send_now(response)
+        if unsent is not None:
+            await self._send_rest(unsent)
+
+    def _send_now(self, response: bytes | list[bytes | FileRegion]
+                  ) -> list[bytes | FileRegion] | None:
+        """Send what goes without waiting; None if all went and no drain is due, else
+        the parts still to send (``[]``: only the drain)."""
         transport = self.transport
         assert transport is not None
         if self._lost:
@@ -238,12 +333,41 @@ class Connection(asyncio.BufferedProtocol):
             transport.write(b"".join(
                 part if isinstance(part, bytes) else _read_region(part) for part in response))
         else:
-            for part in response:
+            for i, part in enumerate(response):
                 if isinstance(part, FileRegion):
-                    await self._send_region(part)
+                    sent = self._sendfile_now(part)
+                    if sent < part.length:
+                        rest = FileRegion(part.fd, part.position + sent, part.length - sent)
+                        return [rest, *response[i + 1:]]
                 else:
                     transport.write(part)
+        return [] if self._write_paused else None
+
+    async def _send_rest(self, parts: list[bytes | FileRegion]) -> None:
+        transport = self.transport
+        assert transport is not None
+        for part in parts:
+            if isinstance(part, FileRegion):
+                await self._send_region(part)
+            else:
+                transport.write(part)
         await self._drain()
+
+    def _sendfile_now(self, region: FileRegion) -> int:
+        """Bytes of ``region`` sent straight to the socket (0 when something of ours is
+        queued ahead of it or the socket is full).
+
+        Usually it all fits, and asyncio's sendfile (pause reading, wait for an empty
+        buffer, fstat, resume: ~10 Python calls and 2-4 more system calls) is needed only
+        for what the socket does not take at once."""
+        transport = self.transport
+        assert transport is not None
+        if self._sock_fd < 0 or transport.get_write_buffer_size():
+            return 0
+        try:
+            return os.sendfile(self._sock_fd, region.fd, region.position, region.length)
+        except (BlockingIOError, InterruptedError):
+            return 0
 
     async def _send_region(self, region: FileRegion) -> None:
         """Zero-copy: the kernel moves the bytes from the page cache to the socket. The
@@ -251,16 +375,7 @@ class Connection(asyncio.BufferedProtocol):
         meanwhile (see storage.log.FileRegion)."""
         transport = self.transport
         assert transport is not None
-        sent = 0
-        if self._sock_fd >= 0 and not transport.get_write_buffer_size():
-            # Nothing of ours is queued ahead, so the region may go straight to the socket:
-            # usually it all fits, and asyncio's sendfile (pause reading, wait for an empty
-            # buffer, fstat, resume: ~10 Python calls and 2-4 more system calls) is needed
-            # only for what the socket does not take at once.
-            try:
-                sent = os.sendfile(self._sock_fd, region.fd, region.position, region.length)
-            except (BlockingIOError, InterruptedError):
-                sent = 0
+        sent = self._sendfile_now(region)
         if sent < region.length:
             await self._drain()
             with os.fdopen(region.fd, "rb", buffering=0, closefd=False) as f:

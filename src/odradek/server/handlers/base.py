@@ -29,6 +29,10 @@ class Api:
     min_version: int
     max_version: int
     handle: Callable[[Broker, Request], Awaitable[Response]]
+    # Optional: the same answer without a coroutine when it needs no wait (the response),
+    # else an awaitable giving it. The connection calls it for a request that arrives
+    # while nothing else is in progress, and answers at once (see server.connection).
+    handle_now: Callable[[Broker, Request], Response | Awaitable[Response]] | None = None
 
 
 def respond(request: Request, data: Mapping[str, Any]) -> bytes:

@@ -19,8 +19,9 @@ import itertools
 import struct
 import time
 from collections import OrderedDict
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from odradek.protocol.codec import Request
 from odradek.protocol.framing import encode_uvarint
@@ -152,7 +153,14 @@ def _read(broker: Broker, wanted: list[Wanted], max_bytes: int,
     return results, total
 
 
-async def handle(broker: Broker, request: Request) -> list[bytes | FileRegion]:
+def handle_now(broker: Broker, request: Request
+               ) -> list[bytes | FileRegion] | Coroutine[Any, Any, list[bytes | FileRegion]]:
+    """The answer, if it can be given at once (enough bytes, an error, no wait asked or
+    the broker stopping); else a coroutine that long-polls and then answers.
+
+    Split so that the connection can answer most fetches synchronously, while the bytes
+    arrive, without a task step, future and coroutine per request; ``handle`` is the same
+    for callers that await."""
     # The body is protocol.fetch's FetchRequestBody (every version served is read by
     # hand), so its fields are plain attributes and max_wait is in milliseconds.
     body = request.body
@@ -208,16 +216,42 @@ async def handle(broker: Broker, request: Request) -> list[bytes | FileRegion]:
     min_bytes = body.min_bytes
     read_committed = body.isolation_level == 1
     results, total = _read(broker, wanted, max_bytes, read_committed)
-    if total < min_bytes and not broker.stopping:
-        deadline = time.monotonic() + ms(body.max_wait) / 1000
-        while (total < min_bytes and not any(r.error for r in results)
-               and not broker.stopping):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            await broker.purgatory.wait([(w[0], w[1]) for w in wanted], left)
-            results, total = _read(broker, wanted, max_bytes, read_committed)
+    if total < min_bytes and not broker.stopping and not any(r.error for r in results):
+        max_wait_s = ms(body.max_wait) / 1000
+        if max_wait_s > 0:
+            return _long_poll(broker, request, wanted, max_bytes, min_bytes, read_committed,
+                              time.monotonic() + max_wait_s, results, session, incremental)
+    return _answer(request, results, session, incremental)
 
+
+async def handle(broker: Broker, request: Request) -> list[bytes | FileRegion]:
+    response = handle_now(broker, request)
+    if isinstance(response, list):
+        return response
+    return await response
+
+
+async def _long_poll(broker: Broker, request: Request, wanted: list[Wanted], max_bytes: int,
+                     min_bytes: int, read_committed: bool, deadline: float,
+                     results: list[PartitionResult], session: FetchSession | None,
+                     incremental: bool) -> list[bytes | FileRegion]:
+    """Wait in the purgatory until an append gives ``min_bytes``, an error shows, the
+    broker stops or ``deadline`` (monotonic seconds) passes; then answer with the last
+    read (``results``: the one before waiting)."""
+    partitions = [(w[0], w[1]) for w in wanted]
+    while not broker.stopping:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        await broker.purgatory.wait(partitions, left)
+        results, total = _read(broker, wanted, max_bytes, read_committed)
+        if total >= min_bytes or any(r.error for r in results):
+            break
+    return _answer(request, results, session, incremental)
+
+
+def _answer(request: Request, results: list[PartitionResult], session: FetchSession | None,
+            incremental: bool) -> list[bytes | FileRegion]:
     if session is not None:
         partitions = session.partitions
         if incremental:
@@ -353,4 +387,4 @@ def encode_fetch_response(request: Request, results: list[PartitionResult], sess
     return parts
 
 
-API = Api(1, "Fetch", 4, 12, handle)
+API = Api(1, "Fetch", 4, 12, handle, handle_now)
