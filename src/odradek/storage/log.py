@@ -167,6 +167,13 @@ class Log:
         self._txn_indexes: dict[int, TransactionIndex] = {}  # segment base -> its index
         self.cleaning = False  # while set, retired files stay open: the cleaner reads them
         self.closed = False
+        # The read cursor: (segment, position, header) of the batch right after what the
+        # last read returned, whose header that read had to look at anyway. A consumer's
+        # next fetch starts there, and the cursor spares it the index search and a header
+        # pread. Checked before use (same segment still in the log, the batch still
+        # inside it) and dropped whenever batches are removed or replaced (_retire,
+        # truncate_to, replace_segment).
+        self._cursor: tuple[LogSegment, int, BatchHeader] | None = None
 
     # --- opening -----------------------------------------------------------------------
 
@@ -788,12 +795,20 @@ class Log:
             if offset >= limit:
                 return ReadResult(None, offset, start, end)
             i = max(0, bisect.bisect_right(self._bases, offset) - 1)
+            cursor = self._cursor
+            hint = None
+            if (cursor is not None and cursor[2].base_offset == offset
+                    and cursor[0] is self.segments[i]
+                    and cursor[1] + cursor[2].size <= cursor[0].size):
+                hint = cursor[1], cursor[2]
             for segment in self.segments[i:]:
                 if segment.base_offset >= limit:
                     break
-                found = segment.read(offset, max_bytes, limit, min_one)
+                found = segment.read(offset, max_bytes, limit, min_one, hint)
+                hint = None  # only for the segment it was taken from
                 if found is not None:
-                    position, length, first = found
+                    position, length, first, after = found
+                    self._cursor = None if after is None else (segment, *after)
                     return ReadResult(
                         FileRegion(segment.fd, position, length), first.base_offset, start, end
                     )
@@ -864,6 +879,7 @@ class Log:
         with self.lock:
             if offset >= self.log_end_offset:
                 return
+            self._cursor = None  # the batches it names may be cut and written anew
             if offset < self.segments[0].base_offset:
                 self.truncate_fully_and_start_at(offset)
                 return
@@ -956,6 +972,7 @@ class Log:
     def _retire(self, segment: LogSegment) -> None:
         """Take a segment out of service: rename its files ``.deleted`` and close them
         after ``file.delete.delay.ms``, so regions already handed out stay valid."""
+        self._cursor = None
         segment.rename_files(DELETED_SUFFIX)
         index = self._txn_indexes.pop(segment.base_offset, None)
         if index is not None:
@@ -997,6 +1014,7 @@ class Log:
             if i >= len(self.segments) or self.segments[i] is not old or old is self.active:
                 return False
             self.segments[i] = new
+            self._cursor = None
             # Its files were replaced on disk by the new ones (same names): close the old
             # inodes later, but unlink nothing.
             self._retired.append((self.clock() + self.config.file_delete_delay_ms, old, False))

@@ -252,14 +252,21 @@ class LogSegment:
         found = self.find(offset)
         return self.size if found is None else found[0]
 
-    def read(self, offset: int, max_bytes: int, max_offset: int | None,
-             min_one: bool) -> tuple[int, int, BatchHeader] | None:
-        """(position, length, first header) of whole batches from the one holding
-        ``offset``, at most ``max_bytes`` unless ``min_one`` lets the first batch exceed
-        it, and none at or past ``max_offset``."""
-        found = self.find(offset)
+    def read(self, offset: int, max_bytes: int, max_offset: int | None, min_one: bool,
+             found: tuple[int, BatchHeader] | None = None,
+             ) -> tuple[int, int, BatchHeader, tuple[int, BatchHeader] | None] | None:
+        """(position, length, first header, the batch after them) of whole batches from
+        the one holding ``offset``, at most ``max_bytes`` unless ``min_one`` lets the
+        first batch exceed it, and none at or past ``max_offset``.
+
+        ``found`` is the (position, header) of the batch holding ``offset`` if the caller
+        knows it (the log's read cursor), so the index is not searched. The batch after
+        the returned ones is given as (position, header) when its header was read here
+        (it did not fit the budget), else None."""
         if found is None:
-            return None
+            found = self.find(offset)
+            if found is None:
+                return None
         start, first = found
         limit_pos = self.size
         if max_offset is not None and max_offset < self.next_offset:
@@ -269,7 +276,7 @@ class LogSegment:
         budget_end = min(start + max_bytes, limit_pos)
         if start + first.size > budget_end:
             if min_one and start + first.size <= limit_pos:
-                return start, first.size, first
+                return start, first.size, first, None
             return None
         # Jump close to the end with the index (entries sit on batch boundaries), then walk.
         _, pos = self.offset_index.floor_position(budget_end)
@@ -277,9 +284,9 @@ class LogSegment:
         end = max(start + first.size, pos)
         for p, header in self.headers_from(end, limit_pos):
             if p + header.size > budget_end:
-                break
+                return start, end - start, first, (p, header)
             end = p + header.size
-        return start, end - start, first
+        return start, end - start, first, None
 
     # --- changing ----------------------------------------------------------------------
 
