@@ -266,13 +266,14 @@ def read_range(opts: ReadOptions, topic: str, partition: int, start: int, end: i
                                       timeout=POLL_WAIT_S)
             # The per-record work is done in list comprehensions (about twice the speed of
             # one loop doing everything); errors are rare (end of the partition, an offset
-            # reset) and cut the list where the first one is.
+            # reset) and cut the list where the first one is. (Never `errs.count(None)`:
+            # comparing a KafkaError with None raises inside confluent-kafka.)
             errs = [m.error() for m in messages]
             failure = None
-            if errs.count(None) != len(errs):
-                cut = next(i for i, e in enumerate(errs) if e is not None)
-                failure = errs[cut]
-                messages = messages[:cut]
+            failed = [i for i, e in enumerate(errs) if e is not None]
+            if failed:
+                failure = errs[failed[0]]
+                messages = messages[:failed[0]]
             offsets = [m.offset() for m in messages]
             done = False
             if offsets and offsets[-1] >= end:  # offsets increase: cut at the range's end
