@@ -11,8 +11,11 @@ topic, then measures, each after one untimed warm-up run:
 
 - `consumer`: one confluent-kafka Consumer, the partitions assigned from offset 0, reading
   with `consume(10000)` until every record is in (key, value, offset, timestamp touched);
-- `spark count`: `spark.read.format("odradek")...load().count()`;
+- `spark count`: `spark.read.format("odradek")...load().count()` (the native reader:
+  Fetch responses decoded straight into Arrow);
 - `spark agg`: `groupBy("key").agg(count, sum(length(value)))` on the same read;
+- the same two with `reader=librdkafka` (one librdkafka Message per record), for the
+  reader's own before/after in one run;
 - `parquet count` / `parquet agg`: the same two queries on the same rows written to
   Parquet first (a Parquet count is answered from the footers, so `parquet agg`, which
   reads the columns, is the fair comparison).
@@ -131,15 +134,19 @@ def main() -> int:
                                      "spark.driver.memory": "2g"})
         spark.sparkContext.setLogLevel("ERROR")
         results["spark_version"] = spark.version
-        kafka = (spark.read.format("odradek").option("kafka.bootstrap.servers", bootstrap)
-                 .option("subscribe", TOPIC))
+        def kafka(reader: str = "native") -> Any:
+            return (spark.read.format("odradek").option("kafka.bootstrap.servers", bootstrap)
+                    .option("subscribe", TOPIC).option("reader", reader).load())
 
         def agg(df: Any) -> Any:
             return (df.groupBy("key").agg(F.count("*").alias("n"),
                                           F.sum(F.length("value")).alias("bytes")).collect())
 
-        for name, run in (("spark count", lambda: kafka.load().count()),
-                          ("spark agg", lambda: agg(kafka.load()))):
+        for name, run in (("spark count", lambda: kafka().count()),
+                          ("spark agg", lambda: agg(kafka())),
+                          ("spark count, librdkafka reader",
+                           lambda: kafka("librdkafka").count()),
+                          ("spark agg, librdkafka reader", lambda: agg(kafka("librdkafka")))):
             run()  # warm-up: Python workers started, plan code paths loaded
             seconds, result = timed(run)
             rows = result if isinstance(result, int) else sum(r.n for r in result)
@@ -148,7 +155,7 @@ def main() -> int:
             note(f"{name}: {figures[name]:,} rows/s ({seconds:.2f}s)")
 
         parquet = os.path.join(tmp, "rows.parquet")
-        kafka.load().write.parquet(parquet)
+        kafka().write.parquet(parquet)
         for name, run in (("parquet count", lambda: spark.read.parquet(parquet).count()),
                           ("parquet agg", lambda: agg(spark.read.parquet(parquet)))):
             run()

@@ -84,7 +84,9 @@ def _put_bytes(out: bytearray, data: bytes | None) -> None:
         out += data
 
 
-def _get_bytes(buf: bytes, pos: int) -> tuple[bytes | None, int]:
+def get_bytes(buf: bytes, pos: int) -> tuple[bytes | None, int]:
+    """A varint-length-prefixed field (key, value, header key or value; -1 is null) at
+    ``pos``, and the position after it."""
     length, pos = _get_varint(buf, pos)
     if length < 0:
         return None, pos
@@ -297,17 +299,17 @@ def decode_batch(buf: bytes | memoryview, pos: int = 0) -> DecodedBatch:
         rpos += 1  # record attributes
         ts_delta, rpos = _get_varint(data, rpos)
         offset_delta, rpos = _get_varint(data, rpos)
-        key, rpos = _get_bytes(data, rpos)
-        value, rpos = _get_bytes(data, rpos)
+        key, rpos = get_bytes(data, rpos)
+        value, rpos = get_bytes(data, rpos)
         count, rpos = _get_varint(data, rpos)
         if count < 0:
             raise CorruptRecordError(f"invalid number of record headers {count}")
         headers = []
         for _h in range(count):
-            hkey, rpos = _get_bytes(data, rpos)
+            hkey, rpos = get_bytes(data, rpos)
             if hkey is None:
                 raise CorruptRecordError("a record header has a null key")
-            hvalue, rpos = _get_bytes(data, rpos)
+            hvalue, rpos = get_bytes(data, rpos)
             headers.append((hkey.decode("utf-8", "replace"), hvalue))
         if rpos != end:
             raise CorruptRecordError("record length does not match its fields")

@@ -32,6 +32,7 @@ _READ_NAMES = [
     "minPartitions", "maxRecordsPerPartition",
     "failOnDataLoss", "includeHeaders", "groupIdPrefix",
     "kafkaConsumer.pollTimeoutMs", "fetchOffset.numRetries", "fetchOffset.retryIntervalMs",
+    "reader",
 ]
 _WRITE_NAMES = ["topic", "includeHeaders", "exactlyOnce", "transactionalIdPrefix"]
 # Options Spark itself may add to a data source's (e.g. `path` from `.load(path)`).
@@ -61,6 +62,7 @@ DEFAULT_MAX_TRIGGER_DELAY = "15m"  # Spark's default for maxTriggerDelay
 # many times in all (fetchOffset.numRetries), this long apart (fetchOffset.retryIntervalMs).
 DEFAULT_FETCH_OFFSET_ATTEMPTS = 3
 DEFAULT_FETCH_OFFSET_INTERVAL_MS = 1000
+READERS = ("auto", "native", "librdkafka")  # option `reader`
 
 
 class OptionError(ValueError):
@@ -123,6 +125,10 @@ class ReadOptions:
     timestamp_strategy: str  # startingOffsetsByTimestampStrategy: "error" or "latest"
     fetch_offset_attempts: int = DEFAULT_FETCH_OFFSET_ATTEMPTS  # fetchOffset.numRetries
     fetch_offset_interval_s: float = DEFAULT_FETCH_OFFSET_INTERVAL_MS / 1000
+    # Not Spark's: which client reads the records on the executors (odradek.spark.fetcher):
+    # native (Fetch requests decoded straight into Arrow), librdkafka, or auto (native
+    # unless the kafka.* options ask for TLS or SASL, which only librdkafka speaks here).
+    reader: str = "auto"
 
 
 @dataclass(frozen=True)
@@ -347,6 +353,9 @@ def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
         raise OptionError(f"option 'minOffsetsPerTrigger' ({min_rows}) is larger than "
                           f"'maxOffsetsPerTrigger' ({max_rows})")
     prefix = _get(options, "groupIdPrefix") or "spark-kafka-source"
+    reader = (_get(options, "reader") or "auto").strip().lower()
+    if reader not in READERS:
+        raise OptionError(f"option 'reader' must be one of {', '.join(READERS)}, got {reader!r}")
     poll_ms = _positive_int(options, "kafkaConsumer.pollTimeoutMs", DEFAULT_POLL_TIMEOUT_MS)
     attempts = _positive_int(options, "fetchOffset.numRetries", DEFAULT_FETCH_OFFSET_ATTEMPTS)
     interval_ms = _non_negative_int(options, "fetchOffset.retryIntervalMs",
@@ -364,6 +373,7 @@ def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
         timestamp_strategy=strategy,
         fetch_offset_attempts=attempts or DEFAULT_FETCH_OFFSET_ATTEMPTS,
         fetch_offset_interval_s=interval_ms / 1000,
+        reader=reader,
     )
 
 

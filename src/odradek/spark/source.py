@@ -48,7 +48,8 @@ from pyspark.sql.types import (
 )
 
 from odradek.spark import exactly_once
-from odradek.spark.client import Brokers, KafkaSourceError, RecordProducer, read_range
+from odradek.spark.client import Brokers, KafkaSourceError, RecordProducer
+from odradek.spark.fetcher import read_range
 from odradek.spark.options import (
     OptionError,
     ReadOptions,
