@@ -3,11 +3,11 @@ source, beside a plain confluent-kafka consumer reading the same topic and Spark
 the same rows from Parquet, in one run.
 
     .venv/bin/python bench/spark_bench.py [--records 5000000] [--partitions 4]
-        [--value-bytes 100] [--master local[2]] [--out bench/results/spark.json]
+        [--value-bytes 100] [--master local[2]] [--rounds 2] [--out bench/results/spark.json]
 
 What it does: starts `odradek serve` (127.0.0.1, a free port, a temporary data directory),
 produces `--records` records (keys `k000`..`k099`, values of `--value-bytes` bytes) to one
-topic, then measures, each after one untimed warm-up run:
+topic, then measures:
 
 - `consumer`: one confluent-kafka Consumer, the partitions assigned from offset 0, reading
   with `consume(10000)` until every record is in (key, value, offset, timestamp touched);
@@ -20,8 +20,12 @@ topic, then measures, each after one untimed warm-up run:
   Parquet first (a Parquet count is answered from the footers, so `parquet agg`, which
   reads the columns, is the fair comparison).
 
-Each figure is rows / wall seconds of one run. The machine's load average is recorded
-beside the results: the figures are only comparable within one run.
+The consumer is timed after one untimed run (page cache). The Spark queries run in rounds,
+each query once per round in the order above: one untimed warm-up round (Python workers,
+and the JVM's JIT compiling the aggregation all the queries share: a Parquet aggregation
+ran 1.1, 2.0, then 3.0 M rows/s in its first three runs of a session), then `--rounds`
+timed ones; each figure is the median of rows / wall seconds over the timed rounds. The
+machine's load average is recorded beside the results: figures compare within one run.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -104,6 +109,8 @@ def main() -> int:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--value-bytes", type=int, default=100)
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="timed rounds of every query, after one warm-up round (2)")
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "spark.json"))
     args = parser.parse_args()
     command = "bench/spark_bench.py " + " ".join(sys.argv[1:])
@@ -142,28 +149,32 @@ def main() -> int:
             return (df.groupBy("key").agg(F.count("*").alias("n"),
                                           F.sum(F.length("value")).alias("bytes")).collect())
 
-        for name, run in (("spark count", lambda: kafka().count()),
-                          ("spark agg", lambda: agg(kafka())),
-                          ("spark count, librdkafka reader",
-                           lambda: kafka("librdkafka").count()),
-                          ("spark agg, librdkafka reader", lambda: agg(kafka("librdkafka")))):
-            run()  # warm-up: Python workers started, plan code paths loaded
-            seconds, result = timed(run)
-            rows = result if isinstance(result, int) else sum(r.n for r in result)
-            assert rows == args.records, (name, rows)
-            figures[name] = round(args.records / seconds)
-            note(f"{name}: {figures[name]:,} rows/s ({seconds:.2f}s)")
-
         parquet = os.path.join(tmp, "rows.parquet")
         kafka().write.parquet(parquet)
-        for name, run in (("parquet count", lambda: spark.read.parquet(parquet).count()),
-                          ("parquet agg", lambda: agg(spark.read.parquet(parquet)))):
-            run()
-            seconds, result = timed(run)
-            rows = result if isinstance(result, int) else sum(r.n for r in result)
-            assert rows == args.records, (name, rows)
-            figures[name] = round(args.records / seconds)
-            note(f"{name}: {figures[name]:,} rows/s ({seconds:.2f}s)")
+        queries = {
+            "spark count": lambda: kafka().count(),
+            "spark agg": lambda: agg(kafka()),
+            "spark count, librdkafka reader": lambda: kafka("librdkafka").count(),
+            "spark agg, librdkafka reader": lambda: agg(kafka("librdkafka")),
+            "parquet count": lambda: spark.read.parquet(parquet).count(),
+            "parquet agg": lambda: agg(spark.read.parquet(parquet)),
+        }
+        # Rounds run every query once, in turn: the first round is the warm-up (Python
+        # workers started, the JVM's JIT compiling the aggregation every query shares),
+        # and each query's figure is its median over the timed rounds.
+        rates: dict[str, list[int]] = {name: [] for name in queries}
+        for round_no in range(args.rounds + 1):
+            for name, run in queries.items():
+                seconds, result = timed(run)
+                rows = result if isinstance(result, int) else sum(r.n for r in result)
+                assert rows == args.records, (name, rows)
+                if round_no:
+                    rates[name].append(round(args.records / seconds))
+                note(f"round {round_no or 'warm-up'}: {name}: "
+                     f"{args.records / seconds:,.0f} rows/s ({seconds:.2f}s)")
+        for name, values in rates.items():
+            figures[name] = round(statistics.median(values))
+        results["rounds"] = rates
         spark.stop()
         shutil.rmtree(parquet, ignore_errors=True)
 
