@@ -4,11 +4,12 @@
 in order), and responses go out — record bytes by ``sendfile``.
 
 A request that arrives while the connection has nothing in progress, of an API with a
-synchronous handler (Fetch), is answered at once from ``buffer_updated``: no task step,
-future or coroutine per request (each cost a pass of the event loop; at one fetch per
-~1 MB, those passes were a large share of a consuming broker's CPU). What cannot finish
-at once — a long poll, or bytes the socket does not take — is handed to the request
-loop, which finishes it before it takes the next request, so answers stay in order.
+synchronous handler (Fetch, Produce), is answered at once from ``buffer_updated``: no
+task step, future or coroutine per request (each cost a pass of the event loop; at one
+fetch per ~1 MB, those passes were a large share of a consuming broker's CPU). What
+cannot finish at once — a long poll, an fsync to wait for, bytes the socket does not
+take — is handed to the request loop, which finishes it before it takes the next
+request, so answers stay in order.
 
 Why a protocol and not asyncio streams: a StreamReader copies every received byte twice
 more (into its buffer, out of it) before the decoder sees it, and produce requests are

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import struct
+from collections.abc import Coroutine, Generator
 from typing import TYPE_CHECKING, Any
 
 from odradek.protocol.codec import Request
@@ -23,6 +24,7 @@ from odradek.server.handlers.base import LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITIO
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
+    from odradek.storage import Log
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +62,46 @@ def _failed(index: int, code: int, text: str) -> dict[str, Any]:
             "log_start_offset": -1, "error_message": text, "record_errors": []}
 
 
+def handle_now(broker: Broker, request: Request
+               ) -> bytes | Coroutine[Any, Any, bytes | None] | None:
+    """The answer (None for acks=0) if no append has to wait for an fsync, else a
+    coroutine that waits for them and then answers; the connection calls this when the
+    request arrives (see server.connection), ``handle`` awaits it."""
+    steps = _produce(broker, request)
+    try:
+        wait = steps.send(None)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    return _after_fsyncs(broker, steps, wait)
+
+
 async def handle(broker: Broker, request: Request) -> bytes | None:
+    response = handle_now(broker, request)
+    if response is None or isinstance(response, bytes):
+        return response
+    return await response
+
+
+async def _after_fsyncs(broker: Broker, steps: _Steps, wait: tuple[Log, int]) -> bytes | None:
+    """Drive ``_produce`` on: wait for each fsync it asks for, hand it the outcome."""
+    while True:
+        failure: Exception | None = None
+        try:
+            await broker.group_commit.durable(*wait)
+        except Exception as exc:
+            failure = exc
+        try:
+            wait = steps.send(failure)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+
+
+# _produce yields (log, end offset) when an append must be on disk before the answer
+# (flush.messages), and is sent back None or the exception the fsync raised.
+_Steps = Generator[tuple["Log", int], Exception | None, bytes | None]
+
+
+def _produce(broker: Broker, request: Request) -> _Steps:
     body = request.body
     acks = body.acks
     responses = []
@@ -86,7 +127,9 @@ async def handle(broker: Broker, request: Request) -> bytes | None:
                 try:
                     info = lg.append(data.records, leader_epoch=LEADER_EPOCH, flush=False)
                     if lg.flush_due:  # flush.messages: answered once on disk, fsyncs shared
-                        await broker.group_commit.durable(lg, info.last_offset + 1)
+                        failure = yield lg, info.last_offset + 1
+                        if failure is not None:
+                            raise failure
                 except Exception as exc:
                     code = error_code(exc)
                     log.info("produce to %s-%d from %s refused: %s", name, index,
@@ -162,4 +205,4 @@ def encode_produce_response(request: Request, responses: list[dict[str, Any]]) -
 # of the codec's minimum version reads the range v0..v0), and Debian's kcat is built on
 # librdkafka 2.0.2. A client that really sends v0-2 has its connection closed with a
 # message saying so; every client of the last seven years sends v3 or later.
-API = Api(0, "Produce", 0, 9, handle)
+API = Api(0, "Produce", 0, 9, handle, handle_now)

@@ -1,6 +1,8 @@
-"""Fetches answered synchronously, from the bytes' arrival (``Connection._answer_now``),
-must be indistinguishable from fetches answered by the request loop: same bytes, same
-order, long polls still woken by appends, and a bug still closes only its connection.
+"""Requests answered synchronously, from the bytes' arrival (``Connection._answer_now``:
+Fetch and Produce), must be indistinguishable from requests answered by the request
+loop: same bytes, same order, long polls still woken by appends, produce to a
+flush.messages topic still answered after its fsync, and a bug still closes only its
+connection.
 
 The comparison runs the same requests against two brokers, one with the synchronous path
 switched off (``handlers_now`` emptied), and compares the raw response frames."""
@@ -24,6 +26,7 @@ from odradek.testing import RunningBroker, running_broker
 from ..wire import WireClient
 
 TOPIC = "answered"
+DURABLE = "answered-durable"  # flush.messages=1: every produce waits for an fsync
 
 
 @contextmanager
@@ -35,6 +38,7 @@ def two_brokers() -> Iterator[tuple[RunningBroker, RunningBroker]]:
         slow.broker.handlers_now = {}
         for b in (fast, slow):
             b.broker.create_topic(TOPIC, 2)
+            b.broker.create_topic(DURABLE, 2, {"flush.messages": "1"})
         yield fast, slow
 
 
@@ -76,7 +80,7 @@ _fetch_shape = st.fixed_dictionaries({
 })
 _step = st.one_of(
     st.tuples(st.just("produce"), st.integers(0, 1), st.integers(1, 30),
-              st.integers(1, 3_000)),
+              st.integers(1, 3_000), st.booleans(), st.sampled_from([-1, 0, 1, 7])),
     st.tuples(st.just("fetch"), _fetch_shape),
 )
 
@@ -84,7 +88,7 @@ _step = st.one_of(
 @settings(max_examples=25, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(steps=st.lists(_step, min_size=1, max_size=12))
-def test_fetches_answered_at_once_are_byte_for_byte_those_of_the_request_loop(steps):
+def test_requests_answered_at_once_are_byte_for_byte_those_of_the_request_loop(steps):
     with two_brokers() as brokers, ExitStack() as stack:
         clients = [stack.enter_context(RawClient(b.port)) for b in brokers]
         sessions = [(0, 0)] * len(clients)  # (id, next epoch) per broker
@@ -92,11 +96,15 @@ def test_fetches_answered_at_once_are_byte_for_byte_those_of_the_request_loop(st
             answers = []
             for i, client in enumerate(clients):
                 if step[0] == "produce":
-                    _, partition, count, size = step
+                    _, partition, count, size, durable, acks = step
                     batch = builder.build_simple([b"v" * size] * count)
-                    client.send(0, 7, {"acks": 1, "timeout": 5000, "topic_data": [
-                        {"name": TOPIC, "partition_data": [
-                            {"index": partition, "records": batch}]}]})
+                    client.send(0, 7, {"acks": acks, "timeout": 5000, "topic_data": [
+                        {"name": DURABLE if durable else TOPIC, "partition_data": [
+                            {"index": partition, "records": batch},
+                            {"index": 1 - partition, "records": batch}]}]})
+                    if acks == 0:  # no answer; an ApiVersions request keeps them in step
+                        client.send(18, 3, {"client_software_name": "t",
+                                            "client_software_version": "1"})
                 else:
                     shape = step[1]
                     version = shape["version"]
