@@ -13,7 +13,11 @@ its pid):
    aggregate records/s, broker CPU seconds per million records (utime+stime from
    /proc/PID/stat), broker RSS (VmRSS) after the run and its peak (VmHWM), the time the
    topics took to create, and the client's CPU. Rows run in rounds (ascending, then
-   descending) and the 10,000/1 rate ratio is the median of per-round ratios.
+   descending) and the 10,000/1 rate ratio is the median of per-round ratios. Then
+   (``--raw-batch``, on by default) ``--raw-records`` records go to the same partitions
+   as pre-built batches in raw Produce v3 requests (``produce_raw``): the rate of the
+   broker with a client that costs almost nothing, where librdkafka spreading records
+   one by one over 10,000 partitions is the limit of the first load.
 2. **Startup with 10,000 partitions** (the largest N of part 1, first round): that
    broker is stopped with SIGTERM (the stop is timed), started again on the same data
    directory, and timed from spawn to its banner line and to the first Metadata answer
@@ -357,6 +361,66 @@ def flush(producer: Producer) -> None:
         remaining = left
 
 
+RAW_IN_FLIGHT = 5  # requests outstanding by default, as librdkafka's max.in.flight
+
+
+def produce_raw(port: int, targets: list[tuple[str, int]], n: int, value: bytes,
+                per_batch: int, per_request: int, same_batches: bool = False,
+                in_flight: int = RAW_IN_FLIGHT) -> None:
+    """``n`` records in Produce v3 requests (acks=1) of ``per_batch * per_request``
+    records each, as pre-built batches for ``per_request`` partitions (fewer when there
+    are fewer partitions: one partition gets one batch of them all, as Kafka allows one
+    batch per partition per request), the partitions taken in turn so that every one
+    gets the same share. What a producer with a long linger sends; the client does
+    almost nothing, so the rate is the broker's. With few partitions the batches are
+    larger, which favours them: the comparison with many partitions is conservative.
+    ``in_flight`` requests are kept outstanding; every answer is decoded and any error
+    code fails the run. With ``same_batches`` the batches hold ``per_batch`` records at
+    every partition count instead (requests to fewer partitions are smaller): only the
+    number of partitions differs."""
+    per_request = max(1, min(per_request, len(targets))) if same_batches else per_request
+    per_message = per_batch * per_request
+    per_request = max(1, min(per_request, len(targets)))
+    per_batch = per_message // per_request
+    batch = builder.build_simple([value] * per_batch, timestamp=int(time.time() * 1000))
+    requests = -(-n // per_message)
+    distinct = -(-len(targets) // per_request)  # requests before the partitions repeat
+    frames = []
+    for i in range(min(requests, distinct)):
+        group = [targets[(i * per_request + j) % len(targets)] for j in range(per_request)]
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for topic, partition in group:
+            topics.setdefault(topic, []).append({"index": partition, "records": batch})
+        frames.append(bytearray(encode_request(0, 3, 0, {
+            "transactional_id": None, "acks": 1, "timeout": 30_000,
+            "topic_data": [{"name": t, "partition_data": parts}
+                           for t, parts in topics.items()]})))
+    with socket.create_connection(("127.0.0.1", port), timeout=REQUEST_TIMEOUT_S) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        outstanding = 0
+
+        def answer() -> None:
+            size = struct.unpack(">i", _recv_exactly(sock, 4))[0]
+            _, body = decode_response(0, 3, _recv_exactly(sock, size))
+            for topic in body.responses:
+                for part in topic.partition_responses:
+                    if part.error_code != 0:
+                        raise RuntimeError(f"produce error {part.error_code} for "
+                                           f"{topic.name}-{part.index}")
+
+        for i in range(requests):
+            frame = frames[i % len(frames)]
+            struct.pack_into(">i", frame, 8, i + 1)  # correlation id: after size, key, version
+            sock.sendall(frame)
+            outstanding += 1
+            if outstanding == in_flight:
+                answer()
+                outstanding -= 1
+        while outstanding:
+            answer()
+            outstanding -= 1
+
+
 # --- part 1: partitions ---------------------------------------------------------------
 
 
@@ -390,6 +454,20 @@ def partitions_row(n_partitions: int, args: argparse.Namespace, tmp_root: str,
             raise RuntimeError(f"client errors: {errors[:5]}")
         seconds = t1 - t0
         m = args.records / 1e6
+        raw: dict[str, Any] = {}
+        if args.raw_batch:
+            cpu2, self2 = broker.cpu_s(), self_cpu_s()
+            t2 = time.perf_counter()
+            produce_raw(broker.port, targets, args.raw_records, value, args.raw_batch,
+                        args.raw_request_partitions, args.raw_same_batches,
+                        args.raw_in_flight)
+            t3 = time.perf_counter()
+            cpu3, self3 = broker.cpu_s(), self_cpu_s()
+            raw_m = args.raw_records / 1e6
+            raw = {"raw_records_s": round(args.raw_records / (t3 - t2)),
+                   "raw_broker_cpu_s_per_m": round((cpu3 - cpu2) / raw_m, 3),
+                   "raw_broker_cpu_util": round((cpu3 - cpu2) / (t3 - t2), 2),
+                   "raw_client_cpu_s_per_m": round((self3 - self2) / raw_m, 3)}
         row = {
             "partitions": n_partitions,
             "topics": len(layout),
@@ -405,6 +483,7 @@ def partitions_row(n_partitions: int, args: argparse.Namespace, tmp_root: str,
             "broker_rss_mib": round(broker.rss_mib(), 1),
             "broker_peak_rss_mib": round(broker.peak_rss_mib(), 1),
             "broker_open_fds": broker.open_fds(),
+            **raw,
         }
         keep = keep_running
         return row, (broker if keep_running else None)
@@ -831,6 +910,10 @@ def summarize_partitions(rounds: list[list[dict[str, Any]]]) -> dict[str, Any]:
         med = {k: statistics.median(r[k] for r in rows)
                for k in ("records_s", "broker_cpu_s_per_m", "client_cpu_s_per_m",
                          "broker_cpu_util", "create_s")}
+        if all("raw_records_s" in r for r in rows):
+            med.update({k: statistics.median(r[k] for r in rows)
+                        for k in ("raw_records_s", "raw_broker_cpu_s_per_m",
+                                  "raw_client_cpu_s_per_m", "raw_broker_cpu_util")})
         summary["rows"].append({
             "partitions": n, "topics": rows[0]["topics"], **med,
             "records_s_all": [r["records_s"] for r in rows],
@@ -840,15 +923,27 @@ def summarize_partitions(rounds: list[list[dict[str, Any]]]) -> dict[str, Any]:
         })
     lo, hi = min(by_n, default=None), max(by_n, default=None)
     if lo is not None and hi is not None and lo != hi:
-        ratios = [next(r["records_s"] for r in rnd if r["partitions"] == hi)
-                  / next(r["records_s"] for r in rnd if r["partitions"] == lo)
-                  for rnd in rounds
-                  if {lo, hi} <= {r["partitions"] for r in rnd if "error" not in r}]
-        if ratios:
-            summary["ratio_partitions"] = [lo, hi]
-            summary["ratio_rate"] = round(statistics.median(ratios), 3)
-            summary["ratio_rate_all"] = [round(x, 3) for x in ratios]
+        summary["ratio_partitions"] = [lo, hi]
+        for prefix in ("", "raw_"):
+            # Per round, the rate with the most partitions over the rate with the fewest.
+            key = f"{prefix}records_s"
+            ratios = [next(r[key] for r in rnd if r["partitions"] == hi)
+                      / next(r[key] for r in rnd if r["partitions"] == lo)
+                      for rnd in rounds
+                      if {lo, hi} <= {r["partitions"] for r in rnd if key in r}]
+            if ratios:
+                summary[f"{prefix}ratio_rate"] = round(statistics.median(ratios), 3)
+                summary[f"{prefix}ratio_rate_all"] = [round(x, 3) for x in ratios]
     return summary
+
+
+def _ratio_line(summary: dict[str, Any], prefix: str, what: str) -> list[str]:
+    if f"{prefix}ratio_rate" not in summary:
+        return []
+    lo, hi = summary["ratio_partitions"]
+    per = ", ".join(f"{x:.2f}" for x in summary[f"{prefix}ratio_rate_all"])
+    return [f"- rate with {hi:,} / with {lo:,} partition(s){what}: "
+            f"**{summary[f'{prefix}ratio_rate']:.2f}** (per round: {per})"]
 
 
 def markdown(results: dict[str, Any]) -> str:
@@ -880,11 +975,31 @@ def markdown(results: dict[str, Any]) -> str:
                 if "error" in r:
                     lines.append(f"- round {rnd_i + 1}, {r['partitions']:,} partitions: "
                                  f"**failed**: {r['error']}")
-        if "ratio_rate" in s:
-            lo, hi = s["ratio_partitions"]
-            per = ", ".join(f"{x:.2f}" for x in s["ratio_rate_all"])
-            lines.append(f"- rate with {hi:,} / with {lo:,} partition(s): "
-                         f"**{s['ratio_rate']:.2f}** (per round: {per})")
+        lines += _ratio_line(s, "", "")
+        if any("raw_records_s" in r for r in s["rows"]):
+            lines += [
+                "",
+                f"Pre-built batches (`produce_raw`): Produce v3 requests of "
+                f"{p['raw_request_partitions']} partitions' batches of {p['raw_batch']} "
+                + ("records at every partition count"
+                   if p.get("raw_same_batches") else
+                   f"records ({p['raw_batch'] * p['raw_request_partitions']:,} records per "
+                   "request: one batch of them all with 1 partition)")
+                + f", {p.get('raw_in_flight', RAW_IN_FLIGHT)} requests in flight, "
+                f"{p.get('raw_records', p['records']):,} records per row",
+                "",
+                "| partitions | records/s | broker CPU s per M | broker busy (CPUs) "
+                "| client CPU s per M |",
+                "|---:|---:|---:|---:|---:|",
+            ]
+            for r in s["rows"]:
+                if "raw_records_s" in r:
+                    lines.append(
+                        f"| {r['partitions']:,} | {r['raw_records_s']:,.0f} "
+                        f"| {r['raw_broker_cpu_s_per_m']:.2f} "
+                        f"| {r['raw_broker_cpu_util']:.2f} "
+                        f"| {r['raw_client_cpu_s_per_m']:.2f} |")
+            lines += _ratio_line(s, "raw_", ", pre-built batches")
         lines.append("")
     st = results.get("startup")
     if st:
@@ -1002,6 +1117,20 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                     help="concurrent connections of part 3 (default 1,10,100,1000)")
     ap.add_argument("--conn-seconds", type=float, default=10.0,
                     help="measured seconds per connection count (10)")
+    ap.add_argument("--raw-batch", type=int, default=100,
+                    help="part 1 also produces the same records as pre-built batches of "
+                         "this many records (0: not); one partition gets one batch of "
+                         "--raw-batch x --raw-request-partitions records per request")
+    ap.add_argument("--raw-request-partitions", type=int, default=10,
+                    help="partitions' batches per Produce request of that load (10)")
+    ap.add_argument("--raw-records", type=int, default=5_000_000,
+                    help="records of that load per row (5,000,000: it runs at 1-3 M/s, "
+                         "and a run of under a second is mostly noise)")
+    ap.add_argument("--raw-in-flight", type=int, default=RAW_IN_FLIGHT,
+                    help=f"requests outstanding in that load ({RAW_IN_FLIGHT})")
+    ap.add_argument("--raw-same-batches", action="store_true",
+                    help="that load's batches hold --raw-batch records at every partition "
+                         "count (requests to fewer partitions are smaller)")
     ap.add_argument("--conn-records", type=int, default=10,
                     help="records per Produce request in part 3 (10)")
     ap.add_argument("--conn-partitions", type=int, default=10,
@@ -1019,7 +1148,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                     help="JSON results file (default bench/results/scale.json)")
     args = ap.parse_args(argv)
     if args.quick:
-        defaults = {"partitions": "1,1000", "records": 200_000, "rounds": 1,
+        defaults = {"partitions": "1,1000", "records": 200_000, "raw_records": 1_000_000,
+                    "rounds": 1,
                     "connections": "1,10,100", "conn_seconds": 3.0, "flow_gib": 1.0}
         for name, value in defaults.items():
             if getattr(args, name) == ap.get_default(name):
@@ -1053,6 +1183,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                          "compression.type": "none"},
             "connections": _ints(args.connections),
             "conn_seconds": args.conn_seconds,
+            "raw_batch": args.raw_batch,
+            "raw_records": args.raw_records,
+            "raw_request_partitions": args.raw_request_partitions,
+            "raw_same_batches": args.raw_same_batches,
+            "raw_in_flight": args.raw_in_flight,
             "conn_records": args.conn_records,
             "conn_partitions": args.conn_partitions,
             "connect_concurrency": args.connect_concurrency,
