@@ -10,7 +10,11 @@ Loads (each against a fresh broker and data directory):
 - ``produce``: N confluent-kafka producer processes, 100-byte records, acks=1,
   linger.ms=5 (the broker_bench.py settings), to a 1-partition topic;
 - ``kcat-produce`` / ``kcat-consume``: kcat (librdkafka without Python) sends the
-  records from a file / reads them back from offset 0.
+  records from a file / reads them back from offset 0;
+- ``consume``: a confluent-kafka ``Consumer`` process (broker_bench.py's settings: a
+  group id it never joins, no commits) reads the records kcat wrote back from offset 0,
+  after one untimed consumer has read a record (so the broker's one-off first request
+  of each API version a consumer sends is not in the timed part).
 
     .venv/bin/python bench/ab_bench.py --before HEAD~3 [--load produce] [--records 1000000]
         [--producers 2] [--rounds 3]
@@ -35,6 +39,23 @@ from _common import free_port, machine_info, machine_line, note, proc_cpu_s
 
 REPO = Path(__file__).resolve().parent.parent
 TOPIC = "ab"
+CONSUMER = r"""
+import sys
+from confluent_kafka import Consumer, TopicPartition
+bootstrap, n = sys.argv[1], int(sys.argv[2])
+c = Consumer({"bootstrap.servers": bootstrap, "group.id": "ab", "enable.auto.commit": False,
+              "enable.auto.offset.store": False, "auto.offset.reset": "earliest"})
+c.assign([TopicPartition("ab", 0, 0)])
+got = 0
+while got < n:
+    for m in c.consume(num_messages=min(10000, n - got), timeout=1.0):
+        if m.error() is not None:
+            sys.exit(str(m.error()))
+        got += 1
+c.close()
+if got != n:
+    sys.exit(f"read {got} of {n} records")
+"""
 PRODUCER = r"""
 import sys
 from confluent_kafka import Producer
@@ -76,16 +97,20 @@ def run_load(load: str, bootstrap: str, records: int, producers: int, lines: str
              pid: int) -> float:
     """Broker CPU seconds spent on the timed part of ``load``."""
     kcat = ["kcat", "-b", bootstrap, "-t", TOPIC, "-p", "0"]
-    if load == "kcat-consume":  # needs the records first, untimed
+    if load in ("kcat-consume", "consume"):  # needs the records first, untimed
         subprocess.run([*kcat, "-P", "-X", "linger.ms=5", "-l", lines], check=True)
         subprocess.run([*kcat, "-C", "-o", "beginning", "-c", "1", "-q", "-f", "x"],
                        check=True, capture_output=True)
+    if load == "consume":
+        subprocess.run([sys.executable, "-c", CONSUMER, bootstrap, "1"], check=True)
     cpu0 = proc_cpu_s(pid)
     if load == "produce":
         procs = [subprocess.Popen([sys.executable, "-c", PRODUCER, bootstrap,
                                    str(records // producers)]) for _ in range(producers)]
         if any(p.wait() for p in procs):
             raise RuntimeError("a producer failed")
+    elif load == "consume":
+        subprocess.run([sys.executable, "-c", CONSUMER, bootstrap, str(records)], check=True)
     elif load == "kcat-produce":
         subprocess.run([*kcat, "-P", "-X", "linger.ms=5", "-X", "batch.num.messages=100000",
                         "-l", lines], check=True)
@@ -100,7 +125,7 @@ def run_load(load: str, bootstrap: str, records: int, producers: int, lines: str
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     ap.add_argument("--before", required=True, help="git revision to compare against")
-    ap.add_argument("--load", choices=["produce", "kcat-produce", "kcat-consume"],
+    ap.add_argument("--load", choices=["produce", "kcat-produce", "kcat-consume", "consume"],
                     default="produce")
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--producers", type=int, default=2)
