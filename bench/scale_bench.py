@@ -798,6 +798,30 @@ def crossing_times(samples: list[tuple[float, float, float, int, float]], step: 
     return points
 
 
+def bare_write_rates(directory: str, gib: int) -> list[dict[str, float]]:
+    """The baseline of the raw flow: ``gib`` GiB written with os.write in 1 MiB pieces to
+    one file in the same directory (after the broker's log, so the page cache is as
+    full), with the rate and CPU of each GiB: the kernel's part of any drop in rate as
+    the dirty pages pile up and writeback starts. The file is deleted after."""
+    chunk = os.urandom(MiB)
+    path = os.path.join(directory, "bare-write.bin")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    out = []
+    try:
+        t0, c0 = time.perf_counter(), self_cpu_s()
+        for i in range(gib):
+            for _ in range(GiB // MiB):
+                os.write(fd, chunk)
+            t1, c1 = time.perf_counter(), self_cpu_s()
+            out.append({"gib": i + 1, "mib_s": round(1024 / (t1 - t0), 1),
+                        "cpu_s": round(c1 - c0, 2)})
+            t0, c0 = t1, c1
+    finally:
+        os.close(fd)
+        os.unlink(path)
+    return out
+
+
 def flow_part(args: argparse.Namespace, tmp_root: str) -> dict[str, Any]:
     data_dir = tempfile.mkdtemp(prefix="flow-", dir=tmp_root)
     broker = Odradek(data_dir)
@@ -829,7 +853,13 @@ def flow_part(args: argparse.Namespace, tmp_root: str) -> dict[str, Any]:
                      f"producer, broker RSS {broker.rss_mib():.0f} MiB")
 
         try:
-            produce_spread(producer, targets, n, os.urandom(args.flow_value_bytes), progress)
+            if args.flow_raw:  # the broker's rate, not the client's (see produce_raw)
+                produce_raw(broker.port, targets, n, os.urandom(args.flow_value_bytes),
+                            args.raw_batch or 100, args.raw_request_partitions,
+                            in_flight=args.raw_in_flight)
+            else:
+                produce_spread(producer, targets, n, os.urandom(args.flow_value_bytes),
+                               progress)
         finally:
             sampler.stop()
         t1 = time.monotonic()
@@ -877,6 +907,8 @@ def flow_part(args: argparse.Namespace, tmp_root: str) -> dict[str, Any]:
             "samples": [[round(t - t0, 2), round(r, 1), round(c - cpu0, 2), b, round(la, 2)]
                         for t, r, c, b, la in samples],
         }
+        if args.flow_raw:
+            out["bare_write_per_gib"] = bare_write_rates(data_dir, len(per_gib))
         if len(per_gib) >= 2:
             out["last_first_ratio"] = round(per_gib[-1]["mib_s"] / per_gib[0]["mib_s"], 3)
         if len(per_gib) >= 3:  # the rate once the log holds 1 GiB vs at the end
@@ -1062,17 +1094,22 @@ def markdown(results: dict[str, Any]) -> str:
             lines += [
                 f"**Flow** — {flow['log_bytes'] / GiB:.2f} GiB of log "
                 f"({flow['records']:,} records of {flow['value_bytes']} B) to "
-                f"{flow['partitions']} partition(s), one confluent-kafka producer; broker "
-                "VmRSS sampled every second",
+                f"{flow['partitions']} partition(s), "
+                + ("pre-built batches in raw Produce requests (`--flow-raw`)"
+                   if p.get("flow_raw") else "one confluent-kafka producer")
+                + "; broker VmRSS sampled every second",
                 "",
                 "| GiB of log | seconds | MiB/s | records/s | broker CPU s | max RSS MB "
-                "| load avg |",
-                "|---:|---:|---:|---:|---:|---:|---:|",
+                "| load avg | bare os.write MiB/s | its CPU s |",
+                "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
             ]
+            bare = {b["gib"]: b for b in flow.get("bare_write_per_gib", [])}
             for g in flow["per_gib"]:
+                b = bare.get(g["gib"], {})
                 lines.append(f"| {g['gib']} | {g['seconds']:.1f} | {g['mib_s']:,.0f} "
                              f"| {g['records_s']:,} | {g['broker_cpu_s']:.1f} "
-                             f"| {_fmt(g['rss_mib_max'])} | {_fmt(g['loadavg'], '.1f')} |")
+                             f"| {_fmt(g['rss_mib_max'])} | {_fmt(g['loadavg'], '.1f')} "
+                             f"| {_fmt(b.get('mib_s'))} | {_fmt(b.get('cpu_s'), '.2f')} |")
             ratio = flow.get("last_first_ratio")
             lines.append(
                 f"- overall {flow['mib_s']:,.0f} MiB/s ({flow['records_s']:,} records/s), "
@@ -1142,6 +1179,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--flow-gib", type=float, default=10.0,
                     help="GiB of 1 KiB records in part 4 (default 10)")
     ap.add_argument("--flow-partitions", type=int, default=1, help="partitions of part 4 (1)")
+    ap.add_argument("--flow-raw", action="store_true",
+                    help="part 4 produces pre-built batches in raw requests (produce_raw) "
+                         "instead of through confluent-kafka: the broker is the limit")
     ap.add_argument("--flow-value-bytes", type=int, default=1024, help="record size (1024)")
     ap.add_argument("--dir", default="/tmp", help="where data dirs go (default /tmp)")
     ap.add_argument("--out", default=str(here / "results" / "scale.json"),
@@ -1193,6 +1233,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "connect_concurrency": args.connect_concurrency,
             "flow_gib": args.flow_gib,
             "flow_partitions": args.flow_partitions,
+            "flow_raw": args.flow_raw,
             "flow_value_bytes": args.flow_value_bytes,
             "odradek": "odradek serve, default config, fresh data dir per part or row",
         },
