@@ -119,6 +119,14 @@ def test_a_record_count_that_does_not_match_the_records_is_an_error():
         decode(walk(bytes(data), 0))
 
 
+def test_a_record_count_beyond_what_the_bytes_can_hold_is_refused_before_any_allocation():
+    data = bytearray(build([([(b"k", b"value", [], 0)] * 3, codecs.NONE, False, 0)]))
+    struct.pack_into(">i", data, 57, 2**31 - 1)  # recordCount
+    struct.pack_into(">I", data, rb.CRC_AT, rb.compute_crc(data))
+    with pytest.raises(CorruptRecordError, match="claims 2147483647 records"):
+        decode(walk(bytes(data), 0))
+
+
 def _txn(records: int, offset: int, producer_id: int) -> bytes:
     return builder.build_batch([Record(offset + i, 0, None, b"p%d-%d" % (producer_id, i))
                                 for i in range(records)],

@@ -29,6 +29,7 @@ ABORT = 0  # control record key type: 0 ABORT, 1 COMMIT (Kafka's ControlRecordTy
 # Columns of the per-record table the walk fills in.
 _KEY_AT, _KEY_LEN, _VALUE_AT, _VALUE_LEN, _TS_DELTA, _OFFSET_DELTA, _HEADERS_AT, _END = range(8)
 _FIELDS = 8
+_MIN_RECORD_BYTES = 7
 # Compiled once and cached beside the module (__pycache__), so a Spark worker loads it.
 _jit = numba.njit(cache=True, nogil=True)
 
@@ -121,6 +122,15 @@ def decode(batches: Batches, *, with_headers: bool = False) -> Columns | None:
     bounds = np.zeros(len(heads) + 1, np.int64)
     np.cumsum(np.fromiter((len(body) for body in batches.bodies), np.int64, len(heads)),
               out=bounds[1:])
+    # A record takes at least 7 bytes (length, attributes, two deltas, key and value
+    # lengths, header count: one byte each): a count beyond that is damage, and must not
+    # size the table (a CRC-valid batch claiming 2**31 records would ask for 128 GiB).
+    short = np.flatnonzero(counts * _MIN_RECORD_BYTES > np.diff(bounds))
+    if short.size:
+        head = heads[int(short[0])]
+        raise CorruptRecordError(f"the batch at offset {head.base_offset} claims "
+                                 f"{head.record_count} records in {int(np.diff(bounds)[short[0]])}"
+                                 " bytes")
     joined = b"".join(batches.bodies)  # one copy: the kernels read one buffer
     buf = np.frombuffer(joined, np.uint8)
     table = np.empty((int(counts.sum()), _FIELDS), np.int64)
