@@ -53,7 +53,8 @@ class DataLossError(KafkaSourceError):
     """Offsets a query needs were removed (retention, DeleteRecords) before it read them."""
 
 
-def _where(client: ClientOptions) -> str:
+def where(client: ClientOptions) -> str:
+    """The brokers as error messages name them."""
     return f"the broker(s) {client.bootstrap} (kafka.bootstrap.servers)"
 
 
@@ -82,7 +83,7 @@ def consumer(client: ClientOptions, group_id: str, **extra: Any) -> tuple[Consum
 
 def _failed(client: ClientOptions, doing: str, exc: Exception, errors: list[str]) -> str:
     why = f"; last client error: {errors[-1]}" if errors else ""
-    return (f"could not {doing} from {_where(client)} within {client.api_timeout_s:g}s "
+    return (f"could not {doing} from {where(client)} within {client.api_timeout_s:g}s "
             f"(kafka.default.api.timeout.ms): {exc}{why}")
 
 
@@ -136,7 +137,7 @@ class Brokers:
             if missing:
                 raise KafkaSourceError(
                     f"topic(s) {', '.join(missing)} (option 'subscribe') do not exist on "
-                    f"{_where(self.client)}")
+                    f"{where(self.client)}")
             return [(t, p) for t in topics.names for p in range(existing[t])]
         if topics.kind == "pattern":
             regex = re.compile(topics.pattern)
@@ -144,13 +145,13 @@ class Brokers:
                            if regex.fullmatch(t) and not _INTERNAL_TOPIC.match(t))
             if not names:
                 raise KafkaSourceError(
-                    f"no topic on {_where(self.client)} matches option 'subscribePattern' "
+                    f"no topic on {where(self.client)} matches option 'subscribePattern' "
                     f"{topics.pattern!r}")
             return [(t, p) for t in names for p in range(existing[t])]
         missing = [f"{t}-{p}" for t, p in topics.partitions if p >= existing.get(t, 0)]
         if missing:
             raise KafkaSourceError(f"partition(s) {', '.join(missing)} (option 'assign') do "
-                                   f"not exist on {_where(self.client)}")
+                                   f"not exist on {where(self.client)}")
         return list(dict.fromkeys(topics.partitions))
 
     def _list_offsets(self, wanted: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
@@ -165,7 +166,7 @@ class Brokers:
         for tp in answer:
             if tp.error is not None:
                 raise KafkaSourceError(f"listing offsets of {tp.topic}-{tp.partition} on "
-                                       f"{_where(self.client)} failed: {tp.error}")
+                                       f"{where(self.client)} failed: {tp.error}")
             result[(tp.topic, tp.partition)] = tp.offset
         return result
 
@@ -251,10 +252,9 @@ def read_range(opts: ReadOptions, topic: str, partition: int, start: int, end: i
         except KafkaException as exc:
             raise KafkaSourceError(_failed(opts.client, f"get the offsets of {topic}-{partition}",
                                            exc, errors)) from None
-        start = _check_loss(opts, topic, partition, start, end, low)
+        start = check_loss(opts, topic, partition, start, end, low)
         if end > high:  # the log is shorter than planned: truncated, or deleted and recreated
-            _lost(opts, f"{topic}-{partition} ends at offset {high}, but offsets up to "
-                        f"{end - 1} were planned: the topic was truncated or recreated")
+            ends_early(opts, topic, partition, high, end)
             end = high
         if start >= end:
             return
@@ -291,39 +291,53 @@ def read_range(opts: ReadOptions, topic: str, partition: int, start: int, end: i
                 elif failure.code() in (KafkaError.OFFSET_OUT_OF_RANGE,
                                         KafkaError._AUTO_OFFSET_RESET):
                     low, _ = reader.get_watermark_offsets(tp, timeout=opts.client.api_timeout_s)
-                    position = _check_loss(opts, topic, partition, position, end, low)
+                    position = check_loss(opts, topic, partition, position, end, low)
                     reader.seek(KafkaTopicPartition(topic, partition, position))
                 else:
                     raise KafkaSourceError(f"reading {topic}-{partition} at offset {position} "
-                                           f"from {_where(opts.client)} failed: "
+                                           f"from {where(opts.client)} failed: "
                                            f"{failure.str()}")
             if done:
                 break
             if not rows and time.monotonic() - last_progress > opts.poll_timeout_s:
-                why = f" (last client error: {errors[-1]})" if errors else ""
-                raise KafkaSourceError(
-                    f"no record of {topic}-{partition} arrived from {_where(opts.client)} for "
-                    f"{opts.poll_timeout_s:g}s (kafkaConsumer.pollTimeoutMs) while reading "
-                    f"offsets {position} to {end - 1}{why}")
+                raise stalled(opts, topic, partition, position, end,
+                              errors[-1] if errors else "")
     finally:
         reader.close()
 
 
-def _lost(opts: ReadOptions, message: str) -> None:
+def lost(opts: ReadOptions, message: str) -> None:
+    """Data loss: an error with failOnDataLoss=true (the default), else a warning."""
     if opts.fail_on_data_loss:
         raise DataLossError(f"{message}. Some data may have been lost; set failOnDataLoss=false "
                             "to skip what is gone and go on")
     log.warning("%s; skipping ahead (failOnDataLoss=false)", message)
 
 
-def _check_loss(opts: ReadOptions, topic: str, partition: int, start: int, end: int,
+def check_loss(opts: ReadOptions, topic: str, partition: int, start: int, end: int,
                 low: int) -> int:
     """The offset to read from: `start`, or the log start if offsets below it are gone."""
     if start >= low:
         return start
-    _lost(opts, f"offsets {start} to {min(low, end) - 1} of {topic}-{partition} are no longer "
-                f"on {_where(opts.client)} (the log starts at offset {low})")
+    lost(opts, f"offsets {start} to {min(low, end) - 1} of {topic}-{partition} are no longer "
+               f"on {where(opts.client)} (the log starts at offset {low})")
     return low
+
+
+def ends_early(opts: ReadOptions, topic: str, partition: int, log_end: int, end: int) -> None:
+    """Data loss: the log ends before the offsets a read planned (truncated, recreated)."""
+    lost(opts, f"{topic}-{partition} ends at offset {log_end}, but offsets up to {end - 1} "
+               "were planned: the topic was truncated or recreated")
+
+
+def stalled(opts: ReadOptions, topic: str, partition: int, position: int, end: int,
+            last_error: str) -> KafkaSourceError:
+    """The error of a read that got no record for kafkaConsumer.pollTimeoutMs."""
+    why = f" (last client error: {last_error})" if last_error else ""
+    return KafkaSourceError(
+        f"no record of {topic}-{partition} arrived from {where(opts.client)} for "
+        f"{opts.poll_timeout_s:g}s (kafkaConsumer.pollTimeoutMs) while reading offsets "
+        f"{position} to {end - 1}{why}")
 
 
 def _to_arrow(rows: list[Any], offsets: list[int], topic: str, partition: int,
@@ -405,7 +419,7 @@ class RecordProducer:
             except BufferError:  # the local queue is full: let deliveries drain it
                 self._producer.poll(PRODUCE_QUEUE_WAIT_S)
             except KafkaException as exc:
-                raise ProduceFailed(f"producing to {topic} on {_where(self.client)} "
+                raise ProduceFailed(f"producing to {topic} on {where(self.client)} "
                                     f"failed: {exc}") from None
         self.sent += 1
         if self.errors:
@@ -434,5 +448,5 @@ class RecordProducer:
 
     def raise_errors(self) -> None:
         if self.errors:
-            raise ProduceFailed(f"writing to {_where(self.client)} failed: "
+            raise ProduceFailed(f"writing to {where(self.client)} failed: "
                                 + "; ".join(self.errors))

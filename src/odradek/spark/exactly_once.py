@@ -50,7 +50,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient
 
-from odradek.spark.client import ProduceFailed, RecordProducer, _where
+from odradek.spark.client import ProduceFailed, RecordProducer, where
 from odradek.spark.options import ClientOptions
 
 log = logging.getLogger("odradek.spark")
@@ -93,7 +93,7 @@ def committed_batch(client: ClientOptions, group: str) -> int:
         answer = future[group].result(timeout=client.api_timeout_s)
     except KafkaException as exc:
         raise ProduceFailed(f"reading the write marker of {group!r} from "
-                            f"{_where(client)} failed: {exc}") from None
+                            f"{where(client)} failed: {exc}") from None
     offsets = [tp.offset for tp in answer.topic_partitions or () if tp.offset >= 0]
     return max(offsets, default=0) - 1
 
@@ -120,7 +120,7 @@ def write_task(client: ClientOptions, prefix: str | None, write_id: str,
         try:
             kafka.init_transactions(timeout)
         except KafkaException as exc:
-            raise ProduceFailed(f"init_transactions({tid!r}) on {_where(client)} failed: "
+            raise ProduceFailed(f"init_transactions({tid!r}) on {where(client)} failed: "
                                 f"{exc}") from None
         done = committed_batch(client, tid)
         if done >= batch:
@@ -160,7 +160,7 @@ def _commit_with_marker(kafka: Any, client: ClientOptions, tid: str, topic: str,
                                           client.api_timeout_s)
         kafka.commit_transaction(client.api_timeout_s)
     except KafkaException as exc:
-        raise ProduceFailed(f"committing the transaction of {tid!r} on {_where(client)} "
+        raise ProduceFailed(f"committing the transaction of {tid!r} on {where(client)} "
                             f"failed: {exc}") from None
 
 

@@ -135,31 +135,36 @@ class _RangeReader:
             log_end = (answer.last_stable_offset if self.read_committed
                        and answer.last_stable_offset >= 0 else answer.high_watermark)
             if position >= log_end and log_end < end:
-                client._lost(self.opts, f"{self.name} ends at offset {log_end}, but offsets "
-                                        f"up to {end - 1} were planned: the topic was "
-                                        "truncated or recreated")
+                client.ends_early(self.opts, self.topic, self.partition, log_end, end)
                 return
             self._wait(deadline, position, end)
 
-    def _fetch(self, position: int) -> Any:
-        """The partition's part of one Fetch answer; None when it could not be had."""
+    def _to_leader(self, api_key: int, data: dict[str, Any]) -> Any:
+        """A request to the partition's leader (looked up when not known); None when no
+        answer came (the connection is dropped: the next call looks the leader up)."""
         try:
             if self.leader is None:
                 self.leader = self.cluster.leader(self.topic, self.partition)
-            answer = self.leader.request(FETCH, {
-                "replica_id": -1, "max_wait": FETCH_WAIT_MS, "min_bytes": 1,
-                "max_bytes": self.max_bytes, "isolation_level": int(self.read_committed),
-                "session_id": 0, "session_epoch": -1,  # a full fetch, no session (KIP-227)
-                "topics": [{"topic": self.topic, "partitions": [{
-                    "partition": self.partition, "current_leader_epoch": -1,
-                    "fetch_offset": position, "last_fetched_epoch": -1,
-                    "log_start_offset": -1, "partition_max_bytes": self.max_bytes}]}],
-                "forgotten_topics_data": [], "rack_id": ""})
+            return self.leader.request(api_key, data)
         except KafkaClientError as exc:
             self.last_error = str(exc)
             if self.leader is not None:
                 self.cluster.forget(self.leader)
                 self.leader = None
+            return None
+
+    def _fetch(self, position: int) -> Any:
+        """The partition's part of one Fetch answer; None when it could not be had."""
+        answer = self._to_leader(FETCH, {
+            "replica_id": -1, "max_wait": FETCH_WAIT_MS, "min_bytes": 1,
+            "max_bytes": self.max_bytes, "isolation_level": int(self.read_committed),
+            "session_id": 0, "session_epoch": -1,  # a full fetch, no session (KIP-227)
+            "topics": [{"topic": self.topic, "partitions": [{
+                "partition": self.partition, "current_leader_epoch": -1,
+                "fetch_offset": position, "last_fetched_epoch": -1,
+                "log_start_offset": -1, "partition_max_bytes": self.max_bytes}]}],
+            "forgotten_topics_data": [], "rack_id": ""})
+        if answer is None:
             return None
         if answer.error_code != ErrorCode.none:  # the whole request refused
             raise KafkaSourceError(f"fetching {self.name} from {self._where()} failed: "
@@ -175,50 +180,41 @@ class _RangeReader:
         below it (data loss), else (the log ends before the position) the range's end."""
         low, high = self._list_offset(-2), self._list_offset(-1)
         if position < low:
-            return client._check_loss(self.opts, self.topic, self.partition, position, end,
-                                      low)
-        client._lost(self.opts, f"{self.name} ends at offset {high}, but offsets up to "
-                                f"{end - 1} were planned: the topic was truncated or recreated")
+            return client.check_loss(self.opts, self.topic, self.partition, position, end,
+                                     low)
+        client.ends_early(self.opts, self.topic, self.partition, high, end)
         return end
 
     def _list_offset(self, timestamp: int) -> int:
         deadline = time.monotonic() + self.opts.client.api_timeout_s
         while True:
-            try:
-                if self.leader is None:
-                    self.leader = self.cluster.leader(self.topic, self.partition)
-                answer = self.leader.request(LIST_OFFSETS, {
-                    "replica_id": -1, "isolation_level": int(self.read_committed),
-                    "topics": [{"name": self.topic, "partitions": [{
-                        "partition_index": self.partition, "current_leader_epoch": -1,
-                        "timestamp": timestamp}]}]})
-                part = answer.topics[0].partitions[0]
-                if part.error_code == ErrorCode.none:
-                    return int(part.offset)
-                self.last_error = part.error_code.name
-                if part.error_code not in RETRIABLE:
+            answer = self._to_leader(LIST_OFFSETS, {
+                "replica_id": -1, "isolation_level": int(self.read_committed),
+                "topics": [{"name": self.topic, "partitions": [{
+                    "partition_index": self.partition, "current_leader_epoch": -1,
+                    "timestamp": timestamp}]}]})
+            parts = [p for t in answer.topics for p in t.partitions] if answer else []
+            if answer is not None and not parts:
+                self.last_error = "a ListOffsets answer without the partition"
+            elif parts and parts[0].error_code == ErrorCode.none:
+                return int(parts[0].offset)
+            elif parts:
+                self.last_error = parts[0].error_code.name
+                if parts[0].error_code not in RETRIABLE:
                     raise KafkaSourceError(f"listing offsets of {self.name} on "
                                            f"{self._where()} failed: {self.last_error}")
-                self.leader = None
-            except (KafkaClientError, IndexError) as exc:
-                self.last_error = str(exc) or "an empty ListOffsets answer"
-                if self.leader is not None:
-                    self.cluster.forget(self.leader)
-                    self.leader = None
+                self.leader = None  # ask for the leader again
             if not wait_before_retry(deadline, RETRY_BACKOFF_S):
                 raise KafkaSourceError(f"listing offsets of {self.name} on {self._where()} "
                                        f"failed: {self.last_error}")
 
     def _wait(self, deadline: float, position: int, end: int) -> None:
         if not wait_before_retry(deadline, RETRY_BACKOFF_S):
-            why = f" (last error: {self.last_error})" if self.last_error else ""
-            raise KafkaSourceError(
-                f"no record of {self.name} arrived from {self._where()} for "
-                f"{self.opts.poll_timeout_s:g}s (kafkaConsumer.pollTimeoutMs) while reading "
-                f"offsets {position} to {end - 1}{why}")
+            raise client.stalled(self.opts, self.topic, self.partition, position, end,
+                                 self.last_error)
 
     def _where(self) -> str:
-        return client._where(self.opts.client)
+        return client.where(self.opts.client)
 
     def _rows(self, columns: Any, start: int, end: int) -> pa.RecordBatch | None:
         """The rows at offsets [start, end): a fetch starts at the batch that holds
