@@ -21,6 +21,7 @@ from __future__ import annotations
 import bisect
 import logging
 import os
+import struct
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -95,6 +96,12 @@ def _recompress(view: memoryview, codec: int) -> memoryview:
         decoded = builder.decode_batch(bytes(raw))
         out.append(builder.rebuild_batch(header, decoded.records, codec=codec))
     return memoryview(b"".join(out))
+
+
+_I64 = struct.Struct(">q")
+# baseOffset, batchLength, partitionLeaderEpoch: a batch's first 16 bytes as the leader
+# writes them (batchLength as received; the CRC starts after them).
+_OFFSET_LENGTH_EPOCH = struct.Struct(">qii")
 
 
 def _check_crcs(view: memoryview, batches: Sequence[tuple[int, BatchHeader]]) -> None:
@@ -429,9 +436,6 @@ class Log:
         """
         view = memoryview(records)
         cfg = self.config
-        batches: list[tuple[int, BatchHeader]] = []
-        headers: list[BatchHeader] = []
-        buffers: list[bytes | memoryview] = []
         log_append_time = (
             self.clock() if cfg.message_timestamp_type == "LogAppendTime" and assign_offsets
             else -1
@@ -441,31 +445,47 @@ class Log:
             view = _recompress(view, target_codec)
         if log_append_time >= 0:
             view = memoryview(bytearray(view))  # the header changes under the CRC: copy
+        end = len(view)
         # Big appends check CRCs on the helper thread during the write (not when the
         # header must change under the CRC: that has to be checked before it is redone).
-        overlap = len(view) >= OVERLAP_CRC_BYTES and log_append_time < 0
-        positions: list[tuple[int, BatchHeader]] = []
+        overlap = end >= OVERLAP_CRC_BYTES and log_append_time < 0
+        # The loop below runs once per batch of every produce request (with many
+        # partitions, a batch of a few records each), so it is written out flat: no
+        # generator, one list per purpose, and the 16 bytes before the leader epoch's
+        # end packed in one go.
+        batches: list[tuple[int, BatchHeader]] = []  # (new base offset, header)
+        positions: list[int] = []  # where each batch starts in ``view``
+        buffers: list[bytes | memoryview] = []
         pending: dict[int, tuple[int, int]] = {}  # producer id -> (epoch, last sequence)
         state = self.producer_state
+        max_message_bytes = cfg.max_message_bytes
+        check_frame, check_crc = rb.check_frame, rb.check_crc
         with self.lock:
             next_offset = self.log_end_offset
             first_offset = next_offset
-            total = 0
             record_count = 0
             max_timestamp = rb.NO_TIMESTAMP
-            for pos, header in rb.iter_headers(view, crc=not overlap):
-                if header.size > cfg.max_message_bytes:
+            producers = False  # any batch with a producer id: its state moves too
+            pos = 0
+            while pos < end:
+                header = check_frame(view, pos, end)
+                if not overlap:
+                    check_crc(view, pos, header)
+                size = header.batch_length + rb.LOG_OVERHEAD_SIZE
+                if size > max_message_bytes:
                     raise RecordTooLargeError(
-                        f"batch of {header.size} bytes exceeds max.message.bytes "
-                        f"({cfg.max_message_bytes})"
+                        f"batch of {size} bytes exceeds max.message.bytes "
+                        f"({max_message_bytes})"
                     )
+                if header.producer_id >= 0:
+                    producers = True
                 if assign_offsets:
                     rb.check_producer_batch(header)
                     if header.producer_id >= 0:
                         duplicate = state.find_duplicate(header)
-                        if duplicate is not None and pos == 0 and pos + header.size == len(view):
+                        if duplicate is not None and pos == 0 and size == end:
                             if overlap:  # a retry is answered only if it is intact
-                                rb.check_crc(view, pos, header)
+                                check_crc(view, pos, header)
                             return AppendInfo(duplicate.first_offset, duplicate.last_offset,
                                               header.max_timestamp, log_append_time,
                                               header.record_count, self.log_start_offset,
@@ -475,13 +495,13 @@ class Log:
                     if log_append_time >= 0:
                         rb.set_log_append_time(view, log_append_time, pos)
                         header = header._replace(max_timestamp=log_append_time)
-                    buffers.append(rb.pack_i64(base))
                     if leader_epoch is None:
-                        buffers.append(view[pos + 8 : pos + header.size])
+                        buffers.append(_I64.pack(base))
+                        buffers.append(view[pos + 8 : pos + size])
                     else:
-                        buffers.append(view[pos + 8 : pos + 12])
-                        buffers.append(rb.pack_i32(leader_epoch))
-                        buffers.append(view[pos + 16 : pos + header.size])
+                        buffers.append(_OFFSET_LENGTH_EPOCH.pack(base, header.batch_length,
+                                                                 leader_epoch))
+                        buffers.append(view[pos + 16 : pos + size])
                 else:
                     base = header.base_offset
                     if base < next_offset:
@@ -490,42 +510,39 @@ class Log:
                         )
                     if not batches:
                         first_offset = base
-                    buffers.append(view[pos : pos + header.size])
+                    buffers.append(view[pos : pos + size])
                 batches.append((base, header))
-                headers.append(header)
-                positions.append((pos, header))
+                positions.append(pos)
                 next_offset = base + header.last_offset_delta + 1
-                total += header.size
                 record_count += header.record_count
-                max_timestamp = max(max_timestamp, header.max_timestamp)
+                if header.max_timestamp > max_timestamp:
+                    max_timestamp = header.max_timestamp
+                pos += size
             if not batches:
                 raise CorruptRecordError("no record batch in the appended data")
-            self._maybe_roll(total, first_offset, next_offset - 1, max_timestamp)
+            self._maybe_roll(end, first_offset, next_offset - 1, max_timestamp)
+            active = self.segments[-1]
             if overlap:
-                crc_check: Future[None] = _crc_pool.submit(_check_crcs, view, positions)
-                self.active.append(buffers, batches, before_commit=crc_check.result)
+                located = [(p, h) for p, (_, h) in zip(positions, batches, strict=True)]
+                crc_check: Future[None] = _crc_pool.submit(_check_crcs, view, located)
+                active.append(buffers, batches, before_commit=crc_check.result)
             else:
-                self.active.append(buffers, batches)
-            segment_base = self.active.base_offset
-            for (base, header), (pos, _) in zip(batches, positions, strict=True):
-                if header.producer_id >= 0:
-                    if header.is_control:  # a follower copying a marker
-                        self._update_producer_state(view[pos : pos + header.size], header,
-                                                    base, segment_base)
-                    else:
-                        state.update(header, base)
+                active.append(buffers, batches)
+            if producers:
+                segment_base = active.base_offset
+                for (base, header), pos in zip(batches, positions, strict=True):
+                    if header.producer_id >= 0:
+                        if header.is_control:  # a follower copying a marker
+                            self._update_producer_state(view[pos : pos + header.size],
+                                                        header, base, segment_base)
+                        else:
+                            state.update(header, base)
             self._count_unflushed(record_count)
             if flush and self._unflushed_messages >= cfg.flush_messages:
                 self.flush()
-            return AppendInfo(
-                first_offset=first_offset,
-                last_offset=next_offset - 1,
-                max_timestamp=max_timestamp,
-                log_append_time=log_append_time,
-                record_count=record_count,
-                log_start_offset=self.log_start_offset,
-                batches=tuple(headers),
-            )
+            return AppendInfo(first_offset, next_offset - 1, max_timestamp, log_append_time,
+                              record_count, self.log_start_offset,
+                              tuple([h for _, h in batches]))
 
     def append_marker(
         self,
