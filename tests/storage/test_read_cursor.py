@@ -157,6 +157,26 @@ def test_a_consumer_reading_on_skips_the_index_search(tmp_path, monkeypatch):
     lg.close()
 
 
+def test_a_consumer_at_the_tail_skips_the_index_search_for_each_new_batch(tmp_path, monkeypatch):
+    """A long-polling consumer reads to the log end, then the batch appended next: the
+    cursor remembers where that batch will start, so no read after the first searches."""
+    lg = Log.open(str(tmp_path / "t-0"), LogConfig.from_kafka({"index.interval.bytes": 128}))
+    lg.append(make_batch(10, start=0, value_size=90))
+    searches = []
+    real_find = LogSegment.find
+    monkeypatch.setattr(LogSegment, "find",
+                        lambda self, offset: searches.append(offset) or real_find(self, offset))
+    offset = 0
+    for i in range(1, 30):
+        decoded = builder.decode_batches(lg.read(offset, 1_000_000).region.read())
+        assert decoded[0].records[0].value.rstrip(b".") == b"v%d" % (10 * (i - 1))
+        offset = decoded[-1].header.next_offset
+        assert lg.read(offset, 1_000_000).region is None  # at the end: nothing yet
+        lg.append(make_batch(10, start=10 * i, value_size=90))
+    assert searches == [0]
+    lg.close()
+
+
 def test_a_batch_rewritten_where_the_cursor_points_is_read_as_it_is_now(tmp_path):
     lg = Log.open(str(tmp_path / "t-0"), LogConfig.from_kafka({"index.interval.bytes": 128}))
     for i in range(10):

@@ -174,13 +174,16 @@ class Log:
         self._txn_indexes: dict[int, TransactionIndex] = {}  # segment base -> its index
         self.cleaning = False  # while set, retired files stay open: the cleaner reads them
         self.closed = False
-        # The read cursor: (segment, position, header) of the batch right after what the
-        # last read returned, whose header that read had to look at anyway. A consumer's
-        # next fetch starts there, and the cursor spares it the index search and a header
-        # pread. Checked before use (same segment still in the log, the batch still
-        # inside it) and dropped whenever batches are removed or replaced (_retire,
-        # truncate_to, replace_segment).
-        self._cursor: tuple[LogSegment, int, BatchHeader] | None = None
+        # The read cursor: (segment, position, header, offset) of the batch right after
+        # what the last read returned, and the offset a sequential reader asks for next.
+        # The header is the one that read had to look at anyway, or None when the read
+        # ended at the segment's end (a consumer at the tail: the next batch is not
+        # written yet, but it will start there). A consumer's next fetch starts there,
+        # and the cursor spares it the index search and the walk from the index entry.
+        # Checked before use (same segment still in the log, the batch inside it) and
+        # dropped whenever batches are removed or replaced (_retire, truncate_to,
+        # replace_segment).
+        self._cursor: tuple[LogSegment, int, BatchHeader | None, int] | None = None
 
     # --- opening -----------------------------------------------------------------------
 
@@ -814,10 +817,14 @@ class Log:
             i = max(0, bisect.bisect_right(self._bases, offset) - 1)
             cursor = self._cursor
             hint = None
-            if (cursor is not None and cursor[2].base_offset == offset
-                    and cursor[0] is self.segments[i]
-                    and cursor[1] + cursor[2].size <= cursor[0].size):
-                hint = cursor[1], cursor[2]
+            if cursor is not None and cursor[3] == offset and cursor[0] is self.segments[i]:
+                segment, position, header, _ = cursor
+                if header is None and position < segment.size:
+                    # Appended since: batches go on whole and in offset order, so the one
+                    # starting here is the first whose last offset is >= ``offset``.
+                    header = segment.read_header(position)
+                if header is not None and position + header.size <= segment.size:
+                    hint = position, header
             for segment in self.segments[i:]:
                 if segment.base_offset >= limit:
                     break
@@ -825,7 +832,12 @@ class Log:
                 hint = None  # only for the segment it was taken from
                 if found is not None:
                     position, length, first, after = found
-                    self._cursor = None if after is None else (segment, *after)
+                    if after is not None:
+                        self._cursor = segment, after[0], after[1], after[1].base_offset
+                    elif position + length == segment.size:
+                        self._cursor = segment, segment.size, None, segment.next_offset
+                    else:
+                        self._cursor = None
                     return ReadResult(
                         FileRegion(segment.fd, position, length), first.base_offset, start, end
                     )
