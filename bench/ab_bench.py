@@ -14,10 +14,14 @@ Loads (each against a fresh broker and data directory):
 - ``consume``: a confluent-kafka ``Consumer`` process (broker_bench.py's settings: a
   group id it never joins, no commits) reads the records kcat wrote back from offset 0,
   after one untimed consumer has read a record (so the broker's one-off first request
-  of each API version a consumer sends is not in the timed part).
+  of each API version a consumer sends is not in the timed part);
+- ``raw-produce``: pre-built batches of ``--raw-batch`` records in raw Produce v3
+  requests to ``--raw-partitions`` partitions, 10 partitions' batches per request, 5 in
+  flight (scale_bench.produce_raw): a client that costs almost nothing, so the broker's
+  cost per batch shows (with librdkafka the client is the limit).
 
     .venv/bin/python bench/ab_bench.py --before HEAD~3 [--load produce] [--records 1000000]
-        [--producers 2] [--rounds 3]
+        [--producers 2] [--rounds 3] [--raw-batch 100] [--raw-partitions 100]
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from pathlib import Path
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from _common import free_port, machine_info, machine_line, note, proc_cpu_s
+from scale_bench import produce_raw
 
 REPO = Path(__file__).resolve().parent.parent
 TOPIC = "ab"
@@ -75,7 +80,7 @@ if p.flush(120):
 """
 
 
-def serve(src: Path, data_dir: str) -> tuple[subprocess.Popen[bytes], str]:
+def serve(src: Path, data_dir: str, partitions: int = 1) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     bootstrap = f"127.0.0.1:{port}"
     out = open(data_dir + ".out", "wb")  # noqa: SIM115 (lives as long as the broker)
@@ -89,12 +94,12 @@ def serve(src: Path, data_dir: str) -> tuple[subprocess.Popen[bytes], str]:
             raise RuntimeError(f"broker from {src} did not start")
         time.sleep(0.05)
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(30)
+    admin.create_topics([NewTopic(TOPIC, partitions, 1)])[TOPIC].result(30)
     return proc, bootstrap
 
 
 def run_load(load: str, bootstrap: str, records: int, producers: int, lines: str,
-             pid: int) -> float:
+             pid: int, raw_batch: int = 100, raw_partitions: int = 100) -> float:
     """Broker CPU seconds spent on the timed part of ``load``."""
     kcat = ["kcat", "-b", bootstrap, "-t", TOPIC, "-p", "0"]
     if load in ("kcat-consume", "consume"):  # needs the records first, untimed
@@ -111,6 +116,10 @@ def run_load(load: str, bootstrap: str, records: int, producers: int, lines: str
             raise RuntimeError("a producer failed")
     elif load == "consume":
         subprocess.run([sys.executable, "-c", CONSUMER, bootstrap, str(records)], check=True)
+    elif load == "raw-produce":
+        port = int(bootstrap.rsplit(":", 1)[1])
+        produce_raw(port, [(TOPIC, p) for p in range(raw_partitions)], records, b"x" * 100,
+                    raw_batch, 10, same_batches=True)
     elif load == "kcat-produce":
         subprocess.run([*kcat, "-P", "-X", "linger.ms=5", "-X", "batch.num.messages=100000",
                         "-l", lines], check=True)
@@ -125,12 +134,17 @@ def run_load(load: str, bootstrap: str, records: int, producers: int, lines: str
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     ap.add_argument("--before", required=True, help="git revision to compare against")
-    ap.add_argument("--load", choices=["produce", "kcat-produce", "kcat-consume", "consume"],
-                    default="produce")
+    ap.add_argument("--load", default="produce",
+                    choices=["produce", "kcat-produce", "kcat-consume", "consume", "raw-produce"])
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--producers", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--raw-batch", type=int, default=100,
+                    help="records per batch of the raw-produce load (100)")
+    ap.add_argument("--raw-partitions", type=int, default=100,
+                    help="partitions of the raw-produce load's topic (100)")
     args = ap.parse_args(argv)
+    partitions = args.raw_partitions if args.load == "raw-produce" else 1
     tmp = tempfile.mkdtemp(prefix="odradek-ab-")
     worktree = os.path.join(tmp, "before")
     subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", worktree,
@@ -143,10 +157,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         for i in range(args.rounds):
             for side in (("before", "after") if i % 2 == 0 else ("after", "before")):
                 data_dir = tempfile.mkdtemp(dir=tmp)
-                proc, bootstrap = serve(sides[side], data_dir)
+                proc, bootstrap = serve(sides[side], data_dir, partitions)
                 try:
                     cpu = run_load(args.load, bootstrap, args.records, args.producers, lines,
-                                   proc.pid)
+                                   proc.pid, args.raw_batch, args.raw_partitions)
                 finally:
                     proc.terminate()
                     proc.wait(60)
@@ -158,7 +172,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         shutil.rmtree(tmp, ignore_errors=True)
     ratios = [a / b for a, b in zip(per_m["after"], per_m["before"], strict=True) if b]
     print(machine_line(machine_info()))
-    print(f"load {args.load}, {args.records:,} records, {args.rounds} rounds alternating; "
+    shape = (f" (batches of {args.raw_batch} to {args.raw_partitions} partitions)"
+             if args.load == "raw-produce" else "")
+    print(f"load {args.load}{shape}, {args.records:,} records, {args.rounds} rounds alternating; "
           f"before = {args.before}, after = working tree")
     print(f"broker CPU s per M records: before {statistics.median(per_m['before']):.3f} "
           f"(rounds {', '.join(f'{x:.3f}' for x in per_m['before'])}), after "
