@@ -215,3 +215,102 @@ def test_a_fetch_larger_than_the_socket_takes_at_once_arrives_whole(broker):
         assert decoded[-1].records[-1].value == b"y" * 1000
         # and the connection goes on with the next request
         assert c.request(3, 9, {"topics": None}).cluster_id
+
+
+def _produce_one(c: WireClient, value: bytes, partition: int = 0) -> int:
+    response = c.request(0, 7, {"acks": 1, "timeout": 5000, "topic_data": [
+        {"name": TOPIC, "partition_data": [
+            {"index": partition, "records": builder.build_simple([value])}]}]})
+    return response.responses[0].partition_responses[0].error_code.value
+
+
+def _parked(broker: RunningBroker) -> int:
+    """Delayed fetches watching a partition of TOPIC now."""
+    return sum(len(w) for tp, w in broker.broker.purgatory._waiters.items() if tp[0] == TOPIC)
+
+
+def test_a_long_poll_waits_through_appends_until_min_bytes_arrive(broker):
+    """Each append reads again for the parked fetch; one that still gives less than
+    min_bytes leaves it parked (watching again), the one that gets there answers it,
+    long before max_wait, with everything appended meanwhile."""
+    broker.broker.create_topic(TOPIC, 2)
+    got = {}
+
+    def poll() -> None:
+        with RawClient(broker.port, timeout=30) as c:
+            start = time.monotonic()
+            got["response"] = c.request(1, 12, _fetch_body(
+                12, [(0, 0, 1 << 20)], max_wait=20_000, min_bytes=1000, max_bytes=1 << 20,
+                isolation=0))
+            got["waited"] = time.monotonic() - start
+
+    waiter = threading.Thread(target=poll)
+    waiter.start()
+    time.sleep(0.3)
+    with RawClient(broker.port) as c:
+        for i in range(8):  # ~170 bytes a batch: the sixth passes 1,000 bytes
+            assert _produce_one(c, b"%d" % i + b"." * 100) == 0
+            if i < 4:
+                time.sleep(0.05)
+                assert waiter.is_alive() and _parked(broker) == 1
+    waiter.join(25)
+    assert got["waited"] < 10
+    values = [r.value for b in builder.decode_batches(
+        got["response"].responses[0].partitions[0].records) for r in b.records]
+    assert len(values) >= 6 and values[0].startswith(b"0.")
+    assert _parked(broker) == 0
+
+
+def test_a_parked_fetch_whose_client_left_leaves_the_purgatory_at_its_max_wait(broker):
+    """As in Kafka, a delayed fetch outlives its connection only until it expires: then
+    it leaves the purgatory (nothing watches the partitions any more) and the failed
+    send of its answer ends the connection's loop."""
+    broker.broker.create_topic(TOPIC, 2)
+    with RawClient(broker.port) as c:
+        c.send(1, 12, _fetch_body(12, [(0, 0, 1 << 20), (1, 0, 1 << 20)], max_wait=800,
+                                  min_bytes=1, max_bytes=1 << 20, isolation=0))
+        deadline = time.monotonic() + 10
+        while _parked(broker) != 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _parked(broker) == 2  # watching both partitions
+    deadline = time.monotonic() + 10
+    while (_parked(broker) or broker.broker._connections) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _parked(broker) == 0 and not broker.broker._connections
+    with RawClient(broker.port) as c:
+        assert _produce_one(c, b"after") == 0
+
+
+def test_a_failure_reading_for_a_parked_fetch_fails_that_fetch_not_the_append(broker,
+                                                                              monkeypatch):
+    """The append that wakes a parked fetch reads for it in the appender's request; if that
+    read fails (a bug, a storage error) the fetch's connection is closed and the producer
+    is answered as if nothing happened."""
+    from odradek.server.handlers import fetch
+
+    broker.broker.create_topic(TOPIC, 2)
+    with RawClient(broker.port, timeout=30) as poller:
+        poller.send(1, 12, _fetch_body(12, [(0, 0, 1 << 20)], max_wait=20_000, min_bytes=1,
+                                       max_bytes=1 << 20, isolation=0))
+        deadline = time.monotonic() + 10
+        while _parked(broker) != 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        real = fetch._read
+
+        def failing(*args, **kwargs):
+            raise OSError("the disk went away")
+
+        monkeypatch.setattr(fetch, "_read", failing)
+        try:
+            with RawClient(broker.port) as c:
+                assert _produce_one(c, b"kept") == 0
+        finally:
+            monkeypatch.setattr(fetch, "_read", real)
+        with pytest.raises(ConnectionError):
+            poller.receive(1, 12)
+    assert _parked(broker) == 0
+    with RawClient(broker.port) as c:
+        body = _fetch_body(12, [(0, 0, 1 << 20)], max_wait=0, min_bytes=1, max_bytes=1 << 20,
+                           isolation=0)
+        records = c.request(1, 12, body).responses[0].partitions[0].records
+        assert builder.decode_batches(records)[0].records[0].value == b"kept"

@@ -226,8 +226,9 @@ class Connection(asyncio.BufferedProtocol):
             if self._parked is not None:
                 parked = self._parked[1]
                 self._parked = None
-                if asyncio.iscoroutine(parked):
-                    parked.close()  # never awaited: the connection is ending
+                close = getattr(parked, "close", None)  # a coroutine, or a delayed fetch
+                if close is not None:
+                    close()  # never awaited: the connection is ending
             self.close()
 
     async def _finish_started(self) -> None:

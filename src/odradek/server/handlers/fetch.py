@@ -4,7 +4,8 @@
   per partition, and the first partition with data may exceed both by one batch so that a
   consumer never gets stuck behind a batch larger than its limits (v3+ semantics).
 - Long poll: with less than ``min_bytes`` to return, the fetch waits in the purgatory
-  until an append to one of its partitions or ``max_wait`` (woken by appends, no timers).
+  until an append to one of its partitions or ``max_wait`` (woken by appends, which read
+  for it at once; a loop timer only for ``max_wait``).
 - Incremental fetch sessions (KIP-227, v7+): a session remembers the partitions and
   offsets of a consumer; later requests send only what changed, and responses leave out
   partitions with nothing new.
@@ -15,11 +16,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import struct
-import time
 from collections import OrderedDict
-from collections.abc import Coroutine
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -154,9 +155,9 @@ def _read(broker: Broker, wanted: list[Wanted], max_bytes: int,
 
 
 def handle_now(broker: Broker, request: Request
-               ) -> list[bytes | FileRegion] | Coroutine[Any, Any, list[bytes | FileRegion]]:
+               ) -> list[bytes | FileRegion] | _DelayedFetch:
     """The answer, if it can be given at once (enough bytes, an error, no wait asked or
-    the broker stopping); else a coroutine that long-polls and then answers.
+    the broker stopping); else the delayed fetch, an awaitable of the answer.
 
     Split so that the connection can answer most fetches synchronously, while the bytes
     arrive, without a task step, future and coroutine per request; ``handle`` is the same
@@ -219,8 +220,8 @@ def handle_now(broker: Broker, request: Request
     if total < min_bytes and not broker.stopping and not any(r.error for r in results):
         max_wait_s = ms(body.max_wait) / 1000
         if max_wait_s > 0:
-            return _long_poll(broker, request, wanted, max_bytes, min_bytes, read_committed,
-                              time.monotonic() + max_wait_s, results, session, incremental)
+            return _DelayedFetch(broker, request, wanted, max_bytes, min_bytes,
+                                 read_committed, max_wait_s, results, session, incremental)
     return _answer(request, results, session, incremental)
 
 
@@ -231,23 +232,81 @@ async def handle(broker: Broker, request: Request) -> list[bytes | FileRegion]:
     return await response
 
 
-async def _long_poll(broker: Broker, request: Request, wanted: list[Wanted], max_bytes: int,
-                     min_bytes: int, read_committed: bool, deadline: float,
-                     results: list[PartitionResult], session: FetchSession | None,
-                     incremental: bool) -> list[bytes | FileRegion]:
-    """Wait in the purgatory until an append gives ``min_bytes``, an error shows, the
-    broker stops or ``deadline`` (monotonic seconds) passes; then answer with the last
-    read (``results``: the one before waiting)."""
-    partitions = [(w[0], w[1]) for w in wanted]
-    while not broker.stopping:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            break
-        await broker.purgatory.wait(partitions, left)
-        results, total = _read(broker, wanted, max_bytes, read_committed)
-        if total >= min_bytes or any(r.error for r in results):
-            break
-    return _answer(request, results, session, incremental)
+class _DelayedFetch:
+    """A fetch waiting in the purgatory (Kafka's DelayedFetch): awaitable for its
+    response. Each append to one of its partitions reads again at once, in the
+    appender's call (``try_complete``); ``max_wait`` runs out on a loop timer. Either way
+    the response is made there, and whoever awaits gets it on the next loop step. No
+    coroutine, timeout scope or future per wake-up: at moderate rates every fetch of a
+    consumer that keeps up parks here, so this is per-request cost."""
+
+    __slots__ = ("broker", "future", "incremental", "max_bytes", "min_bytes", "partitions",
+                 "read_committed", "request", "results", "session", "timer", "wanted")
+
+    def __init__(self, broker: Broker, request: Request, wanted: list[Wanted], max_bytes: int,
+                 min_bytes: int, read_committed: bool, max_wait_s: float,
+                 results: list[PartitionResult], session: FetchSession | None,
+                 incremental: bool) -> None:
+        self.broker = broker
+        self.request = request
+        self.wanted = wanted
+        self.max_bytes = max_bytes
+        self.min_bytes = min_bytes
+        self.read_committed = read_committed
+        self.results = results  # the last read: answered if the wait runs out
+        self.session = session
+        self.incremental = incremental
+        self.partitions = [(w[0], w[1]) for w in wanted]
+        loop = asyncio.get_running_loop()
+        self.future: asyncio.Future[list[bytes | FileRegion]] = loop.create_future()
+        self.timer = loop.call_later(max_wait_s, self._expire)
+        broker.purgatory.watch(self.partitions, self)
+
+    def __await__(self) -> Generator[Any, None, list[bytes | FileRegion]]:
+        return self.future.__await__()
+
+    def try_complete(self) -> None:
+        if self.future.done():  # whoever awaited it is gone
+            self._forget()
+            return
+        try:
+            self.results, total = _read(self.broker, self.wanted, self.max_bytes,
+                                        self.read_committed)
+            if (total < self.min_bytes and not self.broker.stopping
+                    and not any(r.error for r in self.results)):
+                self.broker.purgatory.watch(self.partitions, self)
+                return
+            self._finish()
+        except Exception as exc:  # never into the appender's request: this fetch fails
+            self._forget()
+            self.future.set_exception(exc)
+
+    def _expire(self) -> None:
+        if self.future.done():
+            self._forget()
+            return
+        try:
+            self.results, _ = _read(self.broker, self.wanted, self.max_bytes,
+                                    self.read_committed)
+            self._finish()
+        except Exception as exc:
+            self._forget()
+            self.future.set_exception(exc)
+
+    def _finish(self) -> None:
+        self._forget()
+        self.future.set_result(_answer(self.request, self.results, self.session,
+                                       self.incremental))
+
+    def _forget(self) -> None:
+        self.timer.cancel()
+        self.broker.purgatory.unwatch(self.partitions, self)
+
+    def close(self) -> None:
+        """Never to be awaited (its connection ended): out of the purgatory now."""
+        self._forget()
+        if not self.future.done():
+            self.future.cancel()
 
 
 def _answer(request: Request, results: list[PartitionResult], session: FetchSession | None,
