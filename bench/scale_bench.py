@@ -7,7 +7,7 @@ its pid):
 
 1. **Partitions.** 100 topics (fewer when N < 100) totalling N partitions (1, 100, 1,000,
    10,000), created with ``AdminClient``; then ``--records`` records of 100 bytes produced
-   with one ``confluent_kafka.Producer`` (acks=1, linger.ms=5), record i going to
+   with one ``confluent_kafka.Producer`` (acks=1, linger.ms=5 by default), record i going to
    partition i mod N of the list of all N partitions, so every partition gets the same
    share. Timed from the first ``produce()`` to the return of ``flush()``. Reports the
    aggregate records/s, broker CPU seconds per million records (utime+stime from
@@ -17,7 +17,10 @@ its pid):
    (``--raw-batch``, on by default) ``--raw-records`` records go to the same partitions
    as pre-built batches in raw Produce v3 requests (``produce_raw``): the rate of the
    broker with a client that costs almost nothing, where librdkafka spreading records
-   one by one over 10,000 partitions is the limit of the first load.
+   one by one over 10,000 partitions is the limit of the first load. ``--linger-ms`` and
+   ``--keyless`` (record i to topic i mod T with no partition named, so librdkafka's
+   sticky partitioner, KIP-480, fills one partition's batch at a time) try whether the
+   client does better with other settings.
 2. **Startup with 10,000 partitions** (the largest N of part 1, first round): that
    broker is stopped with SIGTERM (the stop is timed), started again on the same data
    directory, and timed from spawn to its banner line and to the first Metadata answer
@@ -351,6 +354,29 @@ def produce_spread(producer: Producer, targets: list[tuple[str, int]], n: int,
     flush(producer)
 
 
+def produce_keyless(producer: Producer, topics: list[str], n: int, value: bytes) -> None:
+    """Record i to ``topics[i % len(topics)]`` with no partition and no key: the client's
+    partitioner picks (librdkafka's default for keyless records is sticky, KIP-480: one
+    partition's batch fills, then the next). Then flush; bounded as produce_spread."""
+    produce_one = producer.produce
+    k = len(topics)
+    for sent in range(n):
+        try:
+            produce_one(topics[sent % k], value)
+        except BufferError:
+            stalled_at = time.monotonic()
+            while True:
+                producer.poll(0.05)
+                try:
+                    produce_one(topics[sent % k], value)
+                    break
+                except BufferError:
+                    if time.monotonic() - stalled_at > STALL_TIMEOUT_S:
+                        raise RuntimeError(f"producer queue full for {STALL_TIMEOUT_S} s "
+                                           f"after {sent:,} records") from None
+    flush(producer)
+
+
 def flush(producer: Producer) -> None:
     remaining = len(producer)
     while remaining:
@@ -437,7 +463,7 @@ def partitions_row(n_partitions: int, args: argparse.Namespace, tmp_root: str,
         create_s = create_topics(broker.bootstrap, layout)
         targets = [(name, p) for name, n in layout for p in range(n)]
         errors: list[str] = []
-        producer = make_producer(broker.bootstrap, errors)
+        producer = make_producer(broker.bootstrap, errors, **{"linger.ms": args.linger_ms})
         md = producer.list_topics(timeout=STALL_TIMEOUT_S)  # connect before timing
         known = sum(len(md.topics[name].partitions) for name, _ in layout)
         if known != n_partitions:
@@ -446,7 +472,10 @@ def partitions_row(n_partitions: int, args: argparse.Namespace, tmp_root: str,
         value = os.urandom(args.value_bytes)
         cpu0, self0 = broker.cpu_s(), self_cpu_s()
         t0 = time.perf_counter()
-        produce_spread(producer, targets, args.records, value)
+        if args.keyless:
+            produce_keyless(producer, [name for name, _ in layout], args.records, value)
+        else:
+            produce_spread(producer, targets, args.records, value)
         t1 = time.perf_counter()
         cpu1, self1 = broker.cpu_s(), self_cpu_s()
         del producer  # its connections close before the broker stops
@@ -987,8 +1016,11 @@ def markdown(results: dict[str, Any]) -> str:
         s = part["summary"]
         lines += [
             f"**Partitions** — {p['records']:,} records of {p['value_bytes']} bytes per "
-            f"row, acks=1, linger.ms=5, one confluent-kafka producer, record i to "
-            f"partition i mod N; {p['rounds']} round(s), medians",
+            f"row, acks=1, linger.ms={p.get('linger_ms', 5):g}, one confluent-kafka "
+            f"producer, "
+            + ("record i to topic i mod T, no partition named (the sticky partitioner)"
+               if p.get("keyless") else "record i to partition i mod N")
+            + f"; {p['rounds']} round(s), medians",
             "",
             "| partitions | topics | create s | records/s | broker CPU s per M "
             "| broker busy (CPUs) | client CPU s per M | broker RSS MB | peak RSS MB "
@@ -1150,6 +1182,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--rounds", type=int, default=3,
                     help="rounds of part 1, ascending then descending (default 3)")
     ap.add_argument("--value-bytes", type=int, default=100, help="record size (100)")
+    ap.add_argument("--linger-ms", type=float, default=5.0,
+                    help="the part 1 producer's linger.ms (5)")
+    ap.add_argument("--keyless", action="store_true",
+                    help="part 1: record i to topic i mod T with no partition named "
+                         "(librdkafka's sticky partitioner) instead of partition i mod N")
     ap.add_argument("--connections", default="1,10,100,1000",
                     help="concurrent connections of part 3 (default 1,10,100,1000)")
     ap.add_argument("--conn-seconds", type=float, default=10.0,
@@ -1219,8 +1256,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             "records": args.records,
             "rounds": args.rounds,
             "value_bytes": args.value_bytes,
-            "producer": {"acks": 1, "linger.ms": 5, "batch.num.messages": 100_000,
+            "producer": {"acks": 1, "linger.ms": args.linger_ms, "batch.num.messages": 100_000,
                          "compression.type": "none"},
+            "linger_ms": args.linger_ms,
+            "keyless": args.keyless,
             "connections": _ints(args.connections),
             "conn_seconds": args.conn_seconds,
             "raw_batch": args.raw_batch,
