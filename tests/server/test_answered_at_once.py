@@ -314,3 +314,50 @@ def test_a_failure_reading_for_a_parked_fetch_fails_that_fetch_not_the_append(br
                            isolation=0)
         records = c.request(1, 12, body).responses[0].partitions[0].records
         assert builder.decode_batches(records)[0].records[0].value == b"kept"
+
+
+def test_a_woken_long_poll_is_answered_from_the_append_that_woke_it(broker, monkeypatch):
+    """The parked fetch's answer goes out in the producer's call (before the loop steps
+    to the fetch's connection), and when it is larger than the socket takes, the request
+    loop sends the rest: the consumer gets every byte, then its next answer."""
+    from odradek.server.connection import Connection
+
+    sent = []
+    real = Connection._send_parked
+
+    def recording(self, response):
+        done = real(self, response)
+        sent.append((done, self._unsent is not None))
+        return done
+
+    monkeypatch.setattr(Connection, "_send_parked", recording)
+    broker.broker.create_topic(TOPIC, 2)
+    # Twelve batches of ~900 KB in one append (each within max.message.bytes): more than
+    # the socket takes at once.
+    big = builder.build_simple([b"z" * 1000] * 900) * 12
+    got = {}
+
+    def poll() -> None:
+        with RawClient(broker.port, timeout=30) as c:
+            c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+            c.send(1, 12, _fetch_body(12, [(0, 0, 16 << 20)], max_wait=20_000, min_bytes=1,
+                                      max_bytes=16 << 20, isolation=0))
+            time.sleep(1.0)  # parked, woken, and what fits sent; the rest waits for us
+            got["records"] = c.receive(1, 12).responses[0].partitions[0].records
+            got["next"] = c.request(3, 9, {"topics": None}).cluster_id
+
+    waiter = threading.Thread(target=poll)
+    waiter.start()
+    deadline = time.monotonic() + 10
+    while _parked(broker) != 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    with RawClient(broker.port) as c:
+        response = c.request(0, 7, {"acks": 1, "timeout": 5000, "topic_data": [
+            {"name": TOPIC, "partition_data": [{"index": 0, "records": big}]}]})
+        assert response.responses[0].partition_responses[0].error_code.value == 0
+    waiter.join(25)
+    assert sent == [(True, True)]  # sent from the append's call, the rest left to run()
+    decoded = builder.decode_batches(got["records"])
+    assert [b.header.base_offset for b in decoded] == [900 * i for i in range(12)]
+    assert decoded[-1].records[-1].value == b"z" * 1000
+    assert got["next"]

@@ -171,6 +171,8 @@ class Connection(asyncio.BufferedProtocol):
             if response is not None and not isinstance(response, (bytes, list)):
                 self._parked = (frame, response)
                 frame = b""  # recycled by run() once the parked request is done
+                if hasattr(response, "sender"):  # it can hand its answer over when made
+                    response.sender = self._send_parked
                 self._wake_input()
             elif response is not None:
                 self._unsent = self._send_now(response)
@@ -180,6 +182,24 @@ class Connection(asyncio.BufferedProtocol):
             self._closing_after(exc)
         finally:
             self.decoder.recycle(frame)
+        return True
+
+    def _send_parked(self, response: bytes | list[bytes | FileRegion]) -> bool:
+        """Send the parked request's answer now, from whatever call completed it (a long
+        poll: the append that woke it), a loop step before run() would. In order: the
+        parked request is this connection's oldest unanswered one, and run() answers
+        nothing after it until it is done. False leaves the answer to run().
+
+        A parked request with a ``sender`` attribute gets this method there when it is
+        parked (handlers.fetch's delayed fetch); when it returns True, the request's
+        awaited result is None (nothing left for run() to send)."""
+        transport = self.transport
+        if self._lost or transport is None or transport.is_closing():
+            return False
+        try:
+            self._unsent = self._send_now(response)  # what the socket did not take: run()
+        except Exception:
+            return False  # run() sends it again and meets the error itself
         return True
 
     def _closing_after(self, exc: BaseException) -> None:

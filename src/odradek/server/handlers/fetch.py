@@ -20,7 +20,7 @@ import asyncio
 import itertools
 import struct
 from collections import OrderedDict
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -225,7 +225,7 @@ def handle_now(broker: Broker, request: Request
     return _answer(request, results, session, incremental)
 
 
-async def handle(broker: Broker, request: Request) -> list[bytes | FileRegion]:
+async def handle(broker: Broker, request: Request) -> list[bytes | FileRegion] | None:
     response = handle_now(broker, request)
     if isinstance(response, list):
         return response
@@ -241,7 +241,8 @@ class _DelayedFetch:
     consumer that keeps up parks here, so this is per-request cost."""
 
     __slots__ = ("broker", "future", "incremental", "max_bytes", "min_bytes", "partitions",
-                 "read_committed", "request", "results", "session", "timer", "wanted")
+                 "read_committed", "request", "results", "sender", "session", "timer",
+                 "wanted")
 
     def __init__(self, broker: Broker, request: Request, wanted: list[Wanted], max_bytes: int,
                  min_bytes: int, read_committed: bool, max_wait_s: float,
@@ -257,12 +258,15 @@ class _DelayedFetch:
         self.session = session
         self.incremental = incremental
         self.partitions = [(w[0], w[1]) for w in wanted]
+        # Set by a connection that parks this fetch (Connection._send_parked): the answer
+        # goes out from the completing call, and the awaited result is None.
+        self.sender: Callable[[list[bytes | FileRegion]], bool] | None = None
         loop = asyncio.get_running_loop()
-        self.future: asyncio.Future[list[bytes | FileRegion]] = loop.create_future()
+        self.future: asyncio.Future[list[bytes | FileRegion] | None] = loop.create_future()
         self.timer = loop.call_later(max_wait_s, self._expire)
         broker.purgatory.watch(self.partitions, self)
 
-    def __await__(self) -> Generator[Any, None, list[bytes | FileRegion]]:
+    def __await__(self) -> Generator[Any, None, list[bytes | FileRegion] | None]:
         return self.future.__await__()
 
     def try_complete(self) -> None:
@@ -295,8 +299,9 @@ class _DelayedFetch:
 
     def _finish(self) -> None:
         self._forget()
-        self.future.set_result(_answer(self.request, self.results, self.session,
-                                       self.incremental))
+        response = _answer(self.request, self.results, self.session, self.incremental)
+        sender = self.sender
+        self.future.set_result(None if sender is not None and sender(response) else response)
 
     def _forget(self) -> None:
         self.timer.cancel()
