@@ -149,20 +149,28 @@ def test_pipelined_fetches_are_answered_in_order_behind_a_long_poll(broker):
         assert c.receive(1, 12).responses[0].partitions[0].records  # in order, after it
 
 
-def test_a_long_poll_answered_at_once_is_parked_and_woken_by_an_append(broker):
-    broker.broker.create_topic(TOPIC, 2)
-    got = {}
+def _long_poll_in_thread(broker: RunningBroker, *, min_bytes: int, isolation: int,
+                         ) -> tuple[threading.Thread, dict]:
+    """A thread that sends a 20 s long poll of partition 0 from offset 0 and puts the
+    response and the seconds it waited into the returned dict."""
+    got: dict = {}
 
     def poll() -> None:
         with RawClient(broker.port, timeout=30) as c:
             start = time.monotonic()
             got["response"] = c.request(1, 12, _fetch_body(
-                12, [(0, 0, 1 << 20)], max_wait=20_000, min_bytes=1, max_bytes=1 << 20,
-                isolation=1))
+                12, [(0, 0, 1 << 20)], max_wait=20_000, min_bytes=min_bytes,
+                max_bytes=1 << 20, isolation=isolation))
             got["waited"] = time.monotonic() - start
 
     waiter = threading.Thread(target=poll)
     waiter.start()
+    return waiter, got
+
+
+def test_a_long_poll_answered_at_once_is_parked_and_woken_by_an_append(broker):
+    broker.broker.create_topic(TOPIC, 2)
+    waiter, got = _long_poll_in_thread(broker, min_bytes=1, isolation=1)
     time.sleep(0.3)
     with RawClient(broker.port) as c:
         # The same connection's next request is served while another one's is parked.
@@ -234,18 +242,7 @@ def test_a_long_poll_waits_through_appends_until_min_bytes_arrive(broker):
     min_bytes leaves it parked (watching again), the one that gets there answers it,
     long before max_wait, with everything appended meanwhile."""
     broker.broker.create_topic(TOPIC, 2)
-    got = {}
-
-    def poll() -> None:
-        with RawClient(broker.port, timeout=30) as c:
-            start = time.monotonic()
-            got["response"] = c.request(1, 12, _fetch_body(
-                12, [(0, 0, 1 << 20)], max_wait=20_000, min_bytes=1000, max_bytes=1 << 20,
-                isolation=0))
-            got["waited"] = time.monotonic() - start
-
-    waiter = threading.Thread(target=poll)
-    waiter.start()
+    waiter, got = _long_poll_in_thread(broker, min_bytes=1000, isolation=0)
     time.sleep(0.3)
     with RawClient(broker.port) as c:
         for i in range(8):  # ~170 bytes a batch: the sixth passes 1,000 bytes

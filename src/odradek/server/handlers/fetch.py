@@ -236,7 +236,8 @@ class _DelayedFetch:
     """A fetch waiting in the purgatory (Kafka's DelayedFetch): awaitable for its
     response. Each append to one of its partitions reads again at once, in the
     appender's call (``try_complete``); ``max_wait`` runs out on a loop timer. Either way
-    the response is made there, and whoever awaits gets it on the next loop step. No
+    the response is made there and, if the connection that parked it gave a ``sender``,
+    sent from there too; else whoever awaits gets it on the next loop step. No
     coroutine, timeout scope or future per wake-up: at moderate rates every fetch of a
     consumer that keeps up parks here, so this is per-request cost."""
 
@@ -270,36 +271,29 @@ class _DelayedFetch:
         return self.future.__await__()
 
     def try_complete(self) -> None:
+        """After an append to a watched partition: answer if there is enough now."""
+        self._read_and_answer(expired=False)
+
+    def _expire(self) -> None:
+        self._read_and_answer(expired=True)
+
+    def _read_and_answer(self, *, expired: bool) -> None:
         if self.future.done():  # whoever awaited it is gone
             self._forget()
             return
         try:
             self.results, total = _read(self.broker, self.wanted, self.max_bytes,
                                         self.read_committed)
-            if (total < self.min_bytes and not self.broker.stopping
+            if (not expired and total < self.min_bytes and not self.broker.stopping
                     and not any(r.error for r in self.results)):
-                self.broker.purgatory.watch(self.partitions, self)
+                self.broker.purgatory.watch(self.partitions, self)  # wait on
                 return
-            self._finish()
+            self._forget()
+            response = _answer(self.request, self.results, self.session, self.incremental)
         except Exception as exc:  # never into the appender's request: this fetch fails
             self._forget()
             self.future.set_exception(exc)
-
-    def _expire(self) -> None:
-        if self.future.done():
-            self._forget()
             return
-        try:
-            self.results, _ = _read(self.broker, self.wanted, self.max_bytes,
-                                    self.read_committed)
-            self._finish()
-        except Exception as exc:
-            self._forget()
-            self.future.set_exception(exc)
-
-    def _finish(self) -> None:
-        self._forget()
-        response = _answer(self.request, self.results, self.session, self.incremental)
         sender = self.sender
         self.future.set_result(None if sender is not None and sender(response) else response)
 
