@@ -149,11 +149,6 @@ def test_compute_crc_matches_stored_crc():
     assert b.compute_crc(memoryview(batch)) == b.compute_crc(bytearray(batch))
 
 
-def test_pack_helpers_are_big_endian():
-    assert b.pack_i64(1) == b"\x00" * 7 + b"\x01"
-    assert b.pack_i32(-1) == b"\xff" * 4
-
-
 # --- check_batch: good batches ------------------------------------------------------------
 
 

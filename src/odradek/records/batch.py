@@ -228,10 +228,3 @@ def set_log_append_time(buf: bytearray | memoryview, timestamp_ms: int, pos: int
     crc = _crc32c.crc32c(memoryview(buf)[pos + ATTRIBUTES_AT : pos + size])
     _U32.pack_into(buf, pos + CRC_AT, crc)
 
-
-def pack_i64(value: int) -> bytes:
-    return _I64.pack(value)
-
-
-def pack_i32(value: int) -> bytes:
-    return _I32.pack(value)
