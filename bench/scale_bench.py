@@ -354,29 +354,6 @@ def produce_spread(producer: Producer, targets: list[tuple[str, int]], n: int,
     flush(producer)
 
 
-def produce_keyless(producer: Producer, topics: list[str], n: int, value: bytes) -> None:
-    """Record i to ``topics[i % len(topics)]`` with no partition and no key: the client's
-    partitioner picks (librdkafka's default for keyless records is sticky, KIP-480: one
-    partition's batch fills, then the next). Then flush; bounded as produce_spread."""
-    produce_one = producer.produce
-    k = len(topics)
-    for sent in range(n):
-        try:
-            produce_one(topics[sent % k], value)
-        except BufferError:
-            stalled_at = time.monotonic()
-            while True:
-                producer.poll(0.05)
-                try:
-                    produce_one(topics[sent % k], value)
-                    break
-                except BufferError:
-                    if time.monotonic() - stalled_at > STALL_TIMEOUT_S:
-                        raise RuntimeError(f"producer queue full for {STALL_TIMEOUT_S} s "
-                                           f"after {sent:,} records") from None
-    flush(producer)
-
-
 def flush(producer: Producer) -> None:
     remaining = len(producer)
     while remaining:
@@ -472,10 +449,10 @@ def partitions_row(n_partitions: int, args: argparse.Namespace, tmp_root: str,
         value = os.urandom(args.value_bytes)
         cpu0, self0 = broker.cpu_s(), self_cpu_s()
         t0 = time.perf_counter()
-        if args.keyless:
-            produce_keyless(producer, [name for name, _ in layout], args.records, value)
-        else:
-            produce_spread(producer, targets, args.records, value)
+        # Partition -1 (librdkafka's RD_KAFKA_PARTITION_UA): the client's partitioner
+        # picks; for keyless records that is the sticky partitioner (KIP-480).
+        produce_spread(producer, [(name, -1) for name, _ in layout] if args.keyless
+                       else targets, args.records, value)
         t1 = time.perf_counter()
         cpu1, self1 = broker.cpu_s(), self_cpu_s()
         del producer  # its connections close before the broker stops

@@ -204,14 +204,19 @@ class Connection(asyncio.BufferedProtocol):
 
     def _closing_after(self, exc: BaseException) -> None:
         """Log and close as run() does for the same exception."""
-        if isinstance(exc, ConnectionClosed):
+        self._log_ending(exc)
+        self.close()
+
+    def _log_ending(self, exc: BaseException) -> None:
+        """One line for why this connection ends: the peer's doing (a bad frame or
+        request, a protocol violation), the connection's loss, or a bug (with its trace)."""
+        if isinstance(exc, (FrameError, ConnectionClosed)):
             log.warning("%s: closing connection: %s", self.peer, exc)
         elif isinstance(exc, (ConnectionError, OSError)):
             log.info("%s: connection lost: %s", self.peer, exc)
         else:
             log.error("%s: closing connection after an unexpected error", self.peer,
                       exc_info=exc)
-        self.close()
 
     async def run(self) -> None:
         decoder = self.decoder
@@ -233,15 +238,8 @@ class Connection(asyncio.BufferedProtocol):
                 finally:
                     self.in_request = False
                     decoder.recycle(frame)
-        except FrameError as exc:
-            log.warning("%s: closing connection: %s", self.peer, exc)
-        except ConnectionClosed as exc:
-            log.warning("%s: closing connection: %s", self.peer, exc)
-        except (ConnectionError, OSError) as exc:
-            log.info("%s: connection lost: %s", self.peer, exc)
-        except Exception:
-            # A bug in a handler ends this one connection, never the broker.
-            log.exception("%s: closing connection after an unexpected error", self.peer)
+        except Exception as exc:  # a bug in a handler ends this one connection, never the broker
+            self._log_ending(exc)
         finally:
             if self._parked is not None:
                 parked = self._parked[1]

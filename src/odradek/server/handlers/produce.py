@@ -38,13 +38,8 @@ def _not_in_transaction(broker: Broker, transactional_id: str | None, topic: str
     """(error code, message) if a transactional batch may not be written here: its
     transaction must be open with this partition added (``TxnRuntime.check_produce``,
     KIP-890's verification, answered by this node's own coordinator). Storage checks the
-    rest (epochs, sequences) under the log's lock."""
-    if len(records) < rb.HEADER_SIZE:
-        return None  # not a batch at all: the log says what is wrong with it
-    # The hot path: one byte (the low byte of the attributes, @22) says "not
-    # transactional" without decoding the header.
-    if not records[22] & rb.TRANSACTIONAL_BIT:
-        return None
+    rest (epochs, sequences) under the log's lock. Called only for records of at least a
+    header whose attributes say transactional (the caller's one-byte check)."""
     header = rb.read_header(records)
     if header.is_control:
         return None  # the log refuses produced control batches itself
