@@ -18,7 +18,13 @@ Loads (each against a fresh broker and data directory):
 - ``raw-produce``: pre-built batches of ``--raw-batch`` records in raw Produce v3
   requests to ``--raw-partitions`` partitions, 10 partitions' batches per request, 5 in
   flight (scale_bench.produce_raw): a client that costs almost nothing, so the broker's
-  cost per batch shows (with librdkafka the client is the limit).
+  cost per batch shows (with librdkafka the client is the limit);
+- ``spaced-fetch``: what a Python consumer reading a backlog costs the broker, without
+  that consumer's noise: batches of 7,800 records (~860 KB, librdkafka's size for these
+  records) are written untimed; then one raw Fetch v12 (read_committed, 1 MiB per
+  partition, as librdkafka asks) per batch, ``--gap-ms`` apart (a Python consumer comes
+  back every ~45 ms), while a process sweeps 48 MB of memory so that the broker meets
+  each fetch with cold caches, as it does beside a busy client.
 
     .venv/bin/python bench/ab_bench.py --before HEAD~3 [--load produce] [--records 1000000]
         [--producers 2] [--rounds 3] [--raw-batch 100] [--raw-partitions 100]
@@ -29,7 +35,9 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import socket
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -40,7 +48,7 @@ from pathlib import Path
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from _common import free_port, machine_info, machine_line, note, proc_cpu_s
-from scale_bench import produce_raw
+from scale_bench import encode_request, produce_raw, recv_exactly
 
 REPO = Path(__file__).resolve().parent.parent
 TOPIC = "ab"
@@ -99,7 +107,8 @@ def serve(src: Path, data_dir: str, partitions: int = 1) -> tuple[subprocess.Pop
 
 
 def run_load(load: str, bootstrap: str, records: int, producers: int, lines: str,
-             pid: int, raw_batch: int = 100, raw_partitions: int = 100) -> float:
+             pid: int, raw_batch: int = 100, raw_partitions: int = 100,
+             gap_ms: float = 40.0) -> float:
     """Broker CPU seconds spent on the timed part of ``load``."""
     kcat = ["kcat", "-b", bootstrap, "-t", TOPIC, "-p", "0"]
     if load in ("kcat-consume", "consume"):  # needs the records first, untimed
@@ -108,6 +117,8 @@ def run_load(load: str, bootstrap: str, records: int, producers: int, lines: str
                        check=True, capture_output=True)
     if load == "consume":
         subprocess.run([sys.executable, "-c", CONSUMER, bootstrap, "1"], check=True)
+    if load == "spaced-fetch":
+        return spaced_fetch(bootstrap, records, pid, gap_ms)
     cpu0 = proc_cpu_s(pid)
     if load == "produce":
         procs = [subprocess.Popen([sys.executable, "-c", PRODUCER, bootstrap,
@@ -131,11 +142,54 @@ def run_load(load: str, bootstrap: str, records: int, producers: int, lines: str
     return proc_cpu_s(pid) - cpu0
 
 
+SPACED_BATCH = 7_800  # records per batch: librdkafka's batches of 100-byte records here
+HOG = r"""
+import sys, time
+a = bytearray(48 << 20)
+end = time.monotonic() + float(sys.argv[1])
+while time.monotonic() < end:
+    a[::4096] = b"x" * len(a[::4096])
+    bytes(a[:24 << 20])
+"""
+
+
+def spaced_fetch(bootstrap: str, records: int, pid: int, gap_ms: float) -> float:
+    """The spaced-fetch load: broker CPU seconds of its timed fetches."""
+    port = int(bootstrap.rsplit(":", 1)[1])
+    batches = max(1, records // SPACED_BATCH)
+    produce_raw(port, [(TOPIC, 0)], batches * SPACED_BATCH, b"x" * 100, SPACED_BATCH, 1)
+    frames = [encode_request(1, 12, i, {
+        "replica_id": -1, "max_wait": 500, "min_bytes": 1, "max_bytes": 50 << 20,
+        "isolation_level": 1, "session_id": 0, "session_epoch": -1,
+        "topics": [{"topic": TOPIC, "partitions": [{
+            "partition": 0, "fetch_offset": i * SPACED_BATCH, "partition_max_bytes": 1 << 20,
+            "log_start_offset": -1, "current_leader_epoch": -1}]}]})
+        for i in range(batches)]
+    hog = subprocess.Popen([sys.executable, "-c", HOG,
+                            str(batches * (gap_ms / 1000 + 0.01) + 30)])
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            time.sleep(0.5)  # the hog's start is not the broker's cost
+            cpu0 = proc_cpu_s(pid)
+            for frame in frames:
+                sock.sendall(frame)
+                (size,) = struct.unpack(">i", recv_exactly(sock, 4))
+                if len(recv_exactly(sock, size)) < SPACED_BATCH * 100:
+                    raise RuntimeError("a fetch returned less than a batch")
+                time.sleep(gap_ms / 1000)
+            return proc_cpu_s(pid) - cpu0
+    finally:
+        hog.kill()
+        hog.wait()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     ap.add_argument("--before", required=True, help="git revision to compare against")
     ap.add_argument("--load", default="produce",
-                    choices=["produce", "kcat-produce", "kcat-consume", "consume", "raw-produce"])
+                    choices=["produce", "kcat-produce", "kcat-consume", "consume", "raw-produce",
+                             "spaced-fetch"])
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--producers", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
@@ -143,6 +197,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="records per batch of the raw-produce load (100)")
     ap.add_argument("--raw-partitions", type=int, default=100,
                     help="partitions of the raw-produce load's topic (100)")
+    ap.add_argument("--gap-ms", type=float, default=40.0,
+                    help="pause between the spaced-fetch load's fetches (40)")
     args = ap.parse_args(argv)
     partitions = args.raw_partitions if args.load == "raw-produce" else 1
     tmp = tempfile.mkdtemp(prefix="odradek-ab-")
@@ -160,7 +216,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 proc, bootstrap = serve(sides[side], data_dir, partitions)
                 try:
                     cpu = run_load(args.load, bootstrap, args.records, args.producers, lines,
-                                   proc.pid, args.raw_batch, args.raw_partitions)
+                                   proc.pid, args.raw_batch, args.raw_partitions, args.gap_ms)
                 finally:
                     proc.terminate()
                     proc.wait(60)

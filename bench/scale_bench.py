@@ -20,7 +20,9 @@ its pid):
    one by one over 10,000 partitions is the limit of the first load. ``--linger-ms`` and
    ``--keyless`` (record i to topic i mod T with no partition named, so librdkafka's
    sticky partitioner, KIP-480, fills one partition's batch at a time) try whether the
-   client does better with other settings.
+   client does better with other settings; ``--tansu`` runs each row's librdkafka load
+   against Tansu 0.6 too (broker_bench.py's native broker), alternating, so the rate
+   ratio of a broker not written in Python stands beside Odradek's.
 2. **Startup with 10,000 partitions** (the largest N of part 1, first round): that
    broker is stopped with SIGTERM (the stop is timed), started again on the same data
    directory, and timed from spawn to its banner line and to the first Metadata answer
@@ -172,10 +174,7 @@ class Odradek:
         return proc_peak_rss_mib(self.pid)
 
     def open_fds(self) -> int:
-        try:
-            return len(os.listdir(f"/proc/{self.pid}/fd"))
-        except OSError:
-            return -1
+        return open_fds(self.pid)
 
     def stop(self) -> tuple[int | None, float]:
         """SIGTERM; returns (exit code, seconds to exit)."""
@@ -197,6 +196,45 @@ class Odradek:
             self.proc.kill()
             self.proc.wait(timeout=STOP_TIMEOUT_S)
         self.out.close()
+
+
+def open_fds(pid: int) -> int:
+    try:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return -1
+
+
+class Tansu:
+    """Tansu 0.6 with memory storage (broker_bench's launcher), with the methods the
+    partitions part uses: the same librdkafka load against a native broker, so that what
+    the client costs at 10,000 partitions is not taken for the broker's cost."""
+
+    def __init__(self, tmp_root: str) -> None:
+        from broker_bench import TANSU, Broker
+
+        self._broker = Broker(TANSU, tmp_root)  # ready when constructed
+        self.pid, self.port, self.bootstrap = (self._broker.pid, self._broker.port,
+                                               self._broker.bootstrap)
+
+    def wait_ready(self) -> float:
+        return 0.0
+
+    def cpu_s(self) -> float:
+        return proc_cpu_s(self.pid)
+
+    def rss_mib(self) -> float:
+        return proc_rss_mib(self.pid)
+
+    def peak_rss_mib(self) -> float:
+        return proc_peak_rss_mib(self.pid)
+
+    def open_fds(self) -> int:
+        return open_fds(self.pid)
+
+    def stop(self) -> tuple[int | None, float]:
+        t0 = time.monotonic()
+        return self._broker.stop(), time.monotonic() - t0
 
 
 # --- raw Kafka protocol (blocking; for Metadata at startup) ----------------------------
@@ -224,7 +262,7 @@ def decode_response(api_key: int, version: int, payload: bytes) -> tuple[int, An
     return header.correlation_id, body
 
 
-def _recv_exactly(sock: socket.socket, n: int) -> bytes:
+def recv_exactly(sock: socket.socket, n: int) -> bytes:
     out = bytearray()
     while len(out) < n:
         chunk = sock.recv(n - len(out))
@@ -239,8 +277,8 @@ def metadata_all(port: int, timeout: float = REQUEST_TIMEOUT_S) -> tuple[float, 
     received, topics, partitions without error), internal topics left out."""
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
         sock.sendall(encode_request(3, 1, 1, {"topics": None}))
-        size = struct.unpack(">i", _recv_exactly(sock, 4))[0]
-        payload = _recv_exactly(sock, size)
+        size = struct.unpack(">i", recv_exactly(sock, 4))[0]
+        payload = recv_exactly(sock, size)
     received = time.monotonic()
     _, body = decode_response(3, 1, payload)
     topics = [t for t in body.topics if t.error_code == 0 and not t.is_internal]
@@ -403,8 +441,8 @@ def produce_raw(port: int, targets: list[tuple[str, int]], n: int, value: bytes,
         outstanding = 0
 
         def answer() -> None:
-            size = struct.unpack(">i", _recv_exactly(sock, 4))[0]
-            _, body = decode_response(0, 3, _recv_exactly(sock, size))
+            size = struct.unpack(">i", recv_exactly(sock, 4))[0]
+            _, body = decode_response(0, 3, recv_exactly(sock, size))
             for topic in body.responses:
                 for part in topic.partition_responses:
                     if part.error_code != 0:
@@ -428,11 +466,13 @@ def produce_raw(port: int, targets: list[tuple[str, int]], n: int, value: bytes,
 
 
 def partitions_row(n_partitions: int, args: argparse.Namespace, tmp_root: str,
-                   keep_running: bool) -> tuple[dict[str, Any], Odradek | None]:
+                   keep_running: bool, kind: str = "odradek",
+                   ) -> tuple[dict[str, Any], Odradek | None]:
     """One N: fresh broker, topics, produce. The broker is returned still running when
-    ``keep_running`` (for the startup part), else stopped and its data removed."""
+    ``keep_running`` (for the startup part), else stopped and its data removed.
+    ``kind`` "tansu": the same librdkafka load against Tansu (no raw load, no startup)."""
     data_dir = tempfile.mkdtemp(prefix=f"p{n_partitions}-", dir=tmp_root)
-    broker = Odradek(data_dir)
+    broker: Odradek | Tansu = Odradek(data_dir) if kind == "odradek" else Tansu(tmp_root)
     keep = False
     try:
         broker.wait_ready()
@@ -461,7 +501,7 @@ def partitions_row(n_partitions: int, args: argparse.Namespace, tmp_root: str,
         seconds = t1 - t0
         m = args.records / 1e6
         raw: dict[str, Any] = {}
-        if args.raw_batch:
+        if args.raw_batch and isinstance(broker, Odradek):
             cpu2, self2 = broker.cpu_s(), self_cpu_s()
             t2 = time.perf_counter()
             produce_raw(broker.port, targets, args.raw_records, value, args.raw_batch,
@@ -491,14 +531,26 @@ def partitions_row(n_partitions: int, args: argparse.Namespace, tmp_root: str,
             "broker_open_fds": broker.open_fds(),
             **raw,
         }
-        keep = keep_running
-        return row, (broker if keep_running else None)
+        keep = keep_running and isinstance(broker, Odradek)
+        return row, (broker if keep and isinstance(broker, Odradek) else None)
     finally:
         if not keep:
             rc, _ = broker.stop()
-            if rc != 0:
+            if rc != 0 and kind == "odradek":
                 note(f"warning: odradek exited with {rc} on SIGTERM")
             shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def tansu_row(n: int, args: argparse.Namespace, tmp_root: str, i: int) -> dict[str, Any]:
+    note(f"partitions, round {i + 1}/{args.rounds}: {n:,} partitions, Tansu ...")
+    try:
+        row, _ = partitions_row(n, args, tmp_root, False, kind="tansu")
+    except Exception as exc:  # report and go on
+        note(f"  FAILED: {exc}")
+        return {"partitions": n, "error": str(exc)[:500]}
+    note(f"  {row['records_s']:,} records/s, {row['broker_cpu_s_per_m']} broker CPU s/M, "
+         f"client {row['client_cpu_s_per_m']} CPU s/M")
+    return row
 
 
 # --- part 2: startup with many partitions ---------------------------------------------
@@ -1041,6 +1093,29 @@ def markdown(results: dict[str, Any]) -> str:
                         f"| {r['raw_broker_cpu_util']:.2f} "
                         f"| {r['raw_client_cpu_s_per_m']:.2f} |")
             lines += _ratio_line(s, "raw_", ", pre-built batches")
+        tansu = results.get("partitions_tansu")
+        if tansu:
+            ts = tansu["summary"]
+            lines += [
+                "",
+                "The same librdkafka load against Tansu 0.6 (memory storage), each row "
+                "beside Odradek's (alternating):",
+                "",
+                "| partitions | records/s | broker CPU s per M | broker busy (CPUs) "
+                "| client CPU s per M | peak RSS MB |",
+                "|---:|---:|---:|---:|---:|---:|",
+            ]
+            for r in ts["rows"]:
+                lines.append(
+                    f"| {r['partitions']:,} | {r['records_s']:,.0f} "
+                    f"| {r['broker_cpu_s_per_m']:.2f} | {r['broker_cpu_util']:.2f} "
+                    f"| {r['client_cpu_s_per_m']:.2f} | {r['broker_peak_rss_mib']:,.0f} |")
+            for rnd_i, rnd in enumerate(tansu["rounds"]):
+                for r in rnd:
+                    if "error" in r:
+                        lines.append(f"- round {rnd_i + 1}, {r['partitions']:,} partitions: "
+                                     f"**failed**: {r['error']}")
+            lines += _ratio_line(ts, "", ", Tansu")
         lines.append("")
     st = results.get("startup")
     if st:
@@ -1164,6 +1239,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--keyless", action="store_true",
                     help="part 1: record i to topic i mod T with no partition named "
                          "(librdkafka's sticky partitioner) instead of partition i mod N")
+    ap.add_argument("--tansu", action="store_true",
+                    help="part 1: each row's librdkafka load also against Tansu 0.6 (memory "
+                         "storage, the Rust broker of broker_bench.py), alternating: does a "
+                         "native broker keep more of its rate at 10,000 partitions?")
     ap.add_argument("--connections", default="1,10,100,1000",
                     help="concurrent connections of part 3 (default 1,10,100,1000)")
     ap.add_argument("--conn-seconds", type=float, default=10.0,
@@ -1237,6 +1316,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                          "compression.type": "none"},
             "linger_ms": args.linger_ms,
             "keyless": args.keyless,
+            "tansu": args.tansu,
             "connections": _ints(args.connections),
             "conn_seconds": args.conn_seconds,
             "raw_batch": args.raw_batch,
@@ -1258,11 +1338,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if "partitions" in args.only:
             rounds: list[list[dict[str, Any]]] = []
+            tansu_rounds: list[list[dict[str, Any]]] = []
             biggest = max(partition_counts)
             for i in range(args.rounds):
                 order = sorted(partition_counts, reverse=bool(i % 2))
                 rnd = []
+                tansu_rnd: list[dict[str, Any]] = []
                 for n in order:
+                    if args.tansu and i % 2:  # Tansu's row first in odd rounds (ABBA)
+                        tansu_rnd.append(tansu_row(n, args, tmp_root, i))
                     want_startup = ("startup" in args.only and n == biggest
                                     and "startup" not in results)
                     note(f"partitions, round {i + 1}/{args.rounds}: {n:,} partitions, "
@@ -1287,8 +1371,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                         except Exception as exc:
                             note(f"  FAILED: {exc}")
                             results["startup"] = {"partitions": n, "error": str(exc)[:500]}
+                    if args.tansu and not i % 2:
+                        tansu_rnd.append(tansu_row(n, args, tmp_root, i))
                 rounds.append(rnd)
+                tansu_rounds.append(tansu_rnd)
             results["partitions"] = {"rounds": rounds, "summary": summarize_partitions(rounds)}
+            if args.tansu:
+                results["partitions_tansu"] = {"rounds": tansu_rounds,
+                                               "summary": summarize_partitions(tansu_rounds)}
         if "connections" in args.only:
             try:
                 results["connections"] = connections_part(_ints(args.connections), args,
