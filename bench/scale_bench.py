@@ -111,7 +111,31 @@ BANNER = re.compile(r"^Odradek \S+ listening on ", re.MULTILINE)
 # --- the broker process ---------------------------------------------------------------
 
 
-class Odradek:
+def open_fds(pid: int) -> int:
+    try:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return -1
+
+
+class BrokerProcess:
+    """What the parts read of a broker process, by its ``pid``."""
+
+    pid: int
+
+    def cpu_s(self) -> float:
+        return proc_cpu_s(self.pid)
+
+    def rss_mib(self) -> float:
+        return proc_rss_mib(self.pid)
+
+    def peak_rss_mib(self) -> float:
+        return proc_peak_rss_mib(self.pid)
+
+    def open_fds(self) -> int:
+        return open_fds(self.pid)
+
+class Odradek(BrokerProcess):
     """``odradek serve`` on ``port`` of 127.0.0.1 with data in ``data_dir``; output goes
     to ``data_dir + ".<n>.out"``. The data directory outlives the process: the caller
     removes it."""
@@ -164,18 +188,6 @@ class Odradek:
         assert self.banner_s is not None
         return self.banner_s
 
-    def cpu_s(self) -> float:
-        return proc_cpu_s(self.pid)
-
-    def rss_mib(self) -> float:
-        return proc_rss_mib(self.pid)
-
-    def peak_rss_mib(self) -> float:
-        return proc_peak_rss_mib(self.pid)
-
-    def open_fds(self) -> int:
-        return open_fds(self.pid)
-
     def stop(self) -> tuple[int | None, float]:
         """SIGTERM; returns (exit code, seconds to exit)."""
         t0 = time.monotonic()
@@ -198,14 +210,7 @@ class Odradek:
         self.out.close()
 
 
-def open_fds(pid: int) -> int:
-    try:
-        return len(os.listdir(f"/proc/{pid}/fd"))
-    except OSError:
-        return -1
-
-
-class Tansu:
+class Tansu(BrokerProcess):
     """Tansu 0.6 with memory storage (broker_bench's launcher), with the methods the
     partitions part uses: the same librdkafka load against a native broker, so that what
     the client costs at 10,000 partitions is not taken for the broker's cost."""
@@ -219,18 +224,6 @@ class Tansu:
 
     def wait_ready(self) -> float:
         return 0.0
-
-    def cpu_s(self) -> float:
-        return proc_cpu_s(self.pid)
-
-    def rss_mib(self) -> float:
-        return proc_rss_mib(self.pid)
-
-    def peak_rss_mib(self) -> float:
-        return proc_peak_rss_mib(self.pid)
-
-    def open_fds(self) -> int:
-        return open_fds(self.pid)
 
     def stop(self) -> tuple[int | None, float]:
         t0 = time.monotonic()
@@ -1027,6 +1020,11 @@ def summarize_partitions(rounds: list[list[dict[str, Any]]]) -> dict[str, Any]:
     return summary
 
 
+def _failed_rows(rounds: list[list[dict[str, Any]]]) -> list[str]:
+    return [f"- round {i + 1}, {r['partitions']:,} partitions: **failed**: {r['error']}"
+            for i, rnd in enumerate(rounds) for r in rnd if "error" in r]
+
+
 def _ratio_line(summary: dict[str, Any], prefix: str, what: str) -> list[str]:
     if f"{prefix}ratio_rate" not in summary:
         return []
@@ -1063,11 +1061,7 @@ def markdown(results: dict[str, Any]) -> str:
                 f"| {r['broker_cpu_util']:.2f} | {r['client_cpu_s_per_m']:.2f} "
                 f"| {r['broker_rss_mib']:,.0f} | {r['broker_peak_rss_mib']:,.0f} "
                 f"| {r['broker_open_fds']:,} |")
-        for rnd_i, rnd in enumerate(part["rounds"]):
-            for r in rnd:
-                if "error" in r:
-                    lines.append(f"- round {rnd_i + 1}, {r['partitions']:,} partitions: "
-                                 f"**failed**: {r['error']}")
+        lines += _failed_rows(part["rounds"])
         lines += _ratio_line(s, "", "")
         if any("raw_records_s" in r for r in s["rows"]):
             lines += [
@@ -1110,11 +1104,7 @@ def markdown(results: dict[str, Any]) -> str:
                     f"| {r['partitions']:,} | {r['records_s']:,.0f} "
                     f"| {r['broker_cpu_s_per_m']:.2f} | {r['broker_cpu_util']:.2f} "
                     f"| {r['client_cpu_s_per_m']:.2f} | {r['broker_peak_rss_mib']:,.0f} |")
-            for rnd_i, rnd in enumerate(tansu["rounds"]):
-                for r in rnd:
-                    if "error" in r:
-                        lines.append(f"- round {rnd_i + 1}, {r['partitions']:,} partitions: "
-                                     f"**failed**: {r['error']}")
+            lines += _failed_rows(tansu["rounds"])
             lines += _ratio_line(ts, "", ", Tansu")
         lines.append("")
     st = results.get("startup")
