@@ -27,7 +27,7 @@ Loads (each against a fresh broker and data directory):
   each fetch with cold caches, as it does beside a busy client.
 
     .venv/bin/python bench/ab_bench.py --before HEAD~3 [--load produce] [--records 1000000]
-        [--producers 2] [--rounds 3] [--raw-batch 100] [--raw-partitions 100]
+        [--producers 2] [--rounds 3] [--raw-batch 100] [--raw-partitions 100] [--gap-ms 40]
 """
 
 from __future__ import annotations
