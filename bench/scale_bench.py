@@ -135,6 +135,7 @@ class BrokerProcess:
     def open_fds(self) -> int:
         return open_fds(self.pid)
 
+
 class Odradek(BrokerProcess):
     """``odradek serve`` on ``port`` of 127.0.0.1 with data in ``data_dir``; output goes
     to ``data_dir + ".<n>.out"``. The data directory outlives the process: the caller
@@ -524,8 +525,10 @@ def partitions_row(n_partitions: int, args: argparse.Namespace, tmp_root: str,
             "broker_open_fds": broker.open_fds(),
             **raw,
         }
-        keep = keep_running and isinstance(broker, Odradek)
-        return row, (broker if keep and isinstance(broker, Odradek) else None)
+        if keep_running and isinstance(broker, Odradek):
+            keep = True
+            return row, broker
+        return row, None
     finally:
         if not keep:
             rc, _ = broker.stop()
