@@ -1,8 +1,10 @@
-"""Helpers shared by the storage tests: batches as producers send them, a fake clock."""
+"""Helpers shared by the storage tests: batches as producers send them, a fake clock, a
+record of fsyncs."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -44,6 +46,23 @@ def values_in(lg: Log, offset: int = 0) -> list[tuple[int, bytes | None]]:
         for decoded in lg.read_batches(offset)
         for record in decoded.records
     ]
+
+
+@pytest.fixture
+def fsynced(monkeypatch) -> list[str]:
+    """The path of every file or directory fsynced (os.fsync, os.fdatasync) from now on,
+    in order; the real calls still run. Clear it to start counting afresh."""
+    synced: list[str] = []
+
+    def tracked(real: Callable[[int], None]) -> Callable[[int], None]:
+        def sync(fd: int) -> None:
+            synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+            real(fd)
+        return sync
+
+    monkeypatch.setattr(os, "fsync", tracked(os.fsync))
+    monkeypatch.setattr(os, "fdatasync", tracked(os.fdatasync))
+    return synced
 
 
 @pytest.fixture

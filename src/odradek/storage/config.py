@@ -39,6 +39,15 @@ def _long(minimum: int) -> Callable[[str, Any], int]:
     return parse
 
 
+def _bool(name: str, raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text in ("true", "false"):
+        return text == "true"
+    raise InvalidConfigError(f"{name} must be true or false, got {raw!r}")
+
+
 def _ratio(name: str, raw: Any) -> float:
     try:
         value = float(raw)
@@ -80,7 +89,16 @@ _SPECS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "message.timestamp.type": ("message_timestamp_type", _choice(TIMESTAMP_TYPES)),
     "compression.type": ("compression_type", _choice(COMPRESSION_TYPES)),
     "file.delete.delay.ms": ("file_delete_delay_ms", _long(0)),
+    # Replication's topic-level settings: the log itself ignores them; the replica
+    # manager and the controller read them from the topic's LogConfig (as Kafka's
+    # LogConfig carries them too).
+    "min.insync.replicas": ("min_insync_replicas", _long(1)),
+    "unclean.leader.election.enable": ("unclean_leader_election_enable", _bool),
 }
+
+
+def _text(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +122,8 @@ class LogConfig:
     message_timestamp_type: str = "CreateTime"
     compression_type: str = "producer"
     file_delete_delay_ms: int = 60_000  # deleted files stay open this long for readers
+    min_insync_replicas: int = 1  # acks=all needs this many in-sync replicas
+    unclean_leader_election_enable: bool = False  # never elect outside the ISR
 
     @classmethod
     def from_kafka(cls, settings: Mapping[str, Any], base: LogConfig | None = None) -> LogConfig:
@@ -119,7 +139,7 @@ class LogConfig:
 
     def to_kafka(self) -> dict[str, str]:
         """Every setting under its Kafka name, as strings (DescribeConfigs' form)."""
-        return {name: str(getattr(self, attr)) for name, (attr, _) in _SPECS.items()}
+        return {name: _text(getattr(self, attr)) for name, (attr, _) in _SPECS.items()}
 
     @staticmethod
     def names() -> list[str]:

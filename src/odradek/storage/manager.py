@@ -7,8 +7,20 @@ Layout (Kafka's, so operators find what they know)::
       .kafka_cleanshutdown                present only between a clean stop and the next start
       recovery-point-offset-checkpoint    per partition: every offset below is on disk
       log-start-offset-checkpoint         per partition: the first offset still readable
+      replication-offset-checkpoint       per replicated partition: its high watermark
+                                          (written once some log is replicated)
       cleaner-offset-checkpoint           per partition: where compaction stopped
-      <topic>-<partition>/                one directory per partition log
+      <topic>-<partition>/                one directory per partition log: segments
+                                          (.log, .index, .timeindex, .txnindex),
+                                          producer-state .snapshot files and
+                                          leader-epoch-checkpoint (see Log)
+
+Replicated logs: the replication layer marks a log replicated (``set_replicated``) and
+moves its high watermark (``Log.set_high_watermark``); ``write_checkpoints`` saves the
+high watermark of every replicated log, and the next start opens each log found there
+replicated, from that high watermark (clamped to what recovery kept). A log marked
+replicated without one starts from its log start, as a Kafka follower restarting
+without a checkpoint does.
 
 The manager opens every log at start (recovering those that need it), runs the periodic
 duties when asked (flush by ``flush.ms``, retention, closing retired files, writing
@@ -45,6 +57,7 @@ LOCK_FILE = ".lock"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_FILE = "log-start-offset-checkpoint"
+REPLICATION_OFFSET_FILE = "replication-offset-checkpoint"  # high watermarks
 DELETE_DIR_SUFFIX = "-delete"
 
 TopicPartition = tuple[str, int]
@@ -102,6 +115,10 @@ class LogManager:
         self._flush_heap: list[tuple[int, int, Log]] = []
         self._flush_entry: dict[Log, tuple[int, int, Log]] = {}
         self._flush_seq = itertools.count()
+        # Whether replication-offset-checkpoint holds entries: a data directory without
+        # replicated logs never gets the file (no extra fsyncs per checkpoint pass), and
+        # one whose logs stopped being replicated gets it emptied once.
+        self._hw_file_has_entries = False
 
     def config_for(self, topic: str) -> LogConfig:
         return self._topic_config(topic) if self._topic_config else self.default_config
@@ -148,6 +165,8 @@ class LogManager:
         self.had_clean_shutdown = os.path.exists(marker)
         recovery = checkpoint.read_checkpoint(os.path.join(self.data_dir, RECOVERY_POINT_FILE))
         starts = checkpoint.read_checkpoint(os.path.join(self.data_dir, LOG_START_FILE))
+        hws = checkpoint.read_checkpoint(os.path.join(self.data_dir, REPLICATION_OFFSET_FILE))
+        self._hw_file_has_entries = bool(hws)
         configs: dict[str, LogConfig] = {}  # one per topic, not one per partition
         found: list[tuple[TopicPartition, str]] = []
         for entry in sorted(os.scandir(self.data_dir), key=lambda e: e.name):
@@ -172,6 +191,7 @@ class LogManager:
                 recovery_point=recovery.get(tp, 0),
                 clean_shutdown=self.had_clean_shutdown,
                 clock=self.clock,
+                high_watermark=hws.get(tp),  # None: not replicated when last checkpointed
             )
 
         # One thread, clean stop or not. Recovery validates without syncing (see
@@ -283,6 +303,7 @@ class LogManager:
         with lg.lock:
             lg.closed = True
             lg.flush_watcher = None
+            lg.leader_epochs.close()  # its directory is about to move and go
             os.replace(lg.directory, target)
         with self._flush_lock:
             self._flush_entry.pop(lg, None)  # its heap entry, if any, is skipped
@@ -308,6 +329,18 @@ class LogManager:
             else:
                 keep.append((deadline, lg))
         self._deleted = keep
+
+    def set_replicated(self, topic: str, partition: int, replicated: bool = True) -> bool:
+        """Mark a partition's log replicated (its high watermark then waits for the
+        followers: from the checkpointed one it was opened with, else from its log
+        start) or a single copy again (high watermark = log end; it leaves the
+        replication-offset-checkpoint at the next ``write_checkpoints``). Returns False
+        when there is no such log."""
+        lg = self.logs.get((topic, partition))
+        if lg is None:
+            return False
+        lg.set_replicated(replicated)
+        return True
 
     def update_config(self, topic: str, config: LogConfig) -> None:
         """New topic-level settings take effect on the next append/retention/clean."""
@@ -388,6 +421,8 @@ class LogManager:
         return self.cleaner.clean_once(list(self.logs.items()), now)
 
     def write_checkpoints(self) -> None:
+        """Write the recovery points and log starts of every log, and the high
+        watermarks of the replicated ones."""
         logs = list(self.logs.items())  # the request path may add logs meanwhile
         checkpoint.write_checkpoint(
             os.path.join(self.data_dir, RECOVERY_POINT_FILE),
@@ -397,3 +432,8 @@ class LogManager:
             os.path.join(self.data_dir, LOG_START_FILE),
             {tp: lg.log_start_offset for tp, lg in logs},
         )
+        hws = {tp: lg.high_watermark for tp, lg in logs if lg.replicated}
+        if hws or self._hw_file_has_entries:
+            checkpoint.write_checkpoint(
+                os.path.join(self.data_dir, REPLICATION_OFFSET_FILE), hws)
+            self._hw_file_has_entries = bool(hws)
