@@ -5,36 +5,47 @@ response carries (the Spark reader decodes them straight into Arrow; librdkafka 
 one Python object per record). One blocking socket per broker, one request in flight,
 every wait bounded by the caller's timeout. Message layouts come from kio; the versions
 used are the highest both sides serve within the ranges this client can speak, found
-with ApiVersions as every Kafka client does (KIP-35).
+with ApiVersions as every Kafka client does (KIP-35). The wire format itself (framing,
+response checks and decoding, negotiation) is ``client/codec.py``'s, shared with the
+asyncio connection brokers use between themselves (``client/aio.py``).
 """
 
 from __future__ import annotations
 
-import functools
-import io
 import socket
-import struct
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from kio.index import load_request_schema, load_response_schema
+from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
-from kio.serial import entity_reader, entity_writer
 
+from odradek.client.codec import (
+    API_VERSIONS,
+    FETCH,
+    LIST_OFFSETS,
+    MAX_RESPONSE_BYTES,
+    METADATA,
+    SIZE,
+    KafkaClientError,
+    check_response_size,
+    decode_response,
+    encode_request,
+    negotiate,
+    served_versions,
+)
 from odradek.protocol.messages import build
 
-API_VERSIONS = 18
-METADATA = 3
-LIST_OFFSETS = 2
-FETCH = 1
+# Re-exported: the Spark fetcher and tests import these from here, where they began.
+__all__ = [
+    "API_VERSIONS", "FETCH", "LIST_OFFSETS", "MAX_RESPONSE_BYTES", "METADATA", "RETRIABLE",
+    "SPOKEN", "BrokerConnection", "Cluster", "KafkaClientError", "wait_before_retry",
+]
+
 # The versions this client speaks: Fetch from v4 (record batches v2, the last stable
 # offset) to v12 (topic names; v13 switched to topic ids), Metadata v1-12, ListOffsets
 # v1-7 (one offset per partition, isolation level from v2). Kafka 4 serves all of them.
 SPOKEN = {FETCH: (4, 12), METADATA: (1, 12), LIST_OFFSETS: (1, 7)}
-MAX_RESPONSE_BYTES = 512 * 1024 * 1024  # larger is a corrupt size prefix, not an answer
-_SIZE = struct.Struct(">i")
-_CORRELATION = struct.Struct(">i")
 # Errors after which the partition's leader is looked up again (the Java consumer's
 # "refresh metadata and retry" set for a fetch).
 RETRIABLE = frozenset({
@@ -44,20 +55,6 @@ RETRIABLE = frozenset({
     ErrorCode.offset_not_available, ErrorCode.request_timed_out,
     ErrorCode.coordinator_load_in_progress, ErrorCode.unknown_topic_or_partition,
 })
-
-
-class KafkaClientError(RuntimeError):
-    """A broker could not be reached, or answered something this client cannot use."""
-
-
-@functools.cache
-def _writer(cls: type) -> Callable[[Any, Any], None]:
-    return entity_writer(cls)
-
-
-@functools.cache
-def _reader(cls: type) -> Callable[[bytes, int], tuple[Any, int]]:
-    return entity_reader(cls)
 
 
 class BrokerConnection:
@@ -76,13 +73,7 @@ class BrokerConnection:
         self.versions: dict[int, int] = {}
         try:
             answer = self.call(load_request_schema(API_VERSIONS, 0)())
-            if answer.error_code != ErrorCode.none:
-                raise KafkaClientError(f"{self.address} refused ApiVersions: "
-                                       f"{answer.error_code.name}")
-            served = {k.api_key: (k.min_version, k.max_version) for k in answer.api_keys}
-            for key, (low, high) in SPOKEN.items():
-                if key in served and served[key][0] <= high and low <= served[key][1]:
-                    self.versions[key] = min(high, served[key][1])
+            self.versions = negotiate(served_versions(answer, self.address), SPOKEN)
         except BaseException:
             self.close()
             raise
@@ -108,40 +99,20 @@ class BrokerConnection:
         """Send one kio request body and wait for its response."""
         schema = type(body)
         self._correlation += 1
-        header_cls = schema.__header_schema__
-        buf = io.BytesIO()
-        buf.write(b"\0\0\0\0")
-        _writer(header_cls)(buf, header_cls(
-            request_api_key=schema.__api_key__, request_api_version=schema.__version__,
-            correlation_id=self._correlation, client_id=self.client_id))
-        _writer(schema)(buf, body)
-        frame = buf.getbuffer()
-        _SIZE.pack_into(frame, 0, len(frame) - 4)
+        frame = encode_request(body, self._correlation, self.client_id)
         try:
             self._sock.sendall(frame)
             del frame
-            size = _SIZE.unpack(self._receive(4))[0]
-            if not 4 <= size <= MAX_RESPONSE_BYTES:
-                raise KafkaClientError(f"{self.address} sent a response of {size} bytes")
+            size = SIZE.unpack(self._receive(4))[0]
+            check_response_size(size, self.address)
             payload = self._receive(size)
         except TimeoutError:
             raise KafkaClientError(f"{self.address} did not answer within "
                                    f"{self.timeout_s:g}s") from None
         except OSError as exc:
             raise KafkaClientError(f"connection to {self.address} failed: {exc}") from None
-        correlation = _CORRELATION.unpack_from(payload)[0]
-        if correlation != self._correlation:
-            raise KafkaClientError(f"{self.address} answered request {correlation}, "
-                                   f"not {self._correlation}")
-        response = load_response_schema(schema.__api_key__, schema.__version__)
-        try:
-            _, used = _reader(response.__header_schema__)(payload, 0)
-            answer, _ = _reader(response)(payload, used)
-        except Exception as exc:  # kio raises several kinds on bad input; all mean this
-            raise KafkaClientError(f"{self.address} sent a response that does not decode "
-                                   f"as {response.__name__} v{schema.__version__}: {exc!r}"
-                                   ) from None
-        return answer
+        return decode_response(payload, schema.__api_key__, schema.__version__,
+                               self._correlation, self.address)
 
     def _receive(self, size: int) -> bytes:
         out = bytearray(size)

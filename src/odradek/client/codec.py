@@ -1,0 +1,114 @@
+"""The wire format both of Odradek's client connections share, with no I/O of its own.
+
+``client/connection.py`` (blocking, for the Spark reader) and ``client/aio.py`` (asyncio,
+for broker-to-broker traffic) differ only in how bytes move; what the bytes are is here,
+once: request framing (size prefix, the request header kio's schema names), response
+checks (size prefix, correlation id) and decoding, version negotiation from an
+ApiVersions answer, the cached kio readers and writers, and the error both raise.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import struct
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from kio.index import load_response_schema
+from kio.schema.errors import ErrorCode
+from kio.schema.index import api_key_map
+from kio.serial import entity_reader, entity_writer
+
+PRODUCE = 0
+FETCH = 1
+LIST_OFFSETS = 2
+METADATA = 3
+API_VERSIONS = 18
+OFFSET_FOR_LEADER_EPOCH = 23
+WRITE_TXN_MARKERS = 27
+
+MAX_RESPONSE_BYTES = 512 * 1024 * 1024  # larger is a corrupt size prefix, not an answer
+SIZE = struct.Struct(">i")
+CORRELATION = struct.Struct(">i")
+
+
+class KafkaClientError(RuntimeError):
+    """A broker could not be reached, or answered something this client cannot use."""
+
+
+@functools.cache
+def writer(cls: type) -> Callable[[Any, Any], None]:
+    """kio's writer for an entity class (building one walks the schema: built once)."""
+    return entity_writer(cls)
+
+
+@functools.cache
+def reader(cls: type) -> Callable[[bytes, int], tuple[Any, int]]:
+    """kio's reader for an entity class (built once, like ``writer``)."""
+    return entity_reader(cls)
+
+
+def api_name(api_key: int) -> str:
+    """Kafka's name of an API ("fetch"), or the bare key kio does not know it."""
+    return api_key_map.get(api_key, f"API key {api_key}")
+
+
+def encode_request(body: Any, correlation_id: int, client_id: str) -> memoryview:
+    """One request frame: size prefix, the header version ``body``'s schema names, body.
+
+    A view of the encoder's own buffer, so a large request is not copied once more."""
+    schema = type(body)
+    header_cls = schema.__header_schema__
+    buf = io.BytesIO()
+    buf.write(b"\0\0\0\0")
+    writer(header_cls)(buf, header_cls(
+        request_api_key=schema.__api_key__, request_api_version=schema.__version__,
+        correlation_id=correlation_id, client_id=client_id))
+    writer(schema)(buf, body)
+    frame = buf.getbuffer()
+    SIZE.pack_into(frame, 0, len(frame) - 4)
+    return frame
+
+
+def check_response_size(size: int, address: str) -> None:
+    """Refuse a size prefix no answer can have before reading (and allocating) that much."""
+    if not 4 <= size <= MAX_RESPONSE_BYTES:
+        raise KafkaClientError(f"{address} sent a response of {size} bytes")
+
+
+def decode_response(payload: bytes, api_key: int, version: int, correlation_id: int,
+                    address: str) -> Any:
+    """The body of a response frame (size prefix removed) to request ``correlation_id``
+    of ``api_key`` at ``version``; KafkaClientError naming ``address`` if it is another
+    request's answer or does not decode."""
+    correlation = CORRELATION.unpack_from(payload)[0]
+    if correlation != correlation_id:
+        raise KafkaClientError(f"{address} answered request {correlation}, "
+                               f"not {correlation_id}")
+    response = load_response_schema(api_key, version)
+    try:
+        _, used = reader(response.__header_schema__)(payload, 0)
+        answer, _ = reader(response)(payload, used)
+    except Exception as exc:  # kio raises several kinds on bad input; all mean this
+        raise KafkaClientError(f"{address} sent a response that does not decode "
+                               f"as {response.__name__} v{version}: {exc!r}") from None
+    return answer
+
+
+def served_versions(answer: Any, address: str) -> dict[int, tuple[int, int]]:
+    """API key -> (min, max) version from an ApiVersions response body."""
+    if answer.error_code != ErrorCode.none:
+        raise KafkaClientError(f"{address} refused ApiVersions: {answer.error_code.name}")
+    return {k.api_key: (k.min_version, k.max_version) for k in answer.api_keys}
+
+
+def negotiate(served: Mapping[int, tuple[int, int]],
+              spoken: Mapping[int, tuple[int, int]]) -> dict[int, int]:
+    """Per API key the client speaks, the highest version both sides serve (KIP-35);
+    keys with no common version are left out."""
+    versions = {}
+    for key, (low, high) in spoken.items():
+        if key in served and served[key][0] <= high and low <= served[key][1]:
+            versions[key] = min(high, served[key][1])
+    return versions
