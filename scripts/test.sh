@@ -47,11 +47,19 @@ apt_install() {
     apt-get install -y -q --no-install-recommends "$@"
 }
 
-if ! command -v kcat >/dev/null 2>&1; then
-  apt_install kcat
-fi
-if ! command -v npm >/dev/null 2>&1; then
-  apt_install nodejs npm g++ make  # a compiler for node-gyp: kafkajs-lz4 builds lz4
+# Debian packages the tiers need, installed in one apt-get run when any is missing:
+# kcat (the interop tier), Debian's ZooKeeper (the cluster tier runs a real one as a
+# plain java process: tests/zookeeper.py), node and a compiler for node-gyp (kafkajs-lz4
+# builds lz4).
+missing=()
+command -v kcat >/dev/null 2>&1 || missing+=(kcat)
+[ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
+command -v npm >/dev/null 2>&1 || missing+=(nodejs npm g++ make)
+# iptables: the fault tier's network partitions (tests/netcut.py; it runs as root).
+command -v iptables >/dev/null 2>&1 || [ -x /usr/sbin/iptables ] || [ -x /sbin/iptables ] ||
+  missing+=(iptables)
+if [ ${#missing[@]} -gt 0 ]; then
+  apt_install "${missing[@]}"
 fi
 
 # npm ci when node_modules is missing or was installed from another package-lock.json

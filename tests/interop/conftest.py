@@ -91,15 +91,20 @@ def _drain(stream, sink: list[str], on_line=None) -> None:
 
 
 @contextmanager
-def start_broker(data_dir: Path | str, *extra_args: str) -> Iterator[BrokerProcess]:
+def start_broker(data_dir: Path | str, *extra_args: str,
+                 argv_prefix: Sequence[str] | None = None) -> Iterator[BrokerProcess]:
     """Run ``odradek serve`` on 127.0.0.1 and a free port until the block ends.
 
     On exit: SIGTERM, wait up to ``STOP_TIMEOUT``, and assert exit code 0. A broker that
     hangs is killed (by its pid) and the test fails.
+
+    ``argv_prefix``: a command the broker's command line is appended to, which must
+    ``exec`` it (so the pid is the broker's), e.g. ``tests/netcut.py``'s, which starts it
+    in a cgroup of its own.
     """
     data_dir = Path(data_dir)
-    argv = [sys.executable, "-m", "odradek", "serve", "--listen", "127.0.0.1:0",
-            "--data-dir", str(data_dir), *extra_args]
+    argv = [*(argv_prefix or ()), sys.executable, "-m", "odradek", "serve",
+            "--listen", "127.0.0.1:0", "--data-dir", str(data_dir), *extra_args]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env)

@@ -85,6 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _serve(args: argparse.Namespace) -> int:
     import asyncio
 
+    from odradek.server.cluster import ClusterStartupError
     from odradek.server.config import ConfigError, load_config
     from odradek.server.run import serve
     from odradek.storage import LogDirLockedError
@@ -119,7 +120,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     try:
         asyncio.run(serve(config, started))
-    except LogDirLockedError as exc:
+    except (LogDirLockedError, ClusterStartupError) as exc:
         print(f"odradek serve: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:

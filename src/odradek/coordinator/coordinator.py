@@ -139,7 +139,8 @@ def _new_uuid() -> str:
 
 
 class GroupCoordinator(ConsumerProtocol):
-    """All groups of this broker and their offsets. Not thread-safe: one caller at a time
+    """The groups it coordinates and their offsets (the server keeps one per
+    ``__consumer_offsets`` partition it coordinates). Not thread-safe: one caller at a time
     (the broker's event loop). Classic groups are in ``groups``; KIP-848 ``consumer``
     groups (``consumer_protocol.py``) in ``consumer_groups``; a group id is in one or
     the other."""

@@ -265,8 +265,9 @@ def _new_producer_id_unavailable() -> int:
 
 
 class TransactionCoordinator:
-    """All transactional ids of this broker. Not thread-safe: one caller at a time (the
-    broker's event loop).
+    """The transactional ids it coordinates (the server keeps one per
+    ``__transaction_state`` partition it coordinates). Not thread-safe: one caller at a
+    time (the broker's event loop).
 
     ``allocate_producer_id`` hands out a fresh producer id (the broker's producer id
     blocks); ``partition_for_group`` names the ``__consumer_offsets`` partition of a group

@@ -1,5 +1,12 @@
-"""The single-node broker: wires configuration, the log manager, topic metadata, the
-background log duties and the listener, and owns their lifetimes.
+"""The broker: wires configuration, the log manager, topic metadata, the background log
+duties, the listener and (with ``zookeeper.connect``) its part in a replicated cluster,
+and owns their lifetimes.
+
+Without ``zookeeper.connect`` it is a single node: its topics live in the data
+directory (``server/metadata.py``) and it leads every partition. With it, topics,
+leaders and ISRs live in ZooKeeper, and ``cluster`` (``server/cluster.py``) holds what
+this broker knows of them and the roles it plays; ``get_log`` then hands clients only
+the logs of partitions this broker leads.
 
 Runs on the standard library's asyncio loop: its ``loop.sendfile`` is zero-copy
 (``os.sendfile``), while uvloop's is not implemented (it would read the bytes through
@@ -14,20 +21,26 @@ import os
 import socket
 import time
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from odradek.coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from odradek.protocol.codec import Request, encode_response
 from odradek.protocol.framing import BufferPool
 from odradek.protocol.messages import build
-from odradek.server.config import BrokerConfig
+from odradek.server.config import BrokerConfig, advertised_endpoint
 from odradek.server.connection import Connection, Response
 from odradek.server.group_commit import GroupCommit
 from odradek.server.groups import ClientViewOfInternalLog, GroupRuntime
-from odradek.server.metadata import MetadataStore, Topic
+from odradek.server.handlers.base import NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION
+from odradek.server.metadata import MetadataStore, Topic, TopicError
 from odradek.server.purgatory import FetchPurgatory
 from odradek.server.transactions import TxnRuntime
 from odradek.storage import DutyIntervals, Log, LogConfig, LogDuties, LogManager
 from odradek.storage.log import wall_clock_ms
+
+if TYPE_CHECKING:
+    from odradek.server.cluster import ClusterNode
+    from odradek.server.cluster_metadata import ClusterMetadata
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +78,8 @@ class Broker:
         self.buffer_pool = BufferPool()
         self.stopping = False
         self.logs: LogManager | None = None
-        self.metadata: MetadataStore | None = None
+        self.metadata: MetadataStore | ClusterMetadata | None = None
+        self.cluster: ClusterNode | None = None  # with zookeeper.connect
         self._duties: LogDuties | None = None
         self.groups: GroupRuntime | None = None  # consumer groups, from start()
         self.transactions: TxnRuntime | None = None  # transactions, from start()
@@ -81,15 +95,27 @@ class Broker:
     async def start(self) -> None:
         cfg = self.config
         os.makedirs(cfg.data_dir, exist_ok=True)
-        # Read first: every log opens (and recovers) with its topic's own settings.
-        self.metadata = MetadataStore(os.path.abspath(cfg.data_dir), self.node_id)
-        self.logs = LogManager.open(cfg.data_dir, default_config=cfg.log_config(),
-                                    topic_config=self.log_config_for, clock=self.clock)
+        if cfg.clustered:
+            await self._join_cluster()
+        else:
+            # Read first: every log opens (and recovers) with its topic's own settings.
+            self.metadata = MetadataStore(os.path.abspath(cfg.data_dir), self.node_id)
         try:
-            self.metadata.persist()  # only now: the directory is ours
-            for topic in self.metadata.topics.values():
-                for partition in range(topic.partitions):
-                    self.logs.get_or_create_log(topic.name, partition)
+            self.logs = LogManager.open(cfg.data_dir, default_config=cfg.log_config(),
+                                        topic_config=self.log_config_for, clock=self.clock)
+        except BaseException:
+            if self.cluster is not None:
+                await self.cluster.stop()
+            raise
+        try:
+            if self.cluster is not None:
+                self.cluster.claim_data_dir()  # only now: the directory is ours
+            else:
+                assert isinstance(self.metadata, MetadataStore)
+                self.metadata.persist()  # only now: the directory is ours
+                for topic in self.metadata.topics.values():
+                    for partition in range(topic.partitions):
+                        self.logs.get_or_create_log(topic.name, partition)
             self._duties = LogDuties(self.logs, DutyIntervals(
                 retention_check_ms=cfg["log.retention.check.interval.ms"],
                 flush_check_ms=cfg["log.flush.scheduler.interval.ms"],
@@ -105,10 +131,21 @@ class Broker:
             # complete TxnOffsetCommits the group runtime has just loaded as pending.
             self.transactions = TxnRuntime(self)
             self.transactions.start()
+            if self.cluster is not None:
+                self.cluster.start_replicas()  # leaders of internal partitions load them
             self._server = await asyncio.get_running_loop().create_server(
                 lambda: Connection(self), cfg.host, cfg.port, reuse_address=True)
+            self.port = self._server.sockets[0].getsockname()[1]
             self._idle_sweep = asyncio.get_running_loop().create_task(self._close_idle())
+            if self.cluster is not None:
+                await self.cluster.register()  # the port is known: others may find us
         except BaseException:
+            if self._server is not None:
+                self._server.close()
+            if self._idle_sweep is not None:
+                self._idle_sweep.cancel()
+            if self.cluster is not None:
+                await self.cluster.stop()
             if self.transactions is not None:
                 await self.transactions.stop()
             if self.groups is not None:
@@ -117,23 +154,47 @@ class Broker:
                 self._duties.stop()
             self.logs.close()
             raise
-        self.port = self._server.sockets[0].getsockname()[1]
         log.info("listening on %s:%d, data in %s", self.host, self.port, self.logs.data_dir)
 
+    async def _join_cluster(self) -> None:
+        from odradek.server.cluster import ClusterNode
+        from odradek.server.zookeeper import ZooKeeperStore
+
+        cfg = self.config
+        store = ZooKeeperStore(cfg["zookeeper.connect"],
+                               session_timeout_ms=cfg["zookeeper.session.timeout.ms"],
+                               connection_timeout_ms=cfg["zookeeper.connection.timeout.ms"])
+        self.cluster = ClusterNode(self, store)
+        try:
+            await self.cluster.start()
+        except BaseException:
+            await self.cluster.stop()
+            self.cluster = None
+            raise
+        self.metadata = self.cluster.metadata
+
     async def stop(self) -> None:
-        """Stop accepting, let requests in flight finish, then flush and close the logs."""
+        """Stop accepting, let requests in flight finish, then flush and close the logs.
+        In a cluster, leadership is moved away first (controlled shutdown), while this
+        broker still answers: clients and followers see it go."""
         if self.stopping:
             return
+        if self.cluster is not None:
+            await self.cluster.controlled_shutdown()
         self.stopping = True
         if self._server is not None:
             self._server.close()
         if self._idle_sweep is not None:
             self._idle_sweep.cancel()
         self.purgatory.wake_all()
+        if self.cluster is not None:
+            self.cluster.replicas.stop_waiting()
         if self.groups is not None:
             await self.groups.stop()  # answers parked joins and syncs at once
         if self.transactions is not None:
             await self.transactions.stop()  # and InitProducerIds waiting for an abort
+        if self.cluster is not None:
+            await self.cluster.stop()  # fetchers stop; the registration goes
         for task, conn in list(self._connections.items()):
             if not conn.in_request:
                 task.cancel()
@@ -177,7 +238,17 @@ class Broker:
 
     @property
     def advertised_host(self) -> str:
-        return self.host if self.host not in ("0.0.0.0", "::", "") else socket.gethostname()
+        return self.advertised_endpoint[0]
+
+    @property
+    def advertised_endpoint(self) -> tuple[str, int]:
+        """Where clients and other brokers reach this broker: ``advertised.listeners``,
+        else the listener (the host name when it listens on every address)."""
+        given = advertised_endpoint(self.config["advertised.listeners"])
+        if given is not None:
+            return given
+        host = self.host if self.host not in ("0.0.0.0", "::", "") else socket.gethostname()
+        return host, self.port
 
     def log_config_for(self, topic: str) -> LogConfig:
         base = self.config.log_config()
@@ -189,11 +260,70 @@ class Broker:
         return self.metadata.topics.get(name)
 
     def get_log(self, topic: str, partition: int) -> Log | None:
-        assert self.logs is not None
-        lg = self.logs.get_log(topic, partition)
+        """The log of a partition clients may use here: in a cluster, only where this
+        broker is the leader (see ``missing_partition_error`` for why not)."""
+        if self.cluster is not None:
+            part = self.cluster.replicas.leaders.get((topic, partition))
+            lg = part.log if part is not None else None
+        else:
+            assert self.logs is not None
+            lg = self.logs.get_log(topic, partition)
         if lg is not None and topic in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC):
             return ClientViewOfInternalLog(lg)  # type: ignore[return-value]  # read-only
         return lg
+
+    def missing_partition_error(self, topic: str, partition: int) -> int:
+        """Why ``get_log`` gave None: NOT_LEADER_OR_FOLLOWER for a partition that exists
+        in the cluster but is led elsewhere (or by nobody), else
+        UNKNOWN_TOPIC_OR_PARTITION."""
+        if self.cluster is not None and self.cluster.metadata.partition_exists(topic, partition):
+            return NOT_LEADER_OR_FOLLOWER
+        return UNKNOWN_TOPIC_OR_PARTITION
+
+    async def create_topic_anywhere(
+            self, name: str, partitions: int | None = None, configs: dict[str, str] | None = None,
+            *, replication_factor: int | None = None,
+            assignment: dict[int, list[int]] | None = None,
+            validate_only: bool = False) -> Topic:
+        """Create a topic: in the data directory (single node), or in ZooKeeper, where the
+        controller gives its partitions leaders."""
+        if self.cluster is None:
+            if replication_factor is not None and replication_factor > 1:
+                raise TopicError("INVALID_REPLICATION_FACTOR",
+                                 f"replication factor {replication_factor} is larger than the "
+                                 "1 broker available")
+            for p, replicas in (assignment or {}).items():
+                if list(replicas) != [self.node_id]:
+                    raise TopicError("INVALID_REPLICA_ASSIGNMENT",
+                                     f"partition {p} assigned to brokers {list(replicas)}; "
+                                     f"only {self.node_id} exists")
+            return self.create_topic(name, partitions, configs, validate_only=validate_only)
+        return await self.cluster.create_topic(name, partitions, replication_factor, configs,
+                                               assignment=assignment,
+                                               validate_only=validate_only)
+
+    async def delete_topic_anywhere(self, name: str) -> Topic:
+        if self.cluster is None:
+            return self.delete_topic(name)
+        return await self.cluster.delete_topic(name)
+
+    async def add_partitions_anywhere(self, name: str, count: int,
+                                      assignment: list[list[int]] | None = None, *,
+                                      validate_only: bool = False) -> Topic:
+        if self.cluster is None:
+            for replicas in assignment or []:
+                if list(replicas) != [self.node_id]:
+                    raise TopicError("INVALID_REPLICA_ASSIGNMENT",
+                                     f"only broker {self.node_id} exists")
+            return self.add_partitions(name, count, validate_only=validate_only)
+        return await self.cluster.add_partitions(name, count, assignment,
+                                                 validate_only=validate_only)
+
+    async def set_topic_configs_anywhere(self, name: str, configs: dict[str, str], *,
+                                         validate_only: bool = False) -> Topic:
+        if self.cluster is None:
+            return self.set_topic_configs(name, configs, validate_only=validate_only)
+        return await self.cluster.set_configs(name, configs, validate_only=validate_only)
 
     def create_topic(self, name: str, partitions: int | None = None,
                      configs: dict[str, str] | None = None, *,

@@ -72,6 +72,27 @@ def _str(name: str, raw: Any) -> str:
     return str(raw)
 
 
+def _listeners(name: str, raw: Any) -> str:
+    """``PLAINTEXT://HOST:PORT`` (one listener: Odradek has one security protocol)."""
+    text = str(raw).strip()
+    if not text:
+        return ""
+    scheme, sep, rest = text.partition("://")
+    host, colon, port = rest.rpartition(":")
+    if (not sep or scheme.upper() != "PLAINTEXT" or "," in text or not colon
+            or not port.isdigit() or not 0 < int(port) < 65536):
+        raise ConfigError(f"{name} must be PLAINTEXT://HOST:PORT, got {raw!r}")
+    return f"PLAINTEXT://{host.strip('[]')}:{int(port)}"
+
+
+def advertised_endpoint(value: str) -> tuple[str, int] | None:
+    """(host, port) of an ``advertised.listeners`` value, or None when unset."""
+    if not value:
+        return None
+    host, _, port = value.partition("://")[2].rpartition(":")
+    return host, int(port)
+
+
 def _choice(options: tuple[str, ...]) -> Callable[[str, Any], str]:
     def parse(name: str, raw: Any) -> str:
         value = str(raw)
@@ -172,6 +193,55 @@ _SETTINGS = [
             "how often expired transactional ids are looked for"),
     Setting("transaction.partition.verification.enable", True, _bool,
             "refuse a transactional produce to a partition not added to its transaction"),
+    Setting("transaction.state.log.replication.factor", 3, _int(1),
+            "replicas of __transaction_state (in a cluster)"),
+    Setting("transaction.state.log.min.isr", 2, _int(1),
+            "min.insync.replicas of __transaction_state (in a cluster)"),
+    Setting("offsets.topic.replication.factor", 3, _int(1),
+            "replicas of __consumer_offsets (in a cluster)"),
+    # The cluster (docs/cluster.md). Without zookeeper.connect the broker is a single
+    # node and none of these but the topic-level defaults apply.
+    Setting("zookeeper.connect", "", _str,
+            "ZooKeeper ensemble of the cluster, host:port[,host:port...][/chroot]; "
+            "empty: a single node"),
+    Setting("zookeeper.session.timeout.ms", 18000, _int(1),
+            "a broker silent this long to ZooKeeper is taken for dead"),
+    Setting("zookeeper.connection.timeout.ms", 18000, _int(1),
+            "how long one attempt to reach ZooKeeper may take"),
+    Setting("broker.rack", "", _str, "this broker's rack, for rack-aware replica placement"),
+    Setting("advertised.listeners", "", _listeners,
+            "PLAINTEXT://HOST:PORT that clients and brokers are told; default: the listener"),
+    Setting("min.insync.replicas", 1, _int(1),
+            "in-sync replicas an acks=all write needs", "min.insync.replicas"),
+    Setting("unclean.leader.election.enable", False, _bool,
+            "elect a replica outside the ISR when no ISR member is alive (may lose "
+            "committed records)", "unclean.leader.election.enable"),
+    Setting("replica.lag.time.max.ms", 30000, _int(1),
+            "a follower not caught up for this long leaves the ISR"),
+    Setting("replica.fetch.max.bytes", 1048576, _int(1),
+            "bytes a follower asks per partition and fetch"),
+    Setting("replica.fetch.response.max.bytes", 10485760, _int(1),
+            "bytes a follower asks per fetch"),
+    Setting("replica.fetch.wait.max.ms", 500, _int(0), "a follower's long-poll wait"),
+    Setting("replica.fetch.min.bytes", 1, _int(1), "bytes a follower's fetch waits for"),
+    Setting("replica.fetch.backoff.ms", 1000, _int(0),
+            "pause before a follower retries a partition after an error"),
+    Setting("replica.socket.timeout.ms", 30000, _int(1),
+            "a request to another broker not answered in this time (beyond its wait) fails"),
+    Setting("num.replica.fetchers", 1, _int(1),
+            "fetcher connections per leader broker a follower spreads its partitions over"),
+    Setting("auto.leader.rebalance.enable", True, _bool,
+            "the controller moves leadership back to preferred replicas"),
+    Setting("leader.imbalance.per.broker.percentage", 10, _int(0),
+            "share of a broker's preferred partitions led elsewhere that triggers it"),
+    Setting("leader.imbalance.check.interval.seconds", 300, _int(1),
+            "how often the controller checks leader balance"),
+    Setting("controlled.shutdown.enable", True, _bool,
+            "a stopping broker has its leadership moved first"),
+    Setting("controlled.shutdown.max.retries", 3, _int(1),
+            "with controlled.shutdown.retry.backoff.ms, how long a stop waits for that"),
+    Setting("controlled.shutdown.retry.backoff.ms", 5000, _int(0),
+            "see controlled.shutdown.max.retries"),
 ]
 SETTINGS: dict[str, Setting] = {s.name: s for s in _SETTINGS}
 # Kafka also accepts coarser units for some settings; they map onto the ms ones.
@@ -195,6 +265,11 @@ class BrokerConfig:
 
     def __getitem__(self, name: str) -> Any:
         return self.values[name]
+
+    @property
+    def clustered(self) -> bool:
+        """Whether this broker is part of a ZooKeeper-coordinated cluster."""
+        return bool(self.values["zookeeper.connect"])
 
     def log_config(self) -> LogConfig:
         """The topic-level defaults every log starts from."""

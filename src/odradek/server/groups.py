@@ -4,23 +4,36 @@ The pure ``GroupCoordinator`` returns ``Effects`` (records for ``__consumer_offs
 responses keyed by request tokens). This module owns the rest, as DESIGN.md's "decide,
 then act" asks:
 
+- one ``GroupCoordinator`` per ``__consumer_offsets`` partition coordinated here (Kafka's
+  group coordinator is the leader of ``partition_for(group_id,
+  offsets.topic.num.partitions)``), loaded from that partition's log alone: its groups,
+  their offsets, and the TxnOffsetCommits still pending on a marker. A single node
+  coordinates every partition from ``start``; in a cluster the replica manager calls
+  ``elect``/``resign`` (``server/coordinator_runtime.py``);
 - a token per request and a future per token: a JoinGroup or SyncGroup that has to wait
   for a rebalance is an ``await`` on its future, completed by whichever later call (another
-  member's request, a timer) produces its answer;
-- appending: the records of an operation are appended to the group's partition of
-  ``__consumer_offsets`` (``partition_for(group_id, offsets.topic.num.partitions)``) as one
-  batch, and only once that append has succeeded are the responses released — a commit is
-  acknowledged only once it is in the log, as in Kafka;
-- one timer task that calls ``tick(now)`` at ``next_deadline()`` (sessions, rebalance and
-  initial-delay timeouts, offset expiry), re-armed after every operation;
-- ``__consumer_offsets`` itself: created at startup if missing (compacted, internal), and
-  replayed from its log start into the coordinator before the broker listens, so
-  FindCoordinator never has to answer COORDINATOR_NOT_AVAILABLE for a loading group.
+  member's request, a timer) produces its answer, or NOT_COORDINATOR if its partition
+  resigns meanwhile;
+- appending: the records of an operation are appended to its group's partition as one
+  batch, and only once that append has succeeded (and, in a cluster, is replicated) are
+  the responses released — a commit is acknowledged only once it is in the log, as in
+  Kafka;
+- transaction markers in ``__consumer_offsets`` (``txn_marker_written``): written by this
+  broker's transaction runtime on a single node, or, in a cluster, by whichever broker
+  coordinates the transaction (a WriteTxnMarkers request to the partition's leader): the
+  transaction's TxnOffsetCommits in that partition count, or go;
+- one timer task for every loaded coordinator (sessions, rebalance and initial-delay
+  timeouts, offset expiry);
+- ``__consumer_offsets`` itself on a single node: created at startup if missing
+  (compacted, internal), and replayed from its log start into the coordinators before
+  the broker listens, so FindCoordinator never has to answer COORDINATOR_NOT_AVAILABLE
+  for a loading group.
 
-The request plumbing, the timer task and the internal-topic handling are shared with the
-transaction runtime (``server/coordinator_runtime.py``).
+The request plumbing, the coordinators per partition, the timer task and the
+internal-topic handling are shared with the transaction runtime
+(``server/coordinator_runtime.py``).
 
-Everything runs on the broker's event loop; the coordinator is called by one caller at a
+Everything runs on the broker's event loop; a coordinator is called by one caller at a
 time, and appends are synchronous (as produce's are), so an operation and its append are
 never interleaved with another operation.
 """
@@ -83,15 +96,22 @@ def topic_metadata(broker: Broker) -> dict[str, TopicInfo]:
 
 
 class GroupRuntime(CoordinatorRuntime):
-    """One ``GroupCoordinator`` and everything it needs to act; lives as long as the
-    broker (``start`` before the listener, ``stop`` at ``Broker.stop``)."""
+    """The ``GroupCoordinator`` of every ``__consumer_offsets`` partition coordinated
+    here and everything they need to act; lives as long as the broker (``start`` before
+    the listener, ``stop`` at ``Broker.stop``)."""
 
     topic = OFFSETS_TOPIC
 
     def __init__(self, broker: Broker) -> None:
-        cfg = broker.config
-        super().__init__(broker, cfg["offsets.topic.num.partitions"])
-        self.coordinator = GroupCoordinator(
+        super().__init__(broker, broker.config["offsets.topic.num.partitions"])
+
+    def partition_for(self, key: str) -> int:
+        """The ``__consumer_offsets`` partition of group ``key``."""
+        return partition_for(key, self.partition_count())
+
+    def _new_coordinator(self, partition: int, leader_epoch: int) -> GroupCoordinator:
+        cfg = self.broker.config
+        return GroupCoordinator(
             initial_rebalance_delay_ms=cfg["group.initial.rebalance.delay.ms"],
             min_session_timeout_ms=cfg["group.min.session.timeout.ms"],
             max_session_timeout_ms=cfg["group.max.session.timeout.ms"],
@@ -104,105 +124,142 @@ class GroupRuntime(CoordinatorRuntime):
             consumer_assignors=cfg["group.consumer.assignors"].split(","),
         )
 
+    @staticmethod
+    def _size(coordinator: GroupCoordinator) -> int:
+        return len(coordinator.groups) + len(coordinator.consumer_groups)
+
     # --- lifecycle ---------------------------------------------------------------------
 
     def start(self) -> None:
-        """Create ``__consumer_offsets`` if missing, replay it, start the timer task.
-        Runs before the broker accepts connections."""
-        self._create_topic(
-            dict(OFFSETS_TOPIC_CONFIG,
-                 **{"segment.bytes": str(self.broker.config["offsets.topic.segment.bytes"])}),
-            "offsets.topic.num.partitions")
-        records = self._replay()
-        self._act(self.coordinator.finish_load(self.clock(), topic_metadata(self.broker)))
-        log.info("loaded %d group(s) from %d record(s) of %s",
-                 len(self.coordinator.groups), records, OFFSETS_TOPIC)
+        """Single node: create ``__consumer_offsets`` if missing and coordinate every
+        partition (each replayed), before the broker accepts connections. In a cluster:
+        only the timer task; the replica manager elects the partitions this broker
+        leads (and creates the topic)."""
+        if self.cluster is None:
+            self._create_topic(
+                dict(OFFSETS_TOPIC_CONFIG, **{"segment.bytes": str(
+                    self.broker.config["offsets.topic.segment.bytes"])}),
+                "offsets.topic.num.partitions")
+            groups, records = self._elect_all()
+            log.info("loaded %d group(s) from %d record(s) of %s", groups, records,
+                     OFFSETS_TOPIC)
         self._start_timer("group-coordinator-timers")
 
-    def _replay(self) -> int:
-        """Feed every record of ``__consumer_offsets``, in log order, to ``load``."""
+    def elect(self, partition: int) -> None:
+        """Become the group coordinator of ``__consumer_offsets`` partition
+        ``partition`` (its groups and offsets are loaded from its log). In a cluster the
+        replica manager calls this once this broker leads the partition (and its log
+        is open here)."""
+        super().elect(partition)
+
+    def _replay(self, partition: int, coordinator: GroupCoordinator) -> int:
+        """Feed every record of the partition, in log order, to ``load``."""
         count = 0
-        for partition, batch in self._batches(range(self.num_partitions)):
+        in_partition = self._in_partition(partition)
+        for batch in self._batches(partition):
             header = batch.header
             if header.is_control:
                 # A transaction's marker: its pending offsets here commit or go.
                 for record in batch.records:
                     kind = builder.control_type(record)
                     if kind in (builder.CONTROL_ABORT, builder.CONTROL_COMMIT):
-                        self.coordinator.complete_txn(
-                            header.producer_id, kind == builder.CONTROL_COMMIT,
-                            self._in_partition(partition))
+                        coordinator.complete_txn(
+                            header.producer_id, kind == builder.CONTROL_COMMIT, in_partition)
                 continue
             for record in batch.records:
                 if record.key is None:
                     continue
                 try:
                     if header.is_transactional:
-                        self.coordinator.load_txn_offset(header.producer_id, record.key,
-                                                         record.value)
+                        coordinator.load_txn_offset(header.producer_id, record.key,
+                                                    record.value)
                     else:
-                        self.coordinator.load(record.key, record.value)
+                        coordinator.load(record.key, record.value)
                 except OffsetsTopicFormatError as exc:
                     log.warning("%s-%d offset %d: skipping a record that does not decode: %s",
                                 OFFSETS_TOPIC, partition, record.offset, exc)
                 count += 1
         return count
 
+    def _finish_load(self, coordinator: GroupCoordinator) -> Effects:
+        return coordinator.finish_load(self.clock(), topic_metadata(self.broker))
+
     # --- operations ----------------------------------------------------------------------
 
-    def _act(self, fx: Effects) -> None:
+    def _act(self, partition: int, fx: Effects) -> None:
         """Append the records, then release the responses (errors instead, if the append
-        failed), and re-arm the timer."""
+        failed; in a cluster, once the records are replicated), and re-arm the timer."""
         failure: CoordinatorUnavailable | None = None
+        end: int | None = None
         if fx.records:
             try:
-                self._append(fx)
+                end = self._append(partition, fx)
             except Exception as exc:
-                log.exception("appending group state to %s failed", OFFSETS_TOPIC)
+                log.exception("appending group state to %s-%d failed", OFFSETS_TOPIC,
+                              partition)
                 failure = CoordinatorUnavailable(
                     COORDINATOR_NOT_AVAILABLE, f"group state could not be stored: {exc}")
-        self._release(fx.responses, failure)
+        # Answers that need no append of their own go at once, as Kafka's heartbeats and
+        # reads never wait for the log.
+        replication = None if end is None else self._replicated(partition, end)
+        if replication is None:
+            self._release(fx.responses, failure)
+        else:
+            self._release_when_replicated(partition, replication, fx.responses,
+                                          "group state")
         self._rearm.set()
 
-    def _append(self, fx: Effects) -> None:
-        by_partition: dict[int, list[builder.Record]] = {}
+    def _append(self, partition: int, fx: Effects) -> int:
+        """One batch of the effects' records in ``partition``; the offset after it."""
+        # Every record of a coordinator's effects is about one of its groups (handlers
+        # route by group id, batch APIs split by partition).
+        assert all(self.partition_for(r.group_id) == partition for r in fx.records), (
+            "records for a group of another partition")
         now = self.clock()
-        for record in fx.records:
-            batch = by_partition.setdefault(partition_for(record.group_id, self.num_partitions), [])
-            batch.append(builder.Record(len(batch), now, record.key, record.value))
-        for partition, records in by_partition.items():
-            lg = self._log(partition)
-            if fx.transactional is None:
-                lg.append(builder.build_batch(records), leader_epoch=0)
-            else:
-                # TxnOffsetCommit: a batch of the producer's transaction, so that the
-                # partition's producer state holds it open until the marker (and a
-                # replay can tell pending offsets from committed ones). Written as the
-                # coordinator, not the producer: no sequence number (Kafka's
-                # AppendOrigin.COORDINATOR), so it goes in at the offsets given here.
-                producer_id, producer_epoch = fx.transactional
-                base = lg.log_end_offset
-                records = [builder.Record(base + r.offset, r.timestamp, r.key, r.value)
-                           for r in records]
-                lg.append(builder.build_batch(
-                    records, base_offset=base, producer_id=producer_id,
-                    producer_epoch=producer_epoch, transactional=True,
-                    partition_leader_epoch=0), assign_offsets=False)
-            self.broker.purgatory.notify((OFFSETS_TOPIC, partition))
+        records = [builder.Record(i, now, r.key, r.value) for i, r in enumerate(fx.records)]
+        epoch = self._leader_epoch(partition)
+        lg = self._log(partition)
+        if fx.transactional is None:
+            info = lg.append(builder.build_batch(records), leader_epoch=epoch)
+        else:
+            # TxnOffsetCommit: a batch of the producer's transaction, so that the
+            # partition's producer state holds it open until the marker (and a replay
+            # can tell pending offsets from committed ones). Written as the coordinator,
+            # not the producer: no sequence number (Kafka's AppendOrigin.COORDINATOR), so
+            # it goes in at the offsets given here.
+            producer_id, producer_epoch = fx.transactional
+            base = lg.log_end_offset
+            records = [builder.Record(base + r.offset, r.timestamp, r.key, r.value)
+                       for r in records]
+            info = lg.append(builder.build_batch(
+                records, base_offset=base, producer_id=producer_id,
+                producer_epoch=producer_epoch, transactional=True,
+                partition_leader_epoch=epoch), assign_offsets=False)
+        self.broker.purgatory.notify((OFFSETS_TOPIC, partition))
+        return info.last_offset + 1
 
     def _in_partition(self, partition: int) -> Callable[[str], bool]:
-        return lambda group_id: partition_for(group_id, self.num_partitions) == partition
+        return lambda group_id: self.partition_for(group_id) == partition
 
     def txn_marker_written(self, partition: int, producer_id: int, commit: bool) -> None:
-        """The transaction runtime wrote a COMMIT/ABORT marker of ``producer_id`` to
+        """A COMMIT (``commit``) or ABORT marker of ``producer_id`` was written to
         ``__consumer_offsets`` partition ``partition``: its TxnOffsetCommits there now
-        count, or are dropped."""
-        self.coordinator.complete_txn(producer_id, commit, self._in_partition(partition))
+        count, or are dropped. Called by this broker's transaction runtime when it writes
+        the marker itself (a single node), and in a cluster by the WriteTxnMarkers
+        handler of the partition's leader, whichever broker coordinates the
+        transaction. Nothing is appended (the marker is the record); a partition not
+        coordinated here is left alone: its coordinator, when elected, replays the
+        marker from the log."""
+        coordinator = self.coordinators.get(partition)
+        if coordinator is not None:
+            coordinator.complete_txn(producer_id, commit, self._in_partition(partition))
 
     def topics_changed(self) -> None:
         """After CreateTopics/CreatePartitions/DeleteTopics: KIP-848 groups subscribed to
         a changed topic get a new target assignment at once (rather than at their next
-        heartbeat, which would also notice)."""
-        if not self.closed:
-            self._act(self.coordinator.consumer_topics_changed(
-                topic_metadata(self.broker), self.clock()))
+        heartbeat, which would also notice), in every partition coordinated here."""
+        if self.closed:
+            return
+        topics = topic_metadata(self.broker)
+        for partition, coordinator in list(self.coordinators.items()):
+            self._act(partition, coordinator.consumer_topics_changed(topics, self.clock()))

@@ -19,14 +19,24 @@ async def serve(config: BrokerConfig, on_started: Callable[[Broker], None] | Non
     """Start, then run until SIGTERM or SIGINT; stop cleanly (in-flight requests finish,
     logs are flushed and closed). A signal during a long start (recovering thousands of
     logs) is kept and acted on once the start is done, instead of killing the process
-    mid-recovery."""
+    mid-recovery; a start that waits (for an unreachable ZooKeeper, or for a previous
+    registration of this node id to expire) is abandoned at the signal instead."""
     broker = Broker(config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     try:
-        await broker.start()
+        starting = loop.create_task(broker.start())
+        stopped = loop.create_task(stop.wait())
+        await asyncio.wait({starting, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        if not starting.done():
+            log.info("stopping on signal before the start finished")
+            starting.cancel()
+            await asyncio.gather(starting, return_exceptions=True)
+            return
+        stopped.cancel()
+        starting.result()  # a failed start raises here
         try:
             if on_started is not None and not stop.is_set():
                 on_started(broker)

@@ -5,39 +5,48 @@ The pure ``TransactionCoordinator`` returns ``TxnEffects``: records for
 ``__transaction_state``, responses keyed by request tokens, and ``TxnMarkers`` to write.
 This module owns the rest, as ``server/groups.py`` does for groups:
 
+- one ``TransactionCoordinator`` per ``__transaction_state`` partition coordinated here
+  (Kafka's transaction coordinator of an id is the leader of ``partition_for(
+  transactional_id, transaction.state.log.num.partitions)``), loaded from that
+  partition's log alone; they share the broker's producer id allocator. A single node
+  coordinates every partition from ``start``; in a cluster the replica manager calls
+  ``elect``/``resign`` (``server/coordinator_runtime.py``);
 - a token per request and a future per token: an InitProducerId that fences an open
   transaction waits (on its future) for the abort it caused to complete;
-- appending: an operation's records go to the transactional id's partition of
-  ``__transaction_state`` (``partition_for(transactional_id,
-  transaction.state.log.num.partitions)``), one batch per partition, and only once that
-  append has succeeded are the responses released;
-- markers: each ``TxnMarkers`` becomes a COMMIT or ABORT control batch
-  (``Log.append_marker``) in every partition of the transaction — what Kafka's
-  TransactionMarkerChannelManager sends as WriteTxnMarkers, here a local append — and
-  then ``markers_written`` completes the transaction. A marker in ``__consumer_offsets``
-  also tells the group runtime, so the transaction's TxnOffsetCommits count or go.
-  Markers are written in the same step as the decision (before the event loop sends the
-  EndTxn answer), so a committed transaction is readable once EndTxn is answered;
-- one timer task that calls ``tick(now)`` at ``next_deadline()`` (timed-out transactions
-  are aborted, expired transactional ids removed);
-- ``__transaction_state`` itself: replayed before the broker listens, and the markers of
-  transactions a previous run left prepared (PrepareCommit/PrepareAbort) written again
-  then. As in Kafka it is created (compacted, internal) on first use — a FindCoordinator
-  for a transactional id, or an InitProducerId with one — so a broker whose clients never
-  use transactions has no such topic.
+- appending: an operation's records go to the transactional id's partition as one
+  batch, and only once that append has succeeded (and, in a cluster, is replicated) are
+  the responses released;
+- markers: each ``TxnMarkers`` becomes a COMMIT or ABORT control batch in every
+  partition of the transaction, and then ``markers_written`` completes the transaction.
+  On a single node they are local ``Log.append_marker`` calls — what Kafka's
+  TransactionMarkerChannelManager sends as WriteTxnMarkers — made in the same step as
+  the decision (before the event loop sends the EndTxn answer), so a committed
+  transaction is readable once EndTxn is answered; a marker in ``__consumer_offsets``
+  also tells the group runtime, so the transaction's TxnOffsetCommits count or go. In a
+  cluster they are ``broker.cluster.write_txn_markers`` (WriteTxnMarkers to each
+  partition's leader), on a task of the runtime, once the record that decided them is
+  replicated; EndTxn is then answered as Kafka answers it, once that record is;
+- one timer task that calls ``tick(now)`` at ``next_deadline()`` of every loaded
+  coordinator (timed-out transactions are aborted, expired transactional ids removed);
+- ``__transaction_state`` itself on a single node: replayed before the broker listens,
+  and the markers of transactions a previous run left prepared (PrepareCommit/
+  PrepareAbort) written again then (as at every election). As in Kafka it is created
+  (compacted, internal) on first use — a FindCoordinator for a transactional id, or an
+  InitProducerId with one — so a broker whose clients never use transactions has no
+  such topic; until then a single node's coordinators are empty.
 
 Everything runs on the broker's event loop, one operation at a time; appends are
-synchronous, so an operation, its append and its markers never interleave with another.
+synchronous, so an operation, its append and (on a single node) its markers never
+interleave with another.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from odradek.coordinator import OFFSETS_TOPIC
-from odradek.coordinator import partition_for as group_partition_for
 from odradek.coordinator import transaction_log as tl
 from odradek.coordinator.transaction_log import (
     TRANSACTION_STATE_TOPIC,
@@ -53,9 +62,13 @@ from odradek.coordinator.transactions import (
 from odradek.records import builder
 from odradek.server.coordinator_runtime import (
     COORDINATOR_NOT_AVAILABLE,
+    NOT_LEADER_OR_FOLLOWER,
     CoordinatorRuntime,
     CoordinatorUnavailable,
+    Replication,
+    replication_failure,
 )
+from odradek.server.errors import error_code
 from odradek.server.handlers.base import LEADER_EPOCH
 
 if TYPE_CHECKING:
@@ -71,11 +84,15 @@ INVALID_PRODUCER_ID_MAPPING = 49
 # Topic-level settings of __transaction_state, as Kafka creates it (min.insync.replicas
 # and unclean leader election do not apply to one node).
 TRANSACTION_STATE_TOPIC_CONFIG = {"cleanup.policy": "compact", "compression.type": "producer"}
+# A cluster: how long to wait before asking again whether a Prepare record is
+# replicated, or before sending markers again after a failure.
+MARKER_RETRY_BACKOFF_S = 0.1
 
 
 class TxnRuntime(CoordinatorRuntime):
-    """One ``TransactionCoordinator`` and everything it needs to act; lives as long as
-    the broker (``start`` after the group runtime and before the listener, ``stop`` at
+    """The ``TransactionCoordinator`` of every ``__transaction_state`` partition
+    coordinated here and everything they need to act; lives as long as the broker
+    (``start`` after the group runtime and before the listener, ``stop`` at
     ``Broker.stop``)."""
 
     topic = TRANSACTION_STATE_TOPIC
@@ -84,41 +101,80 @@ class TxnRuntime(CoordinatorRuntime):
         cfg = broker.config
         assert broker.metadata is not None and broker.groups is not None
         super().__init__(broker, cfg["transaction.state.log.num.partitions"])
-        groups = broker.groups
-        self.coordinator = TransactionCoordinator(
-            allocate_producer_id=broker.metadata.next_producer_id,
-            partition_for_group=lambda group_id: group_partition_for(
-                group_id, groups.num_partitions),
+        self.verify_partitions: bool = cfg["transaction.partition.verification.enable"]
+        self._topic_ready = False
+
+    def partition_for(self, key: str) -> int:
+        """The ``__transaction_state`` partition of transactional id ``key``."""
+        return txn_partition_for(key, self.partition_count())
+
+    def _new_coordinator(self, partition: int, leader_epoch: int) -> TransactionCoordinator:
+        cfg = self.broker.config
+        groups = self.broker.groups
+        assert groups is not None
+        return TransactionCoordinator(
+            allocate_producer_id=self._allocate_producer_id,
+            partition_for_group=groups.partition_for,
             max_timeout_ms=cfg["transaction.max.timeout.ms"],
             transactional_id_expiration_ms=cfg["transactional.id.expiration.ms"],
             abort_timed_out_interval_ms=cfg[
                 "transaction.abort.timed.out.transaction.cleanup.interval.ms"],
             remove_expired_interval_ms=cfg[
                 "transaction.remove.expired.transaction.cleanup.interval.ms"],
+            # Kafka's coordinator epoch is the leader epoch of the partition's election
+            # (0 on a single node): markers of an older coordinator are fenced by it.
+            coordinator_epoch=leader_epoch,
         )
-        self.verify_partitions: bool = cfg["transaction.partition.verification.enable"]
-        self._topic_ready = False
+
+    def _allocate_producer_id(self) -> int:
+        """A fresh producer id, from the broker's allocator: every coordinator here (and
+        InitProducerId without a transactional id) draws from it. An allocator that
+        cannot hand one out now (a cluster's next block not reserved yet) says why in
+        ``kafka_error``; the request is answered that error (the client retries). The
+        coordinator allocates before it changes the id's state (one exception: an
+        InitProducerId parked behind the abort it fenced, answered by
+        ``markers_written``, with the epoch exhausted; a single node's allocator never
+        fails)."""
+        assert self.broker.metadata is not None
+        try:
+            return self.broker.metadata.next_producer_id()
+        except Exception as exc:
+            if getattr(exc, "kafka_error", None) is None:
+                raise
+            raise CoordinatorUnavailable(int(error_code(exc)), str(exc)) from exc
+
+    @staticmethod
+    def _size(coordinator: TransactionCoordinator) -> int:
+        return len(coordinator.transactions)
 
     # --- lifecycle ---------------------------------------------------------------------
 
     def start(self) -> None:
-        """Replay ``__transaction_state`` if it exists, write the markers of prepared
-        transactions, start the timer task. Runs before the broker accepts connections
-        (and after the group runtime has loaded, so that markers to
-        ``__consumer_offsets`` find their pending offsets)."""
+        """Single node: replay ``__transaction_state`` if it exists and coordinate every
+        partition (writing the markers of prepared transactions), before the broker
+        accepts connections and after the group runtime has loaded, so that markers to
+        ``__consumer_offsets`` find their pending offsets. In a cluster: only the timer
+        task; the replica manager elects the partitions this broker leads."""
         assert self.broker.metadata is not None
-        records = 0
-        if TRANSACTION_STATE_TOPIC in self.broker.metadata.topics:
-            self.ensure_topic()
-            records = self._replay()
-        self._act(self.coordinator.finish_load(self.clock()))
-        log.info("loaded %d transactional id(s) from %d record(s) of %s",
-                 len(self.coordinator.transactions), records, TRANSACTION_STATE_TOPIC)
+        if self.cluster is None:
+            if TRANSACTION_STATE_TOPIC in self.broker.metadata.topics:
+                self.ensure_topic()
+            ids, records = self._elect_all()
+            log.info("loaded %d transactional id(s) from %d record(s) of %s", ids, records,
+                     TRANSACTION_STATE_TOPIC)
         self._start_timer("transaction-coordinator-timers")
 
+    def elect(self, partition: int) -> None:
+        """Become the transaction coordinator of ``__transaction_state`` partition
+        ``partition``: its transactional ids are loaded from its log, and the markers of
+        its prepared transactions are written again. In a cluster the replica manager
+        calls this once this broker leads the partition (and its log is open here)."""
+        super().elect(partition)
+
     def ensure_topic(self) -> None:
-        """Create ``__transaction_state`` if it does not exist yet (and open its logs)."""
-        if self._topic_ready:
+        """Single node: create ``__transaction_state`` if it does not exist yet (and open
+        its logs). In a cluster the replica manager creates it."""
+        if self._topic_ready or self.cluster is not None:
             return
         self._create_topic(
             dict(TRANSACTION_STATE_TOPIC_CONFIG, **{"segment.bytes": str(
@@ -126,14 +182,12 @@ class TxnRuntime(CoordinatorRuntime):
             "transaction.state.log.num.partitions")
         self._topic_ready = True
 
-    def _replay(self, only: set[str] | None = None) -> int:
-        """Feed every record of ``__transaction_state``, in log order, to ``load`` (only
-        those of the transactional ids ``only``, when given, from their partitions)."""
+    def _replay(self, partition: int, coordinator: TransactionCoordinator,
+                only: set[str] | None = None) -> int:
+        """Feed every record of the partition, in log order, to ``load`` (only those of
+        the transactional ids ``only``, when given)."""
         count = 0
-        partitions: Iterable[int] = range(self.num_partitions)
-        if only is not None:
-            partitions = sorted({txn_partition_for(tid, self.num_partitions) for tid in only})
-        for partition, batch in self._batches(partitions):
+        for batch in self._batches(partition):
             if batch.header.is_control:
                 continue
             for record in batch.records:
@@ -142,63 +196,152 @@ class TxnRuntime(CoordinatorRuntime):
                 if only is not None and tl.decode_key(record.key) not in only:
                     continue
                 try:
-                    self.coordinator.load(record.key, record.value)
+                    coordinator.load(record.key, record.value)
                 except TransactionLogFormatError as exc:
                     log.warning("%s-%d offset %d: skipping a record that does not decode: %s",
                                 TRANSACTION_STATE_TOPIC, partition, record.offset, exc)
                 count += 1
         return count
 
-    def _revert(self, transactional_ids: set[str]) -> None:
+    def _finish_load(self, coordinator: TransactionCoordinator) -> TxnEffects:
+        return coordinator.finish_load(self.clock())
+
+    def _revert(self, partition: int, transactional_ids: set[str]) -> None:
         """After a failed append: these ids go back to what the log holds (Kafka reverts
         a transaction's metadata when its append fails), so that a client's retry is
         decided again from the stored state rather than from one never stored."""
+        coordinator = self.coordinators.get(partition)
+        if coordinator is None:
+            return
         for tid in transactional_ids:
-            self.coordinator.transactions.pop(tid, None)
+            coordinator.transactions.pop(tid, None)
         try:
-            self._replay(only=transactional_ids)
+            self._replay(partition, coordinator, only=transactional_ids)
         except Exception:
-            log.exception("could not reread %s after a failed append",
-                          TRANSACTION_STATE_TOPIC)
+            log.exception("could not reread %s-%d after a failed append",
+                          TRANSACTION_STATE_TOPIC, partition)
 
     # --- operations --------------------------------------------------------------------
 
-    def _act(self, fx: TxnEffects) -> None:
+    def _act(self, partition: int, fx: TxnEffects) -> None:
         """Append the records, release the responses (errors instead if the append
-        failed), write the markers (each completed set acts in turn), re-arm the timer."""
+        failed), write the markers (each completed set acts in turn), re-arm the timer.
+        In a cluster the responses and markers wait for the records' replication."""
         failure: CoordinatorUnavailable | None = None
+        end: int | None = None
         if fx.records:
             try:
-                self._append(fx)
+                end = self._append(partition, fx)
             except Exception as exc:
-                log.exception("appending transaction state to %s failed",
-                              TRANSACTION_STATE_TOPIC)
+                log.exception("appending transaction state to %s-%d failed",
+                              TRANSACTION_STATE_TOPIC, partition)
                 failure = CoordinatorUnavailable(
                     COORDINATOR_NOT_AVAILABLE, f"transaction state could not be stored: {exc}")
-                self._revert({r.transactional_id for r in fx.records})
-        self._release(fx.responses, failure)
-        if failure is None:
-            for markers in fx.markers:
-                self._write_markers(markers)
-                self._act(self.coordinator.markers_written(
-                    markers.transactional_id, markers.producer_id, markers.producer_epoch,
-                    now_ms=self.clock()))
+                self._revert(partition, {r.transactional_id for r in fx.records})
+        replication = None
+        if failure is None and (end is not None or fx.responses or fx.markers):
+            replication = self._replicated(partition, end)
+        if replication is not None:
+            self._spawn(partition, self._after_replication(
+                partition, self.coordinators.get(partition), replication,
+                list(fx.responses), list(fx.markers)),
+                f"{TRANSACTION_STATE_TOPIC}-{partition}-replication")
+        else:
+            self._release(fx.responses, failure)
+            if failure is None:
+                for markers in fx.markers:
+                    self._send_markers(partition, markers)
         self._rearm.set()
 
-    def _append(self, fx: TxnEffects) -> None:
-        by_partition: dict[int, list[builder.Record]] = {}
+    def _append(self, partition: int, fx: TxnEffects) -> int:
+        """One batch of the effects' records in ``partition``; the offset after it."""
+        # Every record of a coordinator's effects is about one of its ids.
+        assert all(self.partition_for(r.transactional_id) == partition for r in fx.records), (
+            "records for a transactional id of another partition")
         now = self.clock()
-        for record in fx.records:
-            batch = by_partition.setdefault(
-                txn_partition_for(record.transactional_id, self.num_partitions), [])
-            batch.append(builder.Record(len(batch), now, record.key, record.value))
-        for partition, records in by_partition.items():
-            self._log(partition).append(builder.build_batch(records),
-                                              leader_epoch=LEADER_EPOCH)
-            self.broker.purgatory.notify((TRANSACTION_STATE_TOPIC, partition))
+        records = [builder.Record(i, now, r.key, r.value) for i, r in enumerate(fx.records)]
+        info = self._log(partition).append(builder.build_batch(records),
+                                           leader_epoch=self._leader_epoch(partition))
+        self.broker.purgatory.notify((TRANSACTION_STATE_TOPIC, partition))
+        return info.last_offset + 1
+
+    async def _after_replication(self, partition: int, coordinator: TransactionCoordinator | None,
+                                 replication: Replication, responses: list[tuple[int, Any]],
+                                 markers: list[TxnMarkers]) -> None:
+        """A cluster: once the records are replicated, answer and send the markers."""
+        code = await self._replication_code(partition, replication)
+        self._release(responses, replication_failure(code, "transaction state"))
+        if not markers:
+            return
+        # The markers go out only once the Prepare record that decided them is committed:
+        # a new leader of the partition without it would not know that the transaction
+        # ends, and might end it the other way. The record is in this leader's log, so
+        # it is waited for again (the client, told COORDINATOR_NOT_AVAILABLE, retries
+        # EndTxn and hears CONCURRENT_TRANSACTIONS meanwhile) until it is replicated or
+        # the partition moves (then the next coordinator sends the markers at its load).
+        while code != 0:
+            if code == NOT_LEADER_OR_FOLLOWER:
+                return
+            await asyncio.sleep(MARKER_RETRY_BACKOFF_S)
+            if self.coordinators.get(partition) is not coordinator:
+                return
+            again = self._replicated(partition, replication[1])
+            code = 0 if again is None else await self._replication_code(partition, again)
+        if self.coordinators.get(partition) is not coordinator:
+            return
+        for m in markers:
+            self._send_markers(partition, m)
+
+    def _send_markers(self, partition: int, markers: TxnMarkers) -> None:
+        """Write a transaction's markers, then complete it (``markers_written``)."""
+        coordinator = self.coordinators.get(partition)
+        if coordinator is None:
+            return
+        if self.cluster is not None:
+            self._spawn(partition, self._write_markers_in_cluster(
+                partition, coordinator, markers),
+                f"{TRANSACTION_STATE_TOPIC}-{partition}-markers-{markers.producer_id}")
+            return
+        self._write_markers(markers)
+        self._act(partition, coordinator.markers_written(
+            markers.transactional_id, markers.producer_id, markers.producer_epoch,
+            now_ms=self.clock()))
+
+    async def _write_markers_in_cluster(self, partition: int,
+                                        coordinator: TransactionCoordinator,
+                                        markers: TxnMarkers) -> None:
+        """WriteTxnMarkers to the leaders of the transaction's partitions (wherever they
+        are; ``broker.cluster`` sends them and tells the group coordinators of
+        ``__consumer_offsets`` partitions), then complete the transaction — if this
+        broker still coordinates it: after a resignation the new coordinator sends the
+        markers of the prepared transaction again at its load."""
+        while True:
+            try:
+                await self.cluster.write_txn_markers(markers)
+                break
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                # As Kafka's marker channel manager, retry until done or no longer ours.
+                log.exception("writing the markers of %s (producer %d) failed; retrying",
+                              markers.transactional_id, markers.producer_id)
+                await asyncio.sleep(MARKER_RETRY_BACKOFF_S)
+                if self.coordinators.get(partition) is not coordinator:
+                    return
+        if self.closed:
+            return  # the broker stops: the next coordinator completes the transaction
+        if self.coordinators.get(partition) is not coordinator:
+            log.info("markers of %s (producer %d) written after %s-%d resigned: left to "
+                     "its new coordinator", markers.transactional_id, markers.producer_id,
+                     TRANSACTION_STATE_TOPIC, partition)
+            return
+        self._act(partition, coordinator.markers_written(
+            markers.transactional_id, markers.producer_id, markers.producer_epoch,
+            now_ms=self.clock()))
 
     def _write_markers(self, markers: TxnMarkers) -> None:
-        """One control batch per partition of the transaction (WriteTxnMarkers, local)."""
+        """Single node: one control batch per partition of the transaction
+        (WriteTxnMarkers, local)."""
         assert self.broker.logs is not None
         for topic, partition in markers.partitions:
             lg = self.broker.logs.get_log(topic, partition)
@@ -225,7 +368,7 @@ class TxnRuntime(CoordinatorRuntime):
                                                       markers.commit)
             self.broker.purgatory.notify((topic, partition))
 
-    # --- produce-side check (KIP-890's verification, answered locally) ----------------
+    # --- produce-side check (KIP-890's verification) ------------------------------------
 
     def check_produce(self, transactional_id: str, producer_id: int, producer_epoch: int,
                       topic: str, partition: int) -> tuple[int, str] | None:
@@ -238,7 +381,13 @@ class TxnRuntime(CoordinatorRuntime):
         produce path maps them."""
         if not self.verify_partitions:
             return None
-        txn = self.coordinator.transactions.get(transactional_id)
+        coordinator = self.coordinators.get(self.partition_for(transactional_id))
+        if coordinator is None:
+            # The transactional id is coordinated by another broker (a cluster). KIP-890
+            # verifies across brokers with an AddPartitionsToTxn verify-only request to
+            # that coordinator, which is not built yet: the batch goes unverified.
+            return None
+        txn = coordinator.transactions.get(transactional_id)
         if txn is None or txn.producer_id != producer_id:
             return INVALID_PRODUCER_ID_MAPPING, (
                 f"producer {producer_id} is not the producer of {transactional_id!r}")

@@ -14,6 +14,7 @@ from odradek.server.handlers import (
     records,
     topics,
     transactions,
+    txn_markers,
 )
 from odradek.server.handlers.base import Api
 
@@ -40,5 +41,6 @@ HANDLERS: dict[int, Api] = {
         *groups.APIS,
         *consumer_groups.APIS,
         *transactions.APIS,
+        txn_markers.API,
     )
 }

@@ -24,6 +24,7 @@ from odradek.protocol.codec import Request
 from odradek.server.config import SETTINGS, Setting
 from odradek.server.errors import error_code
 from odradek.server.handlers.base import Api, respond
+from odradek.server.handlers.metadata import brokers, controller_id
 from odradek.server.metadata import Topic, TopicError
 from odradek.storage.config import LogConfig
 
@@ -61,6 +62,8 @@ TOPIC_CONFIG_TYPES = {
     "message.timestamp.type": STRING,
     "compression.type": STRING,
     "file.delete.delay.ms": LONG,
+    "min.insync.replicas": INT,
+    "unclean.leader.election.enable": BOOLEAN,
 }
 LIST_CONFIGS = frozenset(n for n, t in TOPIC_CONFIG_TYPES.items() if t == LIST)
 
@@ -262,8 +265,8 @@ def _check_alterable(broker: Broker, res: Any, duplicates: set[tuple[int, str]])
     _require_topic(broker, res.resource_name)
 
 
-def _alter(broker: Broker, request: Request,
-           new_configs: Callable[[Any], dict[str, str]]) -> bytes:
+async def _alter(broker: Broker, request: Request,
+                 new_configs: Callable[[Any], dict[str, str]]) -> bytes:
     """The resource loop AlterConfigs and IncrementalAlterConfigs share: check each
     resource, compute its new override set with ``new_configs``, apply or validate it."""
     body = request.body
@@ -275,8 +278,8 @@ def _alter(broker: Broker, request: Request,
                                  "resource_name": res.resource_name}
         try:
             _check_alterable(broker, res, duplicates)
-            broker.set_topic_configs(res.resource_name, new_configs(res),
-                                     validate_only=body.validate_only)
+            await broker.set_topic_configs_anywhere(res.resource_name, new_configs(res),
+                                                    validate_only=body.validate_only)
         except (ConfigRequestError, TopicError) as exc:
             entry.update(_failure(exc))
         responses.append(entry)
@@ -285,7 +288,7 @@ def _alter(broker: Broker, request: Request,
 
 async def alter_configs(broker: Broker, request: Request) -> bytes:
     # The new override set is exactly what the request lists (null: not set).
-    return _alter(broker, request, lambda res: {
+    return await _alter(broker, request, lambda res: {
         c.name: c.value for c in res.configs if c.value is not None})
 
 
@@ -330,7 +333,7 @@ def apply_incremental(broker: Broker, topic: Topic, ops: Any) -> dict[str, str]:
 
 
 async def incremental_alter_configs(broker: Broker, request: Request) -> bytes:
-    return _alter(broker, request, lambda res: apply_incremental(
+    return await _alter(broker, request, lambda res: apply_incremental(
         broker, _require_topic(broker, res.resource_name), res.configs))
 
 
@@ -346,7 +349,9 @@ async def describe_log_dirs(broker: Broker, request: Request) -> bytes:
             continue
         by_topic.setdefault(name, []).append({
             "partition_index": partition, "partition_size": lg.size_bytes,
-            "offset_lag": 0,  # the leader is never behind itself
+            # Kafka's offset lag of a replica: how far its log end is below the high
+            # watermark it knows (0 on a leader, and on a single node).
+            "offset_lag": max(lg.high_watermark - lg.log_end_offset, 0),
             "is_future_key": False,
         })
     usage = shutil.disk_usage(broker.logs.data_dir)
@@ -367,9 +372,9 @@ async def describe_cluster(broker: Broker, request: Request) -> bytes:
         "throttle_time": 0, "error_code": 0, "error_message": None,
         "endpoint_type": endpoint_type,
         "cluster_id": broker.metadata.cluster_id,
-        "controller_id": broker.node_id,
-        "brokers": [{"broker_id": broker.node_id, "host": broker.advertised_host,
-                     "port": broker.port, "rack": None}],
+        "controller_id": controller_id(broker),
+        "brokers": [{"broker_id": b["node_id"], "host": b["host"], "port": b["port"],
+                     "rack": b["rack"]} for b in brokers(broker)],
         "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS,
     }
     if endpoint_type != BROKERS_ENDPOINT:

@@ -18,6 +18,18 @@ if TYPE_CHECKING:
 # batch is written with partition leader epoch 0, and every answer names epoch 0.
 LEADER_EPOCH = 0
 UNKNOWN_TOPIC_OR_PARTITION = 3  # the error code most handlers need for a missing partition
+NOT_LEADER_OR_FOLLOWER = 6  # a cluster's partition that another broker (or none) leads
+FENCED_LEADER_EPOCH = 74
+UNKNOWN_LEADER_EPOCH = 75
+
+
+def epoch_error(asked: int, current: int) -> int:
+    """KIP-320: a client's view of a partition's leader epoch against the leader's own
+    (-1: the client does not say): older is FENCED_LEADER_EPOCH, newer (the client has
+    heard of a leader this broker has not) UNKNOWN_LEADER_EPOCH."""
+    if asked < 0 or asked == current:
+        return 0
+    return FENCED_LEADER_EPOCH if asked < current else UNKNOWN_LEADER_EPOCH
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,10 @@ from the broker's topic metadata, handed over with every heartbeat: a topic crea
 given partitions is seen at the members' next heartbeat. Partitions travel by topic id,
 so a client resolves them with Metadata by topic id (served by the Metadata handler).
 
+A group is served by the coordinator of its ``__consumer_offsets`` partition: a heartbeat
+of a group whose partition is not coordinated here is answered NOT_COORDINATOR, and so is
+each such group of a ConsumerGroupDescribe.
+
 Versions: ConsumerGroupHeartbeat v0 (the coordinator names a joining member) and v1
 (the client names itself, and may subscribe by regular expression); ConsumerGroupDescribe
 v0-v1 (v1 adds nothing this broker fills: member type).
@@ -38,7 +42,7 @@ async def consumer_group_heartbeat(broker: Broker, request: Request) -> bytes:
         runtime = group_runtime(broker)
         topics = topic_metadata(broker)
         result: r.ConsumerHeartbeatResult = await runtime.call(
-            lambda token, now: runtime.coordinator.consumer_heartbeat(
+            body.group_id, lambda coordinator, token, now: coordinator.consumer_heartbeat(
                 body.group_id, body.member_id, body.member_epoch,
                 instance_id=body.instance_id, rack_id=body.rack_id,
                 rebalance_timeout_ms=rebalance_ms,
@@ -68,13 +72,18 @@ def _partitions(described: list[r.DescribedPartitions]) -> dict[str, Any]:
         for d in described]}
 
 
-async def consumer_group_describe(broker: Broker, request: Request) -> bytes:
-    body = request.body
+def _describe(broker: Broker, group_id: str) -> r.ConsumerGroupDescription:
+    """One group, by the coordinator of its partition (NOT_COORDINATOR if elsewhere)."""
     try:
-        found = group_runtime(broker).coordinator.consumer_group_describe(body.group_ids)
+        [described] = group_runtime(broker).coordinator_for(group_id).consumer_group_describe(
+            [group_id])
     except CoordinatorUnavailable as exc:
-        found = [r.ConsumerGroupDescription(exc.error_code, g, str(exc))
-                 for g in body.group_ids]
+        return r.ConsumerGroupDescription(exc.error_code, group_id, str(exc))
+    return described
+
+
+async def consumer_group_describe(broker: Broker, request: Request) -> bytes:
+    found = [_describe(broker, g) for g in request.body.group_ids]
     return respond(request, {"throttle_time": 0, "groups": [
         {"error_code": d.error_code, "error_message": d.error_message,
          "group_id": d.group_id, "group_state": d.state, "group_epoch": d.group_epoch,

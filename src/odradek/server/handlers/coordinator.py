@@ -1,19 +1,24 @@
-"""FindCoordinator (10): this node coordinates every group and transactional id.
+"""FindCoordinator (10): which broker coordinates a group or a transactional id.
 
-A single node is trivially the coordinator of every key (v0-3 one key, v4 a batch of
-``coordinator_keys``; key type 0 groups, 1 transactional ids). Groups are loaded from
-``__consumer_offsets`` and transactions from ``__transaction_state`` before the broker
+v0-3 ask for one key, v4 for a batch of ``coordinator_keys``; key type 0 is a group, 1 a
+transactional id. As in Kafka, a key's coordinator is the leader of its partition of
+``__consumer_offsets`` or ``__transaction_state`` (``partition_for``). A single node
+leads every partition, so it answers itself for every key: its groups are loaded from
+``__consumer_offsets`` and its transactions from ``__transaction_state`` before it
 listens (``server/groups.py``, ``server/transactions.py``), so there is no loading phase
 to answer COORDINATOR_NOT_AVAILABLE for; the first lookup of a transaction coordinator
-creates ``__transaction_state``, as in Kafka. Serving this API matters beyond
-groups too: librdkafka enables LZ4 only when the broker lists FindCoordinator in
-ApiVersions (it reads that as "a 0.9+ broker")."""
+creates ``__transaction_state``, as in Kafka. In a cluster (``broker.cluster``) the
+answer is the partition's current leader, COORDINATOR_NOT_AVAILABLE while it has none.
+Serving this API matters beyond groups too: librdkafka enables LZ4 only when the broker
+lists FindCoordinator in ApiVersions (it reads that as "a 0.9+ broker")."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from odradek.coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from odradek.protocol.codec import Request
+from odradek.server.coordinator_runtime import COORDINATOR_NOT_AVAILABLE
 from odradek.server.handlers.base import Api, respond
 
 if TYPE_CHECKING:
@@ -23,23 +28,57 @@ GROUP, TRANSACTION = 0, 1
 INVALID_REQUEST = 42
 
 
+def _no_node(error: int, message: str) -> dict[str, Any]:
+    return {"node_id": -1, "host": "", "port": -1, "error_code": error,
+            "error_message": message}
+
+
+def _coordinator(broker: Broker, key_type: int, key: str) -> dict[str, Any]:
+    """The node that coordinates ``key`` (its fields of the answer, error included)."""
+    cluster = broker.cluster
+    if cluster is None:
+        host, port = broker.advertised_endpoint
+        return {"node_id": broker.node_id, "host": host, "port": port, "error_code": 0,
+                "error_message": None}
+    runtime = broker.groups if key_type == GROUP else broker.transactions
+    if runtime is None:
+        return _no_node(COORDINATOR_NOT_AVAILABLE, "the coordinator is not running")
+    partition = runtime.partition_for(key)
+    leader = cluster.metadata.leader(runtime.topic, partition)
+    if leader is None:
+        # The internal topic does not exist yet, or the partition has no live leader:
+        # the client asks again.
+        return _no_node(COORDINATOR_NOT_AVAILABLE,
+                        f"{runtime.topic}-{partition} has no leader")
+    return {"node_id": leader.node_id, "host": leader.host, "port": leader.port,
+            "error_code": 0, "error_message": None}
+
+
 async def handle(broker: Broker, request: Request) -> bytes:
     body = request.body
     key_type = getattr(body, "key_type", GROUP)
-    error = 0 if key_type in (GROUP, TRANSACTION) else INVALID_REQUEST
-    if key_type == TRANSACTION and broker.transactions is not None:
-        # Kafka creates __transaction_state when a transaction coordinator is first
-        # looked for; its partitions are then loaded before the answer (they are empty).
-        broker.transactions.ensure_topic()
-    message = None if not error else f"unknown coordinator key type {key_type}"
-    node = {"node_id": broker.node_id if not error else -1,
-            "host": broker.advertised_host if not error else "",
-            "port": broker.port if not error else -1,
-            "error_code": error, "error_message": message}
     keys = getattr(body, "coordinator_keys", None)
+    if key_type not in (GROUP, TRANSACTION):
+        node = _no_node(INVALID_REQUEST, f"unknown coordinator key type {key_type}")
+        return respond(request, {"throttle_time": 0, **node,
+                                 "coordinators": [{"key": key, **node} for key in keys or ()]})
+    if broker.cluster is not None:
+        # Kafka creates the internal topic when a coordinator is first looked for; in a
+        # cluster its partitions get leaders (and those load it) a moment later, and
+        # the client, answered COORDINATOR_NOT_AVAILABLE meanwhile, asks again.
+        await broker.cluster.ensure_internal_topic(
+            OFFSETS_TOPIC if key_type == GROUP else TRANSACTION_STATE_TOPIC)
+    elif key_type == TRANSACTION and broker.transactions is not None:
+        # A single node creates __transaction_state at once; its partitions are then
+        # loaded before the answer (they are empty).
+        broker.transactions.ensure_topic()
+    # v0-3 ask for one key; v4 has coordinator_keys instead (the top-level fields are
+    # not in its answer).
+    node = _coordinator(broker, key_type, getattr(body, "key", None) or "")
     return respond(request, {
         "throttle_time": 0, **node,
-        "coordinators": [{"key": key, **node} for key in keys or ()],
+        "coordinators": [{"key": key, **_coordinator(broker, key_type, key)}
+                         for key in keys or ()],
     })
 
 

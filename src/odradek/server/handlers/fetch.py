@@ -12,6 +12,13 @@
 - The response is encoded here by hand, not through kio, because its record sections are
   file regions: the header bytes are built in Python and each partition's records go from
   the segment file to the socket without passing through Python.
+- In a cluster only the leader serves a partition (others: NOT_LEADER_OR_FOLLOWER);
+  consumers read up to the high watermark (read_committed up to the last stable
+  offset, which is never above it), and a fetch naming a leader epoch (v9+, KIP-320)
+  other than the leader's gets FENCED_LEADER_EPOCH (older) or UNKNOWN_LEADER_EPOCH
+  (newer). A fetch with a replica id is a follower's: it must come from a registered
+  broker holding a replica; it reads up to the log end, and the offset it fetches from
+  is that follower's log end, which moves the high watermark (server/replica_manager.py).
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ from odradek.protocol.codec import Request
 from odradek.protocol.framing import encode_uvarint
 from odradek.protocol.messages import ms
 from odradek.server.errors import error_code
-from odradek.server.handlers.base import UNKNOWN_TOPIC_OR_PARTITION, Api
+from odradek.server.handlers.base import Api, epoch_error
 from odradek.storage.errors import OffsetOutOfRangeError
 from odradek.storage.log import FileRegion
 from odradek.storage.txn_index import AbortedTxn
@@ -38,6 +45,7 @@ if TYPE_CHECKING:
 
 FETCH_SESSION_ID_NOT_FOUND = 70
 INVALID_FETCH_SESSION_EPOCH = 71
+REPLICA_NOT_AVAILABLE = 9
 FINAL_EPOCH = -1
 INITIAL_EPOCH = 0
 # Kafka's max.incremental.fetch.session.cache.slots: sessions kept at once (the least
@@ -105,18 +113,39 @@ class PartitionResult:
 
 # (topic, partition, fetch offset, partition max bytes): what one partition asks for
 Wanted = tuple[str, int, int, int]
+# A cluster's refusals decided before reading: (topic, partition) -> error code.
+Refused = dict[tuple[str, int], int]
+
+
+def _epoch_refusals(broker: Broker, body: Any) -> Refused | None:
+    """In a cluster, the partitions whose request names another leader epoch."""
+    cluster = broker.cluster
+    if cluster is None:
+        return None
+    refused: Refused = {}
+    leaders = cluster.replicas.leaders
+    for t in body.topics:
+        for p in t.partitions:
+            part = leaders.get((t.topic, p.partition))
+            if part is not None:
+                code = epoch_error(p.current_leader_epoch, part.leader_epoch)
+                if code:
+                    refused[(t.topic, p.partition)] = code
+    return refused
 
 
 def _read(broker: Broker, wanted: list[Wanted], max_bytes: int,
-          read_committed: bool) -> tuple[list[PartitionResult], int]:
+          read_committed: bool, refused: Refused | None = None
+          ) -> tuple[list[PartitionResult], int]:
     results = []
     total = 0
     get_log = broker.get_log
     for topic, partition, fetch_offset, partition_max_bytes in wanted:
         lg = get_log(topic, partition)
-        if lg is None:
-            results.append(PartitionResult(topic, partition, UNKNOWN_TOPIC_OR_PARTITION,
-                                           -1, -1, -1, None))
+        if lg is None or (refused and (topic, partition) in refused):
+            code = (broker.missing_partition_error(topic, partition) if lg is None
+                    else refused[(topic, partition)])  # type: ignore[index]
+            results.append(PartitionResult(topic, partition, code, -1, -1, -1, None))
             continue
         budget = max_bytes - total
         if partition_max_bytes < budget:
@@ -134,14 +163,18 @@ def _read(broker: Broker, wanted: list[Wanted], max_bytes: int,
                 hw, start, lso = (read.log_end_offset, read.log_start_offset,
                                   committed.last_stable_offset)
             elif budget > 0 or total == 0:
-                read = lg.read(fetch_offset, max(budget, 0), min_one=total == 0)
+                # A replicated log is read up to its high watermark; a single node's
+                # commits what it appends (its high watermark is its log end).
+                limit = lg.high_watermark if lg.replicated else None
+                read = lg.read(fetch_offset, max(budget, 0), max_offset=limit,
+                               min_one=total == 0)
                 region = read.region
                 # Read after the batches: an append in between may have moved it past
                 # the high watermark this answer names.
-                hw, start, lso = (read.log_end_offset, read.log_start_offset,
-                                  min(lg.last_stable_offset, read.log_end_offset))
+                hw = read.log_end_offset if limit is None else limit
+                start, lso = read.log_start_offset, min(lg.last_stable_offset, hw)
             else:
-                hw, start = lg.log_end_offset, lg.log_start_offset
+                hw, start = lg.high_watermark, lg.log_start_offset
                 lso = min(lg.last_stable_offset, hw)
             error = 0
         except OffsetOutOfRangeError as exc:
@@ -151,6 +184,48 @@ def _read(broker: Broker, wanted: list[Wanted], max_bytes: int,
             total += region.length
         results.append(PartitionResult(topic, partition, error, hw, lso, start, region,
                                        aborted))
+    return results, total
+
+
+def _read_replica(broker: Broker, replica: int, wanted: list[Wanted], max_bytes: int,
+                  asked_epochs: dict[tuple[str, int], int]
+                  ) -> tuple[list[PartitionResult], int]:
+    """A follower's read: up to the log end, from a partition this broker leads and the
+    follower replicates; the fetch offset is the follower's log end, which the replica
+    manager records (and which may move the high watermark) before the answer names it."""
+    assert broker.cluster is not None
+    replicas = broker.cluster.replicas
+    registered = replica in broker.cluster.metadata.brokers
+    results = []
+    total = 0
+    for topic, partition, fetch_offset, partition_max_bytes in wanted:
+        part = replicas.leading(topic, partition)
+        if part is None:
+            code = broker.missing_partition_error(topic, partition)
+        elif not registered or replica not in part.replicas:
+            code = REPLICA_NOT_AVAILABLE  # not a broker holding a replica of it
+        else:
+            code = epoch_error(asked_epochs.get((topic, partition), -1), part.leader_epoch)
+        if code or part is None:
+            results.append(PartitionResult(topic, partition, code, -1, -1, -1, None))
+            continue
+        lg = part.log
+        budget = min(max_bytes - total, partition_max_bytes)
+        try:
+            read = lg.read(fetch_offset, max(budget, 0), min_one=total == 0) \
+                if budget > 0 or total == 0 else None
+        except OffsetOutOfRangeError as exc:
+            results.append(PartitionResult(topic, partition, error_code(exc),
+                                           lg.high_watermark, -1, exc.log_start_offset, None))
+            continue
+        end = lg.log_end_offset if read is None else read.log_end_offset
+        replicas.follower_fetched(part, replica, fetch_offset, end)
+        region = read.region if read is not None else None
+        if region is not None:
+            total += region.length
+        hw = lg.high_watermark
+        results.append(PartitionResult(topic, partition, 0, hw, min(lg.last_stable_offset, hw),
+                                       lg.log_start_offset, region))
     return results, total
 
 
@@ -215,13 +290,26 @@ def handle_now(broker: Broker, request: Request
 
     max_bytes = body.max_bytes
     min_bytes = body.min_bytes
-    read_committed = body.isolation_level == 1
-    results, total = _read(broker, wanted, max_bytes, read_committed)
+    read: Callable[[], tuple[list[PartitionResult], int]]
+    if body.replica_id >= 0 and broker.cluster is not None:
+        epochs = {(t.topic, p.partition): p.current_leader_epoch
+                  for t in body.topics for p in t.partitions}
+        replica = body.replica_id
+
+        def read() -> tuple[list[PartitionResult], int]:
+            return _read_replica(broker, replica, wanted, max_bytes, epochs)
+    else:
+        read_committed = body.isolation_level == 1
+        refused = _epoch_refusals(broker, body)
+
+        def read() -> tuple[list[PartitionResult], int]:
+            return _read(broker, wanted, max_bytes, read_committed, refused)
+    results, total = read()
     if total < min_bytes and not broker.stopping and not any(r.error for r in results):
         max_wait_s = ms(body.max_wait) / 1000
         if max_wait_s > 0:
-            return _DelayedFetch(broker, request, wanted, max_bytes, min_bytes,
-                                 read_committed, max_wait_s, results, session, incremental)
+            return _DelayedFetch(broker, request, wanted, read, min_bytes, max_wait_s,
+                                 results, session, incremental)
     return _answer(request, results, session, incremental)
 
 
@@ -241,20 +329,17 @@ class _DelayedFetch:
     coroutine, timeout scope or future per wake-up: at moderate rates every fetch of a
     consumer that keeps up parks here, so this is per-request cost."""
 
-    __slots__ = ("broker", "future", "incremental", "max_bytes", "min_bytes", "partitions",
-                 "read_committed", "request", "results", "sender", "session", "timer",
-                 "wanted")
+    __slots__ = ("broker", "future", "incremental", "min_bytes", "partitions", "read",
+                 "request", "results", "sender", "session", "timer")
 
-    def __init__(self, broker: Broker, request: Request, wanted: list[Wanted], max_bytes: int,
-                 min_bytes: int, read_committed: bool, max_wait_s: float,
-                 results: list[PartitionResult], session: FetchSession | None,
-                 incremental: bool) -> None:
+    def __init__(self, broker: Broker, request: Request, wanted: list[Wanted],
+                 read: Callable[[], tuple[list[PartitionResult], int]], min_bytes: int,
+                 max_wait_s: float, results: list[PartitionResult],
+                 session: FetchSession | None, incremental: bool) -> None:
         self.broker = broker
         self.request = request
-        self.wanted = wanted
-        self.max_bytes = max_bytes
+        self.read = read  # the consumer's or the follower's read, again
         self.min_bytes = min_bytes
-        self.read_committed = read_committed
         self.results = results  # the last read: answered if the wait runs out
         self.session = session
         self.incremental = incremental
@@ -282,8 +367,7 @@ class _DelayedFetch:
             self._forget()
             return
         try:
-            self.results, total = _read(self.broker, self.wanted, self.max_bytes,
-                                        self.read_committed)
+            self.results, total = self.read()
             if (not expired and total < self.min_bytes and not self.broker.stopping
                     and not any(r.error for r in self.results)):
                 self.broker.purgatory.watch(self.partitions, self)  # wait on

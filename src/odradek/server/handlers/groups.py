@@ -4,8 +4,17 @@ DeleteGroups (42), OffsetDelete (47).
 
 Each handler maps its request, whatever the version, onto the coordinator's
 version-agnostic arguments, has the group runtime (``server/groups.py``) run it, and
-describes the answer once for ``respond`` to fit to the version asked for. The mapping of
-versions, from Kafka's request schemas:
+describes the answer once for ``respond`` to fit to the version asked for.
+
+Routing: a group is coordinated by the coordinator of its ``__consumer_offsets``
+partition, which may not be on this broker (a cluster) or may have just moved: a request
+about one group is answered NOT_COORDINATOR then (the client looks the coordinator up
+again). Requests about several groups (OffsetFetch v8+, DescribeGroups, DeleteGroups)
+answer NOT_COORDINATOR for each group not coordinated here and serve the rest;
+ListGroups lists the groups of every partition coordinated here, as Kafka's brokers do
+(the admin client asks each broker).
+
+The mapping of versions, from Kafka's request schemas:
 
 - JoinGroup v0 has no rebalance timeout (the session timeout stands in, as in Kafka);
   v4+ must rejoin with the member id it is handed (KIP-394: ``require_known_member_id``);
@@ -80,7 +89,7 @@ async def join_group(broker: Broker, request: Request) -> bytes:
     try:
         runtime = group_runtime(broker)
         result: r.JoinResult = await runtime.call(
-            lambda token, now: runtime.coordinator.join(
+            body.group_id, lambda coordinator, token, now: coordinator.join(
                 body.group_id, body.member_id, getattr(body, "group_instance_id", None),
                 request.client_id or "", _client_host(broker), session, rebalance,
                 body.protocol_type, [(p.name, p.metadata) for p in body.protocols],
@@ -105,7 +114,7 @@ async def sync_group(broker: Broker, request: Request) -> bytes:
     try:
         runtime = group_runtime(broker)
         result: r.SyncResult = await runtime.call(
-            lambda token, now: runtime.coordinator.sync(
+            body.group_id, lambda coordinator, token, now: coordinator.sync(
                 body.group_id, body.member_id, body.generation_id,
                 getattr(body, "group_instance_id", None), getattr(body, "protocol_type", None),
                 getattr(body, "protocol_name", None),
@@ -124,7 +133,7 @@ async def heartbeat(broker: Broker, request: Request) -> bytes:
     try:
         runtime = group_runtime(broker)
         result: r.HeartbeatResult = await runtime.call(
-            lambda token, now: runtime.coordinator.heartbeat(
+            body.group_id, lambda coordinator, token, now: coordinator.heartbeat(
                 body.group_id, body.member_id, body.generation_id,
                 getattr(body, "group_instance_id", None), token=token, now_ms=now))
         error = result.error_code
@@ -143,7 +152,7 @@ async def leave_group(broker: Broker, request: Request) -> bytes:
     try:
         runtime = group_runtime(broker)
         result: r.LeaveResult = await runtime.call(
-            lambda token, now: runtime.coordinator.leave(
+            body.group_id, lambda coordinator, token, now: coordinator.leave(
                 body.group_id, members, token=token, now_ms=now))
     except CoordinatorUnavailable as exc:
         result = r.LeaveResult(exc.error_code)
@@ -208,7 +217,7 @@ async def offset_commit(broker: Broker, request: Request) -> bytes:
     try:
         runtime = group_runtime(broker)
         result: r.OffsetCommitResult = await runtime.call(
-            lambda token, now: runtime.coordinator.commit_offsets(
+            body.group_id, lambda coordinator, token, now: coordinator.commit_offsets(
                 body.group_id, body.member_id, body.generation_id_or_member_epoch,
                 getattr(body, "group_instance_id", None) if v >= 7 else None, offsets,
                 retention_ms=retention_ms, token=token, now_ms=now))
@@ -230,7 +239,7 @@ def _fetch_group(broker: Broker, group_id: str, topics: Any, member_id: str | No
     wanted = None if topics is None else [
         (t.name, p) for t in topics for p in t.partition_indexes]
     try:
-        result = group_runtime(broker).coordinator.fetch_offsets(
+        result = group_runtime(broker).coordinator_for(group_id).fetch_offsets(
             group_id, wanted, member_id=member_id, member_epoch=member_epoch,
             require_stable=require_stable)
     except CoordinatorUnavailable as exc:
@@ -267,7 +276,7 @@ async def offset_delete(broker: Broker, request: Request) -> bytes:
     try:
         runtime = group_runtime(broker)
         result: r.OffsetDeleteResult = await runtime.call(
-            lambda token, now: runtime.coordinator.delete_offsets(
+            body.group_id, lambda coordinator, token, now: coordinator.delete_offsets(
                 body.group_id, wanted, token=token, now_ms=now))
     except CoordinatorUnavailable as exc:
         result = r.OffsetDeleteResult(exc.error_code)
@@ -279,11 +288,15 @@ async def offset_delete(broker: Broker, request: Request) -> bytes:
 
 
 async def list_groups(broker: Broker, request: Request) -> bytes:
+    """ListGroups: the groups of every ``__consumer_offsets`` partition coordinated here
+    (Kafka's admin client asks every broker and merges the answers)."""
     body = request.body
     types = {t.lower() for t in getattr(body, "types_filter", ()) or ()}
+    states = getattr(body, "states_filter", None) or None
     try:
-        overviews = group_runtime(broker).coordinator.list_groups(
-            getattr(body, "states_filter", None) or None)
+        runtime = group_runtime(broker)
+        overviews = [g for _, coordinator in sorted(runtime.coordinators.items())
+                     for g in coordinator.list_groups(states)]
         error = 0
     except CoordinatorUnavailable as exc:
         overviews, error = [], exc.error_code
@@ -297,41 +310,65 @@ async def list_groups(broker: Broker, request: Request) -> bytes:
     })
 
 
-async def describe_groups(broker: Broker, request: Request) -> bytes:
-    body = request.body
+def _describe_group(broker: Broker, group_id: str, not_found_error: bool
+                    ) -> tuple[r.GroupDescription, str | None]:
+    """One group's description and its error message: NOT_COORDINATOR if its partition
+    is not coordinated here."""
     try:
-        found = group_runtime(broker).coordinator.describe_groups(
-            body.groups, not_found_error=request.api_version >= 6)
+        coordinator = group_runtime(broker).coordinator_for(group_id)
     except CoordinatorUnavailable as exc:
-        found = [r.GroupDescription(exc.error_code, g, "", "", "") for g in body.groups]
+        return r.GroupDescription(exc.error_code, group_id, "", "", ""), str(exc)
+    [d] = coordinator.describe_groups([group_id], not_found_error=not_found_error)
+    if not d.error_code:
+        return d, None
+    if group_id in coordinator.consumer_groups:
+        return d, f"Group {group_id} is not a classic group."  # Kafka's words
+    return d, f"group {group_id} not found"
+
+
+async def describe_groups(broker: Broker, request: Request) -> bytes:
+    found = [_describe_group(broker, g, request.api_version >= 6) for g in request.body.groups]
     return respond(request, {"throttle_time": 0, "groups": [
-        {"error_code": d.error_code,
-         "error_message": None if not d.error_code else _not_found(broker, d.group_id),
+        {"error_code": d.error_code, "error_message": message,
          "group_id": d.group_id, "group_state": d.state, "protocol_type": d.protocol_type,
          "protocol_data": d.protocol_name, "authorized_operations": NOT_REQUESTED,
          "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
                       "client_id": m.client_id, "client_host": m.client_host,
                       "member_metadata": m.metadata, "member_assignment": m.assignment}
                      for m in d.members]}
-        for d in found]})
+        for d, message in found]})
 
 
-def _not_found(broker: Broker, group_id: str) -> str:
-    if broker.groups is not None and group_id in broker.groups.coordinator.consumer_groups:
-        return f"Group {group_id} is not a classic group."  # Kafka's words
-    return f"group {group_id} not found"
+async def _delete_in_partition(runtime: GroupRuntime, names: list[str]
+                               ) -> list[r.DeletedGroup]:
+    """DeleteGroups for groups of one ``__consumer_offsets`` partition."""
+    try:
+        result: r.DeleteGroupsResult = await runtime.call(
+            names[0], lambda coordinator, token, now: coordinator.delete_groups(
+                names, token=token, now_ms=now))
+        return result.groups
+    except CoordinatorUnavailable as exc:
+        return [r.DeletedGroup(g, exc.error_code) for g in names]
 
 
 async def delete_groups(broker: Broker, request: Request) -> bytes:
-    body = request.body
-    names = list(body.groups_names)
+    """DeleteGroups: each group by the coordinator of its partition (one operation per
+    partition), NOT_COORDINATOR for those whose partition is not coordinated here."""
+    names = list(request.body.groups_names)
     try:
         runtime = group_runtime(broker)
-        result: r.DeleteGroupsResult = await runtime.call(
-            lambda token, now: runtime.coordinator.delete_groups(names, token=token, now_ms=now))
-        deleted = result.groups
     except CoordinatorUnavailable as exc:
         deleted = [r.DeletedGroup(g, exc.error_code) for g in names]
+    else:
+        partitions = [runtime.partition_for(g) for g in names]
+        by_partition: dict[int, list[str]] = {}
+        for name, partition in zip(names, partitions, strict=True):
+            by_partition.setdefault(partition, []).append(name)
+        answers = await asyncio.gather(*(_delete_in_partition(runtime, part)
+                                         for part in by_partition.values()))
+        # Each partition answers its groups in the order asked: back to request order.
+        results = {p: iter(a) for p, a in zip(by_partition, answers, strict=True)}
+        deleted = [next(results[p]) for p in partitions]
     return respond(request, {"throttle_time": 0, "results": [
         {"group_id": g.group_id, "error_code": g.error_code} for g in deleted]})
 

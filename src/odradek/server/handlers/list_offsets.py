@@ -1,14 +1,22 @@
 """ListOffsets (2): the earliest, latest or max-timestamp offset, or the first offset at
-or after a timestamp (time index lookup), per partition. For read_committed (v2+) the
-latest offset is the last stable offset, and a lookup by timestamp never answers an
-offset at or past it."""
+or after a timestamp (time index lookup), per partition. The latest offset is the high
+watermark (on a single node, the log end), for read_committed (v2+) the last stable
+offset, and a lookup by timestamp never answers an offset at or past either. In a
+cluster only the leader answers (NOT_LEADER_OR_FOLLOWER elsewhere), and a request naming
+another leader epoch (v4+, KIP-320) gets FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from odradek.protocol.codec import Request
-from odradek.server.handlers.base import LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION, Api, respond
+from odradek.server.handlers.base import (
+    LEADER_EPOCH,
+    UNKNOWN_TOPIC_OR_PARTITION,
+    Api,
+    epoch_error,
+    respond,
+)
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
@@ -19,16 +27,24 @@ MAX_TIMESTAMP = -3  # KIP-734, v7+
 
 
 def lookup(broker: Broker, topic: str, partition: int, timestamp: int,
-           read_committed: bool = False) -> dict[str, Any]:
+           read_committed: bool = False, current_leader_epoch: int = -1) -> dict[str, Any]:
     lg = broker.get_log(topic, partition)
+    epoch = LEADER_EPOCH
+    error = 0
     if lg is None:
-        return {"partition_index": partition, "error_code": UNKNOWN_TOPIC_OR_PARTITION,
+        error = broker.missing_partition_error(topic, partition)
+    elif broker.cluster is not None:
+        epoch = broker.cluster.replicas.leader_epoch(topic, partition)
+        error = epoch_error(current_leader_epoch, epoch)
+    if lg is None or error:
+        return {"partition_index": partition, "error_code": error or UNKNOWN_TOPIC_OR_PARTITION,
                 "timestamp": -1, "offset": -1, "leader_epoch": -1}
     found: tuple[int, int] | None
+    visible = lg.high_watermark
     if timestamp == LATEST:
         # read_committed (v2+): the end a read_committed consumer can reach is the
-        # last stable offset, not the log end (KIP-98).
-        found = (lg.last_stable_offset if read_committed else lg.log_end_offset, -1)
+        # last stable offset, not the high watermark (KIP-98).
+        found = (lg.last_stable_offset if read_committed else visible, -1)
     elif timestamp == EARLIEST:
         found = (lg.log_start_offset, -1)
     else:
@@ -36,13 +52,14 @@ def lookup(broker: Broker, topic: str, partition: int, timestamp: int,
             found = lg.offset_of_max_timestamp()
         else:
             found = lg.offset_for_timestamp(timestamp)
-        if found is not None and read_committed and found[0] >= lg.last_stable_offset:
-            # A read_committed client cannot be pointed past what it may read
-            # (Kafka's Partition.fetchOffsetForTimestamp answers "none" then).
+        limit = lg.last_stable_offset if read_committed else visible
+        if found is not None and found[0] >= limit:
+            # A client cannot be pointed past what it may read (Kafka's
+            # Partition.fetchOffsetForTimestamp answers "none" then).
             found = None
     offset, ts = found if found is not None else (-1, -1)
     return {"partition_index": partition, "error_code": 0, "timestamp": ts, "offset": offset,
-            "leader_epoch": LEADER_EPOCH if offset >= 0 else -1}
+            "leader_epoch": epoch if offset >= 0 else -1}
 
 
 async def handle(broker: Broker, request: Request) -> bytes:
@@ -52,7 +69,7 @@ async def handle(broker: Broker, request: Request) -> bytes:
         topics.append({
             "name": topic.name,
             "partitions": [lookup(broker, topic.name, p.partition_index, p.timestamp,
-                                  read_committed)
+                                  read_committed, getattr(p, "current_leader_epoch", -1))
                            for p in topic.partitions],
         })
     return respond(request, {"throttle_time": 0, "topics": topics})

@@ -1,8 +1,14 @@
 """Metadata (3): brokers, cluster id and topics with their partitions.
 
-This node leads every partition and is its only replica. Unknown topics are created on
-request when ``auto.create.topics.enable`` is on and the client allows it (v4+), with
-``num.partitions`` partitions, as Kafka does."""
+A single node leads every partition and is its only replica. In a cluster the answer is
+this broker's view of ZooKeeper (server/cluster_metadata.py): every live broker with
+its rack, the controller, and per partition its leader, leader epoch, replicas, ISR and
+offline replicas (replicas on brokers that are not registered); a partition without a
+leader has LEADER_NOT_AVAILABLE. Unknown topics are created on request when
+``auto.create.topics.enable`` is on and the client allows it (v4+), with
+``num.partitions`` partitions (and ``default.replication.factor`` replicas), as Kafka
+does; in a cluster such a topic is answered LEADER_NOT_AVAILABLE until the controller
+has given it leaders, as Kafka answers too."""
 
 from __future__ import annotations
 
@@ -12,12 +18,16 @@ from odradek.protocol.codec import Request
 from odradek.server.handlers.base import LEADER_EPOCH, Api, respond
 from odradek.server.metadata import Topic, TopicError, validate_topic_name
 
+LEADER_NOT_AVAILABLE = 5
+
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
 
 
 
 def topic_entry(broker: Broker, topic: Topic) -> dict[str, Any]:
+    if broker.cluster is not None:
+        return _cluster_topic_entry(broker, topic)
     node = broker.node_id
     return {
         "error_code": 0,
@@ -32,6 +42,41 @@ def topic_entry(broker: Broker, topic: Topic) -> dict[str, Any]:
         ],
         "topic_authorized_operations": -2147483648,
     }
+
+
+def _cluster_topic_entry(broker: Broker, topic: Topic) -> dict[str, Any]:
+    assert broker.cluster is not None
+    md = broker.cluster.metadata
+    live = md.brokers
+    partitions = []
+    for p in range(topic.partitions):
+        replicas = list(md.replicas(topic.name, p))
+        state = md.states.get((topic.name, p))
+        leader = state.leader if state is not None and state.leader in live else -1
+        partitions.append({
+            "error_code": 0 if leader >= 0 else LEADER_NOT_AVAILABLE,
+            "partition_index": p, "leader_id": leader,
+            "leader_epoch": state.leader_epoch if state is not None else -1,
+            "replica_nodes": replicas,
+            "isr_nodes": list(state.isr) if state is not None else [],
+            "offline_replicas": [r for r in replicas if r not in live],
+        })
+    return {"error_code": 0, "name": topic.name, "topic_id": topic.topic_id,
+            "is_internal": topic.internal, "partitions": partitions,
+            "topic_authorized_operations": -2147483648}
+
+
+def brokers(broker: Broker) -> list[dict[str, Any]]:
+    """Every live broker (just this one, on a single node)."""
+    if broker.cluster is None:
+        return [{"node_id": broker.node_id, "host": broker.advertised_host,
+                 "port": broker.advertised_endpoint[1], "rack": None}]
+    return [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+            for b in sorted(broker.cluster.metadata.brokers.values(), key=lambda b: b.node_id)]
+
+
+def controller_id(broker: Broker) -> int:
+    return broker.node_id if broker.cluster is None else broker.cluster.metadata.controller_id
 
 
 async def handle(broker: Broker, request: Request) -> bytes:
@@ -64,18 +109,30 @@ async def handle(broker: Broker, request: Request) -> bytes:
                 topics.append({"error_code": 3, "name": name, "partitions": []})
                 continue
             try:
-                topic = broker.create_topic(name)
+                topic = await broker.create_topic_anywhere(name)
             except TopicError as exc:
-                topics.append({"error_code": 3 if exc.kafka_error == "TOPIC_ALREADY_EXISTS"
-                               else 17, "name": name, "partitions": []})
+                if broker.cluster is not None and exc.kafka_error == "TOPIC_ALREADY_EXISTS":
+                    topics.append({"error_code": LEADER_NOT_AVAILABLE, "name": name,
+                                   "partitions": []})  # created by another request just now
+                elif exc.kafka_error in ("TOPIC_ALREADY_EXISTS", "INVALID_TOPIC_EXCEPTION"):
+                    topics.append({"error_code": 3 if exc.kafka_error == "TOPIC_ALREADY_EXISTS"
+                                   else 17, "name": name, "partitions": []})
+                else:  # e.g. fewer live brokers than default.replication.factor
+                    topics.append({"error_code": LEADER_NOT_AVAILABLE, "name": name,
+                                   "partitions": []})
+                continue
+            if broker.cluster is not None:
+                # Kafka answers a topic it has just created LEADER_NOT_AVAILABLE: its
+                # partitions have no leader until the controller has acted.
+                topics.append({"error_code": LEADER_NOT_AVAILABLE, "name": name,
+                               "topic_id": topic.topic_id, "partitions": []})
                 continue
         topics.append(topic_entry(broker, topic))
     return respond(request, {
         "throttle_time": 0,
-        "brokers": [{"node_id": broker.node_id, "host": broker.advertised_host,
-                     "port": broker.port, "rack": None}],
+        "brokers": brokers(broker),
         "cluster_id": broker.metadata.cluster_id,
-        "controller_id": broker.node_id,
+        "controller_id": controller_id(broker),
         "topics": topics,
         "cluster_authorized_operations": -2147483648,
     })

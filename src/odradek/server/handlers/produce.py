@@ -2,25 +2,32 @@
 
 The batches stay opaque bytes: the log checks their headers and CRCs and writes them
 with the assigned offsets (no per-record work). ``acks=0`` gets no response at all, and a
-failure then closes the connection, which is how Kafka tells such a producer; acks 1 and
--1 are the same on one node (the leader is the whole ISR). Appends wake long-polling
-fetches of the same partitions. With ``flush.messages`` set, the answer waits for the
-fsync, shared with the other requests it covers (server/group_commit.py).
+failure then closes the connection, which is how Kafka tells such a producer. On a single
+node acks 1 and -1 are the same (the leader is the whole ISR). In a cluster only the
+partition's leader appends (others answer NOT_LEADER_OR_FOLLOWER), stamping its leader
+epoch in each batch; acks=-1 first needs ``min.insync.replicas`` in-sync replicas
+(NOT_ENOUGH_REPLICAS, nothing appended) and is answered once the high watermark has
+passed the batches (or NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below that
+meanwhile, REQUEST_TIMED_OUT after the request's timeout, NOT_LEADER_OR_FOLLOWER if
+leadership moved). Appends wake long-polling fetches of the same partitions. With
+``flush.messages`` set, the answer waits for the fsync, shared with the other requests it
+covers (server/group_commit.py).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import struct
 from collections.abc import Coroutine, Generator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from odradek.protocol.codec import Request
 from odradek.protocol.framing import encode_uvarint
 from odradek.records import batch as rb
 from odradek.server.connection import ConnectionClosed
 from odradek.server.errors import error_code, message
-from odradek.server.handlers.base import LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION, Api
+from odradek.server.handlers.base import LEADER_EPOCH, Api
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
@@ -31,6 +38,13 @@ log = logging.getLogger(__name__)
 INVALID_REQUIRED_ACKS = 21
 INVALID_TXN_STATE = 48
 CORRUPT_MESSAGE = 2
+REQUEST_TIMED_OUT = 7
+_ERROR_TEXT = {
+    6: "this broker is not the leader of the partition (any more)",
+    7: "not replicated to the in-sync replicas within the request's timeout",
+    19: "fewer in-sync replicas than min.insync.replicas: nothing was written",
+    20: "written, but the in-sync replicas fell below min.insync.replicas meanwhile",
+}
 
 
 def _not_in_transaction(broker: Broker, transactional_id: str | None, topic: str,
@@ -81,23 +95,48 @@ async def handle(broker: Broker, request: Request) -> bytes | None:
     return await response
 
 
-async def _after_fsyncs(broker: Broker, steps: _Steps, wait: tuple[Log, int]) -> bytes | None:
-    """Drive ``_produce`` on: wait for each fsync it asks for, hand it the outcome."""
+async def _after_fsyncs(broker: Broker, steps: _Steps, wait: _Wait) -> bytes | None:
+    """Drive ``_produce`` on: wait for each fsync (or, last, the replication) it asks
+    for, hand it the outcome."""
     while True:
-        failure: Exception | None = None
+        outcome: Exception | list[int] | None = None
+        if isinstance(wait, Replication):
+            outcome = await wait.codes()
+        else:
+            try:
+                await broker.group_commit.durable(*wait)
+            except Exception as exc:
+                outcome = exc
         try:
-            await broker.group_commit.durable(*wait)
-        except Exception as exc:
-            failure = exc
-        try:
-            wait = steps.send(failure)
+            wait = steps.send(outcome)
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
 
 
+class Replication:
+    """acks=-1 in a cluster: the replication waits of a request's partitions (futures of
+    Kafka error codes, None where committed already), bounded by the request's timeout."""
+
+    __slots__ = ("timeout_ms", "waits")
+
+    def __init__(self, timeout_ms: int) -> None:
+        self.timeout_ms = timeout_ms
+        self.waits: list[asyncio.Future[int] | None] = []
+
+    async def codes(self) -> list[int]:
+        """Each wait's error code; REQUEST_TIMED_OUT for those not done in time."""
+        pending = [w for w in self.waits if w is not None and not w.done()]
+        if pending:
+            await asyncio.wait(pending, timeout=max(self.timeout_ms, 0) / 1000)
+        return [0 if w is None else w.result() if w.done() else REQUEST_TIMED_OUT
+                for w in self.waits]
+
+
 # _produce yields (log, end offset) when an append must be on disk before the answer
-# (flush.messages), and is sent back None or the exception the fsync raised.
-_Steps = Generator[tuple["Log", int], Exception | None, bytes | None]
+# (flush.messages), and is sent back None or the exception the fsync raised; then, in a
+# cluster with acks=-1, a Replication, and is sent back its codes.
+_Wait: TypeAlias = "tuple[Log, int] | Replication"
+_Steps: TypeAlias = Generator[_Wait, "Exception | list[int] | None", bytes | None]
 
 
 def _produce(broker: Broker, request: Request) -> _Steps:
@@ -107,6 +146,10 @@ def _produce(broker: Broker, request: Request) -> _Steps:
     transactional_id = body.transactional_id
     get_log = broker.get_log
     notify = broker.purgatory.notify
+    cluster = broker.cluster
+    replicas = cluster.replicas if cluster is not None else None
+    replication = Replication(body.timeout_ms) if replicas is not None and acks == -1 else None
+    waiting: list[tuple[list[PartitionAnswer], int]] = []  # (answers, index) of each wait
     responses: list[tuple[str, list[PartitionAnswer]]] = []
     failures = []
     for topic_data in body.topic_data:
@@ -118,8 +161,9 @@ def _produce(broker: Broker, request: Request) -> _Steps:
                 entry = _failed(index, INVALID_REQUIRED_ACKS,
                                 f"acks must be -1, 0 or 1, not {acks}")
             elif lg is None:
-                entry = _failed(index, UNKNOWN_TOPIC_OR_PARTITION,
-                                f"{name}-{index} does not exist on this broker")
+                code = broker.missing_partition_error(name, index)
+                entry = _failed(index, code, _ERROR_TEXT.get(code)
+                                or f"{name}-{index} does not exist on this broker")
             elif records is None:
                 entry = _failed(index, CORRUPT_MESSAGE, "a produce request needs records")
             # One byte (the low byte of the attributes, @22) says "not transactional"
@@ -128,9 +172,12 @@ def _produce(broker: Broker, request: Request) -> _Steps:
                   and (refused := _not_in_transaction(broker, transactional_id, name, index,
                                                       records)) is not None):
                 entry = _failed(index, *refused)
+            elif replication is not None and (code := replicas.check_min_isr(name, index)):
+                entry = _failed(index, code, _ERROR_TEXT[code])
             else:
                 try:
-                    info = lg.append(records, leader_epoch=LEADER_EPOCH, flush=False)
+                    info = lg.append(records, flush=False, leader_epoch=LEADER_EPOCH
+                                     if replicas is None else replicas.leader_epoch(name, index))
                     if lg.flush_due:  # flush.messages: answered once on disk, fsyncs shared
                         failure = yield lg, info.last_offset + 1
                         if failure is not None:
@@ -145,10 +192,22 @@ def _produce(broker: Broker, request: Request) -> _Steps:
                         notify((name, index))
                     entry = (index, 0, info.first_offset, info.log_append_time,
                              info.log_start_offset, None)
+                    if replicas is not None:
+                        replicas.appended(name, index)  # an ISR of one commits at once
+                        if replication is not None:
+                            waiting.append((partitions, len(partitions)))
+                            replication.waits.append(replicas.wait_replicated(
+                                name, index, info.last_offset + 1))
             if entry[1]:
                 failures.append(f"{name}-{index}: {entry[5]}")
             partitions.append(entry)
         responses.append((name, partitions))
+    if replication is not None and any(w is not None for w in replication.waits):
+        codes = yield replication
+        assert isinstance(codes, list)
+        for (answers, i), code in zip(waiting, codes, strict=True):
+            if code:
+                answers[i] = _failed(answers[i][0], code, _ERROR_TEXT.get(code, ""))
     if acks == 0:
         if failures:
             raise ConnectionClosed("acks=0 produce failed: " + "; ".join(failures))

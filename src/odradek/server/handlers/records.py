@@ -6,10 +6,12 @@ deleted; the rest stay but are no longer served), and the new start is checkpoin
 once so it survives a restart.
 
 OffsetForLeaderEpoch (KIP-101, KIP-320) tells a client or follower where an epoch of
-leadership ended, so it can detect a log that diverged under it. A single node is leader
-from the start and never changes (every batch is written with partitionLeaderEpoch 0), so
-its epoch cache has one entry, epoch 0 starting at the log start, and the answer is
-Kafka's ``LeaderEpochFileCache.endOffsetFor`` over that cache.
+leadership ended, so it can detect a log that diverged under it: Kafka's
+``LeaderEpochFileCache.endOffsetFor`` over the partition's leader epoch cache
+(``storage/leader_epoch.py``). A single node is leader from the start and never changes
+(every batch is written with partitionLeaderEpoch 0): its cache has one entry. In a
+cluster only the leader answers, and a request naming another current leader epoch gets
+FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from odradek.protocol.codec import Request
 from odradek.server.errors import error_code
-from odradek.server.handlers.base import LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION, Api, respond
+from odradek.server.handlers.base import LEADER_EPOCH, Api, epoch_error, respond
 from odradek.storage.errors import StorageError
 
 if TYPE_CHECKING:
@@ -26,7 +28,6 @@ if TYPE_CHECKING:
 
 OFFSET_OUT_OF_RANGE = 1
 POLICY_VIOLATION = 44
-UNKNOWN_LEADER_EPOCH = 75
 
 HIGH_WATERMARK = -1  # DeleteRecords' "up to the high watermark"
 UNDEFINED_EPOCH = -1
@@ -38,16 +39,16 @@ def delete_before(broker: Broker, topic: str, partition: int, offset: int) -> di
                              "error_code": 0}
     lg = broker.get_log(topic, partition)
     if lg is None:
-        entry["error_code"] = UNKNOWN_TOPIC_OR_PARTITION
+        entry["error_code"] = broker.missing_partition_error(topic, partition)
         return entry
     if not lg.config.deletes:
         # Kafka refuses to cut a compact-only log: its retention is by key, not offset.
         entry["error_code"] = POLICY_VIOLATION
         return entry
-    # The high watermark is the log end offset: a single node commits what it appends.
+    # Only what is committed may be deleted (on a single node: everything appended).
     if offset == HIGH_WATERMARK:
-        offset = lg.log_end_offset
-    if offset < 0:
+        offset = lg.high_watermark
+    if offset < 0 or offset > lg.high_watermark:
         entry["error_code"] = OFFSET_OUT_OF_RANGE
         return entry
     try:
@@ -78,18 +79,16 @@ def epoch_end(broker: Broker, topic: str, p: Any) -> dict[str, Any]:
                              "end_offset": UNDEFINED_EPOCH_OFFSET}
     lg = broker.get_log(topic, p.partition)
     if lg is None:
-        entry["error_code"] = UNKNOWN_TOPIC_OR_PARTITION
+        entry["error_code"] = broker.missing_partition_error(topic, p.partition)
         return entry
     # current_leader_epoch (KIP-320): the epoch the client believes the leader has; -1
-    # means it does not say. Newer than ours is UNKNOWN_LEADER_EPOCH (the client knows of
-    # a leader we have not heard of); older would be FENCED_LEADER_EPOCH, but none is
-    # older than 0.
-    if getattr(p, "current_leader_epoch", -1) > LEADER_EPOCH:
-        entry["error_code"] = UNKNOWN_LEADER_EPOCH
-    elif p.leader_epoch == LEADER_EPOCH:
-        # The latest epoch ends at the log end (endOffsetFor's requestedEpoch == latest).
-        entry.update(leader_epoch=LEADER_EPOCH, end_offset=lg.log_end_offset)
-    # An epoch above ours (or -1) is not in the cache: UNDEFINED_EPOCH(_OFFSET), as Kafka.
+    # means it does not say.
+    current = (LEADER_EPOCH if broker.cluster is None
+               else broker.cluster.replicas.leader_epoch(topic, p.partition))
+    entry["error_code"] = epoch_error(getattr(p, "current_leader_epoch", -1), current)
+    if not entry["error_code"]:
+        epoch, end = lg.end_offset_for_epoch(p.leader_epoch)
+        entry.update(leader_epoch=epoch, end_offset=end)
     return entry
 
 

@@ -6,13 +6,18 @@ is TOPIC_ALREADY_EXISTS, as it is created at startup.
 
 One node: a replication factor above 1 is INVALID_REPLICATION_FACTOR, as Kafka answers
 when there are fewer brokers than replicas; explicit replica assignments may name only
-this node."""
+this node. In a cluster any broker writes the new assignment to ZooKeeper (placed over
+the live brokers as Kafka's AdminUtils does, rack-aware with ``broker.rack``), and the
+answer waits, up to the request's timeout, until the controller has given every new
+partition a leader (or, for DeleteTopics, until the topic is gone): a client that
+produces right after CreateTopics finds its leaders."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from odradek.protocol.codec import Request
+from odradek.protocol.messages import ms
 from odradek.server.handlers.base import Api, respond
 from odradek.server.metadata import TopicError
 
@@ -36,36 +41,35 @@ async def create_topics(broker: Broker, request: Request) -> bytes:
     body = request.body
     validate_only = getattr(body, "validate_only", False)
     results = []
+    created: list[str] = []
     for t in body.topics:
         entry: dict[str, Any] = {"name": t.name, "error_code": 0, "error_message": None,
                                  "num_partitions": -1, "replication_factor": -1,
                                  "configs": None}
         configs = {c.name: c.value for c in t.configs}
         partitions = t.num_partitions
-        if t.assignments:
-            partitions = len(t.assignments)
+        assignment = {a.partition_index: list(a.broker_ids) for a in t.assignments} or None
+        if assignment:
+            partitions = len(assignment)
         try:
-            if t.replication_factor > 1:
-                raise TopicError("INVALID_REPLICATION_FACTOR",
-                                 f"replication factor {t.replication_factor} is larger than "
-                                 "the 1 broker available")
-            for a in t.assignments:
-                if list(a.broker_ids) != [broker.node_id]:
-                    raise TopicError("INVALID_REPLICA_ASSIGNMENT",
-                                     f"partition {a.partition_index} assigned to brokers "
-                                     f"{list(a.broker_ids)}; only {broker.node_id} exists")
-            topic = broker.create_topic(t.name, partitions, configs,
-                                        validate_only=validate_only)
+            topic = await broker.create_topic_anywhere(
+                t.name, partitions, configs, replication_factor=t.replication_factor,
+                assignment=assignment, validate_only=validate_only)
         except TopicError as exc:
             entry.update(error_code=_code(exc.kafka_error), error_message=str(exc))
         else:
+            created.append(t.name)
+            rf = (len(broker.cluster.metadata.replicas(t.name, 0)) if broker.cluster is not None
+                  and not validate_only else max(t.replication_factor, 1))
             entry.update(topic_id=topic.topic_id, num_partitions=topic.partitions,
-                         replication_factor=1, configs=[
+                         replication_factor=rf, configs=[
                              {"name": k, "value": v, "read_only": False, "config_source": 1,
                               "is_sensitive": False}
                              for k, v in broker.log_config_for(t.name).to_kafka().items()
                          ] if not validate_only else [])
         results.append(entry)
+    if broker.cluster is not None and created and not validate_only:
+        await broker.cluster.wait_for_leaders(created, ms(body.timeout) / 1000)
     _topics_changed(broker)
     return respond(request, {"throttle_time": 0, "topics": results})
 
@@ -79,6 +83,7 @@ async def delete_topics(broker: Broker, request: Request) -> bytes:
     assert broker.metadata is not None
     by_id = {t.topic_id: t.name for t in broker.metadata.topics.values()}
     results = []
+    deleted: list[str] = []
     for name, topic_id in wanted:
         if name is None and topic_id is not None:
             name = by_id.get(topic_id)
@@ -99,11 +104,14 @@ async def delete_topics(broker: Broker, request: Request) -> bytes:
                          "every consumer group's state")
         else:
             try:
-                topic = broker.delete_topic(name)
+                topic = await broker.delete_topic_anywhere(name)
                 entry["topic_id"] = topic.topic_id
+                deleted.append(name)
             except TopicError as exc:
                 entry.update(error_code=_code(exc.kafka_error), error_message=str(exc))
         results.append(entry)
+    if broker.cluster is not None and deleted:
+        await broker.cluster.wait_deleted(deleted, ms(body.timeout) / 1000)
     _topics_changed(broker)
     return respond(request, {"throttle_time": 0, "responses": results})
 
@@ -111,6 +119,7 @@ async def delete_topics(broker: Broker, request: Request) -> bytes:
 async def create_partitions(broker: Broker, request: Request) -> bytes:
     body = request.body
     results = []
+    grown: list[str] = []
     for t in body.topics:
         entry: dict[str, Any] = {"name": t.name, "error_code": 0, "error_message": None}
         try:
@@ -119,15 +128,15 @@ async def create_partitions(broker: Broker, request: Request) -> bytes:
                 # Groups are placed by hashing over the partition count: it may not change.
                 raise TopicError("INVALID_TOPIC_EXCEPTION",
                                  f"{t.name} is an internal topic; its partition count is fixed")
-            if t.assignments:
-                for a in t.assignments:
-                    if list(a.broker_ids) != [broker.node_id]:
-                        raise TopicError("INVALID_REPLICA_ASSIGNMENT",
-                                         f"only broker {broker.node_id} exists")
-            broker.add_partitions(t.name, t.count, validate_only=body.validate_only)
+            assignment = [list(a.broker_ids) for a in t.assignments or ()] or None
+            await broker.add_partitions_anywhere(t.name, t.count, assignment,
+                                                 validate_only=body.validate_only)
+            grown.append(t.name)
         except TopicError as exc:
             entry.update(error_code=_code(exc.kafka_error), error_message=str(exc))
         results.append(entry)
+    if broker.cluster is not None and grown and not body.validate_only:
+        await broker.cluster.wait_for_leaders(grown, ms(body.timeout) / 1000)
     _topics_changed(broker)
     return respond(request, {"throttle_time": 0, "results": results})
 

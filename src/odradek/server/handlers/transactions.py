@@ -6,12 +6,20 @@ too.
 Each handler maps its request onto the transaction coordinator's (or, for
 TxnOffsetCommit, the group coordinator's) version-agnostic arguments, has the runtime
 (``server/transactions.py``, ``server/groups.py``) run it, and describes the answer once.
+
+Routing: a transactional id is served by the coordinator of its ``__transaction_state``
+partition, a group (TxnOffsetCommit) by that of its ``__consumer_offsets`` partition;
+one not coordinated here is answered NOT_COORDINATOR (the client looks it up again).
+DescribeTransactions answers per id; ListTransactions lists every partition coordinated
+here.
+
 Versions, from Kafka's request schemas:
 
 - AddPartitionsToTxn v0-3 (one transaction per request; v2+ may be told
   PRODUCER_FENCED, KIP-588; v3 is flexible). v4 is KIP-890's broker-to-broker batch
   form, which only brokers send: not served (the produce-side verification it exists for
-  is answered locally, ``TxnRuntime.check_produce``).
+  is answered by the local coordinator, ``TxnRuntime.check_produce``, and skipped for an
+  id coordinated by another broker).
 - AddOffsetsToTxn and EndTxn v0-3 (PRODUCER_FENCED from v2; v3 flexible).
 - TxnOffsetCommit v0-3 (v2 adds leader epochs, v3 KIP-447's member id, generation and
   group.instance.id, so a consumer-group member's commit is fenced like OffsetCommit's).
@@ -31,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from odradek.coordinator import results as r
 from odradek.coordinator import transactions as tx
-from odradek.coordinator.offsets_topic import OFFSETS_TOPIC, partition_for
+from odradek.coordinator.offsets_topic import OFFSETS_TOPIC
 from odradek.protocol.codec import Request
 from odradek.protocol.messages import ms
 from odradek.server.coordinator_runtime import COORDINATOR_NOT_AVAILABLE, CoordinatorUnavailable
@@ -67,7 +75,7 @@ async def init_producer_id(broker: Broker, request: Request) -> bytes:
         rt = runtime(broker)
         rt.ensure_topic()
         result: tx.InitProducerIdResult = await rt.call(
-            lambda token, now: rt.coordinator.init_producer_id(
+            body.transactional_id, lambda coordinator, token, now: coordinator.init_producer_id(
                 body.transactional_id, ms(body.transaction_timeout),
                 getattr(body, "producer_id", -1), getattr(body, "producer_epoch", -1),
                 token=token, now_ms=now))
@@ -99,7 +107,8 @@ async def add_partitions_to_txn(broker: Broker, request: Request) -> bytes:
         try:
             rt = runtime(broker)
             result: tx.TxnResult = await rt.call(
-                lambda token, now: rt.coordinator.add_partitions(
+                body.v3_and_below_transactional_id,
+                lambda coordinator, token, now: coordinator.add_partitions(
                     body.v3_and_below_transactional_id, body.v3_and_below_producer_id,
                     body.v3_and_below_producer_epoch, wanted, token=token, now_ms=now))
             code = result.error_code
@@ -118,12 +127,13 @@ async def add_partitions_to_txn(broker: Broker, request: Request) -> bytes:
 # --- AddOffsetsToTxn, EndTxn ---------------------------------------------------------------
 
 
-async def _error_only(broker: Broker, request: Request,
-                      operation: Callable[[TxnRuntime, int, int], tx.TxnEffects]) -> bytes:
-    """Run a coordinator operation whose answer is only an error code, and answer it."""
+async def _error_only(
+        broker: Broker, request: Request, transactional_id: str,
+        operation: Callable[[tx.TransactionCoordinator, int, int], tx.TxnEffects]) -> bytes:
+    """Run an operation whose answer is only an error code on the coordinator of
+    ``transactional_id``, and answer it."""
     try:
-        rt = runtime(broker)
-        result: tx.TxnResult = await rt.call(lambda token, now: operation(rt, token, now))
+        result: tx.TxnResult = await runtime(broker).call(transactional_id, operation)
         code = result.error_code
     except CoordinatorUnavailable as exc:
         code = exc.error_code
@@ -132,16 +142,20 @@ async def _error_only(broker: Broker, request: Request,
 
 async def add_offsets_to_txn(broker: Broker, request: Request) -> bytes:
     body = request.body
-    return await _error_only(broker, request, lambda rt, token, now: rt.coordinator.add_offsets(
-        body.transactional_id, body.producer_id, body.producer_epoch, body.group_id,
-        token=token, now_ms=now))
+    return await _error_only(
+        broker, request, body.transactional_id,
+        lambda coordinator, token, now: coordinator.add_offsets(
+            body.transactional_id, body.producer_id, body.producer_epoch, body.group_id,
+            token=token, now_ms=now))
 
 
 async def end_txn(broker: Broker, request: Request) -> bytes:
     body = request.body
-    return await _error_only(broker, request, lambda rt, token, now: rt.coordinator.end_txn(
-        body.transactional_id, body.producer_id, body.producer_epoch, body.committed,
-        token=token, now_ms=now))
+    return await _error_only(
+        broker, request, body.transactional_id,
+        lambda coordinator, token, now: coordinator.end_txn(
+            body.transactional_id, body.producer_id, body.producer_epoch, body.committed,
+            token=token, now_ms=now))
 
 
 # --- TxnOffsetCommit -----------------------------------------------------------------------
@@ -150,22 +164,31 @@ async def end_txn(broker: Broker, request: Request) -> bytes:
 def _txn_offsets_error(broker: Broker, body: Any) -> int | None:
     """What the transaction coordinator says of this producer writing offsets of this
     group: its transaction must be open under this producer id and epoch and hold the
-    group's ``__consumer_offsets`` partition (AddOffsetsToTxn came first)."""
+    group's ``__consumer_offsets`` partition (AddOffsetsToTxn came first). Asked only when
+    the transactional id is coordinated here (always, on a single node): in a cluster its
+    coordinator may be another broker, and Kafka's group coordinator does not consult
+    the transaction coordinator either — the producer id and epoch are checked by the
+    append to ``__consumer_offsets`` (the log's producer state), and a TxnOffsetCommit
+    outside the transaction is ended by the transaction's markers like any other."""
     rt = runtime(broker)
-    txn = rt.coordinator.transactions.get(body.transactional_id)
+    coordinator = rt.coordinators.get(rt.partition_for(body.transactional_id))
+    if coordinator is None:
+        return None
+    txn = coordinator.transactions.get(body.transactional_id)
     if txn is None or txn.producer_id != body.producer_id:
         return tx.INVALID_PRODUCER_ID_MAPPING
     if txn.producer_epoch != body.producer_epoch:
         # What Kafka's append to __consumer_offsets answers a stale epoch.
         return tx.INVALID_PRODUCER_EPOCH
-    partition = (OFFSETS_TOPIC, partition_for(body.group_id,
-                                              group_runtime(broker).num_partitions))
+    partition = (OFFSETS_TOPIC, group_runtime(broker).partition_for(body.group_id))
     if txn.state != tx.TxnState.ONGOING or partition not in txn.partitions:
         return tx.INVALID_TXN_STATE
     return None
 
 
 async def txn_offset_commit(broker: Broker, request: Request) -> bytes:
+    """TxnOffsetCommit goes to the group coordinator of its group (in a cluster, the
+    client found it with FindCoordinator for the group)."""
     body = request.body
     offsets, unknown = offsets_to_commit(broker, body.topics)
     try:
@@ -173,9 +196,8 @@ async def txn_offset_commit(broker: Broker, request: Request) -> bytes:
         if error is not None:
             answered = [r.PartitionResult(p.topic, p.partition, error) for p in offsets]
         else:
-            groups = group_runtime(broker)
-            result: r.OffsetCommitResult = await groups.call(
-                lambda token, now: groups.coordinator.commit_txn_offsets(
+            result: r.OffsetCommitResult = await group_runtime(broker).call(
+                body.group_id, lambda coordinator, token, now: coordinator.commit_txn_offsets(
                     body.group_id, body.producer_id, body.producer_epoch,
                     getattr(body, "member_id", r.UNKNOWN_MEMBER),  # v3+
                     getattr(body, "generation_id", r.NO_GENERATION),
@@ -196,12 +218,19 @@ def _timestamp(ms_since_epoch: int) -> datetime.datetime:
     return _EPOCH + datetime.timedelta(milliseconds=ms_since_epoch)
 
 
-async def describe_transactions(broker: Broker, request: Request) -> bytes:
-    ids = list(request.body.transactional_ids)
+def _describe(broker: Broker, transactional_id: str) -> tx.TransactionDescription:
+    """One transactional id, by the coordinator of its partition (NOT_COORDINATOR if
+    that partition is not coordinated here)."""
     try:
-        described = runtime(broker).coordinator.describe_transactions(ids)
+        [described] = runtime(broker).coordinator_for(transactional_id).describe_transactions(
+            [transactional_id])
     except CoordinatorUnavailable as exc:
-        described = [tx.TransactionDescription(tid, exc.error_code) for tid in ids]
+        return tx.TransactionDescription(transactional_id, exc.error_code)
+    return described
+
+
+async def describe_transactions(broker: Broker, request: Request) -> bytes:
+    described = [_describe(broker, tid) for tid in request.body.transactional_ids]
     return respond(request, {"throttle_time": 0, "transaction_states": [
         {"error_code": d.error_code, "transactional_id": d.transactional_id,
          "transaction_state": d.state, "transaction_timeout": d.transaction_timeout_ms,
@@ -212,21 +241,29 @@ async def describe_transactions(broker: Broker, request: Request) -> bytes:
 
 
 async def list_transactions(broker: Broker, request: Request) -> bytes:
+    """ListTransactions: the transactional ids of every ``__transaction_state``
+    partition coordinated here (the admin client asks every broker), by id."""
     body = request.body
+    duration = getattr(body, "duration_filter", -1)
     try:
         rt = runtime(broker)
-        result = rt.coordinator.list_transactions(
-            body.state_filters, body.producer_id_filters,
-            getattr(body, "duration_filter", -1), now_ms=rt.clock())
+        now = rt.clock()
+        # A broker coordinating nothing still answers which state filters it does not
+        # know: an empty coordinator says so.
+        coordinators = list(rt.coordinators.values()) or [tx.TransactionCoordinator()]
+        results = [c.list_transactions(body.state_filters, body.producer_id_filters,
+                                       duration, now_ms=now) for c in coordinators]
     except CoordinatorUnavailable as exc:
         return respond(request, {"throttle_time": 0, "error_code": exc.error_code,
                                  "unknown_state_filters": [], "transaction_states": []})
+    listed = sorted((t for result in results for t in result.transactions),
+                    key=lambda t: t.transactional_id)
     return respond(request, {
-        "throttle_time": 0, "error_code": result.error_code,
-        "unknown_state_filters": result.unknown_state_filters,
+        "throttle_time": 0, "error_code": 0,
+        "unknown_state_filters": results[0].unknown_state_filters,
         "transaction_states": [
             {"transactional_id": t.transactional_id, "producer_id": t.producer_id,
-             "transaction_state": t.state} for t in result.transactions]})
+             "transaction_state": t.state} for t in listed]})
 
 
 # --- DescribeProducers --------------------------------------------------------------------

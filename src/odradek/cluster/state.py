@@ -1,0 +1,254 @@
+"""The cluster's shared state as it lives in the coordination store, and its znode layout.
+
+Kafka's ZooKeeper-era layout (``kafka.zk.ZkData``), so an operator who knows Kafka's
+znodes finds them here, with two additions named where they are defined:
+
+    /cluster/id                                   {"version":"1","id":CLUSTER_ID}
+    /controller                                   ephemeral: {"version":1,"brokerid":N,...}
+    /controller_epoch                             "N": bumped by every new controller
+    /brokers/ids/N                                ephemeral: endpoints and rack of broker N
+    /brokers/topics/T                             the replicas of each partition, topic id
+    /brokers/topics/T/partitions/P/state          leader, leader epoch, ISR
+    /config/topics/T                              the topic's config overrides
+    /admin/delete_topics/T                        a deletion the controller carries out
+    /admin/controlled_shutdown/N                  (ours) broker N asks to shed leadership
+    /latest_producer_id_block                     the last block of producer ids handed out
+
+Everything here is pure: dataclasses, JSON (de)serialisation and paths; no I/O.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+CLUSTER_ID_PATH = "/cluster/id"
+CONTROLLER_PATH = "/controller"
+CONTROLLER_EPOCH_PATH = "/controller_epoch"
+BROKER_IDS_PATH = "/brokers/ids"
+TOPICS_PATH = "/brokers/topics"
+CONFIG_TOPICS_PATH = "/config/topics"
+DELETE_TOPICS_PATH = "/admin/delete_topics"
+# Kafka's controlled shutdown is a request to the controller (ControlledShutdown, API 7),
+# which Kafka 4 removed with ZooKeeper and which kio therefore does not know. Here the
+# shutting-down broker writes this (ephemeral) znode and the controller, which watches
+# its parent, moves the broker's leadership away; the broker watches its partitions'
+# states to see it done.
+CONTROLLED_SHUTDOWN_PATH = "/admin/controlled_shutdown"
+PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
+# Paths that must exist before watches are set on them.
+PERSISTENT_PATHS = (BROKER_IDS_PATH, TOPICS_PATH, CONFIG_TOPICS_PATH, DELETE_TOPICS_PATH,
+                    CONTROLLED_SHUTDOWN_PATH)
+
+NO_LEADER = -1
+TopicPartition = tuple[str, int]
+
+
+def broker_path(node_id: int) -> str:
+    return f"{BROKER_IDS_PATH}/{node_id}"
+
+
+def topic_path(topic: str) -> str:
+    return f"{TOPICS_PATH}/{topic}"
+
+
+def partitions_path(topic: str) -> str:
+    return f"{TOPICS_PATH}/{topic}/partitions"
+
+
+def partition_path(topic: str, partition: int) -> str:
+    return f"{TOPICS_PATH}/{topic}/partitions/{partition}"
+
+
+def state_path(topic: str, partition: int) -> str:
+    return f"{TOPICS_PATH}/{topic}/partitions/{partition}/state"
+
+
+def config_path(topic: str) -> str:
+    return f"{CONFIG_TOPICS_PATH}/{topic}"
+
+
+def _dumps(data: Mapping[str, Any]) -> bytes:
+    return json.dumps(data, separators=(",", ":"), sort_keys=True).encode()
+
+
+def _loads(raw: bytes) -> dict[str, Any]:
+    value = json.loads(raw.decode())
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a JSON object, got {raw[:80]!r}")
+    return value
+
+
+# --- brokers ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    """A registered broker: where clients and other brokers reach it, and its rack."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+    # Which registration this is (Kafka's broker epoch, KIP-380): a broker that restarts,
+    # or whose ZooKeeper session expired and registered again, has a new one, so the
+    # controller can tell a bounce from a broker that stayed up. Kafka uses the
+    # registration znode's czxid; here it is the ZooKeeper session id that owns it.
+    epoch: int = -1
+
+    def to_json(self, timestamp_ms: int) -> bytes:
+        return _dumps({
+            "version": 5, "host": self.host, "port": self.port, "rack": self.rack,
+            "endpoints": [f"PLAINTEXT://{self.host}:{self.port}"],
+            "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+            "jmx_port": -1, "timestamp": str(timestamp_ms), "features": {},
+        })
+
+    @classmethod
+    def from_json(cls, node_id: int, raw: bytes, epoch: int = -1) -> BrokerInfo:
+        data = _loads(raw)
+        host, port = data.get("host"), data.get("port")
+        if not host or port in (None, -1):
+            # Kafka writes host/port only for PLAINTEXT; endpoints always.
+            endpoint = data["endpoints"][0]
+            hostport = endpoint.split("://", 1)[1]
+            host, _, port_text = hostport.rpartition(":")
+            port = int(port_text)
+        return cls(node_id, str(host), int(port), data.get("rack"), epoch)
+
+
+# --- topics ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TopicAssignment:
+    """/brokers/topics/T: the replicas of every partition (the first is the preferred
+    leader) and the topic id (KIP-516)."""
+
+    name: str
+    topic_id: uuid.UUID
+    replicas: tuple[tuple[int, ...], ...]  # index = partition
+
+    @property
+    def partitions(self) -> int:
+        return len(self.replicas)
+
+    def to_json(self) -> bytes:
+        return _dumps({
+            "version": 3,
+            "topic_id": base64.urlsafe_b64encode(self.topic_id.bytes).decode().rstrip("="),
+            "partitions": {str(p): list(r) for p, r in enumerate(self.replicas)},
+            "adding_replicas": {}, "removing_replicas": {},
+        })
+
+    @classmethod
+    def from_json(cls, name: str, raw: bytes) -> TopicAssignment:
+        data = _loads(raw)
+        text = data.get("topic_id")
+        if text:
+            topic_id = uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+        else:
+            # A topic written without an id (Kafka before 2.8): derive a stable one.
+            topic_id = uuid.uuid5(uuid.NAMESPACE_URL, f"odradek-topic:{name}")
+        parts = data.get("partitions", {})
+        replicas = tuple(tuple(int(b) for b in parts[str(p)]) for p in range(len(parts)))
+        return cls(name, topic_id, replicas)
+
+
+def config_to_json(configs: Mapping[str, str]) -> bytes:
+    return _dumps({"version": 1, "config": {k: str(v) for k, v in configs.items()}})
+
+
+def config_from_json(raw: bytes | None) -> dict[str, str]:
+    if not raw:
+        return {}
+    return {str(k): str(v) for k, v in _loads(raw).get("config", {}).items()}
+
+
+# --- partition state --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    """/brokers/topics/T/partitions/P/state (Kafka's LeaderIsrAndControllerEpoch).
+
+    ``version`` is the znode's version (Kafka's zkVersion, the "partition epoch"): every
+    write is conditional on it, so the controller and the leader, who both write it,
+    never overwrite each other's change unseen. The controller bumps ``leader_epoch``
+    with every change it makes; a leader changing its ISR keeps it."""
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int
+    # The registration (BrokerInfo.epoch) of the leader this state was written for: a
+    # leader that restarted, or lost its session, finds a stale value here and does not
+    # act as leader until the controller has elected it again (our addition to the
+    # znode; Kafka carries the broker epoch in its LeaderAndIsr requests instead).
+    leader_broker_epoch: int = -1
+    version: int = -1  # znode version; not part of the JSON
+
+    def to_json(self) -> bytes:
+        return _dumps({"version": 1, "leader": self.leader, "leader_epoch": self.leader_epoch,
+                       "isr": list(self.isr), "controller_epoch": self.controller_epoch,
+                       "leader_broker_epoch": self.leader_broker_epoch})
+
+    @classmethod
+    def from_json(cls, raw: bytes, version: int) -> PartitionState:
+        data = _loads(raw)
+        return cls(int(data["leader"]), int(data["leader_epoch"]),
+                   tuple(int(b) for b in data["isr"]), int(data.get("controller_epoch", 0)),
+                   int(data.get("leader_broker_epoch", -1)), version)
+
+    def changed(self, **changes: Any) -> PartitionState:
+        return replace(self, **changes)
+
+
+def producer_id_block_to_json(broker: int, start: int, end: int) -> bytes:
+    """Kafka's ProducerIdBlockZNode: the block [start, end] belongs to ``broker``."""
+    return _dumps({"version": 1, "broker": broker, "block_start": str(start),
+                   "block_end": str(end)})
+
+
+def producer_id_block_from_json(raw: bytes | None) -> tuple[int, int] | None:
+    if not raw:
+        return None
+    data = _loads(raw)
+    return int(data["block_start"]), int(data["block_end"])
+
+
+def cluster_id_to_json(cluster_id: str) -> bytes:
+    return _dumps({"version": "1", "id": cluster_id})
+
+
+def cluster_id_from_json(raw: bytes) -> str:
+    return str(_loads(raw)["id"])
+
+
+def controller_to_json(node_id: int, timestamp_ms: int) -> bytes:
+    return _dumps({"version": 1, "brokerid": node_id, "timestamp": str(timestamp_ms)})
+
+
+def controller_from_json(raw: bytes | None) -> int:
+    if not raw:
+        return -1
+    return int(_loads(raw)["brokerid"])
+
+
+@dataclass(slots=True)
+class ClusterSnapshot:
+    """What the controller decides from: live brokers, assignments, partition states."""
+
+    live: dict[int, BrokerInfo] = field(default_factory=dict)
+    topics: dict[str, TopicAssignment] = field(default_factory=dict)
+    states: dict[TopicPartition, PartitionState] = field(default_factory=dict)
+
+    def replicas(self, tp: TopicPartition) -> Sequence[int]:
+        assignment = self.topics.get(tp[0])
+        if assignment is None or tp[1] >= assignment.partitions:
+            return ()
+        return assignment.replicas[tp[1]]

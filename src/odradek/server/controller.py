@@ -1,0 +1,384 @@
+"""The controller: one broker at a time decides leaders and ISRs for the whole cluster.
+
+Kafka's ZooKeeper-era ``KafkaController``: every broker tries to create the ephemeral
+``/controller`` znode; the one that succeeds bumps ``/controller_epoch`` and acts until
+its session ends or the znode changes hands. Every partition state it writes is one
+ZooKeeper transaction that also checks ``/controller_epoch``'s version, so a controller
+that lost its place (a zombie after a pause) cannot overwrite its successor's decisions.
+
+It acts on events, one at a time (Kafka's ControllerEventManager): becoming controller,
+brokers coming and going (or bouncing: registered again with a new broker epoch),
+partitions without a state yet (new topics and partitions), topic deletions, brokers
+asking to shed leadership before they stop (controlled shutdown), and the periodic
+preferred-leader check (``auto.leader.rebalance.enable``). What each event changes is
+decided by ``odradek.cluster.elections`` on the cached view, then re-decided on the
+state read fresh from ZooKeeper and written with a version check, because leaders
+change their own ISRs concurrently (Kafka's controller re-reads states before
+electing for the same reason).
+
+Departure from Kafka: the controller sends no LeaderAndIsr/UpdateMetadata/StopReplica
+requests; brokers watch the state znodes it writes (server/cluster_metadata.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from odradek.cluster import elections
+from odradek.cluster import state as zk
+from odradek.cluster.state import PartitionState, TopicPartition
+from odradek.cluster.store import (
+    BadVersionError,
+    NodeExistsError,
+    NoNodeError,
+    Op,
+    StoreError,
+    StoreUnavailableError,
+    Watch,
+)
+
+if TYPE_CHECKING:
+    from odradek.server.cluster import ClusterNode
+
+log = logging.getLogger(__name__)
+
+# Attempts at one partition's write when a leader's ISR change keeps beating it.
+WRITE_ATTEMPTS = 5
+# Pause before an event that failed on a store error (ZooKeeper unreachable) is retried.
+RETRY_BACKOFF_S = 0.5
+
+
+class NotController(Exception):
+    """This broker is no longer the controller (its epoch check failed)."""
+
+
+class Controller:
+    """The controller role of one broker: idle until elected, then the cluster's
+    decision maker until it resigns."""
+
+    def __init__(self, node: ClusterNode) -> None:
+        self.node = node
+        self.store = node.store
+        self.me = node.node_id
+        self.active = False
+        self.epoch = -1
+        self._epoch_version = -1
+        self._events: asyncio.Queue[tuple[str, Callable[[], Awaitable[None]]]] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+        self._watches: list[Watch] = []
+        self._election: asyncio.Task[None] | None = None
+        self._rebalance: asyncio.Task[None] | None = None
+        self._known: dict[int, int] = {}  # broker id -> broker epoch, as last handled
+        self._shutting_down: set[int] = set()
+        self._pending_deletes: list[str] = []
+        self._pending_shutdowns: list[str] = []
+        self._controller_watch: Watch | None = None
+        self.stopped = False
+
+    # --- election ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Take part in controller elections from now on (after registration)."""
+        self._controller_watch = self.store.watch_data(zk.CONTROLLER_PATH, self._on_controller)
+
+    def _on_controller(self, data: bytes | None, _version: int) -> None:
+        if self.stopped:
+            return
+        holder = -1
+        with contextlib.suppress(ValueError, KeyError):
+            holder = zk.controller_from_json(data)
+        if self.active and holder != self.me:
+            self._resign(f"the /controller znode now names broker {holder}")
+        if data is None and (self._election is None or self._election.done()):
+            self._election = asyncio.get_running_loop().create_task(self._elect())
+
+    async def _elect(self) -> None:
+        try:
+            await self.store.create(zk.CONTROLLER_PATH,
+                                    zk.controller_to_json(self.me, _now_ms()), ephemeral=True)
+        except NodeExistsError:
+            return  # another broker won; the watch tells us when it goes
+        except StoreError as exc:
+            log.info("controller election: %s", exc)
+            return
+        try:
+            await self._bump_epoch()
+        except StoreError as exc:
+            log.warning("won the controller election but could not bump the epoch: %s", exc)
+            with contextlib.suppress(StoreError):
+                await self.store.delete(zk.CONTROLLER_PATH)
+            return
+        log.info("broker %d is the controller (controller epoch %d)", self.me, self.epoch)
+        self.active = True
+        self._known = {}
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="controller")
+        self._watches = [
+            self.store.watch_children(zk.DELETE_TOPICS_PATH, self._on_deletes),
+            self.store.watch_children(zk.CONTROLLED_SHUTDOWN_PATH, self._on_shutdowns),
+        ]
+        self.enqueue("startup", self._on_startup)
+        if self.node.config["auto.leader.rebalance.enable"]:
+            self._rebalance = asyncio.get_running_loop().create_task(self._rebalance_loop())
+
+    async def _bump_epoch(self) -> None:
+        while True:
+            try:
+                data, version = await self.store.get(zk.CONTROLLER_EPOCH_PATH)
+            except NoNodeError:
+                try:
+                    await self.store.create(zk.CONTROLLER_EPOCH_PATH, b"1")
+                    self.epoch, self._epoch_version = 1, 0
+                    return
+                except NodeExistsError:
+                    continue
+            try:
+                new_version = await self.store.set(zk.CONTROLLER_EPOCH_PATH,
+                                                   str(int(data) + 1).encode(), version)
+            except BadVersionError:
+                continue
+            self.epoch, self._epoch_version = int(data) + 1, new_version
+            return
+
+    def _resign(self, why: str) -> None:
+        if not self.active:
+            return
+        log.info("broker %d resigns as controller: %s", self.me, why)
+        self.active = False
+        for watch in self._watches:
+            watch.cancel()
+        self._watches = []
+        if self._task is not None:
+            self._task.cancel()
+        if self._rebalance is not None:
+            self._rebalance.cancel()
+
+    async def stop(self) -> None:
+        self.stopped = True
+        if self._controller_watch is not None:
+            self._controller_watch.cancel()
+        self._resign("the broker is stopping")
+        tasks = [t for t in (self._task, self._election, self._rebalance) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def session_lost(self) -> None:
+        """Our ZooKeeper session expired: /controller went with it."""
+        self._resign("its ZooKeeper session expired")
+
+    # --- events ----------------------------------------------------------------------------
+
+    def enqueue(self, name: str, handler: Callable[[], Awaitable[None]]) -> None:
+        if self.active:
+            self._events.put_nowait((name, handler))
+
+    async def _run(self) -> None:
+        while True:
+            name, handler = await self._events.get()
+            while self.active:
+                try:
+                    await handler()
+                    break
+                except NotController:
+                    self._resign("another controller has a newer epoch")
+                    return
+                except StoreUnavailableError as exc:
+                    log.info("controller: %s failed on the store (%s); retrying", name, exc)
+                    await asyncio.sleep(RETRY_BACKOFF_S)
+                except Exception:
+                    log.exception("controller: handling %s failed", name)
+                    break
+
+    def brokers_changed(self) -> None:
+        self.enqueue("broker change", self._on_brokers)
+
+    def partitions_changed(self, partitions: list[TopicPartition]) -> None:
+        metadata = self.node.metadata
+        new = [tp for tp in partitions if tp not in metadata.states
+               and metadata.partition_exists(*tp)]
+        if new:
+            self.enqueue("new partitions", lambda: self._initialize(new))
+
+    def _on_deletes(self, children: list[str]) -> None:
+        self._pending_deletes = children
+        if children:
+            self.enqueue("topic deletion", self._delete_topics)
+
+    def _on_shutdowns(self, children: list[str]) -> None:
+        self._pending_shutdowns = children
+        self.enqueue("controlled shutdown", self._controlled_shutdown)
+
+    # --- what the events do ---------------------------------------------------------------
+
+    async def _on_startup(self) -> None:
+        metadata = self.node.metadata
+        self._known = {b: info.epoch for b, info in metadata.brokers.items()}
+        missing = [(t, p) for t, a in metadata.assignments.items() for p in range(a.partitions)
+                   if (t, p) not in metadata.states]
+        if missing:
+            await self._initialize(missing)
+        await self._reelect(list(metadata.states), bounced=())
+        self._pending_shutdowns = await self._children(zk.CONTROLLED_SHUTDOWN_PATH)
+        await self._controlled_shutdown()
+        self._pending_deletes = await self._children(zk.DELETE_TOPICS_PATH)
+        await self._delete_topics()
+
+    async def _children(self, path: str) -> list[str]:
+        try:
+            return await self.store.get_children(path)
+        except NoNodeError:
+            return []
+
+    async def _on_brokers(self) -> None:
+        metadata = self.node.metadata
+        live = {b: info.epoch for b, info in metadata.brokers.items()}
+        gone = [b for b in self._known if b not in live]
+        bounced = [b for b, e in live.items() if b in self._known and self._known[b] != e]
+        came = [b for b in live if b not in self._known]
+        if gone or bounced or came:
+            log.info("controller: brokers gone %s, bounced %s, new %s (live: %s)",
+                     sorted(gone), sorted(bounced), sorted(came), sorted(live))
+        self._known = live
+        self._shutting_down &= set(live)
+        touched = set(gone) | set(bounced) | set(came)
+        if not touched:
+            return
+        tps = [tp for tp, st in metadata.states.items()
+               if touched & set(metadata.replicas(*tp)) or st.leader < 0
+               or st.leader in touched]
+        await self._reelect(tps, bounced=bounced)
+        # Partitions created while no replica was alive start offline: try again.
+        missing = [(t, p) for t, a in metadata.assignments.items() for p in range(a.partitions)
+                   if (t, p) not in metadata.states]
+        if missing:
+            await self._initialize(missing)
+
+    async def _reelect(self, tps: list[TopicPartition], *, bounced: list[int] | tuple[()]
+                       ) -> None:
+        """Re-decide these partitions for the live brokers, excluding those shutting
+        down; write what changes."""
+        metadata = self.node.metadata
+        live = {b: info.epoch for b, info in metadata.brokers.items()}
+
+        def decide(tp: TopicPartition, state: PartitionState) -> PartitionState | None:
+            return elections.after_broker_change(
+                state, metadata.replicas(*tp), live, live, self.epoch,
+                self.node.unclean_election(tp[0]), excluded=self._shutting_down,
+                bounced=bounced)
+
+        for tp in tps:
+            cached = metadata.states.get(tp)
+            if cached is None or decide(tp, cached) is None:
+                continue
+            await self._update(tp, decide)
+
+    async def _update(self, tp: TopicPartition,
+                      decide: Callable[[TopicPartition, PartitionState], PartitionState | None]
+                      ) -> None:
+        """Read the state fresh, decide, write it conditionally; again on a conflict."""
+        path = zk.state_path(*tp)
+        for _ in range(WRITE_ATTEMPTS):
+            try:
+                data, version = await self.store.get(path)
+            except NoNodeError:
+                return  # the topic was deleted meanwhile
+            state = PartitionState.from_json(data, version)
+            new = decide(tp, state)
+            if new is None:
+                return
+            try:
+                await self._write(
+                    [Op.set(path, new.to_json(), version)])
+            except BadVersionError:
+                continue  # the leader changed its ISR meanwhile: decide again
+            log.info("controller: %s-%d leader %d -> %d, epoch %d, ISR %s", tp[0], tp[1],
+                     state.leader, new.leader, new.leader_epoch, list(new.isr))
+            return
+        log.warning("controller: gave up updating %s-%d after %d conflicting writes",
+                    tp[0], tp[1], WRITE_ATTEMPTS)
+
+    async def _write(self, ops: list[Op]) -> None:
+        """Apply ``ops`` atomically if this broker is still the controller (the check of
+        /controller_epoch's version fences a deposed controller)."""
+        try:
+            await self.store.multi([Op.check(zk.CONTROLLER_EPOCH_PATH, self._epoch_version),
+                                    *ops])
+        except BadVersionError:
+            try:
+                _, version = await self.store.get(zk.CONTROLLER_EPOCH_PATH)
+            except NoNodeError:
+                version = -2
+            if version != self._epoch_version:
+                raise NotController() from None
+            raise
+
+    async def _initialize(self, tps: list[TopicPartition]) -> None:
+        """New partitions get their first state: the first live replica leads."""
+        metadata = self.node.metadata
+        live = {b: info.epoch for b, info in metadata.brokers.items()}
+        for tp in tps:
+            replicas = metadata.replicas(*tp)
+            if not replicas or tp in metadata.states:
+                continue
+            state = elections.initial_state(replicas, live, self.epoch, live)
+            await self.store.ensure_path(zk.partition_path(*tp))
+            try:
+                await self._write([Op.create(zk.state_path(*tp), state.to_json())])
+            except NodeExistsError:
+                continue  # written already (an earlier controller, or an event twice)
+            except NoNodeError:
+                continue  # the topic went away meanwhile
+            log.info("controller: %s-%d starts with leader %d, ISR %s", tp[0], tp[1],
+                     state.leader, list(state.isr))
+
+    async def _delete_topics(self) -> None:
+        for topic in list(self._pending_deletes):
+            with contextlib.suppress(NoNodeError):
+                await self.store.delete(zk.topic_path(topic), recursive=True)
+            with contextlib.suppress(NoNodeError):
+                await self.store.delete(zk.config_path(topic), recursive=True)
+            with contextlib.suppress(NoNodeError):
+                await self.store.delete(f"{zk.DELETE_TOPICS_PATH}/{topic}")
+            log.info("controller: deleted topic %s", topic)
+        self._pending_deletes = []
+
+    async def _controlled_shutdown(self) -> None:
+        metadata = self.node.metadata
+        wanted = {int(c) for c in self._pending_shutdowns if c.isdigit()}
+        leaving = {b for b in wanted if b in metadata.brokers} - self._shutting_down
+        self._shutting_down = (self._shutting_down & wanted) | leaving
+        if not leaving:
+            return
+        log.info("controller: moving leadership off broker(s) %s before they stop",
+                 sorted(leaving))
+        tps = [tp for tp in metadata.states if leaving & set(metadata.replicas(*tp))]
+        await self._reelect(tps, bounced=())
+
+    async def _rebalance_loop(self) -> None:
+        interval = self.node.config["leader.imbalance.check.interval.seconds"]
+        while True:
+            await asyncio.sleep(interval)
+            self.enqueue("preferred leader election", self._preferred_leaders)
+
+    async def _preferred_leaders(self) -> None:
+        metadata = self.node.metadata
+        live = {b: info.epoch for b, info in metadata.brokers.items()
+                if b not in self._shutting_down}
+        replicas = {tp: metadata.replicas(*tp) for tp in metadata.states}
+        ratio = self.node.config["leader.imbalance.per.broker.percentage"]
+        for broker, tps in elections.imbalanced_brokers(metadata.states, replicas,
+                                                        ratio).items():
+            if broker not in live:
+                continue
+            for tp in tps:
+                await self._update(tp, lambda tp, st: elections.preferred_leader(
+                    st, metadata.replicas(*tp), live, live, self.epoch))
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000

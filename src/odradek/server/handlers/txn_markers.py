@@ -1,0 +1,46 @@
+"""WriteTxnMarkers (27): a transaction coordinator on another broker asks this one to end
+a transaction in the partitions it leads (KIP-98).
+
+Each marker is a COMMIT or ABORT control batch appended at the log end of each named
+partition, then replicated before the answer (Kafka appends markers with acks=all),
+so that once the coordinator records the transaction complete, every in-sync replica
+has its markers. A marker to ``__consumer_offsets`` also settles the transaction's
+offset commits in this broker's group coordinator. Only brokers send this request, and
+only in a cluster: a single node writes its markers itself (server/transactions.py).
+Version 1 only: Kafka 4 removed v0.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from odradek.protocol.codec import Request
+from odradek.server.handlers.base import Api, respond
+
+if TYPE_CHECKING:
+    from odradek.server.broker import Broker
+
+UNSUPPORTED_VERSION = 35  # Kafka's answer where no cluster needs this request
+
+
+async def handle(broker: Broker, request: Request) -> bytes:
+    markers = []
+    for marker in request.body.markers:
+        tps = [(t.name, p) for t in marker.topics for p in t.partition_indexes]
+        if broker.cluster is None:
+            codes = dict.fromkeys(tps, UNSUPPORTED_VERSION)
+        else:
+            codes = await broker.cluster.write_markers_locally(
+                marker.producer_id, marker.producer_epoch, marker.transaction_result,
+                marker.coordinator_epoch, tps)
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for (topic, partition), code in codes.items():
+            by_topic.setdefault(topic, []).append({"partition_index": partition,
+                                                   "error_code": code})
+        markers.append({"producer_id": marker.producer_id,
+                        "topics": [{"name": t, "partitions": ps}
+                                   for t, ps in by_topic.items()]})
+    return respond(request, {"markers": markers})
+
+
+API = Api(27, "WriteTxnMarkers", 1, 1, handle)

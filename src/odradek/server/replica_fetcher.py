@@ -1,0 +1,299 @@
+"""Follower fetchers: a follower copies its partitions' logs from their leaders.
+
+Kafka's ``ReplicaFetcherThread`` as an asyncio task: one per (leader broker, fetcher
+index) — ``num.replica.fetchers`` spreads a leader's partitions over that many — each
+with its own connection, sending one Fetch (as replica: ``replica_id`` = this broker's
+node id) for all its partitions at a time, long-polling ``replica.fetch.wait.max.ms``.
+The batches arrive as the leader wrote them, offsets and partition leader epochs set,
+and are appended as they are (``Log.append(assign_offsets=False)``); the follower's high
+watermark is the leader's, capped at its own log end.
+
+Before a partition is fetched under a new leader epoch it is truncated to where its log
+and the leader's diverge (KIP-101, KIP-279): OffsetForLeaderEpoch for the follower's
+latest epoch answers where that epoch ends on the leader; the follower cuts its log
+there (and asks again when the leader's answer names an epoch it does not have). So a
+follower never keeps records a new leader does not have, and never fetches past a gap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from odradek.client.aio import AsyncBrokerConnection, KafkaClientError
+from odradek.client.codec import FETCH, OFFSET_FOR_LEADER_EPOCH
+from odradek.cluster.state import TopicPartition
+
+if TYPE_CHECKING:
+    from odradek.server.replica_manager import ReplicaManager
+
+log = logging.getLogger(__name__)
+
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
+# Errors after which a partition waits for news (a new state from the store) or for
+# replica.fetch.backoff.ms, whichever comes first, before it is fetched again.
+_WAIT_ERRORS = frozenset({
+    ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch,
+    ErrorCode.unknown_leader_epoch, ErrorCode.unknown_topic_or_partition,
+    ErrorCode.kafka_storage_error, ErrorCode.replica_not_available,
+    ErrorCode.leader_not_available,
+})
+
+
+@dataclass(slots=True)
+class FetchState:
+    leader_epoch: int
+    truncating: bool = True  # OffsetForLeaderEpoch first, then fetch
+    not_before: float = 0.0  # monotonic time before which it is not fetched (backoff)
+
+
+class ReplicaFetcher:
+    """Fetches a set of partitions from one leader broker, for as long as it has any."""
+
+    def __init__(self, manager: ReplicaManager, leader_id: int, index: int) -> None:
+        self.manager = manager
+        self.leader_id = leader_id
+        self.index = index
+        self.partitions: dict[TopicPartition, FetchState] = {}
+        self._wake = asyncio.Event()
+        self._conn: AsyncBrokerConnection | None = None
+        self._endpoint: tuple[str, int] | None = None
+        self._task: asyncio.Task[None] | None = None
+        cfg = manager.config
+        self.max_wait_ms: int = cfg["replica.fetch.wait.max.ms"]
+        self.min_bytes: int = cfg["replica.fetch.min.bytes"]
+        self.max_bytes: int = cfg["replica.fetch.response.max.bytes"]
+        self.partition_max_bytes: int = cfg["replica.fetch.max.bytes"]
+        self.backoff_s: float = cfg["replica.fetch.backoff.ms"] / 1000
+        self.socket_timeout_s: float = cfg["replica.socket.timeout.ms"] / 1000
+
+    # --- membership ------------------------------------------------------------------------
+
+    def add(self, tp: TopicPartition, leader_epoch: int) -> None:
+        """Follow ``tp`` at ``leader_epoch`` (again: a new epoch truncates first)."""
+        self.partitions[tp] = FetchState(leader_epoch)
+        self._wake.set()
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(
+                self._run(), name=f"replica-fetcher-{self.leader_id}-{self.index}")
+
+    def remove(self, tp: TopicPartition) -> None:
+        self.partitions.pop(tp, None)
+        self._wake.set()
+
+    def endpoint_changed(self) -> None:
+        """The leader broker registered again (maybe elsewhere): reconnect."""
+        self._wake.set()
+
+    async def stop(self) -> None:
+        self.partitions.clear()
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        await self._close()
+
+    async def _close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await conn.close()
+
+    # --- the loop ------------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while self.partitions:
+            self._wake.clear()
+            try:
+                conn = await self._connection()
+                if conn is None:
+                    await self._sleep(self.backoff_s)
+                    continue
+                now = time.monotonic()
+                truncating = [tp for tp, st in self.partitions.items()
+                              if st.truncating and st.not_before <= now]
+                if truncating:
+                    await self._truncate(conn, truncating)
+                    continue
+                ready = {tp: st for tp, st in self.partitions.items()
+                         if not st.truncating and st.not_before <= now}
+                if not ready:
+                    waits = [st.not_before - now for st in self.partitions.values()]
+                    await self._sleep(max(0.0, min(waits, default=self.backoff_s)))
+                    continue
+                await self._fetch(conn, ready)
+            except KafkaClientError as exc:
+                log.info("replica fetcher for broker %d: %s", self.leader_id, exc)
+                await self._close()
+                await self._sleep(self.backoff_s)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("replica fetcher for broker %d failed; starting over",
+                              self.leader_id)
+                await self._close()
+                await self._sleep(self.backoff_s)
+        await self._close()
+
+    async def _sleep(self, seconds: float) -> None:
+        try:
+            async with asyncio.timeout(seconds):
+                await self._wake.wait()
+        except TimeoutError:
+            pass
+
+    async def _connection(self) -> AsyncBrokerConnection | None:
+        info = self.manager.metadata.brokers.get(self.leader_id)
+        if info is None:
+            await self._close()
+            return None  # not registered (yet): its partitions' states will change
+        endpoint = (info.host, info.port)
+        if self._conn is not None and (self._conn.closed or endpoint != self._endpoint):
+            await self._close()
+        if self._conn is None:
+            self._conn = await AsyncBrokerConnection.open(
+                info.host, info.port, client_id=f"broker-{self.manager.me}-fetcher-{self.index}",
+                timeout_s=self.socket_timeout_s)
+            self._endpoint = endpoint
+        return self._conn
+
+    # --- truncation (KIP-101, KIP-279) ---------------------------------------------------------
+
+    async def _truncate(self, conn: AsyncBrokerConnection, tps: list[TopicPartition]) -> None:
+        manager = self.manager
+        asked: dict[TopicPartition, tuple[int, int]] = {}  # tp -> (leader epoch, our latest)
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for tp in tps:
+            lg = manager.log_of(tp)
+            st = self.partitions[tp]
+            if lg is None:
+                self.partitions.pop(tp, None)
+                continue
+            latest = lg.latest_epoch
+            if latest < 0:
+                # No epoch history (an empty log): nothing that could diverge.
+                st.truncating = False
+                continue
+            asked[tp] = (st.leader_epoch, latest)
+            topics.setdefault(tp[0], []).append({
+                "partition": tp[1], "current_leader_epoch": st.leader_epoch,
+                "leader_epoch": latest})
+        if not topics:
+            return
+        answer = await conn.request(OFFSET_FOR_LEADER_EPOCH, {
+            "replica_id": manager.me,
+            "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]})
+        for topic in answer.topics:
+            for p in topic.partitions:
+                tp = (topic.topic, p.partition)
+                st = self.partitions.get(tp)
+                if st is None or tp not in asked or st.leader_epoch != asked[tp][0]:
+                    continue  # removed or re-added meanwhile: its answer is stale
+                if p.error_code != ErrorCode.none:
+                    self._wait(tp, st, p.error_code)
+                    continue
+                lg = manager.log_of(tp)
+                if lg is None:
+                    continue
+                done = self._truncation_point(tp, lg, p.leader_epoch, p.end_offset)
+                st.truncating = not done
+        manager.checkpoint_truncations()
+
+    def _truncation_point(self, tp: TopicPartition, lg: Any, leader_epoch: int,
+                          leader_end: int) -> bool:
+        """Cut the log where it diverges from the leader's; True when that is final
+        (Kafka's ReplicaFetcherThread.getOffsetTruncationState)."""
+        end = lg.log_end_offset
+        if leader_end == UNDEFINED_EPOCH_OFFSET:
+            # The leader knows no epoch at or below ours: fall back to the high
+            # watermark, which every ISR member has.
+            target, done = min(lg.high_watermark, end), True
+        else:
+            follower_epoch, follower_end = lg.end_offset_for_epoch(leader_epoch)
+            if follower_epoch == UNDEFINED_EPOCH:
+                target, done = min(leader_end, end), True
+            elif follower_epoch != leader_epoch:
+                # We lack the epoch the leader answered with: cut to the end of our
+                # largest epoch below it and ask again for what is left.
+                target, done = min(follower_end, end), False
+            else:
+                target, done = min(follower_end, leader_end, end), True
+        if target < end:
+            log.info("%s-%d: truncating from %d to %d to match leader %d (epoch %d ends at "
+                     "%d there)", tp[0], tp[1], end, target, self.leader_id, leader_epoch,
+                     leader_end)
+            self.manager.truncate(tp, target)
+        return done
+
+    # --- fetching ---------------------------------------------------------------------------
+
+    async def _fetch(self, conn: AsyncBrokerConnection, ready: dict[TopicPartition, FetchState]
+                     ) -> None:
+        manager = self.manager
+        topics: dict[str, list[dict[str, Any]]] = {}
+        sent: dict[TopicPartition, tuple[int, int]] = {}  # tp -> (epoch, fetch offset)
+        for tp, st in ready.items():
+            lg = manager.log_of(tp)
+            if lg is None:
+                self.partitions.pop(tp, None)
+                continue
+            offset = lg.log_end_offset
+            sent[tp] = (st.leader_epoch, offset)
+            topics.setdefault(tp[0], []).append({
+                "partition": tp[1], "current_leader_epoch": st.leader_epoch,
+                "fetch_offset": offset, "last_fetched_epoch": lg.latest_epoch,
+                "log_start_offset": lg.log_start_offset,
+                "partition_max_bytes": self.partition_max_bytes})
+        if not topics:
+            return
+        answer = await conn.request(FETCH, {
+            "replica_id": manager.me, "max_wait": self.max_wait_ms, "min_bytes": self.min_bytes,
+            "max_bytes": self.max_bytes, "isolation_level": 0, "session_id": 0,
+            "session_epoch": -1,
+            "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+            "forgotten_topics_data": [], "rack_id": ""},
+            timeout_s=self.max_wait_ms / 1000 + self.socket_timeout_s)
+        if answer.error_code != ErrorCode.none:
+            raise KafkaClientError(f"broker {self.leader_id} refused the fetch: "
+                                   f"{answer.error_code.name}")
+        for topic in answer.responses:
+            for p in topic.partitions:
+                tp = (topic.topic, p.partition_index)
+                st = self.partitions.get(tp)
+                if st is None or tp not in sent or st.leader_epoch != sent[tp][0]:
+                    continue  # no longer fetched, or under another epoch now
+                if p.error_code == ErrorCode.offset_out_of_range:
+                    self._out_of_range(tp, st, p.log_start_offset)
+                    continue
+                if p.error_code != ErrorCode.none:
+                    self._wait(tp, st, p.error_code)
+                    continue
+                manager.follower_append(tp, sent[tp][1], p.records, p.high_watermark,
+                                        p.log_start_offset)
+
+    def _out_of_range(self, tp: TopicPartition, st: FetchState, leader_start: int) -> None:
+        lg = self.manager.log_of(tp)
+        if lg is None:
+            return
+        if lg.log_end_offset < leader_start:
+            # The leader deleted (retention, DeleteRecords) what we still lack: start
+            # over at its log start (Kafka's handleOffsetOutOfRange, the low case).
+            log.info("%s-%d: behind the leader's log start %d; starting over there", tp[0],
+                     tp[1], leader_start)
+            self.manager.truncate_fully(tp, leader_start)
+            self.manager.checkpoint_truncations()
+        else:
+            # Our log end is past the leader's (an unclean election): find where we
+            # diverge the way a new follower does.
+            st.truncating = True
+
+    def _wait(self, tp: TopicPartition, st: FetchState, error: ErrorCode) -> None:
+        if error not in _WAIT_ERRORS:
+            log.warning("%s-%d: leader %d answered %s", tp[0], tp[1], self.leader_id,
+                        error.name)
+        st.not_before = time.monotonic() + self.backoff_s
