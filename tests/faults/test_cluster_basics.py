@@ -4,13 +4,18 @@ logs byte-identical after a clean stop."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
-from tests.cluster_processes import Cluster
+from tests.cluster_processes import FAST_SETTINGS, Cluster
+from tests.zookeeper import ZooKeeperServer
 
 pytestmark = pytest.mark.cluster
 
@@ -87,3 +92,53 @@ def test_a_topic_is_spread_over_the_brokers_and_every_replica_gets_every_record(
 def test_a_replication_factor_above_the_brokers_is_refused(cluster: Cluster) -> None:
     with pytest.raises(KafkaException, match="INVALID_REPLICATION_FACTOR"):
         cluster.create_topic("too-many", rf=4)
+
+
+def test_a_second_broker_with_a_registered_node_id_is_refused(cluster: Cluster,
+                                                              tmp_path: Path) -> None:
+    settings = {**FAST_SETTINGS, "node.id": 2, "zookeeper.connect": cluster.connect}
+    argv = [sys.executable, "-m", "odradek", "serve", "--listen", "127.0.0.1:0",
+            "--data-dir", str(tmp_path / "impostor"),
+            *(f"--override={k}={v}" for k, v in settings.items())]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "node.id 2 is already registered" in done.stderr
+    assert cluster.live_brokers() == [1, 2, 3]  # the real broker 2 is untouched
+
+
+def test_a_broker_waits_for_an_unreachable_zookeeper_and_joins_when_it_answers(
+        zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
+    zookeeper.stop()
+    try:
+        cluster = Cluster(zookeeper, tmp_path, size=1,
+                          settings={"zookeeper.connection.timeout.ms": 1000})
+        cluster.brokers[1].data_dir.mkdir(parents=True)
+        argv = [sys.executable, "-m", "odradek", "serve", "--listen", "127.0.0.1:0",
+                "--data-dir", str(cluster.brokers[1].data_dir),
+                *cluster._args(cluster.brokers[1])]
+        process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   stdin=subprocess.DEVNULL, text=True)
+        try:
+            time.sleep(4)
+            assert process.poll() is None, "it gave up instead of retrying"
+            zookeeper.start()
+            cluster.wait_for(lambda: cluster.live_brokers() == [1], 30, "the registration")
+        finally:
+            process.send_signal(signal.SIGTERM)
+            out, err = process.communicate(timeout=30)
+        assert process.returncode == 0, out + err
+        assert "unreachable" in err and "retrying" in err
+    finally:
+        zookeeper.ensure_running()
+
+
+def test_sigterm_moves_leadership_away_before_the_broker_exits(cluster: Cluster) -> None:
+    cluster.create_topic("handover", partitions=3, rf=3)
+    cluster.wait_for_full_isr("handover", 3)
+    leader = cluster.leader("handover", 0)
+    cluster.stop(leader)  # exit code 0 checked
+    output = cluster.brokers[leader].process.output()
+    assert "leadership moved off this broker" in output
+    assert cluster.leader("handover", 0) not in (leader, -1)
+    assert all(cluster.leader("handover", p) != leader for p in range(3))
