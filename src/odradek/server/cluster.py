@@ -299,10 +299,13 @@ class ClusterNode:
             return
 
         def movable_leaderships() -> list[tuple[str, int]]:
-            live = self.metadata.brokers
-            return [tp for tp, st in self.metadata.states.items()
+            # Partitions led here with an ISR member that can take over: alive, and not
+            # shutting down itself (brokers stopped together would wait for each other).
+            md = self.metadata
+            return [tp for tp, st in md.states.items()
                     if st.leader == self.node_id
-                    and any(r != self.node_id and r in live for r in st.isr)]
+                    and any(r != self.node_id and r in md.brokers
+                            and r not in md.shutting_down for r in st.isr)]
 
         timeout_s = (self.config["controlled.shutdown.max.retries"]
                      * self.config["controlled.shutdown.retry.backoff.ms"] / 1000)

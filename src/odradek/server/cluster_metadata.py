@@ -51,6 +51,7 @@ class ClusterMetadata:
         self.store = store
         self.cluster_id = cluster_id
         self.brokers: dict[int, BrokerInfo] = {}  # live, registered brokers
+        self.shutting_down: frozenset[int] = frozenset()  # in controlled shutdown
         self.controller_id = -1
         self.assignments: dict[str, TopicAssignment] = {}
         self.topics: dict[str, Topic] = {}
@@ -78,6 +79,8 @@ class ClusterMetadata:
         self._watches.append(self.store.watch_children(zk.BROKER_IDS_PATH, self._on_brokers))
         self._watches.append(self.store.watch_children(zk.TOPICS_PATH, self._on_topics))
         self._watches.append(self.store.watch_data(zk.CONTROLLER_PATH, self._on_controller))
+        self._watches.append(self.store.watch_children(zk.CONTROLLED_SHUTDOWN_PATH,
+                                                       self._on_shutdowns))
         async with asyncio.timeout(timeout_s):
             await self._loaded.wait()
 
@@ -160,6 +163,10 @@ class ClusterMetadata:
                     listener.brokers_changed()
                 self._notify_changed()
             self._fired("brokers")
+
+    def _on_shutdowns(self, children: list[str]) -> None:
+        self.shutting_down = frozenset(int(c) for c in children if c.isdigit())
+        self._notify_changed()
 
     def _on_controller(self, data: bytes | None, _version: int) -> None:
         try:

@@ -100,6 +100,7 @@ class ReplicaManager:
         self.lag_ms: int = self.config["replica.lag.time.max.ms"]
         self.num_fetchers: int = self.config["num.replica.fetchers"]
         self.stopping = False
+        self.started = False  # metadata events before start() are applied by it
         self._truncated = False  # a truncation since the checkpoints were last written
 
     @property
@@ -112,6 +113,7 @@ class ReplicaManager:
         """Take up the roles the store gives (metadata is loaded), drop logs of partitions
         no longer assigned here, and start the ISR check."""
         assert self.broker.logs is not None
+        self.started = True
         for tp in list(self.broker.logs.logs):
             if self.me not in self.metadata.replicas(*tp):
                 log.info("%s-%d is not assigned to this broker any more: deleting its log",
@@ -149,7 +151,7 @@ class ReplicaManager:
     # --- metadata listener -----------------------------------------------------------------------
 
     def partitions_changed(self, partitions: list[TopicPartition]) -> None:
-        if not self.stopping:
+        if self.started and not self.stopping:
             for tp in partitions:
                 self.apply(tp)
 
@@ -162,8 +164,8 @@ class ReplicaManager:
             self._remove(tp, delete_log=True)
 
     def configs_changed(self, topic: str) -> None:
-        assert self.broker.logs is not None
-        self.broker.logs.update_config(topic, self.broker.log_config_for(topic))
+        if self.broker.logs is not None:  # else the logs open with the new configs
+            self.broker.logs.update_config(topic, self.broker.log_config_for(topic))
 
     # --- roles ----------------------------------------------------------------------------------
 
@@ -174,7 +176,7 @@ class ReplicaManager:
 
     def apply(self, tp: TopicPartition) -> None:
         """Take up the role the store gives this broker for ``tp``."""
-        if self.stopping:
+        if self.stopping or not self.started:
             return
         replicas = self.metadata.replicas(*tp)
         if self.me not in replicas:
@@ -432,7 +434,10 @@ class ReplicaManager:
             return
         repl.update_follower(replica, fetch_offset, self.clock(), leader_end)
         self._advance_hw(part)
-        grown = repl.expansion(replica)
+        # A broker shutting down stays out (KIP-841): the controller has just removed it
+        # from the ISR, and acks=all must not wait for a broker about to go.
+        grown = (repl.expansion(replica) if replica not in self.metadata.shutting_down
+                 else None)
         if grown is not None:
             self._change_isr(part, grown, f"broker {replica} caught up")
 

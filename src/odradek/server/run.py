@@ -4,8 +4,10 @@ thread of its own with its own event loop (``odradek.testing``)."""
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import logging
 import signal
+import sys
 import threading
 from collections.abc import Callable
 
@@ -13,6 +15,18 @@ from odradek.server.broker import Broker
 from odradek.server.config import BrokerConfig
 
 log = logging.getLogger(__name__)
+
+# A stop taking longer than this logs what it is waiting on (every task's stack and every
+# thread's): a broker that does not stop says why, in the log the operator has.
+STOP_WATCHDOG_S = 15.0
+
+
+def _report_slow_stop() -> None:
+    log.warning("still stopping after %.0f s; the tasks and threads it waits on follow",
+                STOP_WATCHDOG_S)
+    for task in asyncio.all_tasks():
+        task.print_stack(file=sys.stderr)
+    faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
 
 
 async def serve(config: BrokerConfig, on_started: Callable[[Broker], None] | None = None) -> None:
@@ -43,7 +57,11 @@ async def serve(config: BrokerConfig, on_started: Callable[[Broker], None] | Non
             await stop.wait()
             log.info("stopping on signal")
         finally:
-            await broker.stop()
+            watchdog = loop.call_later(STOP_WATCHDOG_S, _report_slow_stop)
+            try:
+                await broker.stop()
+            finally:
+                watchdog.cancel()
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)

@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
@@ -215,8 +216,25 @@ class ZooKeeperStore(CoordinationStore):
         client = self._client
         if client is not None and self._loop is not None:
             # stop() sends CloseSession (the server drops our ephemeral nodes at once)
-            # and joins kazoo's connection thread: blocking, so off the loop.
-            await self._loop.run_in_executor(None, _stop_client, client)
+            # and joins kazoo's connection thread: blocking, so off the loop — on a daemon
+            # thread of its own rather than the loop's executor, which asyncio.run waits
+            # for without a bound: with ZooKeeper unreachable, kazoo's connection thread
+            # may take its time, and a stopping broker must not wait on it.
+            done = self._loop.create_future()
+            loop = self._loop
+
+            def stop() -> None:
+                try:
+                    _stop_client(client)
+                finally:
+                    loop.call_soon_threadsafe(lambda: done.done() or done.set_result(None))
+
+            threading.Thread(target=stop, name="zookeeper-close", daemon=True).start()
+            try:
+                await asyncio.wait_for(done, CLOSE_TIMEOUT_S)
+            except TimeoutError:
+                log.warning("closing the ZooKeeper session took over %.0f s; going on",
+                            CLOSE_TIMEOUT_S)
 
     @property
     def session_id(self) -> int | None:
@@ -450,6 +468,10 @@ class ZooKeeperStore(CoordinationStore):
 
     def on_session(self, callback: SessionCallback) -> None:
         self._session_callbacks.append(callback)
+
+
+# How long a closing store waits for kazoo to end the session and its threads.
+CLOSE_TIMEOUT_S = 5.0
 
 
 def _stop_client(client: KazooClient) -> None:
