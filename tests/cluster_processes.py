@@ -117,6 +117,18 @@ class Cluster:
             self.start(node)
         self.wait_for(lambda: len(self.live_brokers()) == self.size, 60,
                       "every broker registered")
+        # ... and every broker has seen every registration (its own watch can lag
+        # ZooKeeper by a moment; CreateTopics there would find too few brokers).
+        self.wait_for(lambda: all(self.brokers_seen_by(n) == self.size for n in self.brokers),
+                      30, "every broker seeing every other")
+
+    def brokers_seen_by(self, node: int) -> int:
+        """How many brokers ``node``'s own Metadata answer lists."""
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": self.brokers[node].bootstrap,
+                             "socket.timeout.ms": 5000})
+        return len(admin.list_topics(timeout=5).brokers)
 
     def stop(self, node: int) -> None:
         """SIGTERM and a clean exit (code 0), as start_broker checks."""
@@ -181,15 +193,22 @@ class Cluster:
         self.cuts.heal(group, self.zookeeper.port)
 
     def close(self) -> None:
+        """Stop every broker still running, each whatever happened to the others (a
+        broker that does not exit 0 fails the test, after the rest are stopped)."""
         if self.cuts is not None:  # a test that failed mid-cut: stop brokers that can talk
             with contextlib.suppress(Exception):
                 self.cuts.heal_all()
+        first: BaseException | None = None
         for node, broker in self.brokers.items():
             if broker._context is not None:
-                with contextlib.suppress(Exception):
+                try:
                     if broker.running and _is_stopped(broker.pid):
                         self.resume(node)
                     self.stop(node)
+                except BaseException as exc:  # pytest.fail is a BaseException
+                    first = first or exc
+        if first is not None:
+            raise first
 
     # --- what ZooKeeper says ------------------------------------------------------------
 

@@ -51,6 +51,8 @@ log = logging.getLogger(__name__)
 WRITE_ATTEMPTS = 5
 # Pause before an event that failed on a store error (ZooKeeper unreachable) is retried.
 RETRY_BACKOFF_S = 0.5
+# How long a stopping controller waits for its tasks to end.
+STOP_TIMEOUT_S = 5.0
 
 
 class NotController(Exception):
@@ -165,7 +167,13 @@ class Controller:
         tasks = [t for t in (self._task, self._election, self._rebalance) if t is not None]
         for task in tasks:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        if tasks:
+            # Bounded for the same reason as _run's loop: a swallowed cancellation must
+            # not hold the broker's stop up.
+            _, late = await asyncio.wait(tasks, timeout=STOP_TIMEOUT_S)
+            if late:
+                log.warning("controller: %d task(s) did not stop in %.0f s", len(late),
+                            STOP_TIMEOUT_S)
 
     def session_lost(self) -> None:
         """Our ZooKeeper session expired: /controller went with it."""
@@ -178,7 +186,11 @@ class Controller:
             self._events.put_nowait((name, handler))
 
     async def _run(self) -> None:
-        while True:
+        # ``while self.active``, not ``while True``: on Python 3.11 asyncio.wait_for
+        # (inside the store's requests) can swallow the cancellation _resign sends when
+        # the answer arrives in the same loop step, and a loop waiting for the next event
+        # after that would wait forever (enqueue drops events once inactive).
+        while self.active:
             name, handler = await self._events.get()
             while self.active:
                 try:
