@@ -216,6 +216,16 @@ class Controller:
         if new:
             self.enqueue("new partitions", lambda: self._initialize(new))
 
+    def configs_changed(self, topic: str) -> None:
+        """unclean.leader.election.enable turned on elects leaders for the topic's
+        offline partitions at once, as Kafka's controller does on that config change."""
+        metadata = self.node.metadata
+        if not self.node.unclean_election(topic):
+            return
+        offline = [tp for tp, st in metadata.states.items() if tp[0] == topic and st.leader < 0]
+        if offline:
+            self.enqueue("unclean election", lambda: self._reelect(offline, bounced=()))
+
     def _on_deletes(self, children: list[str]) -> None:
         self._pending_deletes = children
         if children:
