@@ -14,7 +14,7 @@ come from the caller's ``random.Random``, so that tests can fix them.
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 
 class PlacementError(ValueError):
@@ -59,9 +59,13 @@ def _replica_index(first: int, shift: int, j: int, n: int) -> int:
     return (first + 1 + (shift + j) % (n - 1)) % n
 
 
-def _rack_unaware(ids: Sequence[int], partitions: int, rf: int, first_partition: int,
-                  rng: random.Random, start_index: int | None) -> dict[int, list[int]]:
-    n = len(ids)
+def _place(arranged: Sequence[int], partitions: int, rf: int, first_partition: int,
+           rng: random.Random, start_index: int | None,
+           followers: Callable[[int, int], list[int]]) -> dict[int, list[int]]:
+    """The loop both of Kafka's placements share: partition p's first replica is
+    ``arranged[(p + start) % n]``; the shift grows each time p wraps the list;
+    ``followers(first index, shift)`` picks the rest."""
+    n = len(arranged)
     start = rng.randrange(n) if start_index is None else start_index
     shift = rng.randrange(n) if start_index is None else start_index
     out: dict[int, list[int]] = {}
@@ -70,11 +74,17 @@ def _rack_unaware(ids: Sequence[int], partitions: int, rf: int, first_partition:
         if partition > 0 and partition % n == 0:
             shift += 1
         first = (partition + start) % n
-        replicas = [ids[first]]
-        replicas += [ids[_replica_index(first, shift, j, n)] for j in range(rf - 1)]
-        out[partition] = replicas
+        out[partition] = [arranged[first], *(followers(first, shift) if rf > 1 else [])]
         partition += 1
     return out
+
+
+def _rack_unaware(ids: Sequence[int], partitions: int, rf: int, first_partition: int,
+                  rng: random.Random, start_index: int | None) -> dict[int, list[int]]:
+    n = len(ids)
+    return _place(ids, partitions, rf, first_partition, rng, start_index,
+                  lambda first, shift: [ids[_replica_index(first, shift, j, n)]
+                                        for j in range(rf - 1)])
 
 
 def rack_alternated(brokers: Mapping[int, str | None]) -> list[int]:
@@ -101,35 +111,27 @@ def _rack_aware(brokers: dict[int, str | None], partitions: int, rf: int,
     arranged = rack_alternated(brokers)
     n = len(arranged)
     num_racks = len(set(brokers.values()))
-    start = rng.randrange(n) if start_index is None else start_index
-    shift = rng.randrange(n) if start_index is None else start_index
-    out: dict[int, list[int]] = {}
-    partition = max(0, first_partition)
-    for _ in range(partitions):
-        if partition > 0 and partition % n == 0:
-            shift += 1
-        first = (partition + start) % n
+
+    def followers(first: int, shift: int) -> list[int]:
         leader = arranged[first]
-        replicas = [leader]
+        chosen: list[int] = []
         racks_used = {brokers[leader]}
         brokers_used = {leader}
         k = 0
-        for _ in range(rf - 1):
-            while True:
-                broker = arranged[_replica_index(first, shift * num_racks, k, n)]
-                rack = brokers[broker]
-                k += 1
-                # Skip a broker whose rack already has a replica while some rack has
-                # none, or a broker that has one while some broker has none.
-                if ((rack not in racks_used or len(racks_used) == num_racks)
-                        and (broker not in brokers_used or len(brokers_used) == n)):
-                    replicas.append(broker)
-                    racks_used.add(rack)
-                    brokers_used.add(broker)
-                    break
-        out[partition] = replicas
-        partition += 1
-    return out
+        while len(chosen) < rf - 1:
+            broker = arranged[_replica_index(first, shift * num_racks, k, n)]
+            rack = brokers[broker]
+            k += 1
+            # Skip a broker whose rack already has a replica while some rack has none,
+            # or a broker that has one while some broker has none.
+            if ((rack not in racks_used or len(racks_used) == num_racks)
+                    and (broker not in brokers_used or len(brokers_used) == n)):
+                chosen.append(broker)
+                racks_used.add(rack)
+                brokers_used.add(broker)
+        return chosen
+
+    return _place(arranged, partitions, rf, first_partition, rng, start_index, followers)
 
 
 def check_assignment(assignment: Mapping[int, Sequence[int]], live: Sequence[int]) -> None:

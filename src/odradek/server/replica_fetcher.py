@@ -36,6 +36,13 @@ log = logging.getLogger(__name__)
 
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
+# A leader that does not know yet that it leads at the epoch we follow (its watch of the
+# partition's state fires a moment after ours): asked again this soon, not after
+# replica.fetch.backoff.ms (1 s by default), which would hold acks=all writes of a new
+# partition or a new leader that long. Our own view being the stale one ends as soon
+# as our watch fires (a new state re-adds the partition).
+LEADER_BEHIND_BACKOFF_S = 0.05
+_LEADER_BEHIND = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.unknown_leader_epoch})
 # Errors after which a partition waits for news (a new state from the store) or for
 # replica.fetch.backoff.ms, whichever comes first, before it is fetched again.
 _WAIT_ERRORS = frozenset({
@@ -296,4 +303,6 @@ class ReplicaFetcher:
         if error not in _WAIT_ERRORS:
             log.warning("%s-%d: leader %d answered %s", tp[0], tp[1], self.leader_id,
                         error.name)
-        st.not_before = time.monotonic() + self.backoff_s
+        backoff = (min(self.backoff_s, LEADER_BEHIND_BACKOFF_S) if error in _LEADER_BEHIND
+                   else self.backoff_s)
+        st.not_before = time.monotonic() + backoff
