@@ -36,6 +36,12 @@ log = logging.getLogger(__name__)
 
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
+INITIAL_SESSION_EPOCH = 0  # a request with it (and session id 0) opens a fetch session
+
+
+def _next_session_epoch(epoch: int) -> int:
+    """KIP-227: epochs count up and wrap from int32's max to 1 (0 opens a session)."""
+    return 1 if epoch >= 2**31 - 1 else epoch + 1
 # A leader that does not know yet that it leads at the epoch we follow (its watch of the
 # partition's state fires a moment after ours): asked again this soon, not after
 # replica.fetch.backoff.ms (1 s by default), which would hold acks=all writes of a new
@@ -71,6 +77,11 @@ class ReplicaFetcher:
         self._wake = asyncio.Event()
         self._conn: AsyncBrokerConnection | None = None
         self._endpoint: tuple[str, int] | None = None
+        # The fetch session with the leader (KIP-227): its id (0: none yet), the epoch the
+        # next request carries, and what the leader's session holds for each partition.
+        self._session_id = 0
+        self._session_epoch = INITIAL_SESSION_EPOCH
+        self._in_session: dict[TopicPartition, tuple[int, int]] = {}
         self._task: asyncio.Task[None] | None = None
         cfg = manager.config
         self.max_wait_ms: int = cfg["replica.fetch.wait.max.ms"]
@@ -107,6 +118,7 @@ class ReplicaFetcher:
         await self._close()
 
     async def _close(self) -> None:
+        self._reset_session()  # a session belongs to one connection's history
         conn, self._conn = self._conn, None
         if conn is not None:
             await conn.close()
@@ -241,38 +253,72 @@ class ReplicaFetcher:
 
     async def _fetch(self, conn: AsyncBrokerConnection, ready: dict[TopicPartition, FetchState]
                      ) -> None:
+        """One Fetch in this fetcher's session (KIP-227, as Kafka's followers use it): the
+        first names every partition; later ones only those whose fetch offset or leader
+        epoch changed since (and forget those no longer fetched), and the leader answers
+        only partitions with records, an error or a new high watermark or log start. On
+        an idle follower most partitions have nothing new: without the session every
+        round trip listed them all both ways, which was most of the replication's CPU on
+        both brokers with a few dozen partitions (the internal topics' among them)."""
         manager = self.manager
-        topics: dict[str, list[dict[str, Any]]] = {}
-        sent: dict[TopicPartition, tuple[int, int]] = {}  # tp -> (epoch, fetch offset)
+        wanted: dict[TopicPartition, tuple[int, int]] = {}  # tp -> (epoch, fetch offset)
+        logs = {}
         for tp, st in ready.items():
             lg = manager.log_of(tp)
             if lg is None:
                 self.partitions.pop(tp, None)
                 continue
-            offset = lg.log_end_offset
-            sent[tp] = (st.leader_epoch, offset)
-            topics.setdefault(tp[0], []).append({
-                "partition": tp[1], "current_leader_epoch": st.leader_epoch,
-                "fetch_offset": offset, "last_fetched_epoch": lg.latest_epoch,
-                "log_start_offset": lg.log_start_offset,
-                "partition_max_bytes": self.partition_max_bytes})
-        if not topics:
+            logs[tp] = lg
+            wanted[tp] = (st.leader_epoch, lg.log_end_offset)
+        if not wanted and not self._in_session:
             return
+        full = self._session_id == 0
+        send = wanted if full else {tp: w for tp, w in wanted.items()
+                                    if self._in_session.get(tp) != w}
+        forgotten = [] if full else [tp for tp in self._in_session if tp not in wanted]
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for tp, (epoch, offset) in send.items():
+            lg = logs[tp]
+            topics.setdefault(tp[0], []).append({
+                "partition": tp[1], "current_leader_epoch": epoch, "fetch_offset": offset,
+                "last_fetched_epoch": lg.latest_epoch, "log_start_offset": lg.log_start_offset,
+                "partition_max_bytes": self.partition_max_bytes})
+        gone: dict[str, list[int]] = {}
+        for t, p in forgotten:
+            gone.setdefault(t, []).append(p)
         answer = await conn.request(FETCH, {
             "replica_id": manager.me, "max_wait": self.max_wait_ms, "min_bytes": self.min_bytes,
-            "max_bytes": self.max_bytes, "isolation_level": 0, "session_id": 0,
-            "session_epoch": -1,
+            "max_bytes": self.max_bytes, "isolation_level": 0,
+            "session_id": self._session_id,
+            "session_epoch": INITIAL_SESSION_EPOCH if full else self._session_epoch,
             "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-            "forgotten_topics_data": [], "rack_id": ""},
+            "forgotten_topics_data": [{"topic": t, "partitions": ps} for t, ps in gone.items()],
+            "rack_id": ""},
             timeout_s=self.max_wait_ms / 1000 + self.socket_timeout_s)
+        if answer.error_code in (ErrorCode.fetch_session_id_not_found,
+                                 ErrorCode.invalid_fetch_session_epoch):
+            # The leader evicted our session or restarted: start a new one.
+            self._reset_session()
+            return
         if answer.error_code != ErrorCode.none:
             raise KafkaClientError(f"broker {self.leader_id} refused the fetch: "
                                    f"{answer.error_code.name}")
+        if full:
+            self._session_id = answer.session_id
+            self._session_epoch = 1
+            self._in_session = dict(wanted)
+        else:
+            self._session_epoch = _next_session_epoch(self._session_epoch)
+            self._in_session.update(send)
+            for tp in forgotten:
+                del self._in_session[tp]
+        if self._session_id == 0:
+            self._in_session = {}  # the leader made no session: every fetch is full
         for topic in answer.responses:
             for p in topic.partitions:
                 tp = (topic.topic, p.partition_index)
                 st = self.partitions.get(tp)
-                if st is None or tp not in sent or st.leader_epoch != sent[tp][0]:
+                if st is None or tp not in wanted or st.leader_epoch != wanted[tp][0]:
                     continue  # no longer fetched, or under another epoch now
                 if p.error_code == ErrorCode.offset_out_of_range:
                     self._out_of_range(tp, st, p.log_start_offset)
@@ -280,8 +326,13 @@ class ReplicaFetcher:
                 if p.error_code != ErrorCode.none:
                     self._wait(tp, st, p.error_code)
                     continue
-                manager.follower_append(tp, sent[tp][1], p.records, p.high_watermark,
+                manager.follower_append(tp, wanted[tp][1], p.records, p.high_watermark,
                                         p.log_start_offset)
+
+    def _reset_session(self) -> None:
+        self._session_id = 0
+        self._session_epoch = INITIAL_SESSION_EPOCH
+        self._in_session = {}
 
     def _out_of_range(self, tp: TopicPartition, st: FetchState, leader_start: int) -> None:
         lg = self.manager.log_of(tp)

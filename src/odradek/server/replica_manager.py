@@ -427,19 +427,25 @@ class ReplicaManager:
                 fut.set_result(code)
 
     def follower_fetched(self, part: HostedPartition, replica: int, fetch_offset: int,
-                         leader_end: int) -> None:
-        """A follower fetched from ``fetch_offset`` while our log ended at ``leader_end``."""
+                         leader_end: int, now_ms: int) -> None:
+        """A follower fetched from ``fetch_offset`` at ``now_ms`` while our log ended at
+        ``leader_end``."""
         repl = part.repl
         if repl is None:
             return
-        repl.update_follower(replica, fetch_offset, self.clock(), leader_end)
-        self._advance_hw(part)
+        state = repl.followers.get(replica)
+        moved = state is None or state.log_end_offset != fetch_offset
+        repl.update_follower(replica, fetch_offset, now_ms, leader_end)
+        if moved:
+            # Only a follower's new log end can move the high watermark (a fetch of an
+            # idle partition, most of them on a quiet follower, just keeps it caught up).
+            self._advance_hw(part)
         # A broker shutting down stays out (KIP-841): the controller has just removed it
         # from the ISR, and acks=all must not wait for a broker about to go.
-        grown = (repl.expansion(replica) if replica not in self.metadata.shutting_down
-                 else None)
-        if grown is not None:
-            self._change_isr(part, grown, f"broker {replica} caught up")
+        if replica not in repl.isr and replica not in self.metadata.shutting_down:
+            grown = repl.expansion(replica)
+            if grown is not None:
+                self._change_isr(part, grown, f"broker {replica} caught up")
 
     # --- ISR changes ----------------------------------------------------------------------------
 

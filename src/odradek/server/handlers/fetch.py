@@ -196,6 +196,7 @@ def _read_replica(broker: Broker, replica: int, wanted: list[Wanted], max_bytes:
     assert broker.cluster is not None
     replicas = broker.cluster.replicas
     registered = replica in broker.cluster.metadata.brokers
+    now = broker.clock()
     results = []
     total = 0
     for topic, partition, fetch_offset, partition_max_bytes in wanted:
@@ -211,15 +212,19 @@ def _read_replica(broker: Broker, replica: int, wanted: list[Wanted], max_bytes:
             continue
         lg = part.log
         budget = min(max_bytes - total, partition_max_bytes)
+        end = lg.log_end_offset
         try:
-            read = lg.read(fetch_offset, max(budget, 0), min_one=total == 0) \
-                if budget > 0 or total == 0 else None
+            # At the log end there is nothing to read (most partitions of a follower that
+            # keeps up): no read, no lock.
+            read = (lg.read(fetch_offset, max(budget, 0), min_one=total == 0)
+                    if (budget > 0 or total == 0) and fetch_offset != end else None)
         except OffsetOutOfRangeError as exc:
             results.append(PartitionResult(topic, partition, error_code(exc),
                                            lg.high_watermark, -1, exc.log_start_offset, None))
             continue
-        end = lg.log_end_offset if read is None else read.log_end_offset
-        replicas.follower_fetched(part, replica, fetch_offset, end)
+        if read is not None:
+            end = read.log_end_offset
+        replicas.follower_fetched(part, replica, fetch_offset, end, now)
         region = read.region if read is not None else None
         if region is not None:
             total += region.length
