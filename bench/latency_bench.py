@@ -82,13 +82,14 @@ SETUP_TIMEOUT_S = 30.0
 
 
 def producer_main(conn: Connection, bootstrap: str, rate: int, seconds: float,
-                  warmup: float, value_bytes: int, linger_ms: float, nagle: bool) -> None:
+                  warmup: float, value_bytes: int, linger_ms: float, nagle: bool,
+                  acks: int | str = 1) -> None:
     errors: list[str] = []
     producer = Producer({
         "socket.nagle.disable": not nagle,
         "bootstrap.servers": bootstrap,
         "error_cb": lambda err: errors.append(str(err)),
-        "acks": 1,
+        "acks": acks,
         "linger.ms": linger_ms,
         "compression.type": "none",
         "enable.idempotence": False,
@@ -176,13 +177,19 @@ def latency_stats_ms(lat_ns: Sequence[int]) -> dict[str, float]:
 
 
 def one_run(kind: str, rate: int, fetch_wait_ms: int, args: argparse.Namespace,
-            tmp_root: str) -> tuple[dict[str, Any], array]:
-    """One broker, one producer process, one consumer; returns (result, latencies in ns)."""
-    broker = Broker(kind, tmp_root)
+            tmp_root: str, *, broker: Any = None, acks: int | str = 1,
+            make_topic: Any = None) -> tuple[dict[str, Any], array]:
+    """One broker, one producer process, one consumer; returns (result, latencies in ns).
+
+    ``broker``: anything with ``bootstrap``, ``cpu_s()`` and ``stop()`` (bench/
+    cluster_bench.py's three-broker cluster), measured instead of a new ``kind`` broker
+    and stopped at the end; ``make_topic(bootstrap)`` creates TOPIC on it, and the
+    producer uses ``acks``."""
+    broker = Broker(kind, tmp_root) if broker is None else broker
     consumer = None
     proc = None
     try:
-        create_topic(broker.bootstrap)
+        (make_topic or create_topic)(broker.bootstrap)
         consumer = Consumer({
             "bootstrap.servers": broker.bootstrap,
             "group.id": "latency-bench",  # required by the client; never joined
@@ -199,7 +206,7 @@ def one_run(kind: str, rate: int, fetch_wait_ms: int, args: argparse.Namespace,
         parent, child = ctx.Pipe()
         proc = ctx.Process(target=producer_main, daemon=True, args=(
             child, broker.bootstrap, rate, args.seconds, args.warmup, args.value_bytes,
-            args.linger_ms, args.nagle))
+            args.linger_ms, args.nagle, acks))
         proc.start()
         if not parent.poll(SETUP_TIMEOUT_S) or parent.recv() != "ready":
             raise RuntimeError(f"{kind}: producer not ready after {SETUP_TIMEOUT_S} s")
