@@ -32,7 +32,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -593,7 +593,8 @@ class ClusterNode:
     def leader_epoch(self, topic: str, partition: int) -> int:
         return self.replicas.leader_epoch(topic, partition)
 
-    def wait_replicated(self, topic: str, partition: int, end: int) -> Awaitable[int] | None:
+    def wait_replicated(self, topic: str, partition: int, end: int
+                        ) -> asyncio.Future[int] | None:
         self.replicas.appended(topic, partition)
         return self.replicas.wait_replicated(topic, partition, end)
 

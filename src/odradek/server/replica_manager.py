@@ -25,8 +25,6 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-import time
-from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from odradek.cluster import state as zk
@@ -378,14 +376,12 @@ class ReplicaManager:
             self._advance_hw(part)
 
     def wait_replicated(self, topic: str, partition: int, end: int
-                        ) -> Awaitable[int] | None:
+                        ) -> asyncio.Future[int] | None:
         """None if offsets below ``end`` are committed (and enough replicas are in
         sync), else a future of the Kafka error code an acks=all answer gets."""
         part = self.leaders.get((topic, partition))
         if part is None:
-            fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-            fut.set_result(NOT_LEADER_OR_FOLLOWER)
-            return fut
+            return _done(NOT_LEADER_OR_FOLLOWER)
         if part.log.high_watermark >= end:
             return None if self._enough_isr(part) else _done(NOT_ENOUGH_REPLICAS_AFTER_APPEND)
         fut = asyncio.get_running_loop().create_future()
@@ -521,7 +517,3 @@ def _done(code: int) -> asyncio.Future[int]:
     fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
     fut.set_result(code)
     return fut
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
