@@ -235,22 +235,26 @@ class Measured:
         }
 
 
+# The producer load every throughput benchmark uses (cluster_bench.py too, with acks
+# changed): large batches, no compression, no idempotence, room for every record queued.
+LOAD_PRODUCER = {
+    "acks": 1,
+    "linger.ms": 5,
+    "batch.num.messages": 100_000,
+    "compression.type": "none",
+    "enable.idempotence": False,
+    "queue.buffering.max.messages": 2_000_000,
+    "queue.buffering.max.kbytes": 2_000_000,
+}
+
+
 def produce(broker: Broker, n: int, value_bytes: int, topic: str = TOPIC) -> Measured:
     # No delivery callbacks: a Python call per record would cost the client more CPU than
     # the brokers spend. Client errors are collected by error_cb, and the consume step
     # checks that exactly N records arrived (high watermark and last offset).
     errors: list[str] = []
-    producer = Producer({
-        "error_cb": lambda err: errors.append(str(err)),
-        "bootstrap.servers": broker.bootstrap,
-        "acks": 1,
-        "linger.ms": 5,
-        "batch.num.messages": 100_000,
-        "compression.type": "none",
-        "enable.idempotence": False,
-        "queue.buffering.max.messages": 2_000_000,
-        "queue.buffering.max.kbytes": 2_000_000,
-    })
+    producer = Producer({"error_cb": lambda err: errors.append(str(err)),
+                         "bootstrap.servers": broker.bootstrap, **LOAD_PRODUCER})
     # Connect and fetch metadata before timing.
     producer.list_topics(topic, timeout=10)
     value = os.urandom(value_bytes)

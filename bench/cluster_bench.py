@@ -94,7 +94,13 @@ from tests.zookeeper import ZooKeeperServer, four_letter_word  # noqa: E402
 
 import latency_bench  # noqa: E402
 from _common import finish, free_port, note, proc_cpu_s, self_cpu_s, shown_path  # noqa: E402
-from broker_bench import ODRADEK, Broker, broker_machine_info, broker_machine_line  # noqa: E402
+from broker_bench import (  # noqa: E402
+    LOAD_PRODUCER,
+    ODRADEK,
+    Broker,
+    broker_machine_info,
+    broker_machine_line,
+)
 
 CLUSTER = "cluster"
 SINGLE = "single"
@@ -424,17 +430,8 @@ def produce_load(bootstrap: str, topic: str, partitions: int, n: int, value_byte
     """broker_bench.produce's load, to ``partitions`` partitions (record i to i mod P),
     with ``acks``; ``cpu()`` gives each broker's CPU seconds so far."""
     errors: list[str] = []
-    producer = Producer({
-        "error_cb": lambda err: errors.append(str(err)),
-        "bootstrap.servers": bootstrap,
-        "acks": acks,
-        "linger.ms": 5,
-        "batch.num.messages": 100_000,
-        "compression.type": "none",
-        "enable.idempotence": False,
-        "queue.buffering.max.messages": 2_000_000,
-        "queue.buffering.max.kbytes": 2_000_000,
-    })
+    producer = Producer({"error_cb": lambda err: errors.append(str(err)),
+                         "bootstrap.servers": bootstrap, **LOAD_PRODUCER, "acks": acks})
     producer.list_topics(topic, timeout=10)
     value = os.urandom(value_bytes)
     produce_one = producer.produce
