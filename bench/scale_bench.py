@@ -96,6 +96,7 @@ from _common import (
     self_cpu_s,
     shown_path,
 )
+from broker_bench import LOAD_PRODUCER
 from odradek.protocol.messages import build
 from odradek.records import builder
 
@@ -345,13 +346,7 @@ def make_producer(bootstrap: str, errors: list[str], **extra: Any) -> Producer:
     return Producer({
         "bootstrap.servers": bootstrap,
         "error_cb": lambda err: errors.append(str(err)),
-        "acks": 1,
-        "linger.ms": 5,
-        "batch.num.messages": 100_000,
-        "compression.type": "none",
-        "enable.idempotence": False,
-        "queue.buffering.max.messages": 2_000_000,
-        "queue.buffering.max.kbytes": 2_000_000,
+        **LOAD_PRODUCER,
         "log.connection.close": False,  # the broker is stopped while clients linger
         **extra,
     })

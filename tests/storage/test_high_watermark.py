@@ -50,13 +50,10 @@ def test_a_replicated_log_waits_for_replication(open_log):
     fill(lg, 4)
     assert lg.high_watermark == 0  # nothing replicated yet
     assert lg.last_stable_offset == 0
-    assert lg.maybe_increment_high_watermark(7)
+    assert lg.set_high_watermark(7) == 7
     assert lg.high_watermark == 7
-    assert not lg.maybe_increment_high_watermark(5)  # the leader's only goes up
-    assert lg.high_watermark == 7
-    assert lg.set_high_watermark(5) == 5  # an explicit set may go down (a follower's)
+    assert lg.set_high_watermark(5) == 5  # it may go down (a follower takes the leader's)
     assert lg.set_high_watermark(99) == 20  # never past the log end
-    assert lg.maybe_increment_high_watermark(99) is False
     assert lg.set_high_watermark(-3) == 0  # nor below the log start
     assert lg.high_watermark == 0
 

@@ -646,11 +646,6 @@ def test_kafka_end_offset_for(tmp_path, name, assigned, requested, log_end, expe
     assert cache_with(tmp_path, *assigned).end_offset_for(requested, log_end) == expected
 
 
-def test_kafka_shouldFetchEpochForGivenOffset(tmp_path):
-    cache = cache_with(tmp_path, (0, 10), (1, 20), (5, 30))
-    assert [cache.epoch_for_offset(o) for o in (25, 20, 30, 50, 5)] == [1, 1, 5, 5, None]
-
-
 # --- truncation -----------------------------------------------------------------------------
 
 TRUNCATE_CASES = [

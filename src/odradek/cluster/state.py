@@ -22,8 +22,8 @@ from __future__ import annotations
 import base64
 import json
 import uuid
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 CLUSTER_ID_PATH = "/cluster/id"
@@ -54,10 +54,6 @@ def broker_path(node_id: int) -> str:
 
 def topic_path(topic: str) -> str:
     return f"{TOPICS_PATH}/{topic}"
-
-
-def partitions_path(topic: str) -> str:
-    return f"{TOPICS_PATH}/{topic}/partitions"
 
 
 def partition_path(topic: str, partition: int) -> str:
@@ -237,18 +233,3 @@ def controller_from_json(raw: bytes | None) -> int:
     if not raw:
         return -1
     return int(_loads(raw)["brokerid"])
-
-
-@dataclass(slots=True)
-class ClusterSnapshot:
-    """What the controller decides from: live brokers, assignments, partition states."""
-
-    live: dict[int, BrokerInfo] = field(default_factory=dict)
-    topics: dict[str, TopicAssignment] = field(default_factory=dict)
-    states: dict[TopicPartition, PartitionState] = field(default_factory=dict)
-
-    def replicas(self, tp: TopicPartition) -> Sequence[int]:
-        assignment = self.topics.get(tp[0])
-        if assignment is None or tp[1] >= assignment.partitions:
-            return ()
-        return assignment.replicas[tp[1]]

@@ -345,11 +345,8 @@ class ClusterNode:
 
     # --- settings -------------------------------------------------------------------------------
 
-    def topic_config(self, topic: str) -> LogConfig:
-        return self.broker.log_config_for(topic)
-
     def unclean_election(self, topic: str) -> bool:
-        return self.topic_config(topic).unclean_leader_election_enable
+        return self.broker.log_config_for(topic).unclean_leader_election_enable
 
     # --- topics (any broker writes them; the controller acts on them) ---------------------------
 

@@ -507,11 +507,6 @@ class ReplicaManager:
     def leading(self, topic: str, partition: int) -> HostedPartition | None:
         return self.leaders.get((topic, partition))
 
-    def offline_partition(self, topic: str, partition: int) -> bool:
-        """Whether a partition exists in the cluster (so a request for it here gets
-        NOT_LEADER_OR_FOLLOWER rather than UNKNOWN_TOPIC_OR_PARTITION)."""
-        return self.metadata.partition_exists(topic, partition)
-
 
 def _done(code: int) -> asyncio.Future[int]:
     fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()

@@ -227,13 +227,6 @@ class LeaderEpochCache:
             return requested_epoch, end
         return entries[higher - 1].epoch, end
 
-    def epoch_for_offset(self, offset: int) -> int | None:
-        """The epoch whose entry covers ``offset`` (the last starting at or before it),
-        None when ``offset`` is before every entry: Kafka's ``epochForOffset``."""
-        entries = self._entries
-        i = bisect.bisect_right(entries, offset, key=_start_of)
-        return entries[i - 1].epoch if i else None
-
     # --- changing ----------------------------------------------------------------------
 
     def assign(self, epoch: int, start_offset: int) -> bool:

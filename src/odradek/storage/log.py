@@ -725,17 +725,6 @@ class Log:
             self._high_watermark = hw
             return hw
 
-    def maybe_increment_high_watermark(self, offset: int) -> bool:
-        """Raise the replicated high watermark to ``offset`` (cut to the log end) if that
-        is higher, never lower it (Kafka's maybeIncrementHighWatermark: the leader moves
-        it as the in-sync replicas catch up). Returns whether it moved."""
-        with self.lock:
-            hw = min(offset, self.log_end_offset)
-            if hw <= self._high_watermark:
-                return False
-            self._high_watermark = hw
-            return True
-
     def set_replicated(self, replicated: bool) -> None:
         """Make the log replicated (its high watermark then waits for replication,
         starting from the checkpointed one it was opened with, else its log start) or a
