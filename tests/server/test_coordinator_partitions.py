@@ -14,11 +14,12 @@ replicated, markers written through the cluster once their decision is.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import closing
 from typing import Any
 
@@ -418,6 +419,28 @@ def fake(tmp_path: Any) -> Iterator[FakeBroker]:
         broker.logs.close()
 
 
+@contextlib.asynccontextmanager
+async def txn_runtimes(fake: FakeBroker, tid: str = "tx"
+                       ) -> AsyncIterator[tuple[GroupRuntime, TxnRuntime, int, int, int]]:
+    """The group and transaction runtimes on ``fake``, ``tid``'s partition elected and a
+    producer id for it (with replication answered at once: ``hold`` is False from here);
+    yields (groups, txns, partition, producer id, epoch) and stops both runtimes after."""
+    groups = fake.groups = GroupRuntime(fake)  # type: ignore[arg-type]
+    txns = fake.transactions = TxnRuntime(fake)  # type: ignore[arg-type]
+    groups.start()
+    txns.start()
+    try:
+        partition = txns.partition_for(tid)
+        txns.elect(partition)
+        fake.cluster.hold = False
+        init = await txns.call(tid, lambda c, token, now: c.init_producer_id(
+            tid, 60_000, token=token, now_ms=now))
+        yield groups, txns, partition, init.producer_id, init.producer_epoch
+    finally:
+        await txns.stop()
+        await groups.stop()
+
+
 def commit_call(group: str, offset: int) -> Callable[[Any, int, int], Any]:
     return lambda c, token, now: c.commit_offsets(
         group, "", -1, None, [r.OffsetCommitRequestPartition("t", 0, offset, -1, None)],
@@ -487,17 +510,7 @@ def test_in_a_cluster_group_answers_wait_for_replication_and_errors_map_as_kafka
 def test_in_a_cluster_markers_go_through_the_cluster_once_their_decision_is_replicated(fake):
     async def main() -> None:
         cluster = fake.cluster
-        groups = fake.groups = GroupRuntime(fake)  # type: ignore[arg-type]
-        txns = fake.transactions = TxnRuntime(fake)  # type: ignore[arg-type]
-        groups.start()
-        txns.start()
-        try:
-            partition = txns.partition_for("tx")
-            txns.elect(partition)
-            cluster.hold = False
-            init = await txns.call("tx", lambda c, token, now: c.init_producer_id(
-                "tx", 60_000, token=token, now_ms=now))
-            pid, epoch = init.producer_id, init.producer_epoch
+        async with txn_runtimes(fake) as (groups, txns, partition, pid, epoch):
             assert await txns.call("tx", lambda c, token, now: c.add_partitions(
                 "tx", pid, epoch, [("t", 0), ("t", 1)], token=token, now_ms=now)) == (
                 TxnResult(0))
@@ -539,9 +552,6 @@ def test_in_a_cluster_markers_go_through_the_cluster_once_their_decision_is_repl
             # A marker of another broker's transaction coordinator in a partition whose
             # groups are not coordinated here is left to the group's coordinator.
             groups.txn_marker_written(0, pid, True)
-        finally:
-            await txns.stop()
-            await groups.stop()
         assert not txns._tasks and not groups._tasks
 
     asyncio.run(main())
@@ -557,17 +567,7 @@ def test_in_a_cluster_markers_written_after_a_resignation_are_left_to_the_new_co
             await release.wait()
 
         cluster.write_txn_markers = slow_markers  # type: ignore[method-assign]
-        cluster.hold = False
-        groups = fake.groups = GroupRuntime(fake)  # type: ignore[arg-type]
-        txns = fake.transactions = TxnRuntime(fake)  # type: ignore[arg-type]
-        groups.start()
-        txns.start()
-        try:
-            partition = txns.partition_for("tx")
-            txns.elect(partition)
-            init = await txns.call("tx", lambda c, token, now: c.init_producer_id(
-                "tx", 60_000, token=token, now_ms=now))
-            pid, epoch = init.producer_id, init.producer_epoch
+        async with txn_runtimes(fake) as (_, txns, partition, pid, epoch):
             await txns.call("tx", lambda c, token, now: c.add_partitions(
                 "tx", pid, epoch, [("t", 0)], token=token, now_ms=now))
             assert await txns.call("tx", lambda c, token, now: c.end_txn(
@@ -584,9 +584,6 @@ def test_in_a_cluster_markers_written_after_a_resignation_are_left_to_the_new_co
             await asyncio.sleep(0.05)
             state = txns.coordinators[partition].transactions["tx"].state
             assert state == TxnState.COMPLETE_ABORT
-        finally:
-            await txns.stop()
-            await groups.stop()
 
     asyncio.run(main())
 
@@ -607,17 +604,7 @@ def test_in_a_cluster_an_answer_from_state_not_yet_replicated_waits_for_it(fake)
     (its record not replicated) appends nothing: its answer waits for that record."""
     async def main() -> None:
         cluster = fake.cluster
-        groups = fake.groups = GroupRuntime(fake)  # type: ignore[arg-type]
-        txns = fake.transactions = TxnRuntime(fake)  # type: ignore[arg-type]
-        groups.start()
-        txns.start()
-        try:
-            partition = txns.partition_for("tx")
-            txns.elect(partition)
-            cluster.hold = False
-            init = await txns.call("tx", lambda c, token, now: c.init_producer_id(
-                "tx", 60_000, token=token, now_ms=now))
-            pid, epoch = init.producer_id, init.producer_epoch
+        async with txn_runtimes(fake) as (_, txns, _partition, pid, epoch):
 
             def add() -> Any:
                 return txns.call("tx", lambda c, token, now: c.add_partitions(
@@ -640,8 +627,5 @@ def test_in_a_cluster_an_answer_from_state_not_yet_replicated_waits_for_it(fake)
             # Replicated now: the next such answer goes at once.
             assert await asyncio.wait_for(add(), 1) == TxnResult(0)
             assert cluster.waits == []
-        finally:
-            await txns.stop()
-            await groups.stop()
 
     asyncio.run(main())
