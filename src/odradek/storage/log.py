@@ -530,9 +530,9 @@ class Log:
         Leader epochs: as leader, ``leader_epoch`` is stamped on every batch and, when it
         is above the latest known epoch, recorded as starting at the first offset; as
         follower, each batch's own partition leader epoch is recorded at its base offset
-        when it is above every epoch before it. The entry is written before the data,
-        not synced: the flushes sync it before the recovery point covers the data, and
-        recovery re-derives what lies above the recovery point from the headers.
+        when it is above every epoch before it. The entry is recorded in memory before the
+        data is written; the flushes write and sync the file before the recovery point
+        covers the data, and recovery re-derives what lies above it from the headers.
 
         ``flush=False`` leaves ``flush.messages`` to the caller: the append never waits
         for an fsync, and when ``flush_due`` the caller calls ``sync()`` (off the event
@@ -633,9 +633,9 @@ class Log:
                 pos += size
             if not batches:
                 raise CorruptRecordError("no record batch in the appended data")
-            # Once per append (a new epoch is rare: a leader change), before the data: a
-            # failed write leaves an entry at the log end, which describes no data and is
-            # replaced or cut by whatever comes next there.
+            # Once per append (a new epoch is rare: a leader change), before the data: if
+            # the data's write fails, the entry stays at the log end, describing no data,
+            # and is replaced or cut by whatever comes next there.
             if assign_offsets:
                 if leader_epoch is not None and leader_epoch > self.leader_epochs.latest_epoch:
                     self.leader_epochs.assign(leader_epoch, first_offset)
