@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, NewPartitions
 
 from tests.cluster_processes import FAST_SETTINGS, Cluster
 from tests.zookeeper import ZooKeeperServer
@@ -143,3 +143,30 @@ def test_sigterm_moves_leadership_away_before_the_broker_exits(cluster: Cluster)
     assert "leadership moved off this broker" in output
     assert cluster.leader("handover", 0) not in (leader, -1)
     assert all(cluster.leader("handover", p) != leader for p in range(3))
+
+
+def test_topics_grow_and_are_deleted_on_every_broker(cluster: Cluster) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    cluster.create_topic("short-lived", partitions=2, rf=3)
+    admin.create_partitions([NewPartitions("short-lived", 4)])["short-lived"].result(60)
+    # Answered once the broker that took the request sees leaders for all 4; every
+    # broker's metadata follows from its own watch a moment later.
+    for node in cluster.brokers:
+        one = AdminClient({"bootstrap.servers": cluster.brokers[node].bootstrap})
+
+        def grown(one: AdminClient = one) -> bool:
+            partitions = one.list_topics("short-lived", timeout=10).topics[
+                "short-lived"].partitions
+            return sorted(partitions) == [0, 1, 2, 3] and all(
+                p.leader in (1, 2, 3) and len(p.replicas) == 3 for p in partitions.values())
+
+        cluster.wait_for(grown, 10, f"broker {node} seeing 4 partitions with leaders")
+    cluster.wait_for_full_isr("short-lived", 4)
+    dirs = [b.data_dir / f"short-lived-{p}" for b in cluster.brokers.values() for p in range(4)]
+    assert all(d.is_dir() for d in dirs)
+
+    admin.delete_topics(["short-lived"], operation_timeout=30)["short-lived"].result(60)
+    assert "short-lived" not in admin.list_topics(timeout=30).topics
+    cluster.wait_for(lambda: not any(d.exists() for d in dirs), 30,
+                     "every replica's directory gone")
+    assert cluster.state("short-lived", 0) is None

@@ -430,15 +430,16 @@ class ClusterNode:
             return self.config["transaction.state.log.replication.factor"]
         return self.config["default.replication.factor"]
 
-    async def wait_for_leaders(self, names: Sequence[str], timeout_s: float) -> bool:
-        """Until every partition of these topics has a leader (what a client that
-        creates a topic and then produces to it needs), or time runs out."""
+    async def wait_for_leaders(self, counts: Mapping[str, int], timeout_s: float) -> bool:
+        """Until each of these topics has (at least) its number of partitions here and
+        every one of them a leader (what a client that creates a topic, or adds
+        partitions, and then produces to it needs), or time runs out."""
         md = self.metadata
 
         def ready() -> bool:
-            for name in names:
+            for name, count in counts.items():
                 assignment = md.assignments.get(name)
-                if assignment is None:
+                if assignment is None or assignment.partitions < count:
                     return False
                 for p in range(assignment.partitions):
                     state = md.states.get((name, p))

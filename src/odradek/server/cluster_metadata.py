@@ -43,6 +43,9 @@ class MetadataListener(Protocol):
     def topic_removed(self, topic: str, partitions: int) -> None:
         """A topic's assignment znode went away (the topic was deleted)."""
 
+    def configs_changed(self, topic: str) -> None:
+        """A topic's config overrides changed."""
+
 
 class ClusterMetadata:
     """Brokers, controller, topics and partition states as the store says, by watches."""
@@ -233,9 +236,7 @@ class ClusterMetadata:
         self.configs[name] = configs
         self._refresh_topic(name)
         for listener in self.listeners:
-            configs_changed = getattr(listener, "configs_changed", None)
-            if configs_changed is not None:
-                configs_changed(name)
+            listener.configs_changed(name)
         self._notify_changed()
 
     def _refresh_topic(self, name: str) -> None:

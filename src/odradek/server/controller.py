@@ -216,6 +216,10 @@ class Controller:
         if new:
             self.enqueue("new partitions", lambda: self._initialize(new))
 
+    def topic_removed(self, topic: str, partitions: int) -> None:
+        """Nothing to decide: the deletion was this controller's own doing (or an
+        earlier one's), and brokers drop their replicas themselves."""
+
     def configs_changed(self, topic: str) -> None:
         """unclean.leader.election.enable turned on elects leaders for the topic's
         offline partitions at once, as Kafka's controller does on that config change."""

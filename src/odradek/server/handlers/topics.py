@@ -41,7 +41,7 @@ async def create_topics(broker: Broker, request: Request) -> bytes:
     body = request.body
     validate_only = getattr(body, "validate_only", False)
     results = []
-    created: list[str] = []
+    created: dict[str, int] = {}  # name -> partitions
     for t in body.topics:
         entry: dict[str, Any] = {"name": t.name, "error_code": 0, "error_message": None,
                                  "num_partitions": -1, "replication_factor": -1,
@@ -58,7 +58,7 @@ async def create_topics(broker: Broker, request: Request) -> bytes:
         except TopicError as exc:
             entry.update(error_code=_code(exc.kafka_error), error_message=str(exc))
         else:
-            created.append(t.name)
+            created[t.name] = topic.partitions
             rf = (len(broker.cluster.metadata.replicas(t.name, 0)) if broker.cluster is not None
                   and not validate_only else max(t.replication_factor, 1))
             entry.update(topic_id=topic.topic_id, num_partitions=topic.partitions,
@@ -119,7 +119,7 @@ async def delete_topics(broker: Broker, request: Request) -> bytes:
 async def create_partitions(broker: Broker, request: Request) -> bytes:
     body = request.body
     results = []
-    grown: list[str] = []
+    grown: dict[str, int] = {}  # name -> partitions
     for t in body.topics:
         entry: dict[str, Any] = {"name": t.name, "error_code": 0, "error_message": None}
         try:
@@ -131,7 +131,7 @@ async def create_partitions(broker: Broker, request: Request) -> bytes:
             assignment = [list(a.broker_ids) for a in t.assignments or ()] or None
             await broker.add_partitions_anywhere(t.name, t.count, assignment,
                                                  validate_only=body.validate_only)
-            grown.append(t.name)
+            grown[t.name] = t.count
         except TopicError as exc:
             entry.update(error_code=_code(exc.kafka_error), error_message=str(exc))
         results.append(entry)
