@@ -432,7 +432,9 @@ def test_zookeeper_server_stopped_then_restarted_keeps_the_session(
         await seen.until_last((b"1", 0))
         assert seen.calls == [(None, -1), (b"1", 0)]
 
-    run(zk_store(zk_connect, session_timeout_ms=10_000, connection_timeout_ms=500), body)
+    # A long session: under a loaded machine (a full CI run) ZooKeeper's restart and
+    # kazoo's reconnect took more than 10 s twice, and a 10 s session expired meanwhile.
+    run(zk_store(zk_connect, session_timeout_ms=40_000, connection_timeout_ms=500), body)
 
 
 def test_zookeeper_start_fails_within_its_timeout_and_can_be_retried(
