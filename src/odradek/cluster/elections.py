@@ -127,6 +127,22 @@ def preferred_leader(state: PartitionState, replicas: Sequence[int], live: Colle
                          leader_broker_epoch=broker_epochs.get(preferred, -1))
 
 
+def unclean_leader(state: PartitionState, replicas: Sequence[int], usable: Collection[int],
+                   broker_epochs: Mapping[int, int],
+                   controller_epoch: int) -> PartitionState | None:
+    """ElectLeaders' UNCLEAN election (KIP-460) for a partition whose leader is gone: the
+    first usable ISR member, else the first usable replica, which may lack committed
+    records (None: nobody usable). The caller answers ELECTION_NOT_NEEDED where the
+    leader is alive."""
+    leader = offline_leader(replicas, state.isr, usable, True)
+    if leader is None:
+        return None
+    isr = state.isr if leader in state.isr else (leader,)
+    return state.changed(leader=leader, isr=isr, leader_epoch=state.leader_epoch + 1,
+                         controller_epoch=controller_epoch,
+                         leader_broker_epoch=broker_epochs.get(leader, -1))
+
+
 def imbalanced_brokers(states: Mapping[TopicPartition, PartitionState],
                        replicas: Mapping[TopicPartition, Sequence[int]],
                        max_ratio_percent: int) -> dict[int, list[TopicPartition]]:

@@ -37,6 +37,8 @@ class FollowerState:
     last_caught_up_ms: int = 0
     last_fetch_ms: int = 0
     last_fetch_leader_end: int = UNKNOWN_OFFSET
+    # As its fetches say (Fetch v5+); only fetch from follower (KIP-392) reads it.
+    log_start_offset: int = UNKNOWN_OFFSET
 
 
 class LeaderReplication:
@@ -60,6 +62,15 @@ class LeaderReplication:
             r: FollowerState(last_caught_up_ms=now_ms if r in self.isr else 0)
             for r in self.replicas if r != me
         }
+
+    def set_replicas(self, replicas: Iterable[int]) -> None:
+        """The assignment changed under the same leadership (a reassignment's replica
+        set arrived after its new epoch): new followers start as never caught up,
+        followers no longer assigned are forgotten (they stop holding the high
+        watermark back)."""
+        self.replicas = tuple(replicas)
+        self.followers = {r: self.followers.get(r) or FollowerState()
+                          for r in self.replicas if r != self.me}
 
     @property
     def maximal_isr(self) -> frozenset[int]:

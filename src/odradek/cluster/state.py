@@ -10,6 +10,7 @@ znodes finds them here, with two additions named where they are defined:
     /brokers/topics/T                             the replicas of each partition, topic id
     /brokers/topics/T/partitions/P/state          leader, leader epoch, ISR
     /config/topics/T                              the topic's config overrides
+    /config/brokers/N, /config/brokers/<default>  dynamic broker configs (throttle rates)
     /admin/delete_topics/T                        a deletion the controller carries out
     /admin/controlled_shutdown/N                  (ours) broker N asks to shed leadership
     /latest_producer_id_block                     the last block of producer ids handed out
@@ -23,7 +24,7 @@ import base64
 import json
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 CLUSTER_ID_PATH = "/cluster/id"
@@ -32,6 +33,9 @@ CONTROLLER_EPOCH_PATH = "/controller_epoch"
 BROKER_IDS_PATH = "/brokers/ids"
 TOPICS_PATH = "/brokers/topics"
 CONFIG_TOPICS_PATH = "/config/topics"
+CONFIG_BROKERS_PATH = "/config/brokers"
+# Kafka's name for the cluster-wide dynamic broker defaults.
+DEFAULT_BROKER = "<default>"
 DELETE_TOPICS_PATH = "/admin/delete_topics"
 # Kafka's controlled shutdown is a request to the controller (ControlledShutdown, API 7),
 # which Kafka 4 removed with ZooKeeper and which kio therefore does not know. Here the
@@ -42,7 +46,7 @@ CONTROLLED_SHUTDOWN_PATH = "/admin/controlled_shutdown"
 PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
 # Paths that must exist before watches are set on them.
 PERSISTENT_PATHS = (BROKER_IDS_PATH, TOPICS_PATH, CONFIG_TOPICS_PATH, DELETE_TOPICS_PATH,
-                    CONTROLLED_SHUTDOWN_PATH)
+                    CONTROLLED_SHUTDOWN_PATH, CONFIG_BROKERS_PATH)
 
 NO_LEADER = -1
 TopicPartition = tuple[str, int]
@@ -66,6 +70,11 @@ def state_path(topic: str, partition: int) -> str:
 
 def config_path(topic: str) -> str:
     return f"{CONFIG_TOPICS_PATH}/{topic}"
+
+
+def broker_config_path(broker: str) -> str:
+    """/config/brokers/N, or /config/brokers/<default> for ``DEFAULT_BROKER``."""
+    return f"{CONFIG_BROKERS_PATH}/{broker}"
 
 
 def _dumps(data: Mapping[str, Any]) -> bytes:
@@ -123,22 +132,56 @@ class BrokerInfo:
 @dataclass(frozen=True, slots=True)
 class TopicAssignment:
     """/brokers/topics/T: the replicas of every partition (the first is the preferred
-    leader) and the topic id (KIP-516)."""
+    leader), the topic id (KIP-516), and the reassignments in progress (KIP-455).
+
+    While a partition is reassigned its replicas are the full set, target first
+    (Kafka's RS = TRS + ORS), ``adding`` those joining and ``removing`` those leaving;
+    the controller finishes by writing the target alone. Kept in this znode, as Kafka
+    keeps it, so a new controller resumes a reassignment its predecessor began."""
 
     name: str
     topic_id: uuid.UUID
     replicas: tuple[tuple[int, ...], ...]  # index = partition
+    adding: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    removing: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
 
     @property
     def partitions(self) -> int:
         return len(self.replicas)
+
+    def reassigning(self, partition: int) -> bool:
+        return bool(self.adding.get(partition) or self.removing.get(partition))
+
+    def origin(self, partition: int) -> tuple[int, ...]:
+        """The replicas before the reassignment in progress (all of them if none)."""
+        adding = self.adding.get(partition, ())
+        return tuple(r for r in self.replicas[partition] if r not in adding)
+
+    def target(self, partition: int) -> tuple[int, ...]:
+        """The replicas the reassignment in progress ends with (all of them if none)."""
+        removing = self.removing.get(partition, ())
+        return tuple(r for r in self.replicas[partition] if r not in removing)
+
+    def with_partition(self, partition: int, replicas: tuple[int, ...],
+                       adding: tuple[int, ...] = (), removing: tuple[int, ...] = ()
+                       ) -> TopicAssignment:
+        parts = list(self.replicas)
+        parts[partition] = tuple(replicas)
+        add = {p: r for p, r in self.adding.items() if p != partition}
+        rem = {p: r for p, r in self.removing.items() if p != partition}
+        if adding:
+            add[partition] = tuple(adding)
+        if removing:
+            rem[partition] = tuple(removing)
+        return TopicAssignment(self.name, self.topic_id, tuple(parts), add, rem)
 
     def to_json(self) -> bytes:
         return _dumps({
             "version": 3,
             "topic_id": base64.urlsafe_b64encode(self.topic_id.bytes).decode().rstrip("="),
             "partitions": {str(p): list(r) for p, r in enumerate(self.replicas)},
-            "adding_replicas": {}, "removing_replicas": {},
+            "adding_replicas": {str(p): list(r) for p, r in self.adding.items() if r},
+            "removing_replicas": {str(p): list(r) for p, r in self.removing.items() if r},
         })
 
     @classmethod
@@ -152,7 +195,13 @@ class TopicAssignment:
             topic_id = uuid.uuid5(uuid.NAMESPACE_URL, f"odradek-topic:{name}")
         parts = data.get("partitions", {})
         replicas = tuple(tuple(int(b) for b in parts[str(p)]) for p in range(len(parts)))
-        return cls(name, topic_id, replicas)
+
+        def per_partition(key: str) -> dict[int, tuple[int, ...]]:
+            return {int(p): tuple(int(b) for b in r)
+                    for p, r in (data.get(key) or {}).items() if r}
+
+        return cls(name, topic_id, replicas, per_partition("adding_replicas"),
+                   per_partition("removing_replicas"))
 
 
 def config_to_json(configs: Mapping[str, str]) -> bytes:

@@ -494,7 +494,7 @@ class ClusterNode:
             except PlacementError as exc:
                 raise TopicError(exc.kafka_error, str(exc)) from None
             grown = TopicAssignment(name, current.topic_id, current.replicas + tuple(
-                tuple(new[p]) for p in sorted(new)))
+                tuple(new[p]) for p in sorted(new)), current.adding, current.removing)
             topic = Topic(name, grown.topic_id, grown.partitions,
                           dict(self.metadata.configs.get(name, {})), False)
             if validate_only:

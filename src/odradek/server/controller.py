@@ -9,8 +9,11 @@ that lost its place (a zombie after a pause) cannot overwrite its successor's de
 It acts on events, one at a time (Kafka's ControllerEventManager): becoming controller,
 brokers coming and going (or bouncing: registered again with a new broker epoch),
 partitions without a state yet (new topics and partitions), topic deletions, brokers
-asking to shed leadership before they stop (controlled shutdown), and the periodic
-preferred-leader check (``auto.leader.rebalance.enable``). What each event changes is
+asking to shed leadership before they stop (controlled shutdown), the periodic
+preferred-leader check (``auto.leader.rebalance.enable``), and what admin clients ask
+of the controller: leader elections (ElectLeaders, KIP-460) and partition
+reassignments (KIP-455; a reassignment in progress is recorded in the topic's znode,
+so a new controller carries on with it). What each event changes is
 decided by ``odradek.cluster.elections`` on the cached view, then re-decided on the
 state read fresh from ZooKeeper and written with a version check, because leaders
 change their own ISRs concurrently (Kafka's controller re-reads states before
@@ -27,11 +30,12 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from odradek.cluster import elections
+from odradek.cluster import elections, reassignment
 from odradek.cluster import state as zk
-from odradek.cluster.state import PartitionState, TopicPartition
+from odradek.cluster.reassignment import ReassignmentError
+from odradek.cluster.state import PartitionState, TopicAssignment, TopicPartition
 from odradek.cluster.store import (
     BadVersionError,
     NodeExistsError,
@@ -46,6 +50,7 @@ if TYPE_CHECKING:
     from odradek.server.cluster import ClusterNode
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # Attempts at one partition's write when a leader's ISR change keeps beating it.
 WRITE_ATTEMPTS = 5
@@ -53,6 +58,10 @@ WRITE_ATTEMPTS = 5
 RETRY_BACKOFF_S = 0.5
 # How long a stopping controller waits for its tasks to end.
 STOP_TIMEOUT_S = 5.0
+# ElectLeaders election types (KIP-460).
+PREFERRED, UNCLEAN = 0, 1
+# What one partition's admin request came to: (Kafka error name, or None; message).
+Outcome = tuple[str | None, str | None]
 
 
 class NotController(Exception):
@@ -80,6 +89,7 @@ class Controller:
         self._pending_deletes: list[str] = []
         self._pending_shutdowns: list[str] = []
         self._controller_watch: Watch | None = None
+        self._calls: set[asyncio.Future[Any]] = set()  # admin requests being handled
         self.stopped = False
 
     # --- election ------------------------------------------------------------------------
@@ -158,6 +168,9 @@ class Controller:
             self._task.cancel()
         if self._rebalance is not None:
             self._rebalance.cancel()
+        for fut in list(self._calls):
+            if not fut.done():
+                fut.set_exception(NotController())
 
     async def stop(self) -> None:
         self.stopped = True
@@ -206,6 +219,33 @@ class Controller:
                     log.exception("controller: handling %s failed", name)
                     break
 
+    async def call(self, name: str, handler: Callable[[], Awaitable[T]]) -> T:
+        """Run ``handler`` as one of the controller's events and return its result (an
+        admin request the controller answers). NotController if this broker is not
+        (or stops being) the controller before it ran."""
+        if not self.active:
+            raise NotController()
+        fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        self._calls.add(fut)
+        fut.add_done_callback(self._calls.discard)
+
+        async def run() -> None:
+            if fut.done():
+                return
+            try:
+                result = await handler()
+            except (NotController, StoreUnavailableError, asyncio.CancelledError):
+                raise  # the event loop resigns or retries; the caller learns of it
+            except Exception as exc:
+                if not fut.done():
+                    fut.set_exception(exc)
+                raise
+            if not fut.done():
+                fut.set_result(result)
+
+        self.enqueue(name, run)
+        return await fut
+
     def brokers_changed(self) -> None:
         self.enqueue("broker change", self._on_brokers)
 
@@ -215,6 +255,11 @@ class Controller:
                and metadata.partition_exists(*tp)]
         if new:
             self.enqueue("new partitions", lambda: self._initialize(new))
+        # A reassigned partition whose target replicas are all in the ISR now (the
+        # leader has just added the last one) can finish.
+        done = [tp for tp in partitions if self._reassignment_complete(tp)]
+        if done:
+            self.enqueue("reassignment", lambda: self._finish_reassignments(done))
 
     def topic_removed(self, topic: str, partitions: int) -> None:
         """Nothing to decide: the deletion was this controller's own doing (or an
@@ -253,6 +298,13 @@ class Controller:
         await self._controlled_shutdown()
         self._pending_deletes = await self._children(zk.DELETE_TOPICS_PATH)
         await self._delete_topics()
+        # Reassignments a previous controller began (recorded in the topics' znodes).
+        moving = [(t, p) for t, a in metadata.assignments.items() for p in range(a.partitions)
+                  if a.reassigning(p)]
+        if moving:
+            log.info("controller: resuming %d partition reassignment(s)", len(moving))
+            await self._finish_reassignments(
+                [tp for tp in moving if self._reassignment_complete(tp)])
 
     async def _children(self, path: str) -> list[str]:
         try:
@@ -404,6 +456,212 @@ class Controller:
             for tp in tps:
                 await self._update(tp, lambda tp, st: elections.preferred_leader(
                     st, metadata.replicas(*tp), live, live, self.epoch))
+
+    # --- admin requests (each runs as one controller event, through call) ------------------
+
+    async def elect_leaders(self, election_type: int, partitions: list[TopicPartition] | None
+                            ) -> dict[TopicPartition, Outcome]:
+        """ElectLeaders (KIP-460): for each partition, elect its preferred replica (PREFERRED)
+        or any live replica where no leader is alive (UNCLEAN), and say what came of it.
+        With ``partitions`` None, every partition is considered and only those where an
+        election ran are reported (Kafka's behaviour)."""
+        return await self.call("leader election", lambda: self._elect_leaders(
+            election_type, partitions))
+
+    async def _elect_leaders(self, election_type: int, partitions: list[TopicPartition] | None
+                             ) -> dict[TopicPartition, Outcome]:
+        metadata = self.node.metadata
+        usable = {b: info.epoch for b, info in metadata.brokers.items()
+                  if b not in self._shutting_down}
+        everything = partitions is None
+        tps = list(metadata.states) if partitions is None else partitions
+        out: dict[TopicPartition, Outcome] = {}
+        for tp in tps:
+            if not metadata.partition_exists(*tp) or tp not in metadata.states:
+                out[tp] = ("UNKNOWN_TOPIC_OR_PARTITION", f"{tp[0]}-{tp[1]} does not exist")
+                continue
+            replicas = metadata.replicas(*tp)
+            # The last state decide() saw and what it decided (the write follows a
+            # non-None decision; _update decides again after a conflicting write).
+            seen: list[tuple[PartitionState, PartitionState | None]] = []
+
+            def decide(tp: TopicPartition, st: PartitionState,
+                       replicas: tuple[int, ...] = replicas,
+                       seen: list[tuple[PartitionState, PartitionState | None]] = seen
+                       ) -> PartitionState | None:
+                if election_type == PREFERRED:
+                    new = elections.preferred_leader(st, replicas, usable, usable, self.epoch)
+                elif st.leader in usable:
+                    new = None
+                else:
+                    new = elections.unclean_leader(st, replicas, usable, usable, self.epoch)
+                seen.append((st, new))
+                return new
+
+            await self._update(tp, decide)
+            state, elected = seen[-1] if seen else (metadata.states[tp], None)
+            if elected is not None:
+                out[tp] = (None, None)
+            elif election_type == PREFERRED and replicas and state.leader == replicas[0]:
+                out[tp] = ("ELECTION_NOT_NEEDED", "the preferred replica leads already")
+            elif election_type == UNCLEAN and state.leader in usable:
+                out[tp] = ("ELECTION_NOT_NEEDED", f"broker {state.leader} leads and is alive")
+            elif election_type == PREFERRED:
+                out[tp] = ("PREFERRED_LEADER_NOT_AVAILABLE",
+                           f"the preferred replica {replicas[0] if replicas else '?'} is not "
+                           f"alive or not in the ISR {list(state.isr)}")
+            else:
+                out[tp] = ("ELIGIBLE_LEADERS_NOT_AVAILABLE", "no replica of it is alive")
+        if everything:
+            out = {tp: o for tp, o in out.items() if o[0] is None}
+        return out
+
+    async def alter_reassignments(self,
+                                  wanted: dict[TopicPartition, tuple[int, ...] | None]
+                                  ) -> dict[TopicPartition, Outcome]:
+        """AlterPartitionReassignments (KIP-455): start moving each partition to its target
+        replicas, or (None) cancel its reassignment in progress."""
+        return await self.call("reassignment request", lambda: self._reassign(wanted))
+
+    async def _reassign(self, wanted: dict[TopicPartition, tuple[int, ...] | None]
+                        ) -> dict[TopicPartition, Outcome]:
+        metadata = self.node.metadata
+        out: dict[TopicPartition, Outcome] = {}
+        by_topic: dict[str, dict[int, tuple[int, ...] | None]] = {}
+        for (topic, p), target in wanted.items():
+            try:
+                if not metadata.partition_exists(topic, p):
+                    raise ReassignmentError("UNKNOWN_TOPIC_OR_PARTITION",
+                                            f"{topic}-{p} does not exist")
+                if target is None:
+                    if not metadata.assignments[topic].reassigning(p):
+                        raise ReassignmentError("NO_REASSIGNMENT_IN_PROGRESS",
+                                                f"{topic}-{p} is not being reassigned")
+                else:
+                    reassignment.check_target(target, metadata.brokers)
+                if topic in self._pending_deletes:
+                    raise ReassignmentError("UNKNOWN_TOPIC_OR_PARTITION",
+                                            f"topic {topic} is being deleted")
+            except ReassignmentError as exc:
+                out[(topic, p)] = (exc.kafka_error, str(exc))
+                continue
+            by_topic.setdefault(topic, {})[p] = target
+        for topic, targets in by_topic.items():
+            try:
+                await self._start_reassignments(topic, targets)
+            except ReassignmentError as exc:
+                for p in targets:
+                    out[(topic, p)] = (exc.kafka_error, str(exc))
+                continue
+            for p in targets:
+                out[(topic, p)] = (None, None)
+        started = [(t, p) for t, ps in by_topic.items() for p in ps
+                   if out.get((t, p)) == (None, None)]
+        # A target already in the ISR (a cancellation, a reordering) finishes at once.
+        await self._finish_reassignments(started)
+        return out
+
+    async def _start_reassignments(self, topic: str,
+                                   targets: dict[int, tuple[int, ...] | None]) -> None:
+        """One topic's partitions to their RS: the topic znode and each partition's state
+        (a new epoch) in one transaction, conditional on what was read."""
+        store = self.store
+        for _ in range(WRITE_ATTEMPTS):
+            try:
+                data, topic_version = await store.get(zk.topic_path(topic))
+            except NoNodeError:
+                raise ReassignmentError("UNKNOWN_TOPIC_OR_PARTITION",
+                                        f"topic {topic} does not exist") from None
+            assignment = TopicAssignment.from_json(topic, data)
+            ops = []
+            for p, target in targets.items():
+                if p >= assignment.partitions:
+                    raise ReassignmentError("UNKNOWN_TOPIC_OR_PARTITION",
+                                            f"{topic}-{p} does not exist")
+                full, adding, removing = reassignment.plan(
+                    assignment, p, assignment.origin(p) if target is None else target)
+                assignment = assignment.with_partition(p, full, adding, removing)
+                try:
+                    raw, version = await store.get(zk.state_path(topic, p))
+                except NoNodeError:
+                    continue  # no state yet: the new assignment is all it needs
+                state = PartitionState.from_json(raw, version)
+                ops.append(Op.set(zk.state_path(topic, p),
+                                  reassignment.started(state, self.epoch).to_json(), version))
+            try:
+                await self._write([Op.set(zk.topic_path(topic), assignment.to_json(),
+                                                topic_version), *ops])
+            except BadVersionError:
+                continue  # a leader changed an ISR meanwhile: read again
+            for p in targets:
+                log.info("controller: reassigning %s-%d: replicas %s (adding %s, removing %s)",
+                         topic, p, list(assignment.replicas[p]), list(assignment.adding.get(p, ())),
+                         list(assignment.removing.get(p, ())))
+            return
+        raise ReassignmentError("REQUEST_TIMED_OUT",
+                                f"topic {topic}'s partitions kept changing; try again")
+
+    def _reassignment_complete(self, tp: TopicPartition) -> bool:
+        metadata = self.node.metadata
+        assignment = metadata.assignments.get(tp[0])
+        state = metadata.states.get(tp)
+        return (assignment is not None and tp[1] < assignment.partitions
+                and assignment.reassigning(tp[1]) and state is not None
+                and reassignment.is_complete(state, assignment.target(tp[1])))
+
+    async def _finish_reassignments(self, tps: list[TopicPartition]) -> None:
+        """Finish the reassignments of ``tps`` whose target is all in the ISR: the state (a
+        leader from the target, the ISR without the removed replicas) and the topic znode
+        (the target alone) in one transaction. The removed replicas see they are no longer
+        assigned and delete their logs."""
+        metadata = self.node.metadata
+        store = self.store
+        for tp in tps:
+            for _ in range(WRITE_ATTEMPTS):
+                try:
+                    data, topic_version = await store.get(zk.topic_path(tp[0]))
+                    raw, state_version = await store.get(zk.state_path(*tp))
+                except NoNodeError:
+                    break  # deleted meanwhile
+                assignment = TopicAssignment.from_json(tp[0], data)
+                state = PartitionState.from_json(raw, state_version)
+                if tp[1] >= assignment.partitions or not assignment.reassigning(tp[1]):
+                    break
+                target = assignment.target(tp[1])
+                if not reassignment.is_complete(state, target):
+                    break  # not yet: an ISR change will bring it back here
+                usable = {b: i.epoch for b, i in metadata.brokers.items()
+                          if b not in self._shutting_down}
+                new = reassignment.completed(state, target, usable, usable, self.epoch)
+                if new is None:
+                    log.info("controller: %s-%d: no target replica can lead yet", *tp)
+                    break
+                try:
+                    await self._write([
+                        Op.set(zk.state_path(*tp), new.to_json(), state_version),
+                        Op.set(zk.topic_path(tp[0]),
+                               assignment.with_partition(tp[1], target).to_json(), topic_version)])
+                except BadVersionError:
+                    continue
+                log.info("controller: reassignment of %s-%d done: replicas %s, leader %d, "
+                         "ISR %s", *tp, list(target), new.leader, list(new.isr))
+                break
+
+    def list_reassignments(self, partitions: list[TopicPartition] | None
+                           ) -> dict[TopicPartition, tuple[tuple[int, ...], tuple[int, ...],
+                                                           tuple[int, ...]]]:
+        """ListPartitionReassignments: (replicas, adding, removing) of each partition being
+        reassigned, among ``partitions`` (None: all)."""
+        metadata = self.node.metadata
+        out = {}
+        for topic, assignment in metadata.assignments.items():
+            for p in range(assignment.partitions):
+                if partitions is not None and (topic, p) not in partitions:
+                    continue
+                if assignment.reassigning(p):
+                    out[(topic, p)] = (assignment.replicas[p], assignment.adding.get(p, ()),
+                                       assignment.removing.get(p, ()))
+        return out
 
 
 def _now_ms() -> int:

@@ -3,6 +3,7 @@
 from odradek.server.handlers import (
     admin,
     api_versions,
+    cluster_admin,
     consumer_groups,
     coordinator,
     fetch,
@@ -42,5 +43,6 @@ HANDLERS: dict[int, Api] = {
         *consumer_groups.APIS,
         *transactions.APIS,
         txn_markers.API,
+        *cluster_admin.APIS,
     )
 }
