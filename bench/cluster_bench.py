@@ -52,6 +52,20 @@ whatever ``--broker-override`` adds; every cluster topic has replication factor 
    The stopped broker is restarted on the same port and data directory, and the next fault
    waits until all 3 replicas are back in the ISR. Each round does both faults (the order
    alternating; ``--faults`` picks one); medians over rounds.
+4. Leader balance (``--only rebalance``, issue 16), on a cluster whose brokers run with
+   ``leader.imbalance.check.interval.seconds`` = ``--imbalance-check-s``: the partition's
+   preferred leader is stopped (SIGTERM; its leadership moves), the same producer process
+   is started, the broker is started again and catches up; the controller's periodic
+   check then elects it again. Measured: the longest gap between acknowledgements that
+   overlaps the second after that election (its time: the state znode's mtime, watched as
+   in (3)), beside the steady second before it. Target: <= 200 ms.
+5. Rolling restart (``--only rolling``), on such a cluster: with the producer running,
+   each broker in turn is stopped (SIGTERM), left down 1 s, started, back in the ISR and,
+   for the preferred leader, leading again before the next. Measured: the longest gap
+   between acknowledgements over the whole restart, and per broker the longest gap
+   starting in each phase: its controlled shutdown (signal to restart), its restart
+   (until back in the ISR), the wait for the periodic check, the election (to the next
+   broker).
 
 Every process it starts (ZooKeeper, brokers, the producer processes) is stopped by its pid
 at the end, on an error and on Ctrl-C or SIGTERM too.
@@ -114,9 +128,11 @@ STOP_TIMEOUT_S = 60.0
 STALL_TIMEOUT_S = 60.0
 KILL_TARGET_EXTRA_S = 1.0  # kill -9 target: session timeout + this
 GAP_TARGET_MS = 200.0  # SIGTERM target
+RESTART_PAUSE_S = 1.0  # rolling restart: a broker stays down this long
 LATENCY_P99_TARGET_MS = 10.0
 RATIO_TARGET = 0.5
 FAILOVER_TOPIC = "failover"
+PARTS = ("throughput", "latency", "failover", "rebalance", "rolling")
 WARMUP_RECORDS = 1000  # per partition, acknowledged before a throughput run is timed
 KEEP = False  # --keep: leave data and logs in place
 HUNG: list[dict[str, Any]] = []  # brokers that ignored SIGTERM, with their log's end
@@ -929,12 +945,13 @@ class LeaderWatch:
     """Polls the partition's state znode every 10 ms from before a fault until its leader
     is neither ``victim`` nor -1: the first such state and its mtime, the time the
     controller wrote it (a later ISR-only write could replace the mtime between two
-    polls; ``seen`` bounds that)."""
+    polls; ``seen`` bounds that). With ``want``, until its leader is ``want`` instead (a
+    preferred leader election)."""
 
-    def __init__(self, cluster: Cluster, victim: int) -> None:
+    def __init__(self, cluster: Cluster, victim: int, want: int | None = None) -> None:
         import threading
 
-        self.cluster, self.victim = cluster, victim
+        self.cluster, self.victim, self.want = cluster, victim, want
         self.state: dict[str, Any] | None = None
         self.mtime = self.seen = 0.0
         self.error: BaseException | None = None
@@ -949,7 +966,9 @@ class LeaderWatch:
             except Exception as exc:
                 self.error = exc
                 st = None
-            if st is not None and st[0]["leader"] not in (self.victim, -1):
+            leader = None if st is None else st[0]["leader"]
+            if st is not None and (leader == self.want if self.want is not None
+                                   else leader not in (self.victim, -1)):
                 self.state, self.mtime, self.seen = st[0], st[1], time.time()
                 return
             self._stop.wait(0.01)
@@ -1208,6 +1227,274 @@ def failover_markdown(part: dict[str, Any], p: dict[str, Any]) -> list[str]:
     return lines
 
 
+# --- 4. leader balance and rolling restarts (issue 16) ---------------------------------
+
+
+def preferred_leader(cluster: Cluster) -> int:
+    """The failover topic's partition 0's preferred (first assigned) replica."""
+    assert cluster.zk is not None
+    data = json.loads(cluster.zk.get(f"/brokers/topics/{FAILOVER_TOPIC}")[0])
+    return int(data["partitions"]["0"][0])
+
+
+def _balanced(cluster: Cluster, preferred: int) -> bool:
+    st = cluster.state(FAILOVER_TOPIC, 0)
+    return (st is not None and st[0]["leader"] == preferred
+            and cluster.full_isr(FAILOVER_TOPIC, 1))
+
+
+def max_gap_starting(times: Sequence[float], after: float, before: float
+                     ) -> tuple[float, float]:
+    """The longest gap between consecutive ``times`` (sorted) that starts in
+    [after, before): (gap in seconds, where it starts)."""
+    best, at = 0.0, after
+    for a, b in pairwise(times):
+        if after <= a < before and b - a > best:
+            best, at = b - a, a
+    return best, at
+
+
+def _steady_gap(times: Sequence[float], t: float) -> float:
+    before = [x for x in times if t - 1.0 <= x <= t]
+    return max((b - a for a, b in pairwise(before)), default=0.0)
+
+
+def one_rebalance(cluster: Cluster, args: argparse.Namespace) -> dict[str, Any]:
+    """SIGTERM of the preferred leader (its leadership moves away), a producer started,
+    the broker started again; once it is back in the ISR the controller's periodic check
+    elects it again: the longest gap between acknowledgements around that election."""
+    preferred = preferred_leader(cluster)
+    cluster.wait_for(lambda: _balanced(cluster, preferred), START_TIMEOUT_S * 2,
+                     f"broker {preferred} leading with every replica in sync")
+    node = cluster.nodes[preferred]
+    rc = node.terminate(STOP_TIMEOUT_S)[0]
+    away = cluster.state(FAILOVER_TOPIC, 0)
+    assert away is not None
+    producer = FailoverProducer(cluster.bootstrap, args.failover_rate, args.value_bytes,
+                                args.rdkafka_debug)
+    try:
+        time.sleep(args.steady_s)  # steady acknowledgements from the stand-in leader
+        watch = LeaderWatch(cluster, away[0]["leader"], want=preferred)
+        t_start = time.time()
+        node.start()
+        cluster.wait_for(lambda: cluster.full_isr(FAILOVER_TOPIC, 1), START_TIMEOUT_S * 2,
+                         f"broker {preferred} back in the ISR")
+        t_isr = time.time()
+        state1, t_elect, t_seen = watch.wait(args.imbalance_check_s * 3 + STALL_TIMEOUT_S)
+        if not producer.wait_ack_after(t_elect, STALL_TIMEOUT_S):
+            note(f"  no acknowledgement {STALL_TIMEOUT_S:.0f} s after the election")
+        time.sleep(max(0.0, t_elect + 1.0 - time.time()))
+        result = producer.finish()
+        md_after = cluster.metadata_leaders(FAILOVER_TOPIC, 1)[0]
+    finally:
+        producer.kill()
+    acks = result.pop("acks")
+    times = [t for t, _ in acks]
+    gap, gap_at = max_gap(times, t_elect, t_elect + 1.0)
+    return {
+        "preferred": preferred,
+        "stand_in_leader": away[0]["leader"],
+        "leader_after_metadata": md_after,
+        "leader_epoch_after": state1.get("leader_epoch"),
+        "sigterm_exit_code": rc,
+        "restart_to_isr_s": round(t_isr - t_start, 3),
+        "isr_to_election_s": round(t_elect - t_isr, 3),
+        "election_seen_after_s": round(t_seen - t_elect, 3),
+        "max_ack_gap_ms": round(gap * 1000, 1),
+        "max_ack_gap_starts_s": round(gap_at - t_elect, 3),  # from the election
+        "steady_max_ack_gap_ms": round(_steady_gap(times, t_elect) * 1000, 1),
+        "acks": len(acks),
+        "sent": result["sent"],
+        "delivery_errors": result["errors"],
+        "unflushed": result["unflushed"],
+        "client_errors": [_from_fault(e, t_elect) for e in result["client_errors"]],
+    }
+
+
+def one_rolling(cluster: Cluster, args: argparse.Namespace) -> dict[str, Any]:
+    """Every broker in turn: SIGTERM, started again, back in the ISR, its preferred
+    leadership back (the periodic check); a producer throughout. The longest gap between
+    acknowledgements over the whole restart, and per step: each controlled shutdown
+    (from the signal to 1 s after the exit) and each preferred election (1 s from it)."""
+    preferred = preferred_leader(cluster)
+    cluster.wait_for(lambda: _balanced(cluster, preferred), START_TIMEOUT_S * 2,
+                     f"broker {preferred} leading with every replica in sync")
+    producer = FailoverProducer(cluster.bootstrap, args.failover_rate, args.value_bytes,
+                                args.rdkafka_debug)
+    steps: list[dict[str, Any]] = []
+    try:
+        time.sleep(args.steady_s)
+        t0 = time.time()
+        for n, node in cluster.nodes.items():
+            check_interrupted()
+            step: dict[str, Any] = {"broker": n, "was_leader": n == preferred}
+            t_term = time.time()
+            step["exit_code"] = node.terminate(STOP_TIMEOUT_S)[0]
+            t_exit = time.time()
+            # The preferred leader's leadership went at the SIGTERM: watched coming back.
+            watch = LeaderWatch(cluster, -2, want=preferred) if n == preferred else None
+            # Down a moment (an upgrade's package install), so that a gap can be told to
+            # come from the shutdown or from the restart.
+            time.sleep(RESTART_PAUSE_S)
+            t_start = time.time()
+            node.start()
+            cluster.wait_for(lambda: cluster.full_isr(FAILOVER_TOPIC, 1),
+                             START_TIMEOUT_S * 2, f"broker {n} back in the ISR")
+            t_isr = time.time()
+            step.update(term_s=t_term, exit_s=t_exit, start_s=t_start, isr_s=t_isr)
+            if watch is not None:
+                cluster.wait_for(lambda: _balanced(cluster, preferred),
+                                 args.imbalance_check_s * 3 + STALL_TIMEOUT_S,
+                                 f"broker {preferred} leading again")
+                _, t_elect, _ = watch.wait(STALL_TIMEOUT_S)
+                step["election_s"] = t_elect
+            steps.append(step)
+        t_end = time.time()
+        time.sleep(1.0)
+        result = producer.finish()
+    finally:
+        producer.kill()
+    acks = result.pop("acks")
+    times = [t for t, _ in acks]
+    gap, gap_at = max_gap(times, t0, t_end + 1.0)
+    ends = [st["term_s"] for st in steps[1:]] + [t_end + 1.0]
+    for step, end in zip(steps, ends, strict=True):
+        # Each gap counted in the phase it starts in: the controlled shutdown (signal to
+        # restart), the restart (to the ISR full again), then, for the preferred leader,
+        # the wait for the periodic check and the election (to the next step).
+        bounds = [("shutdown", step["term_s"]), ("restart", step["start_s"]),
+                  ("caught_up", step["isr_s"])]
+        if "election_s" in step:
+            bounds.append(("election", step["election_s"]))
+        for (name, a), (_, b) in zip(bounds, [*bounds[1:], ("end", end)], strict=True):
+            g, at = max_gap_starting(times, a, b)
+            step[f"{name}_max_ack_gap_ms"] = round(g * 1000, 1)
+            step[f"{name}_gap_starts_s"] = round(at - t0, 3)
+        for key in ("term_s", "exit_s", "start_s", "isr_s", "election_s"):
+            if key in step:
+                step[key] = round(step[key] - t0, 3)  # from the first SIGTERM
+    return {
+        "preferred": preferred,
+        "steps": steps,
+        "duration_s": round(t_end - t0, 3),
+        "max_ack_gap_ms": round(gap * 1000, 1),
+        "max_ack_gap_starts_s": round(gap_at - t0, 3),
+        "steady_max_ack_gap_ms": round(_steady_gap(times, t0) * 1000, 1),
+        "acks": len(acks),
+        "sent": result["sent"],
+        "delivery_errors": result["errors"],
+        "unflushed": result["unflushed"],
+        "client_errors": [_from_fault(e, t0) for e in result["client_errors"]],
+    }
+
+
+def run_balance(zk: ZooKeeperServer, args: argparse.Namespace, settings: dict[str, Any],
+                tmp_root: str, part: str) -> dict[str, Any]:
+    """``rebalance`` or ``rolling``, ``--rounds`` times on one cluster whose controller
+    checks leader balance every ``--imbalance-check-s`` seconds."""
+    cluster = Cluster(zk, tmp_root, {
+        **settings, "leader.imbalance.check.interval.seconds": args.imbalance_check_s})
+    one = one_rebalance if part == "rebalance" else one_rolling
+    runs: list[dict[str, Any]] = []
+    try:
+        cluster.start()
+        cluster.create_topic(FAILOVER_TOPIC, 1)
+        for i in range(args.rounds):
+            check_interrupted()
+            note(f"{part} round {i + 1}/{args.rounds}, {args.failover_rate:,} records/s "
+                 f"acks=all, leader balance checked every {args.imbalance_check_s} s ...")
+            try:
+                r = one(cluster, args)
+            except (RuntimeError, KafkaException) as exc:
+                note(f"  failed: {str(exc)[:2000]}")
+                r = {"failed": str(exc)[:2000]}
+            r["round"] = i + 1
+            runs.append(r)
+            if "failed" not in r:
+                note(f"  longest ack gap {r['max_ack_gap_ms']} ms (steady "
+                     f"{r['steady_max_ack_gap_ms']} ms); delivery errors "
+                     f"{r['delivery_errors']}")
+            for node in cluster.nodes.values():
+                if not node.running:
+                    node.start()
+    finally:
+        codes = cluster.stop()
+        cluster.remove()
+    if any(codes.values()):
+        note(f"  warning: cluster brokers exited with {codes} on SIGTERM")
+    gaps = [r["max_ack_gap_ms"] for r in runs if "failed" not in r]
+    return {"runs": runs, "summary": {
+        "imbalance_check_s": args.imbalance_check_s,
+        "max_ack_gap_ms": round(statistics.median(gaps), 1) if gaps else None,
+        "worst_max_ack_gap_ms": max(gaps, default=None),
+        "target_ms": GAP_TARGET_MS if part == "rebalance" else None,
+        "final_exit_codes": codes}}
+
+
+def balance_markdown(results: dict[str, Any], p: dict[str, Any]) -> list[str]:
+    lines: list[str] = []
+    if "rebalance" in results:
+        part = results["rebalance"]
+        s = part["summary"]
+        lines += [
+            "### Preferred leader election after a restart",
+            "",
+            f"1-partition topic, RF 3; its preferred leader stopped (SIGTERM) and started "
+            f"again while a producer process sends {p['failover_rate']:,} records/s "
+            f"(acks=all, linger.ms=5); leader.imbalance.check.interval.seconds="
+            f"{s['imbalance_check_s']}; longest gap between acknowledgements within 1 s "
+            f"of the election (target <= {GAP_TARGET_MS:g} ms):",
+            "",
+            "| round | leader: stand-in → preferred (metadata) | restart to ISR s "
+            "| ISR to election s | longest ack gap ms (starts at s) "
+            "| steady second before: longest gap ms | delivery errors |",
+            "|---:|---|---:|---:|---:|---:|---|",
+        ]
+        for r in part["runs"]:
+            if "failed" in r:
+                lines.append(f"| {r['round']} | failed: {r['failed'][:150]} | | | | | |")
+                continue
+            lines.append(
+                f"| {r['round']} | {r['stand_in_leader']} → {r['leader_after_metadata']} "
+                f"| {r['restart_to_isr_s']:.3f} | {r['isr_to_election_s']:.3f} "
+                f"| {r['max_ack_gap_ms']:,.1f} ({r['max_ack_gap_starts_s']:+.3f}) "
+                f"| {r['steady_max_ack_gap_ms']:.1f} | {_errors(r)} |")
+        g = s["max_ack_gap_ms"]
+        met = "" if g is None else (" (met)" if g <= GAP_TARGET_MS else " (NOT met)")
+        lines += [f"| median | | | | **{'-' if g is None else f'{g:,.1f}'}**{met} | | |", ""]
+    if "rolling" in results:
+        part = results["rolling"]
+        lines += [
+            "### Rolling restart",
+            "",
+            f"1-partition topic, RF 3; each broker in turn stopped (SIGTERM), started, "
+            f"back in the ISR and, for the preferred leader, leading again "
+            f"(leader.imbalance.check.interval.seconds="
+            f"{part['summary']['imbalance_check_s']}), while a producer process sends "
+            f"{p['failover_rate']:,} records/s (acks=all, linger.ms=5):",
+            "",
+            "| round | restart s | longest ack gap ms (starts at s) | per broker, longest "
+            "gap ms starting in: its controlled shutdown / its restart until back in the ISR "
+            "/ the preferred election | delivery errors |",
+            "|---:|---:|---:|---|---|",
+        ]
+        for r in part["runs"]:
+            if "failed" in r:
+                lines.append(f"| {r['round']} | failed: {r['failed'][:150]} | | | |")
+                continue
+            per = "; ".join(
+                f"broker {st['broker']}: {st['shutdown_max_ack_gap_ms']:,.1f} / "
+                f"{st['restart_max_ack_gap_ms']:,.1f}"
+                + (f" / {st['election_max_ack_gap_ms']:,.1f}"
+                   if "election_max_ack_gap_ms" in st else "")
+                for st in r["steps"])
+            lines.append(f"| {r['round']} | {r['duration_s']:.1f} "
+                         f"| {r['max_ack_gap_ms']:,.1f} ({r['max_ack_gap_starts_s']:+.3f}) "
+                         f"| {per} | {_errors(r)} |")
+        lines.append("")
+    return lines
+
+
 def _s(x: float | None) -> str:
     return "-" if x is None else f"{x:,.3f}"
 
@@ -1234,6 +1521,7 @@ def markdown(results: dict[str, Any]) -> str:
         lines += [*latency_markdown(results["latency"], p), ""]
     if "failover" in results:
         lines += [*failover_markdown(results["failover"], p), ""]
+    lines += balance_markdown(results, p)
     for hung in results.get("brokers_killed_after_ignoring_sigterm", []):
         lines.append(f"- broker {hung['node']} ignored SIGTERM for {STOP_TIMEOUT_S:.0f} s and "
                      "was killed (the end of its log is in the JSON)")
@@ -1261,8 +1549,8 @@ def override(text: str) -> tuple[str, str]:
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     here = Path(__file__).resolve().parent
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    ap.add_argument("--only", choices=("throughput", "latency", "failover"), action="append",
-                    help="run only this part (repeatable; default all three)")
+    ap.add_argument("--only", choices=PARTS, action="append",
+                    help="run only this part (repeatable; default all five)")
     ap.add_argument("--session-timeout-ms", type=int, default=18_000,
                     help="the cluster brokers' zookeeper.session.timeout.ms (default Kafka's "
                          "18000; the tests use 4000; this ZooKeeper grants 400-60000)")
@@ -1287,6 +1575,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                     help="failover: seconds of load before each fault (default 2)")
     ap.add_argument("--faults", type=faults, default=["kill", "term"],
                     help="failover: which faults, comma-separated (kill,term)")
+    ap.add_argument("--imbalance-check-s", type=int, default=5,
+                    help="rebalance, rolling: the brokers' "
+                         "leader.imbalance.check.interval.seconds (default 5)")
     ap.add_argument("--rdkafka-debug", default="", metavar="CONTEXTS",
                     help="failover: librdkafka debug contexts for the producer (e.g. "
                          "metadata,topic,broker), its log on stderr")
@@ -1334,7 +1625,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     global KEEP
     args = parse_args(argv)
     KEEP = args.keep
-    parts = args.only or ["throughput", "latency", "failover"]
+    parts = args.only or list(PARTS)
     if (args.rounds < 1 or args.records < 1 or args.rate < 1 or args.failover_rate < 1
             or args.value_bytes < 8 or args.session_timeout_ms < 1):
         raise SystemExit("--rounds, --records, --rate, --failover-rate, "
@@ -1359,6 +1650,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "fetch_wait_ms": args.fetch_wait_ms, "linger_ms": args.linger_ms,
             "failover_rate": args.failover_rate, "steady_s": args.steady_s,
             "faults": args.faults, "rdkafka_debug": args.rdkafka_debug,
+            "imbalance_check_s": args.imbalance_check_s,
             "throughput_producer": {"acks": {CLUSTER: "all", SINGLE: 1}, "linger.ms": 5,
                                     "batch.num.messages": 100_000, "compression.type": "none",
                                     "enable.idempotence": False},
@@ -1379,6 +1671,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             results["latency"] = run_latency(zk, args, settings, tmp_root)
         if "failover" in parts:
             results["failover"] = run_failover(zk, args, settings, tmp_root)
+        for part in ("rebalance", "rolling"):
+            if part in parts:
+                results[part] = run_balance(zk, args, settings, tmp_root, part)
     finally:
         _cleaning_up()
         if zk is not None:

@@ -20,6 +20,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -47,6 +48,9 @@ class ProducerRun:
     payload_bytes: int = 0  # padding after the value's name, to fill disks faster
     sent: int = 0
     acked: dict[str, Acked] = field(default_factory=dict)
+    # (time.monotonic(), partition) of each acknowledgement as its callback ran (within a
+    # send interval of its arrival): what longest_ack_gap reads.
+    ack_times: list[tuple[float, int]] = field(default_factory=list)
     errors: Counter[str] = field(default_factory=Counter)
     stop: threading.Event = field(default_factory=threading.Event)
     thread: threading.Thread | None = None
@@ -76,6 +80,7 @@ def _run_confluent(run: ProducerRun, bootstrap: str) -> None:
                 run.errors[err.name()] += 1
             else:
                 run.acked[identity(msg.value())] = Acked(msg.partition(), msg.offset())
+                run.ack_times.append((time.monotonic(), msg.partition()))
 
     producer = Producer({
         "bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
@@ -115,6 +120,7 @@ def _run_kafka_python(run: ProducerRun, bootstrap: str) -> None:
         def done(meta: Any, value: str = value) -> None:
             with lock:
                 run.acked[value] = Acked(meta.partition, meta.offset)
+                run.ack_times.append((time.monotonic(), meta.partition))
 
         def failed(exc: BaseException) -> None:
             with lock:
@@ -153,6 +159,23 @@ def stop_producers(*runs: ProducerRun) -> None:
         assert not run.thread.is_alive(), f"producer {run.name} did not finish"
         if run.failure is not None:
             raise AssertionError(f"producer {run.name} failed") from run.failure
+
+
+def longest_ack_gap(run: ProducerRun) -> tuple[float, int]:
+    """The longest time (seconds) between two consecutive acknowledgements of one
+    partition of ``run``, and that partition: what a producer saw of a fault (per
+    partition, since the others' acknowledgements go on meanwhile). A figure to print,
+    not to assert on: wall-clock speed is the benchmarks' business."""
+    by_partition: dict[int, list[float]] = {}
+    for t, partition in run.ack_times:
+        by_partition.setdefault(partition, []).append(t)
+    best, where = 0.0, -1
+    for partition, times in by_partition.items():
+        times.sort()
+        for a, b in pairwise(times):
+            if b - a > best:
+                best, where = b - a, partition
+    return best, where
 
 
 def read_all(bootstrap: str, topic: str, timeout_s: float = 90) -> dict[int, list[tuple[int, str]]]:
