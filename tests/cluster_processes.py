@@ -78,6 +78,8 @@ class Cluster:
     chroot: str = ""
     brokers: dict[int, ClusterBroker] = field(default_factory=dict)
     cuts: NetworkCuts | None = None  # each broker in a cgroup of its own: isolate()/heal()
+    # Settings of one broker only (node id -> settings), over ``settings``: broker.rack.
+    node_settings: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.chroot = self.chroot or f"/odradek-{time.monotonic_ns()}"
@@ -93,7 +95,8 @@ class Cluster:
         return ",".join(b.bootstrap for b in self.brokers.values() if b.port)
 
     def _args(self, broker: ClusterBroker) -> list[str]:
-        settings = {**FAST_SETTINGS, **self.settings, "node.id": broker.node_id,
+        settings = {**FAST_SETTINGS, **self.settings,
+                    **self.node_settings.get(broker.node_id, {}), "node.id": broker.node_id,
                     "zookeeper.connect": self.connect}
         args = [f"--override={k}={v}" for k, v in settings.items()]
         if broker.port:
@@ -121,6 +124,14 @@ class Cluster:
         # ZooKeeper by a moment; CreateTopics there would find too few brokers).
         self.wait_for(lambda: all(self.brokers_seen_by(n) == self.size for n in self.brokers),
                       30, "every broker seeing every other")
+
+    def add_broker(self) -> ClusterBroker:
+        """Start one more broker (the next node id) and wait until it is registered."""
+        node = max(self.brokers) + 1
+        self.brokers[node] = ClusterBroker(node, self.root / f"broker-{node}")
+        self.start(node)
+        self.wait_for(lambda: node in self.live_brokers(), 60, f"broker {node} registered")
+        return self.brokers[node]
 
     def brokers_seen_by(self, node: int) -> int:
         """How many brokers ``node``'s own Metadata answer lists."""
@@ -249,6 +260,17 @@ class Cluster:
         state = self.state(topic, partition)
         return [] if state is None else sorted(state["isr"])
 
+    def replicas(self, topic: str) -> dict[int, list[int]]:
+        """Each partition's assigned replicas, in order: the first is the preferred leader."""
+        with self.zk() as client:
+            data = json.loads(client.get(f"/brokers/topics/{topic}")[0])
+        return {int(p): list(r) for p, r in data["partitions"].items()}
+
+    def led_by_preferred(self, topic: str) -> bool:
+        """Every partition of ``topic`` led by its preferred (first) replica."""
+        return all(self.leader(topic, p) == replicas[0]
+                   for p, replicas in self.replicas(topic).items())
+
     def wait_for(self, predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
@@ -315,12 +337,16 @@ def _is_stopped(pid: int) -> bool:
 
 @contextlib.contextmanager
 def run_cluster(zookeeper: ZooKeeperServer, root: Path, size: int = 3, *,
-                cuts: NetworkCuts | None = None, **settings: Any) -> Iterator[Cluster]:
+                cuts: NetworkCuts | None = None,
+                node_settings: dict[int, dict[str, Any]] | None = None,
+                **settings: Any) -> Iterator[Cluster]:
     """Start ``size`` brokers on ``zookeeper`` (a chroot of their own); stop each cleanly
     at the end (a broker that does not exit 0 fails the test). With ``cuts``, each broker
     runs in a cgroup of its own (``Cluster.isolate``/``heal``); the caller owns ``cuts``
-    (its ``with`` block must outlast this one)."""
-    cluster = Cluster(zookeeper, root, size, settings, cuts=cuts)
+    (its ``with`` block must outlast this one). ``node_settings`` gives brokers settings
+    of their own (``{1: {"broker.rack": "a"}, ...}``)."""
+    cluster = Cluster(zookeeper, root, size, settings, cuts=cuts,
+                      node_settings=node_settings or {})
     try:
         cluster.start_all()
         yield cluster

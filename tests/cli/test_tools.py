@@ -85,7 +85,7 @@ def test_create_list_describe_delete_a_topic(broker):
     lines = ok(done).splitlines()
     assert lines[0].startswith("Topic: orders\tPartitionCount: 3\tReplicationFactor: 1")
     assert lines[1:] == [f"\tTopic: orders\tPartition: {p}\tLeader: {node}\tReplicas: {node}"
-                         f"\tIsr: {node}" for p in range(3)]
+                         f"\tIsr: {node}\tLeaderEpoch: 0" for p in range(3)]
     if DESCRIBE_CONFIGS in broker.broker.supported:
         assert lines[0].endswith("\tConfigs: retention.ms=123456"), lines[0]
     else:

@@ -9,9 +9,15 @@ import time
 from pathlib import Path
 
 import pytest
+from confluent_kafka import ElectionType, Producer
 from confluent_kafka import TopicPartition as CTopicPartition
-from confluent_kafka import ElectionType
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+)
 from kafka import KafkaAdminClient
 from kafka import TopicPartition as KTopicPartition
 from kafka.errors import NoReassignmentInProgressError
@@ -139,3 +145,127 @@ def test_reassignment_moves_a_loaded_topic_to_a_new_broker(cluster: Cluster) -> 
     report = check(cluster.bootstrap, run)
     report.assert_consistent()
     assert report.acked > 500
+
+
+THROTTLE = 400_000  # bytes/s
+
+
+def _set_configs(admin: AdminClient, resources: list[ConfigResource]) -> None:
+    for future in admin.incremental_alter_configs(resources).values():
+        future.result(timeout=30)
+
+
+def _set(name: str, value: str) -> ConfigEntry:
+    return ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+
+
+def test_a_throttled_move_replicates_at_the_throttle(cluster: Cluster) -> None:
+    """kafka-reassign-partitions.sh --throttle's recipe, through confluent-kafka's admin
+    client: the rates as dynamic broker configs, the throttled replicas as topic
+    configs, then the move. The new replica fills at the throttle (within 20%), the
+    rates can be read back as dynamic configs, and removing them is in force at once."""
+    cluster.create_topic("heavy", partitions=1, rf=3)
+    cluster.wait_for_full_isr("heavy", 1)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
+                         "linger.ms": 20, "compression.type": "none"})
+    payload = bytes(1000)
+    for i in range(5000):
+        producer.produce("heavy", payload, key=str(i).encode(), partition=0)
+        if i % 500 == 0:
+            producer.poll(0)
+    assert producer.flush(60) == 0
+    total = _dir_bytes(cluster.brokers[1].data_dir / "heavy-0")
+    assert total > 5_000_000
+
+    cluster.add_broker()
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    for node in (1, 2, 3, 4):  # librdkafka sends one broker resource per request
+        _set_configs(admin, [ConfigResource("broker", str(node), incremental_configs=[
+            _set("leader.replication.throttled.rate", str(THROTTLE)),
+            _set("follower.replication.throttled.rate", str(THROTTLE))])])
+    _set_configs(admin, [ConfigResource("topic", "heavy", incremental_configs=[
+        _set("leader.replication.throttled.replicas", "0:1,0:2,0:3"),
+        _set("follower.replication.throttled.replicas", "0:4")])])
+    described = admin.describe_configs([ConfigResource("broker", "4")])
+    entries = next(iter(described.values())).result(timeout=30)
+    rate = entries["follower.replication.throttled.rate"]
+    assert rate.value == str(THROTTLE) and not rate.is_read_only
+    assert rate.source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
+
+    kadmin = _kafka_admin(cluster)
+    try:
+        result = kadmin.alter_partition_reassignments({KTopicPartition("heavy", 0): [2, 3, 4]})
+        assert result == {KTopicPartition("heavy", 0): None}
+        target = cluster.brokers[4].data_dir / "heavy-0"
+        samples: list[tuple[float, int]] = []
+        deadline = time.monotonic() + 3 * total / THROTTLE + 60
+        while time.monotonic() < deadline:
+            size = _dir_bytes(target)
+            samples.append((time.monotonic(), size))
+            if size >= total:
+                break
+            time.sleep(0.2)
+        assert samples[-1][1] >= total, f"the move did not finish: {samples[-1]}"
+        # The rate between 20% and 90% of the data (the first second is the burst).
+        t0, b0 = next(s for s in samples if s[1] >= 0.2 * total)
+        t1, b1 = next(s for s in samples if s[1] >= 0.9 * total)
+        measured = (b1 - b0) / (t1 - t0)
+        print(f"throttle {THROTTLE} B/s, measured {measured:.0f} B/s "
+              f"({measured / THROTTLE:.2f}x) over {t1 - t0:.1f} s")
+        assert 0.8 * THROTTLE <= measured <= 1.2 * THROTTLE
+        cluster.wait_for(lambda: cluster.replicas("heavy")[0] == [2, 3, 4], 60,
+                         "the reassignment completed")
+    finally:
+        kadmin.close()
+    # kafka-reassign-partitions.sh --verify removes the throttles once the move is done.
+    _set_configs(admin, [ConfigResource("broker", "4", incremental_configs=[ConfigEntry(
+        "follower.replication.throttled.rate", None,
+        incremental_operation=AlterConfigOpType.DELETE)])])
+    entries = next(iter(admin.describe_configs(
+        [ConfigResource("broker", "4")]).values())).result(timeout=30)
+    assert entries["follower.replication.throttled.rate"].value == str(2**63 - 1)
+
+
+def test_a_move_survives_a_controller_failover(cluster: Cluster) -> None:
+    """The controller is stopped while a (throttled, so slow) move runs: the next
+    controller finds the move in the topic's znode, lists it, and finishes it; the
+    stopped broker, no longer a replica, deletes its copy when it comes back."""
+    cluster.create_topic("handover", partitions=1, rf=3)
+    cluster.wait_for_full_isr("handover", 1)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
+                         "linger.ms": 20})
+    for _ in range(3000):
+        producer.produce("handover", bytes(1000), partition=0)
+    assert producer.flush(60) == 0
+    cluster.add_broker()
+    controller = cluster.controller()
+    assert controller in (1, 2, 3)  # broker 4 registered last
+    target = [*(b for b in (1, 2, 3) if b != controller), 4]
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    _set_configs(admin, [ConfigResource("broker", "4", incremental_configs=[
+        _set("follower.replication.throttled.rate", "300000")])])
+    _set_configs(admin, [ConfigResource("topic", "handover", incremental_configs=[
+        _set("follower.replication.throttled.replicas", "0:4")])])
+    kadmin = _kafka_admin(cluster)
+    try:
+        result = kadmin.alter_partition_reassignments({KTopicPartition("handover", 0): target})
+        assert result == {KTopicPartition("handover", 0): None}
+        cluster.stop(controller)
+        cluster.wait_for(lambda: cluster.controller() not in (-1, controller), 30,
+                         "a new controller")
+        # kafka-python's admin client keeps the controller it found: a new one, as an
+        # operator running the tool again would.
+        kadmin.close()
+        kadmin = _kafka_admin(cluster)
+        ongoing = kadmin.list_partition_reassignments()
+        assert list(ongoing) == [KTopicPartition("handover", 0)]  # ~10 s of data to move
+        assert ongoing[KTopicPartition("handover", 0)]["adding_replicas"] == [4]
+        cluster.wait_for(lambda: cluster.replicas("handover")[0] == target, 90,
+                         "the move finished under the new controller")
+        assert kadmin.list_partition_reassignments() == {}
+    finally:
+        kadmin.close()
+    assert sorted(cluster.isr("handover")) == sorted(target)
+    cluster.start(controller)
+    cluster.wait_for(lambda: not (cluster.brokers[controller].data_dir / "handover-0").exists(),
+                     30, "the old replica deleted")

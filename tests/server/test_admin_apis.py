@@ -266,7 +266,7 @@ def test_invalid_config_is_refused_with_a_message_naming_it(
     assert topic_configs(admin, "strict")["retention.ms"].value == DEFAULT_RETENTION_MS
 
 
-def test_broker_configs_cannot_be_altered(node: RunningBroker) -> None:
+def test_a_single_nodes_broker_configs_cannot_be_altered(node: RunningBroker) -> None:
     admin = admin_for(node)
     resource = ConfigResource("broker", "0", incremental_configs=[
         ConfigEntry("log.retention.ms", "1000", incremental_operation=AlterConfigOpType.SET)])
@@ -276,7 +276,7 @@ def test_broker_configs_cannot_be_altered(node: RunningBroker) -> None:
 
     error = kafka_error(exc_info)
     assert error.code() == KafkaError.INVALID_REQUEST
-    assert "dynamic broker configs are not supported" in error.str()
+    assert "a single node has no dynamic broker configs" in error.str()
 
 
 # --- IncrementalAlterConfigs -----------------------------------------------------------------

@@ -9,6 +9,10 @@
   Kafka's ``kafka-dump-log.sh``.
 - ``odradek pipeline run|generate|stream|backfill|show``: the log-processing pipeline on
   Spark (``cli/pipeline.py``).
+- ``odradek reassign generate|execute|verify|cancel`` and ``odradek elect-leaders``:
+  moving partitions and leadership (``cli/reassign.py``).
+- ``odradek cluster up|status``: a local development cluster in one command, and a
+  cluster's brokers, controller and unhealthy partitions (``cli/cluster.py``).
 """
 
 from __future__ import annotations
@@ -20,7 +24,9 @@ import tempfile
 from collections.abc import Sequence
 
 from odradek import __version__
+from odradek.cli.cluster import add_cluster_command, run_cluster_command
 from odradek.cli.pipeline import add_pipeline_command, run_pipeline_command
+from odradek.cli.reassign import add_reassign_commands, run_reassign_command
 from odradek.cli.tools import add_tool_commands, run_tool
 
 
@@ -53,6 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_tool_commands(sub)
     add_pipeline_command(sub)
+    add_cluster_command(sub)
+    add_reassign_commands(sub)
     return parser
 
 
@@ -75,6 +83,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return dump_log(args.files, records=args.records)
     if args.command == "pipeline":
         return run_pipeline_command(args)
+    if args.command == "cluster":
+        return run_cluster_command(args)
+    if args.command in ("reassign", "elect-leaders"):
+        return run_reassign_command(args)
     code = run_tool(args)
     if code is not None:
         return code

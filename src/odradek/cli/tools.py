@@ -2,7 +2,9 @@
 Kafka-compatible broker, Odradek included:
 
 - ``odradek topics create NAME [--partitions N] [--replication-factor R] [--config K=V ...]``,
-  ``topics list``, ``topics describe [NAME ...]``, ``topics alter NAME --config K=V ...
+  ``topics list``, ``topics describe [NAME ...] [--under-replicated-partitions]
+  [--unavailable-partitions]`` (with each partition's leader epoch, read with Odradek's
+  own client: librdkafka does not show it), ``topics alter NAME --config K=V ...
   [--delete-config K ...]``, ``topics delete NAME ...`` (like ``kafka-topics.sh``);
 - ``odradek produce TOPIC``: one record per line of stdin (like
   ``kafka-console-producer.sh``);
@@ -129,9 +131,14 @@ def add_tool_commands(subparsers: Any) -> None:
     _common(lst)
 
     describe = tsub.add_parser(
-        "describe", help="partitions, leaders, replicas, ISR and non-default settings")
+        "describe", help="partitions, leaders, leader epochs, replicas, ISR and "
+                         "non-default settings")
     describe.add_argument("names", nargs="*", metavar="NAME",
                           help="topics to describe (default: all)")
+    describe.add_argument("--under-replicated-partitions", action="store_true",
+                          help="only partitions with fewer in-sync replicas than replicas")
+    describe.add_argument("--unavailable-partitions", action="store_true",
+                          help="only partitions without a live leader")
     _common(describe)
 
     alter = tsub.add_parser("alter", help="change or remove a topic's settings")
@@ -377,30 +384,45 @@ def _list(admin: Any, args: argparse.Namespace, errors: _BrokerErrors) -> int:
 
 
 def _describe(admin: Any, args: argparse.Namespace, errors: _BrokerErrors) -> int:
-    metadata = _metadata(admin, args, errors)
-    names = list(dict.fromkeys(args.names)) or sorted(metadata.topics)
-    found = [n for n in names if n in metadata.topics
-             and _known(metadata.topics[n].error)]
+    # The partitions come from Odradek's own client: librdkafka's metadata has no leader
+    # epochs. The settings still come through the AdminClient (DescribeConfigs).
+    from odradek.cli.cluster import partition_line
+    from odradek.client.metadata import KafkaClientError, fetch_metadata
+
+    names = list(dict.fromkeys(args.names))
+    try:
+        metadata = fetch_metadata(_bootstrap(args), topics=names or None,
+                                  timeout_s=args.request_timeout_ms / 1000)
+    except KafkaClientError as exc:
+        raise ToolError(f"cannot reach the broker at {_bootstrap(args)}: {exc}") from None
+    names = names or sorted(metadata.topics)
+    found = [n for n in names if n in metadata.topics]
     missing = [n for n in names if n not in found]
+    if args.under_replicated_partitions or args.unavailable_partitions:
+        # As kafka-topics.sh: only the matching partitions' lines, no topic lines.
+        live = frozenset(metadata.brokers)
+        for name in found:
+            for p in metadata.topics[name].partitions:
+                if ((args.under_replicated_partitions and p.under_replicated)
+                        or (args.unavailable_partitions and p.unavailable(live))):
+                    print(partition_line(p))
+        sys.stdout.flush()
+        if missing:
+            raise ToolError(", ".join(f"topic {n!r} does not exist" for n in missing))
+        return 0
     configs = _topic_configs(admin, args, found)
     for name in found:
         topic = metadata.topics[name]
-        partitions = [topic.partitions[p] for p in sorted(topic.partitions)]
-        replication = max((len(p.replicas) for p in partitions), default=0)
-        line = (f"Topic: {name}\tPartitionCount: {len(partitions)}\t"
+        replication = max((len(p.replicas) for p in topic.partitions), default=0)
+        line = (f"Topic: {name}\tPartitionCount: {len(topic.partitions)}\t"
                 f"ReplicationFactor: {replication}")
         if configs is not None:
             line += "\tConfigs: " + ",".join(f"{k}={v}" for k, v in configs.get(name, []))
         if topic.error is not None:
-            line += f"\tError: {topic.error.str()}"
+            line += f"\tError: {topic.error}"
         print(line)
-        for p in partitions:
-            leader = p.leader if p.leader >= 0 else "none"
-            line = (f"\tTopic: {name}\tPartition: {p.id}\tLeader: {leader}\t"
-                    f"Replicas: {_ids(p.replicas)}\tIsr: {_ids(p.isrs)}")
-            if p.error is not None:
-                line += f"\tError: {p.error.str()}"
-            print(line)
+        for p in topic.partitions:
+            print(partition_line(p))
     sys.stdout.flush()
     if missing:
         raise ToolError(", ".join(f"topic {n!r} does not exist" for n in missing))
@@ -409,10 +431,6 @@ def _describe(admin: Any, args: argparse.Namespace, errors: _BrokerErrors) -> in
 
 def _known(error: Any) -> bool:
     return error is None or error.name() != "UNKNOWN_TOPIC_OR_PART"
-
-
-def _ids(ids: list[int]) -> str:
-    return ",".join(str(i) for i in ids)
 
 
 def _topic_configs(admin: Any, args: argparse.Namespace, names: list[str],

@@ -21,9 +21,12 @@ from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
 from odradek.client.codec import (
+    ALTER_PARTITION_REASSIGNMENTS,
     API_VERSIONS,
+    ELECT_LEADERS,
     FETCH,
     LIST_OFFSETS,
+    LIST_PARTITION_REASSIGNMENTS,
     MAX_RESPONSE_BYTES,
     METADATA,
     SIZE,
@@ -45,7 +48,10 @@ __all__ = [
 # The versions this client speaks: Fetch from v4 (record batches v2, the last stable
 # offset) to v12 (topic names; v13 switched to topic ids), Metadata v1-12, ListOffsets
 # v1-7 (one offset per partition, isolation level from v2). Kafka 4 serves all of them.
-SPOKEN = {FETCH: (4, 12), METADATA: (1, 12), LIST_OFFSETS: (1, 7)}
+# The admin requests a controller answers (client/admin.py): ElectLeaders v1-2 (the
+# election type), the reassignment APIs at their first versions.
+SPOKEN = {FETCH: (4, 12), METADATA: (1, 12), LIST_OFFSETS: (1, 7), ELECT_LEADERS: (1, 2),
+          ALTER_PARTITION_REASSIGNMENTS: (0, 0), LIST_PARTITION_REASSIGNMENTS: (0, 0)}
 # Errors after which the partition's leader is looked up again (the Java consumer's
 # "refresh metadata and retry" set for a fetch).
 RETRIABLE = frozenset({

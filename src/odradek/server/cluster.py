@@ -54,6 +54,7 @@ from odradek.cluster.store import (
 )
 from odradek.coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from odradek.server.cluster_metadata import ClusterMetadata
+from odradek.server.config import DYNAMIC_BROKER_SETTINGS, SETTINGS, ConfigError
 from odradek.server.controller import Controller
 from odradek.server.errors import error_code
 from odradek.server.metadata import META_PROPERTIES, Topic, TopicError, validate_topic_name
@@ -133,7 +134,7 @@ class ClusterNode:
             await self.store.ensure_path(path)
         self.cluster_id = await self._cluster_id()
         self._check_data_dir()
-        self.metadata = ClusterMetadata(self.store, self.cluster_id)
+        self.metadata = ClusterMetadata(self.store, self.cluster_id, self.node_id)
         self.metadata.next_producer_id = self.next_producer_id
         self.controller = Controller(self)
         self.replicas = ReplicaManager(self)
@@ -532,6 +533,60 @@ class ClusterNode:
             self.metadata._refresh_topic(name)
             self.replicas.configs_changed(name)
         return Topic(name, topic.topic_id, topic.partitions, dict(configs), topic.internal)
+
+    # --- dynamic broker configs ----------------------------------------------------------------
+
+    def dynamic_setting(self, name: str) -> tuple[str, str] | None:
+        """The value of a dynamic broker config set for this broker ("broker") or for
+        the cluster ("default"), with where it comes from; None: not set dynamically."""
+        for key, source in ((str(self.node_id), "broker"), (zk.DEFAULT_BROKER, "default")):
+            value = self.metadata.broker_configs.get(key, {}).get(name)
+            if value is not None:
+                return value, source
+        return None
+
+    def setting(self, name: str) -> Any:
+        """A broker setting as it applies now: dynamic (this broker's, then the cluster
+        default), else static (command line, environment, file, default)."""
+        dynamic = self.dynamic_setting(name)
+        if dynamic is None:
+            return self.config[name]
+        return SETTINGS[name].parse(name, dynamic[0])
+
+    def broker_configs(self, resource: str) -> dict[str, str]:
+        """The dynamic configs stored for a broker resource ("" is the cluster default)."""
+        return dict(self.metadata.broker_configs.get(resource or zk.DEFAULT_BROKER, {}))
+
+    async def set_broker_configs(self, resource: str, configs: Mapping[str, str], *,
+                                 validate_only: bool = False) -> None:
+        """Replace the dynamic configs of broker ``resource`` ("" for the cluster
+        default): /config/brokers/N or /config/brokers/<default>, as Kafka stores them.
+        Every broker watches its own and the default, and applies them at once."""
+        for name, value in configs.items():
+            if name not in DYNAMIC_BROKER_SETTINGS:
+                raise TopicError("INVALID_REQUEST",
+                                 f"cannot update {name} dynamically; dynamic broker configs "
+                                 f"are {', '.join(sorted(DYNAMIC_BROKER_SETTINGS))}")
+            try:
+                SETTINGS[name].parse(name, value)
+            except ConfigError as exc:
+                raise TopicError("INVALID_CONFIG", str(exc)) from None
+        if validate_only:
+            return
+        key = resource or zk.DEFAULT_BROKER
+        path = zk.broker_config_path(key)
+        data = zk.config_to_json(configs)
+        try:
+            try:
+                await self.store.set(path, data)
+            except NoNodeError:
+                await self.store.create(path, data)
+        except StoreError as exc:
+            raise TopicError("REQUEST_TIMED_OUT", f"ZooKeeper: {exc}") from None
+        if key in (str(self.node_id), zk.DEFAULT_BROKER):
+            # As for topic configs: in force here before the answer, not a watch later.
+            self.metadata.broker_configs[key] = dict(configs)
+            self.replicas.broker_configs_changed()
 
     # --- producer ids ----------------------------------------------------------------------------
 

@@ -46,13 +46,19 @@ class MetadataListener(Protocol):
     def configs_changed(self, topic: str) -> None:
         """A topic's config overrides changed."""
 
+    def broker_configs_changed(self) -> None:
+        """This broker's dynamic configs (or the cluster-wide defaults) changed."""
+
 
 class ClusterMetadata:
     """Brokers, controller, topics and partition states as the store says, by watches."""
 
-    def __init__(self, store: CoordinationStore, cluster_id: str) -> None:
+    def __init__(self, store: CoordinationStore, cluster_id: str, node_id: int = -1) -> None:
         self.store = store
         self.cluster_id = cluster_id
+        self.node_id = node_id
+        # Dynamic broker configs: this broker's ("N") and the cluster default's.
+        self.broker_configs: dict[str, dict[str, str]] = {}
         self.brokers: dict[int, BrokerInfo] = {}  # live, registered brokers
         self.shutting_down: frozenset[int] = frozenset()  # in controlled shutdown
         self.controller_id = -1
@@ -84,6 +90,11 @@ class ClusterMetadata:
         self._watches.append(self.store.watch_data(zk.CONTROLLER_PATH, self._on_controller))
         self._watches.append(self.store.watch_children(zk.CONTROLLED_SHUTDOWN_PATH,
                                                        self._on_shutdowns))
+        for name in (str(self.node_id), zk.DEFAULT_BROKER):
+            self._expect(("broker config", name))
+            self._watches.append(self.store.watch_data(
+                zk.broker_config_path(name),
+                lambda data, _v, name=name: self._on_broker_config(name, data)))
         async with asyncio.timeout(timeout_s):
             await self._loaded.wait()
 
@@ -170,6 +181,19 @@ class ClusterMetadata:
     def _on_shutdowns(self, children: list[str]) -> None:
         self.shutting_down = frozenset(int(c) for c in children if c.isdigit())
         self._notify_changed()
+
+    def _on_broker_config(self, name: str, data: bytes | None) -> None:
+        self._fired(("broker config", name))
+        try:
+            configs = zk.config_from_json(data)
+        except (ValueError, KeyError) as exc:
+            log.warning("ignoring the dynamic configs of broker %s: %s", name, exc)
+            return
+        if self.broker_configs.get(name, {}) != configs:
+            self.broker_configs[name] = configs
+            for listener in self.listeners:
+                listener.broker_configs_changed()
+            self._notify_changed()
 
     def _on_controller(self, data: bytes | None, _version: int) -> None:
         try:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from odradek.cluster.replica_selector import RACK_AWARE_SELECTOR, check_selector_class
 from odradek.storage.config import CLEANUP_POLICIES, COMPRESSION_TYPES, TIMESTAMP_TYPES, LogConfig
 
 ENV_PREFIX = "ODRADEK_"
@@ -59,6 +60,13 @@ def _assignors(name: str, raw: Any) -> str:
     if not names or unknown:
         raise ConfigError(f"{name} must list assignors among uniform, range; got {raw!r}")
     return ",".join(names)
+
+
+def _replica_selector(name: str, raw: Any) -> str:
+    try:
+        return check_selector_class(str(raw))
+    except ValueError as exc:
+        raise ConfigError(f"{name}: {exc}") from None
 
 
 def _float(name: str, raw: Any) -> float:
@@ -209,6 +217,10 @@ _SETTINGS = [
     Setting("zookeeper.connection.timeout.ms", 18000, _int(1),
             "how long one attempt to reach ZooKeeper may take"),
     Setting("broker.rack", "", _str, "this broker's rack, for rack-aware replica placement"),
+    Setting("replica.selector.class", "", _replica_selector,
+            "which replica a consumer fetches from (KIP-392): empty, the leader only; "
+            f"{RACK_AWARE_SELECTOR}, a replica in the consumer's client.rack "
+            "(the leader if it is there, else that rack's most caught-up in-sync replica)"),
     Setting("advertised.listeners", "", _listeners,
             "PLAINTEXT://HOST:PORT that clients and brokers are told; default: the listener"),
     Setting("min.insync.replicas", 1, _int(1),
@@ -230,6 +242,14 @@ _SETTINGS = [
             "a request to another broker not answered in this time (beyond its wait) fails"),
     Setting("num.replica.fetchers", 1, _int(1),
             "fetcher connections per leader broker a follower spreads its partitions over"),
+    # Dynamic in Kafka, and here: AlterConfigs on a broker (or the cluster default)
+    # changes them at run time (docs/cluster.md, "Moving partitions").
+    Setting("leader.replication.throttled.rate", 2**63 - 1, _int(1),
+            "bytes/s a leader sends to throttled replicas that are not in sync "
+            "(leader.replication.throttled.replicas); a dynamic broker config"),
+    Setting("follower.replication.throttled.rate", 2**63 - 1, _int(1),
+            "bytes/s a follower fetches for its throttled replicas that are not in sync "
+            "(follower.replication.throttled.replicas); a dynamic broker config"),
     Setting("auto.leader.rebalance.enable", True, _bool,
             "the controller moves leadership back to preferred replicas"),
     Setting("leader.imbalance.per.broker.percentage", 10, _int(0),
@@ -244,6 +264,11 @@ _SETTINGS = [
             "see controlled.shutdown.max.retries"),
 ]
 SETTINGS: dict[str, Setting] = {s.name: s for s in _SETTINGS}
+# Settings a cluster's brokers take at run time from AlterConfigs on a broker resource
+# (or the cluster-wide default), stored in /config/brokers (Kafka's dynamic broker
+# configs); every other setting comes from the command line, environment or file.
+DYNAMIC_BROKER_SETTINGS = frozenset({"leader.replication.throttled.rate",
+                                     "follower.replication.throttled.rate"})
 # Kafka also accepts coarser units for some settings; they map onto the ms ones.
 _ALIASES = {
     "log.retention.hours": ("log.retention.ms", 3_600_000),

@@ -275,6 +275,9 @@ class Controller:
         if offline:
             self.enqueue("unclean election", lambda: self._reelect(offline, bounced=()))
 
+    def broker_configs_changed(self) -> None:
+        """Nothing for the controller: dynamic configs act on each broker's replicas."""
+
     def _on_deletes(self, children: list[str]) -> None:
         self._pending_deletes = children
         if children:
@@ -443,10 +446,18 @@ class Controller:
             await asyncio.sleep(interval)
             self.enqueue("preferred leader election", self._preferred_leaders)
 
+    def _usable(self) -> dict[int, int]:
+        """Brokers that may be elected now, with their registrations: live, not shutting
+        down, and registered as this controller last handled them. A broker that
+        restarted stays in the ISRs until its broker-change event (maybe queued behind
+        the event asking) takes it out, and its log may be behind: electing it would
+        truncate acknowledged records."""
+        return {b: info.epoch for b, info in self.node.metadata.brokers.items()
+                if b not in self._shutting_down and self._known.get(b) == info.epoch}
+
     async def _preferred_leaders(self) -> None:
         metadata = self.node.metadata
-        live = {b: info.epoch for b, info in metadata.brokers.items()
-                if b not in self._shutting_down}
+        live = self._usable()
         replicas = {tp: metadata.replicas(*tp) for tp in metadata.states}
         ratio = self.node.config["leader.imbalance.per.broker.percentage"]
         for broker, tps in elections.imbalanced_brokers(metadata.states, replicas,
@@ -471,8 +482,7 @@ class Controller:
     async def _elect_leaders(self, election_type: int, partitions: list[TopicPartition] | None
                              ) -> dict[TopicPartition, Outcome]:
         metadata = self.node.metadata
-        usable = {b: info.epoch for b, info in metadata.brokers.items()
-                  if b not in self._shutting_down}
+        usable = self._usable()
         everything = partitions is None
         tps = list(metadata.states) if partitions is None else partitions
         out: dict[TopicPartition, Outcome] = {}
@@ -614,7 +624,6 @@ class Controller:
         leader from the target, the ISR without the removed replicas) and the topic znode
         (the target alone) in one transaction. The removed replicas see they are no longer
         assigned and delete their logs."""
-        metadata = self.node.metadata
         store = self.store
         for tp in tps:
             for _ in range(WRITE_ATTEMPTS):
@@ -630,8 +639,7 @@ class Controller:
                 target = assignment.target(tp[1])
                 if not reassignment.is_complete(state, target):
                     break  # not yet: an ISR change will bring it back here
-                usable = {b: i.epoch for b, i in metadata.brokers.items()
-                          if b not in self._shutting_down}
+                usable = self._usable()
                 new = reassignment.completed(state, target, usable, usable, self.epoch)
                 if new is None:
                     log.info("controller: %s-%d: no target replica can lead yet", *tp)

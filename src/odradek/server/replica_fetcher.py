@@ -261,6 +261,19 @@ class ReplicaFetcher:
         round trip listed them all both ways, which was most of the replication's CPU on
         both brokers with a few dozen partitions (the internal topics' among them)."""
         manager = self.manager
+        quota = manager.follower_quota
+        throttled: set[TopicPartition] = set()
+        if not quota.unlimited:
+            # Throttled replicas (a reassignment's new ones) wait while the follower
+            # quota is spent (cluster/quota.py); the others are fetched meanwhile.
+            throttled = {tp for tp in ready if manager.follower_throttled(tp)}
+            now = time.monotonic()
+            if throttled and quota.exceeded(now):
+                resume = now + quota.wait_s(now)
+                for tp in throttled:
+                    ready[tp].not_before = resume
+                ready = {tp: st for tp, st in ready.items() if tp not in throttled}
+                throttled = set()
         wanted: dict[TopicPartition, tuple[int, int]] = {}  # tp -> (epoch, fetch offset)
         logs = {}
         for tp, st in ready.items():
@@ -326,6 +339,8 @@ class ReplicaFetcher:
                 if p.error_code != ErrorCode.none:
                     self._wait(tp, st, p.error_code)
                     continue
+                if tp in throttled and p.records:
+                    quota.record(len(p.records), time.monotonic())
                 manager.follower_append(tp, wanted[tp][1], p.records, p.high_watermark,
                                         p.log_start_offset)
 

@@ -28,6 +28,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from odradek.cluster import state as zk
+from odradek.cluster.quota import ReplicationQuota, is_throttled
 from odradek.cluster.replication import LeaderReplication
 from odradek.cluster.state import PartitionState, TopicPartition
 from odradek.cluster.store import BadVersionError, NoNodeError, StoreError
@@ -100,6 +101,10 @@ class ReplicaManager:
         self.stopping = False
         self.started = False  # metadata events before start() are applied by it
         self._truncated = False  # a truncation since the checkpoints were last written
+        # Replication throttles (KIP-73; cluster/quota.py): what this broker sends as a
+        # leader to, and fetches as a follower for, throttled replicas out of sync.
+        self.leader_quota = ReplicationQuota()
+        self.follower_quota = ReplicationQuota()
 
     @property
     def clock(self) -> Any:
@@ -112,6 +117,7 @@ class ReplicaManager:
         no longer assigned here, and start the ISR check."""
         assert self.broker.logs is not None
         self.started = True
+        self.broker_configs_changed()
         for tp in list(self.broker.logs.logs):
             if self.me not in self.metadata.replicas(*tp):
                 log.info("%s-%d is not assigned to this broker any more: deleting its log",
@@ -165,6 +171,38 @@ class ReplicaManager:
         if self.broker.logs is not None:  # else the logs open with the new configs
             self.broker.logs.update_config(topic, self.broker.log_config_for(topic))
 
+    def broker_configs_changed(self) -> None:
+        self.leader_quota.set_rate(self.node.setting("leader.replication.throttled.rate"))
+        self.follower_quota.set_rate(
+            self.node.setting("follower.replication.throttled.rate"))
+
+    # --- replication throttles ---------------------------------------------------------------
+
+    def follower_throttled(self, tp: TopicPartition) -> bool:
+        """Whether this follower's fetching of ``tp`` counts against (and waits for) the
+        follower quota: listed in follower.replication.throttled.replicas for this
+        broker, and not in the ISR (Kafka's ReplicaFetcherThread.shouldFollowerThrottle)."""
+        if self.follower_quota.unlimited:
+            return False
+        part = self.partitions.get(tp)
+        if part is None or not is_throttled(
+                part.log.config.follower_replication_throttled_replicas, tp[1], self.me):
+            return False
+        state = self.metadata.states.get(tp)
+        return state is None or self.me not in state.isr
+
+    def leader_throttled(self, part: HostedPartition, replica: int) -> bool:
+        """Whether sending ``part`` to follower ``replica`` counts against (and waits
+        for) the leader quota: listed in leader.replication.throttled.replicas for this
+        broker, and the follower not in the ISR (Kafka's shouldLeaderThrottle)."""
+        if self.leader_quota.unlimited:
+            return False
+        repl = part.repl
+        if repl is None or replica in repl.isr:
+            return False
+        spec = part.log.config.leader_replication_throttled_replicas
+        return is_throttled(spec, part.tp[1], self.me)
+
     # --- roles ----------------------------------------------------------------------------------
 
     def apply_all(self) -> None:
@@ -187,7 +225,12 @@ class ReplicaManager:
             lg = self.broker.logs.get_or_create_log(*tp)
             lg.set_replicated(True)
             part = self.partitions[tp] = HostedPartition(tp, lg)
-        part.replicas = replicas
+        if part.replicas != replicas:
+            part.replicas = replicas
+            if part.repl is not None:
+                # A reassignment: the leader counts the new replica set at once (its
+                # state, with a new epoch, may have arrived before the assignment).
+                part.repl.set_replicas(replicas)
         state = self.metadata.states.get(tp)
         if state is None:
             self._to_none(part)
@@ -349,7 +392,10 @@ class ReplicaManager:
         end = lg.log_end_offset
         # The high watermark first: the log start may not pass it (Kafka's
         # ReplicaFetcherThread.processPartitionData does the same order).
-        lg.set_high_watermark(min(leader_hw, end))
+        old_hw = lg.high_watermark
+        if lg.set_high_watermark(min(leader_hw, end)) != old_hw:
+            # Consumers reading from this follower (KIP-392) may read further now.
+            self.broker.purgatory.notify(tp)
         if leader_start > lg.log_start_offset:
             lg.delete_records_before(min(leader_start, lg.high_watermark))
 
@@ -506,6 +552,12 @@ class ReplicaManager:
 
     def leading(self, topic: str, partition: int) -> HostedPartition | None:
         return self.leaders.get((topic, partition))
+
+    def following(self, topic: str, partition: int) -> HostedPartition | None:
+        """The partition if this broker follows it: consumers may read it here up to
+        the high watermark it has from the leader (fetch from follower, KIP-392)."""
+        part = self.partitions.get((topic, partition))
+        return part if part is not None and part.role is Role.FOLLOWER else None
 
 
 def _done(code: int) -> asyncio.Future[int]:

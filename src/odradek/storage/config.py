@@ -70,6 +70,20 @@ def _choice(options: tuple[str, ...]) -> Callable[[str, Any], str]:
     return parse
 
 
+def _throttled_replicas(name: str, raw: Any) -> str:
+    """Kafka's ``*.replication.throttled.replicas``: "" (none), "*" (every replica) or
+    "partition:broker,..." pairs. Normalised: spaces gone."""
+    text = str(raw).replace(" ", "")
+    if text in ("", "*"):
+        return text
+    for item in text.split(","):
+        partition, sep, broker = item.partition(":")
+        if not (sep and partition.isdigit() and broker.isdigit()):
+            raise InvalidConfigError(f"{name} must be '*' or a list of partition:broker "
+                                     f"pairs, got {raw!r}")
+    return text
+
+
 # Kafka name -> (attribute, parser). Defaults live on the dataclass below.
 _SPECS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "segment.bytes": ("segment_bytes", _long(14)),
@@ -94,6 +108,12 @@ _SPECS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     # LogConfig carries them too).
     "min.insync.replicas": ("min_insync_replicas", _long(1)),
     "unclean.leader.election.enable": ("unclean_leader_election_enable", _bool),
+    # Which replicas a reassignment's replication throttle applies to (KIP-73), on the
+    # leader's side and on the follower's: read by the replica manager.
+    "leader.replication.throttled.replicas": ("leader_replication_throttled_replicas",
+                                              _throttled_replicas),
+    "follower.replication.throttled.replicas": ("follower_replication_throttled_replicas",
+                                                _throttled_replicas),
 }
 
 
@@ -124,6 +144,8 @@ class LogConfig:
     file_delete_delay_ms: int = 60_000  # deleted files stay open this long for readers
     min_insync_replicas: int = 1  # acks=all needs this many in-sync replicas
     unclean_leader_election_enable: bool = False  # never elect outside the ISR
+    leader_replication_throttled_replicas: str = ""  # none throttled
+    follower_replication_throttled_replicas: str = ""
 
     @classmethod
     def from_kafka(cls, settings: Mapping[str, Any], base: LogConfig | None = None) -> LogConfig:

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from odradek.protocol.codec import Request
-from odradek.server.config import SETTINGS, Setting
+from odradek.server.config import DYNAMIC_BROKER_SETTINGS, SETTINGS, Setting
 from odradek.server.errors import error_code
 from odradek.server.handlers.base import Api, respond
 from odradek.server.handlers.metadata import brokers, controller_id
@@ -37,6 +37,8 @@ BROKER = 4
 
 # DescribeConfigsResponse.ConfigSource
 DYNAMIC_TOPIC_CONFIG = 1
+DYNAMIC_BROKER_CONFIG = 2
+DYNAMIC_DEFAULT_BROKER_CONFIG = 3
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
 
@@ -64,6 +66,8 @@ TOPIC_CONFIG_TYPES = {
     "file.delete.delay.ms": LONG,
     "min.insync.replicas": INT,
     "unclean.leader.election.enable": BOOLEAN,
+    "leader.replication.throttled.replicas": LIST,
+    "follower.replication.throttled.replicas": LIST,
 }
 LIST_CONFIGS = frozenset(n for n, t in TOPIC_CONFIG_TYPES.items() if t == LIST)
 
@@ -166,10 +170,19 @@ def describe_topic(broker: Broker, topic: Topic, keys: set[str] | None, *,
 def describe_broker(broker: Broker, keys: set[str] | None, *, include_synonyms: bool,
                     include_documentation: bool) -> list[dict[str, Any]]:
     entries = []
+    cluster = broker.cluster
+    dynamic = cluster.broker_configs(str(broker.node_id)) if cluster is not None else {}
+    defaults = cluster.broker_configs("") if cluster is not None else {}
     for setting in SETTINGS.values():
         if keys is not None and setting.name not in keys:
             continue
         synonyms = []
+        if setting.name in dynamic:
+            synonyms.append({"name": setting.name, "value": dynamic[setting.name],
+                             "source": DYNAMIC_BROKER_CONFIG})
+        if setting.name in defaults:
+            synonyms.append({"name": setting.name, "value": defaults[setting.name],
+                             "source": DYNAMIC_DEFAULT_BROKER_CONFIG})
         if setting.name in broker.config.sources:
             synonyms.append({"name": setting.name, "value": _text(broker.config[setting.name]),
                              "source": STATIC_BROKER_CONFIG})
@@ -177,8 +190,26 @@ def describe_broker(broker: Broker, keys: set[str] | None, *, include_synonyms: 
                          "source": DEFAULT_CONFIG})
         entries.append(_entry(
             setting.name, synonyms[0]["value"], synonyms[0]["source"], _setting_type(setting),
-            synonyms, setting.doc, read_only=True, include_synonyms=include_synonyms,
+            synonyms, setting.doc, read_only=setting.name not in DYNAMIC_BROKER_SETTINGS
+            or cluster is None, include_synonyms=include_synonyms,
             include_documentation=include_documentation))
+    return entries
+
+
+def describe_broker_defaults(broker: Broker, keys: set[str] | None, *,
+                             include_synonyms: bool,
+                             include_documentation: bool) -> list[dict[str, Any]]:
+    """The cluster-wide dynamic broker configs (resource name ""): those set."""
+    defaults = broker.cluster.broker_configs("") if broker.cluster is not None else {}
+    entries = []
+    for name, value in sorted(defaults.items()):
+        if (keys is not None and name not in keys) or name not in SETTINGS:
+            continue
+        synonyms = [{"name": name, "value": value, "source": DYNAMIC_DEFAULT_BROKER_CONFIG}]
+        entries.append(_entry(name, value, DYNAMIC_DEFAULT_BROKER_CONFIG,
+                              _setting_type(SETTINGS[name]), synonyms, SETTINGS[name].doc,
+                              read_only=False, include_synonyms=include_synonyms,
+                              include_documentation=include_documentation))
     return entries
 
 
@@ -226,11 +257,11 @@ async def describe_configs(broker: Broker, request: Request) -> bytes:
                     include_documentation=include_documentation)
             elif res.resource_type == BROKER:
                 _check_broker_name(broker, res.resource_name)
-                # "" asks for the cluster-wide dynamic defaults, of which there are none.
-                if res.resource_name != "":
-                    entry["configs"] = describe_broker(
-                        broker, keys, include_synonyms=include_synonyms,
-                        include_documentation=include_documentation)
+                # "" asks for the cluster-wide dynamic defaults (none on a single node).
+                describe = describe_broker if res.resource_name != "" else \
+                    describe_broker_defaults
+                entry["configs"] = describe(broker, keys, include_synonyms=include_synonyms,
+                                           include_documentation=include_documentation)
             else:
                 raise ConfigRequestError("INVALID_REQUEST",
                                          f"resource type {res.resource_type} is not supported")
@@ -251,10 +282,11 @@ def _check_alterable(broker: Broker, res: Any, duplicates: set[tuple[int, str]])
                                  f"resource {res.resource_name!r} appears more than once")
     if res.resource_type == BROKER:
         _check_broker_name(broker, res.resource_name)
-        raise ConfigRequestError("INVALID_REQUEST",
-                                 "dynamic broker configs are not supported; broker settings "
-                                 "come from the config file, environment or command line")
-    if res.resource_type != TOPIC:
+        if broker.cluster is None:
+            raise ConfigRequestError(
+                "INVALID_REQUEST", "a single node has no dynamic broker configs; its "
+                "settings come from the config file, environment or command line")
+    elif res.resource_type != TOPIC:
         raise ConfigRequestError("INVALID_REQUEST",
                                  f"resource type {res.resource_type} is not supported")
     names = Counter(c.name for c in res.configs)
@@ -262,7 +294,8 @@ def _check_alterable(broker: Broker, res: Any, duplicates: set[tuple[int, str]])
     if repeated:
         raise ConfigRequestError("INVALID_REQUEST",
                                  f"config {', '.join(repeated)} appears more than once")
-    _require_topic(broker, res.resource_name)
+    if res.resource_type == TOPIC:
+        _require_topic(broker, res.resource_name)
 
 
 async def _alter(broker: Broker, request: Request,
@@ -278,8 +311,13 @@ async def _alter(broker: Broker, request: Request,
                                  "resource_name": res.resource_name}
         try:
             _check_alterable(broker, res, duplicates)
-            await broker.set_topic_configs_anywhere(res.resource_name, new_configs(res),
-                                                    validate_only=body.validate_only)
+            if res.resource_type == BROKER:
+                assert broker.cluster is not None
+                await broker.cluster.set_broker_configs(
+                    res.resource_name, new_configs(res), validate_only=body.validate_only)
+            else:
+                await broker.set_topic_configs_anywhere(res.resource_name, new_configs(res),
+                                                        validate_only=body.validate_only)
         except (ConfigRequestError, TopicError) as exc:
             entry.update(_failure(exc))
         responses.append(entry)
@@ -332,9 +370,29 @@ def apply_incremental(broker: Broker, topic: Topic, ops: Any) -> dict[str, str]:
     return configs
 
 
+def apply_incremental_broker(broker: Broker, resource: str, ops: Any) -> dict[str, str]:
+    """A broker resource's dynamic configs after IncrementalAlterConfigs' operations
+    (SET and DELETE: none of the dynamic broker configs is a list)."""
+    assert broker.cluster is not None
+    configs = broker.cluster.broker_configs(resource)
+    for op in ops:
+        if op.config_operation == SET and op.value is not None:
+            configs[op.name] = op.value
+        elif op.config_operation == DELETE:
+            configs.pop(op.name, None)
+        else:
+            raise ConfigRequestError("INVALID_REQUEST",
+                                     f"{_OP_NAMES.get(op.config_operation, '?')} of "
+                                     f"{op.name}: only SET (with a value) and DELETE apply "
+                                     "to dynamic broker configs")
+    return configs
+
+
 async def incremental_alter_configs(broker: Broker, request: Request) -> bytes:
     return await _alter(broker, request, lambda res: apply_incremental(
-        broker, _require_topic(broker, res.resource_name), res.configs))
+        broker, _require_topic(broker, res.resource_name), res.configs)
+        if res.resource_type == TOPIC else
+        apply_incremental_broker(broker, res.resource_name, res.configs))
 
 
 async def describe_log_dirs(broker: Broker, request: Request) -> bytes:

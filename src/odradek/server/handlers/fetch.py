@@ -12,13 +12,22 @@
 - The response is encoded here by hand, not through kio, because its record sections are
   file regions: the header bytes are built in Python and each partition's records go from
   the segment file to the socket without passing through Python.
-- In a cluster only the leader serves a partition (others: NOT_LEADER_OR_FOLLOWER);
-  consumers read up to the high watermark (read_committed up to the last stable
-  offset, which is never above it), and a fetch naming a leader epoch (v9+, KIP-320)
-  other than the leader's gets FENCED_LEADER_EPOCH (older) or UNKNOWN_LEADER_EPOCH
-  (newer). A fetch with a replica id is a follower's: it must come from a registered
-  broker holding a replica; it reads up to the log end, and the offset it fetches from
-  is that follower's log end, which moves the high watermark (server/replica_manager.py).
+- In a cluster the leader serves a partition; consumers read up to the high watermark
+  (read_committed up to the last stable offset, which is never above it), and a fetch
+  naming a leader epoch (v9+, KIP-320) other than the leader's gets FENCED_LEADER_EPOCH
+  (older) or UNKNOWN_LEADER_EPOCH (newer). A fetch with a replica id is a follower's: it
+  must come from a registered broker holding a replica; it reads up to the log end, and
+  the offset it fetches from is that follower's log end, which moves the high watermark
+  (server/replica_manager.py).
+- Fetch from follower (KIP-392), for consumer fetches of v11+ (they carry the client's
+  rack; older ones are served by the leader only, as in Kafka): with
+  ``replica.selector.class`` set, the leader answers a partition whose chosen replica
+  (cluster/replica_selector.py) is another broker with that broker's id as
+  ``preferred_read_replica``, no records, at once. A follower serves consumers too, up
+  to the high watermark it has from the leader (read_committed: its last stable
+  offset), its known leader epoch checked as the leader's is; a waiting fetch there
+  wakes when that high watermark moves. Elsewhere NOT_LEADER_OR_FOLLOWER. Nothing of
+  this runs on a single node or for a fetch without a rack but a None check.
 """
 
 from __future__ import annotations
@@ -26,11 +35,17 @@ from __future__ import annotations
 import asyncio
 import itertools
 import struct
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from odradek.cluster.replica_selector import (
+    NO_SELECTOR,
+    FollowerInfo,
+    preferred_read_replica,
+)
 from odradek.protocol.codec import Request
 from odradek.protocol.framing import encode_uvarint
 from odradek.protocol.messages import ms
@@ -42,6 +57,7 @@ from odradek.storage.txn_index import AbortedTxn
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
+    from odradek.server.replica_manager import HostedPartition
 
 FETCH_SESSION_ID_NOT_FOUND = 70
 INVALID_FETCH_SESSION_EPOCH = 71
@@ -109,24 +125,33 @@ class PartitionResult:
     region: FileRegion | None
     # read_committed: the aborted transactions of what is returned (None: not asked)
     aborted: list[AbortedTxn] | None = None
+    preferred_replica: int = -1  # KIP-392: fetch from this broker instead (-1: none)
 
 
 # (topic, partition, fetch offset, partition max bytes): what one partition asks for
 Wanted = tuple[str, int, int, int]
 # A cluster's refusals decided before reading: (topic, partition) -> error code.
 Refused = dict[tuple[str, int], int]
+# KIP-392: partitions the consumer should fetch from another replica -> its broker id.
+Preferred = dict[tuple[str, int], int]
+# A consumer's read of a partition this broker follows (None: not a follower of it).
+Following = Callable[[str, int], "HostedPartition | None"]
 
 
-def _epoch_refusals(broker: Broker, body: Any) -> Refused | None:
-    """In a cluster, the partitions whose request names another leader epoch."""
+def _epoch_refusals(broker: Broker, body: Any, follower_reads: bool) -> Refused | None:
+    """In a cluster, the partitions whose request names another leader epoch than the
+    leader's (or, with ``follower_reads``, than the one this follower knows)."""
     cluster = broker.cluster
     if cluster is None:
         return None
     refused: Refused = {}
-    leaders = cluster.replicas.leaders
+    replicas = cluster.replicas
+    leaders = replicas.leaders
     for t in body.topics:
         for p in t.partitions:
             part = leaders.get((t.topic, p.partition))
+            if part is None and follower_reads:
+                part = replicas.following(t.topic, p.partition)
             if part is not None:
                 code = epoch_error(p.current_leader_epoch, part.leader_epoch)
                 if code:
@@ -134,14 +159,70 @@ def _epoch_refusals(broker: Broker, body: Any) -> Refused | None:
     return refused
 
 
+def _preferred_replicas(broker: Broker, wanted: list[Wanted], client_rack: str,
+                        refused: Refused | None) -> Preferred:
+    """On a leader, for a consumer in ``client_rack``: the partitions it should fetch
+    from a follower in its rack (Kafka's ReplicaManager.findPreferredReadReplica with
+    the rack-aware selector; the rule is cluster/replica_selector.py's)."""
+    assert broker.cluster is not None
+    cluster = broker.cluster
+    leaders = cluster.replicas.leaders
+    brokers = cluster.metadata.brokers
+    me = cluster.node_id
+    own = brokers.get(me)
+    my_rack = own.rack if own is not None else (broker.config["broker.rack"] or None)
+    if my_rack == client_rack:
+        return {}  # the leader is in the client's rack: it is the pick, everywhere
+    now = broker.clock()
+    preferred: Preferred = {}
+    for topic, partition, fetch_offset, _ in wanted:
+        tp = (topic, partition)
+        part = leaders.get(tp)
+        if part is None or (refused and tp in refused):
+            continue
+        repl = part.repl
+        if repl is None:
+            continue
+        isr = repl.isr
+        followers = []
+        for replica, state in repl.followers.items():
+            info = brokers.get(replica)
+            followers.append(FollowerInfo(
+                replica, info.rack if info is not None else None, info is not None,
+                replica in isr, state.log_start_offset, state.log_end_offset,
+                state.last_caught_up_ms))
+        chosen = preferred_read_replica(client_rack, me, my_rack, part.log.log_end_offset,
+                                        followers, fetch_offset, now)
+        if chosen is not None:
+            preferred[tp] = chosen
+    return preferred
+
+
 def _read(broker: Broker, wanted: list[Wanted], max_bytes: int,
-          read_committed: bool, refused: Refused | None = None
+          read_committed: bool, refused: Refused | None = None,
+          preferred: Preferred | None = None, following: Following | None = None
           ) -> tuple[list[PartitionResult], int]:
+    """A consumer's read: from the logs this broker leads, and with ``following`` (a
+    v11+ fetch in a cluster) also from those it follows, each up to its high watermark
+    (the follower's is the leader's as last heard, never above its own log end)."""
     results = []
     total = 0
     get_log = broker.get_log
     for topic, partition, fetch_offset, partition_max_bytes in wanted:
         lg = get_log(topic, partition)
+        if lg is None and following is not None:
+            # Looked up at every read, not once: a parked fetch must not go on reading
+            # a replica this broker stopped following meanwhile.
+            followed = following(topic, partition)
+            if followed is not None:
+                lg = followed.log
+        if preferred and (topic, partition) in preferred and lg is not None:
+            # No records: the offsets the leader has now, and where to fetch instead.
+            hw = lg.high_watermark
+            results.append(PartitionResult(
+                topic, partition, 0, hw, min(lg.last_stable_offset, hw),
+                lg.log_start_offset, None, None, preferred[(topic, partition)]))
+            continue
         if lg is None or (refused and (topic, partition) in refused):
             code = (broker.missing_partition_error(topic, partition) if lg is None
                     else refused[(topic, partition)])  # type: ignore[index]
@@ -160,8 +241,10 @@ def _read(broker: Broker, wanted: list[Wanted], max_bytes: int,
                                               min_one=total == 0)
                 read = committed.result
                 region, aborted = read.region, committed.aborted
-                hw, start, lso = (read.log_end_offset, read.log_start_offset,
-                                  committed.last_stable_offset)
+                # A replicated log's (a leader's or a follower's) high watermark is not
+                # its log end.
+                hw = lg.high_watermark if lg.replicated else read.log_end_offset
+                start, lso = read.log_start_offset, committed.last_stable_offset
             elif budget > 0 or total == 0:
                 # A replicated log is read up to its high watermark; a single node's
                 # commits what it appends (its high watermark is its log end).
@@ -188,7 +271,8 @@ def _read(broker: Broker, wanted: list[Wanted], max_bytes: int,
 
 
 def _read_replica(broker: Broker, replica: int, wanted: list[Wanted], max_bytes: int,
-                  asked_epochs: dict[tuple[str, int], int]
+                  asked_epochs: dict[tuple[str, int], int],
+                  log_starts: dict[tuple[str, int], int]
                   ) -> tuple[list[PartitionResult], int]:
     """A follower's read: up to the log end, from a partition this broker leads and the
     follower replicates; the fetch offset is the follower's log end, which the replica
@@ -213,11 +297,15 @@ def _read_replica(broker: Broker, replica: int, wanted: list[Wanted], max_bytes:
         lg = part.log
         budget = min(max_bytes - total, partition_max_bytes)
         end = lg.log_end_offset
+        throttled = replicas.leader_throttled(part, replica)
+        # The leader's replication quota spent: a throttled replica gets nothing now.
+        held = throttled and replicas.leader_quota.exceeded(time.monotonic())
         try:
             # At the log end there is nothing to read (most partitions of a follower that
             # keeps up): no read, no lock.
             read = (lg.read(fetch_offset, max(budget, 0), min_one=total == 0)
-                    if (budget > 0 or total == 0) and fetch_offset != end else None)
+                    if (budget > 0 or total == 0) and fetch_offset != end and not held
+                    else None)
         except OffsetOutOfRangeError as exc:
             results.append(PartitionResult(topic, partition, error_code(exc),
                                            lg.high_watermark, -1, exc.log_start_offset, None))
@@ -225,9 +313,18 @@ def _read_replica(broker: Broker, replica: int, wanted: list[Wanted], max_bytes:
         if read is not None:
             end = read.log_end_offset
         replicas.follower_fetched(part, replica, fetch_offset, end, now)
+        repl = part.repl
+        if repl is not None:
+            # What the follower still holds, for fetch from follower (KIP-392): a
+            # consumer is not sent to a replica that has deleted its offset.
+            state = repl.followers.get(replica)
+            if state is not None:
+                state.log_start_offset = log_starts.get((topic, partition), -1)
         region = read.region if read is not None else None
         if region is not None:
             total += region.length
+            if throttled:
+                replicas.leader_quota.record(region.length, time.monotonic())
         hw = lg.high_watermark
         results.append(PartitionResult(topic, partition, 0, hw, min(lg.last_stable_offset, hw),
                                        lg.log_start_offset, region))
@@ -296,21 +393,36 @@ def handle_now(broker: Broker, request: Request
     max_bytes = body.max_bytes
     min_bytes = body.min_bytes
     read: Callable[[], tuple[list[PartitionResult], int]]
+    preferred: Preferred | None = None
     if body.replica_id >= 0 and broker.cluster is not None:
         epochs = {(t.topic, p.partition): p.current_leader_epoch
                   for t in body.topics for p in t.partitions}
+        log_starts = {(t.topic, p.partition): p.log_start_offset
+                      for t in body.topics for p in t.partitions}
         replica = body.replica_id
 
         def read() -> tuple[list[PartitionResult], int]:
-            return _read_replica(broker, replica, wanted, max_bytes, epochs)
+            return _read_replica(broker, replica, wanted, max_bytes, epochs, log_starts)
     else:
         read_committed = body.isolation_level == 1
-        refused = _epoch_refusals(broker, body)
+        following: Following | None = None
+        if broker.cluster is not None and version >= 11:
+            # KIP-392: a v11+ consumer fetch may be served by a follower (Kafka's
+            # FetchParams.fetchOnlyLeader is false once the client sends its metadata).
+            following = broker.cluster.replicas.following
+        refused = _epoch_refusals(broker, body, following is not None)
+        if (following is not None and body.rack_id
+                and broker.config["replica.selector.class"] != NO_SELECTOR):
+            preferred = _preferred_replicas(broker, wanted, body.rack_id, refused)
 
         def read() -> tuple[list[PartitionResult], int]:
-            return _read(broker, wanted, max_bytes, read_committed, refused)
+            return _read(broker, wanted, max_bytes, read_committed, refused, preferred,
+                         following)
     results, total = read()
-    if total < min_bytes and not broker.stopping and not any(r.error for r in results):
+    # A preferred read replica is answered at once (Kafka's fetchMessages): the client
+    # is to go elsewhere, not to wait here.
+    if (total < min_bytes and not broker.stopping and not preferred
+            and not any(r.error for r in results)):
         max_wait_s = ms(body.max_wait) / 1000
         if max_wait_s > 0:
             return _DelayedFetch(broker, request, wanted, read, min_bytes, max_wait_s,
@@ -405,7 +517,7 @@ def _answer(request: Request, results: list[PartitionResult], session: FetchSess
             kept = []
             for r in results:
                 state = partitions[(r.topic, r.partition)]
-                if (r.region is not None or r.error or
+                if (r.region is not None or r.error or r.preferred_replica >= 0 or
                         r.high_watermark != state.sent_high_watermark or
                         r.last_stable_offset != state.sent_last_stable or
                         r.log_start_offset != state.sent_log_start):
@@ -498,7 +610,8 @@ def encode_fetch_response(request: Request, results: list[PartitionResult], sess
                     if flexible:
                         out.append(b"\x00")
             if v11:
-                out.append(_NO_REPLICA)
+                preferred = r.preferred_replica
+                out.append(_NO_REPLICA if preferred < 0 else _I32.pack(preferred))
             region = r.region
             if region is None:
                 out.append(b"\x01" if flexible else b"\x00\x00\x00\x00")
