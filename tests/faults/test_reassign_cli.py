@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import TopicPartition as CTopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from tests.cluster_processes import Cluster
@@ -85,5 +86,43 @@ def test_add_a_broker_and_move_a_topic_onto_it(cluster: Cluster, tmp_path: Path)
                       "orders")
     assert elected.returncode == 0, elected.stderr
     assert all(cluster.leader("orders", p) == wanted[p][0] for p in range(3))
+    # Everything is led by its preferred replica now: nothing to report, nothing failed.
+    everything = odradek(cluster, "elect-leaders", "--election-type", "preferred",
+                         "--all-topic-partitions")
+    assert (everything.returncode, everything.stdout) == (0, ""), everything.stderr
     usage = odradek(cluster, "elect-leaders", "--election-type", "preferred")
     assert usage.returncode == 2 and "exactly one of" in usage.stderr
+
+
+def _coordinator(cluster: Cluster, group: str) -> int:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    description = admin.describe_consumer_groups([group])[group].result(timeout=30)
+    return int(description.coordinator.id)
+
+
+def test_groups_describe_is_the_same_after_the_coordinator_moves(cluster: Cluster) -> None:
+    """``odradek groups describe`` before and after the group's coordinator broker
+    stops: the same committed offsets and lag, served by the new coordinator (the
+    offsets are replicated in __consumer_offsets)."""
+    cluster.create_topic("ledger", partitions=2, rf=3)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i in range(40):
+        producer.produce("ledger", f"entry-{i}".encode(), partition=i % 2)
+    assert producer.flush(60) == 0
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "auditors",
+                         "enable.auto.commit": False})
+    consumer.commit(offsets=[CTopicPartition("ledger", 0, 15),
+                             CTopicPartition("ledger", 1, 7)], asynchronous=False)
+    consumer.close()
+
+    before = odradek(cluster, "groups", "describe", "auditors")
+    assert before.returncode == 0, before.stderr
+    assert "ledger  0          15         20       5" in before.stdout, before.stdout
+    coordinator = _coordinator(cluster, "auditors")
+    cluster.stop(coordinator)
+    cluster.wait_for(lambda: _coordinator(cluster, "auditors") != coordinator, 60,
+                     "the group's coordinator moved")
+    after = odradek(cluster, "groups", "describe", "auditors")  # one bootstrap is down
+    assert after.returncode == 0, after.stderr
+    assert after.stdout == before.stdout
+    cluster.start(coordinator)
