@@ -539,3 +539,37 @@ def test_offset_for_leader_epoch_zero_ends_at_the_log_end(
     assert (later.error_code.value, later.leader_epoch, later.end_offset) == (0, -1, -1)
     assert ask(0, 0, current=1).error_code.value == 75  # UNKNOWN_LEADER_EPOCH
     assert ask(4, 0).error_code.value == 3  # UNKNOWN_TOPIC_OR_PARTITION
+
+
+# --- ElectLeaders and reassignments on a single node ----------------------------------------
+
+
+def test_a_single_node_needs_no_election_and_moves_nothing(node: RunningBroker) -> None:
+    """One replica per partition, which leads: ElectLeaders answers ELECTION_NOT_NEEDED
+    (confluent-kafka), a reassignment to anything but this broker is refused and none is
+    ever in progress (kafka-python), as Kafka answers for single-replica partitions."""
+    from confluent_kafka import ElectionType
+    from confluent_kafka import TopicPartition as CTopicPartition
+    from kafka import KafkaAdminClient
+    from kafka import TopicPartition as KTopicPartition
+
+    admin = admin_for(node)
+    create_topic(admin, "solo", partitions=2)
+    results = admin.elect_leaders(ElectionType.PREFERRED, [
+        CTopicPartition("solo", 0), CTopicPartition("solo", 5)]).result(TIMEOUT)
+    errors = {tp.partition: err.name() for tp, err in results.items()}
+    assert errors == {0: "ELECTION_NOT_NEEDED", 5: "UNKNOWN_TOPIC_OR_PART"}  # librdkafka's name
+
+    kadmin = KafkaAdminClient(bootstrap_servers=node.bootstrap)
+    try:
+        moved = kadmin.alter_partition_reassignments({
+            KTopicPartition("solo", 0): [node.broker.node_id],
+            KTopicPartition("solo", 1): [node.broker.node_id, 7],
+            KTopicPartition("nope", 0): [node.broker.node_id]})
+        assert {tp.topic + str(tp.partition): getattr(err, "__name__", err)
+                for tp, err in moved.items()} == {
+            "solo0": None, "solo1": "InvalidReplicationAssignmentError",
+            "nope0": "UnknownTopicOrPartitionError"}
+        assert kadmin.list_partition_reassignments() == {}
+    finally:
+        kadmin.close()

@@ -169,12 +169,13 @@ def _single_node_reassignment(broker: Broker, tp: TopicPartition,
 async def list_reassignments(broker: Broker, request: Request) -> bytes:
     body = request.body
     wanted = _wanted(body.topics, lambda t: t.partition_indexes)
-    if broker.cluster is None:
-        code, message, ongoing = 0, None, {}
-    else:
-        code, message, ongoing = await _run(
-            broker, request, _timeout_ms(body),
-            lambda c: _listed(c.list_reassignments(wanted)))
+    code, message, ongoing = 0, None, {}
+    if broker.cluster is not None:
+        controller = _controller(broker)
+        if controller is None:
+            code, message = NOT_CONTROLLER, "this broker is not the controller"
+        else:
+            ongoing = controller.list_reassignments(wanted)
     topics: dict[str, list[dict[str, Any]]] = {}
     for (topic, p), (replicas, adding, removing) in sorted((ongoing or {}).items()):
         topics.setdefault(topic, []).append({
@@ -183,10 +184,6 @@ async def list_reassignments(broker: Broker, request: Request) -> bytes:
     return respond(request, {
         "throttle_time": 0, "error_code": code, "error_message": message,
         "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]})
-
-
-async def _listed(value: Any) -> Any:
-    return value
 
 
 ELECT_LEADERS = Api(43, "ElectLeaders", 0, 2, elect_leaders)
