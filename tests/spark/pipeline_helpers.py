@@ -13,6 +13,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka import Consumer, TopicPartition
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
@@ -138,3 +139,38 @@ def stop_group(proc: subprocess.Popen, sig: int = signal.SIGTERM, wait_s: float 
         os.killpg(proc.pid, signal.SIGKILL)  # children outliving their parent
     if proc.poll() is None:
         proc.wait(wait_s)
+
+
+def read_topic(bootstrap: str, topic: str, with_offsets: bool = False) -> list:
+    """Every record of a topic a read_committed consumer is given, to the end of each
+    partition: (key, value), or (partition, offset, value) with `with_offsets`."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "pipeline-test",
+                         "enable.auto.commit": False, "enable.partition.eof": False})
+    try:
+        meta = consumer.list_topics(topic, timeout=10)
+        partitions = sorted(meta.topics[topic].partitions)
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                for p in partitions}
+        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+        records = []
+
+        def behind() -> list[int]:
+            # The consumer's position passes transaction markers too (activity-stats is
+            # written transactionally), so it reaches the log end where a count of the
+            # records delivered would not.
+            wanted = [TopicPartition(topic, p) for p in partitions if ends[p] > 0]
+            return [p.partition for p in consumer.position(wanted)
+                    if p.offset < ends[p.partition]]
+
+        for _ in range(1000):
+            if not behind():
+                break
+            for msg in consumer.consume(1000, timeout=1):
+                assert msg.error() is None, msg.error()
+                key = msg.key().decode() if msg.key() else None
+                records.append((msg.partition(), msg.offset(), msg.value()) if with_offsets
+                               else (key, msg.value()))
+        assert not behind(), f"partitions {behind()} of {topic} not read to their end"
+        return records
+    finally:
+        consumer.close()

@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 
 from odradek.pipeline import generator as gen
 from odradek.pipeline import jobs
@@ -23,6 +22,7 @@ from tests.spark.pipeline_helpers import (
     assert_aggregates_match,
     assert_events_exactly_once,
     pipeline_env,
+    read_topic,
 )
 
 START_MS = 1_700_000_040_000  # 2023-11-14T22:14:00Z, a whole minute
@@ -78,7 +78,7 @@ def test_streaming_aggregates_equal_those_computed_from_the_generated_events(spa
 
 def test_activity_stats_topic_has_every_window_of_every_aggregate(pipeline_broker, streamed):
     generated, _ = streamed
-    records = _read_topic(pipeline_broker.bootstrap, gen.STATS_TOPIC)
+    records = read_topic(pipeline_broker.bootstrap, gen.STATS_TOPIC)
     by_key = {}
     for key, value in records:
         row = json.loads(value)
@@ -104,7 +104,7 @@ def test_backfill_of_everything_gives_the_streaming_tables(spark, pipeline_broke
 
 def test_backfill_of_an_offset_range_loads_exactly_those_records(spark, pipeline_broker,
                                                                  streamed, tmp_path):
-    records = _read_topic(pipeline_broker.bootstrap, gen.ACTIVITY_TOPIC, with_offsets=True)
+    records = read_topic(pipeline_broker.bootstrap, gen.ACTIVITY_TOPIC, with_offsets=True)
     ends = {}
     for partition, offset, _ in records:
         ends[partition] = max(ends.get(partition, 0), offset + 1)
@@ -144,39 +144,6 @@ def test_streaming_job_refuses_an_unknown_table(spark, pipeline_broker, tmp_path
     with pytest.raises(jobs.PipelineError, match=r"unknown table.*pageviews"):
         jobs.start_streaming(spark, pipeline_broker.bootstrap, tmp_path, tmp_path,
                              tables=("pageviews",))
-
-
-def _read_topic(bootstrap: str, topic: str, with_offsets: bool = False) -> list:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "pipeline-test",
-                         "enable.auto.commit": False, "enable.partition.eof": False})
-    try:
-        meta = consumer.list_topics(topic, timeout=10)
-        partitions = sorted(meta.topics[topic].partitions)
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-                for p in partitions}
-        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
-        records = []
-
-        def behind() -> list[int]:
-            # The consumer's position passes transaction markers too (activity-stats is
-            # written transactionally), so it reaches the log end where a count of the
-            # records delivered would not.
-            wanted = [TopicPartition(topic, p) for p in partitions if ends[p] > 0]
-            return [p.partition for p in consumer.position(wanted)
-                    if p.offset < ends[p.partition]]
-
-        for _ in range(1000):
-            if not behind():
-                break
-            for msg in consumer.consume(1000, timeout=1):
-                assert msg.error() is None, msg.error()
-                key = msg.key().decode() if msg.key() else None
-                records.append((msg.partition(), msg.offset(), msg.value()) if with_offsets
-                               else (key, msg.value()))
-        assert not behind(), f"partitions {behind()} of {topic} not read to their end"
-        return records
-    finally:
-        consumer.close()
 
 
 def test_heartbeats_are_not_events(spark, streamed):

@@ -65,13 +65,17 @@ def add_pipeline_command(sub: Any) -> None:
     run = cmds.add_parser("run", help="end to end: broker, generator, streaming job, tables")
     common_generator(run)
     common_spark(run)
-    run.add_argument("--bootstrap-server", default=None, metavar="HOST:PORT",
-                     help="use this broker instead of starting one")
+    run.add_argument("--bootstrap-server", default=None, metavar="HOST:PORT[,...]",
+                     help="use this broker (or cluster: any of its brokers, comma-separated) "
+                          "instead of starting one")
     run.add_argument("--out", default=DEFAULT_OUT, metavar="DIR",
                      help=f"where the Parquet tables go (default ./{DEFAULT_OUT}; a previous "
                           "run's output there is replaced)")
     run.add_argument("--partitions", type=int, default=3,
                      help="partitions of the topics it creates (default 3)")
+    run.add_argument("--replication-factor", type=int, default=-1, metavar="N",
+                     help="replicas of the topics it creates (default: the brokers' "
+                          "default.replication.factor)")
     run.add_argument("--timeout", type=float, default=900.0, metavar="SECONDS",
                      help="give up if not done by then (default 900)")
     run.add_argument("--start-ms", type=int, default=None,
@@ -80,9 +84,12 @@ def add_pipeline_command(sub: Any) -> None:
 
     gen = cmds.add_parser("generate", help="produce simulated activity and metrics")
     common_generator(gen)
-    gen.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    gen.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,...]")
     gen.add_argument("--partitions", type=int, default=3,
                      help="partitions of the topics it creates (default 3)")
+    gen.add_argument("--replication-factor", type=int, default=-1, metavar="N",
+                     help="replicas of the topics it creates (default: the brokers' "
+                          "default.replication.factor)")
     gen.add_argument("--speedup", type=float, default=None, metavar="X",
                      help="pace records at X times real time (default: as fast as possible)")
     gen.add_argument("--start-ms", type=int, default=None,
@@ -93,7 +100,7 @@ def add_pipeline_command(sub: Any) -> None:
 
     stream = cmds.add_parser("stream", help="run the streaming job against a broker")
     common_spark(stream)
-    stream.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    stream.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,...]")
     stream.add_argument("--out", required=True, metavar="DIR")
     stream.add_argument("--checkpoint", default=None, metavar="DIR",
                         help="checkpoints (default OUT/_checkpoints)")
@@ -111,7 +118,7 @@ def add_pipeline_command(sub: Any) -> None:
 
     back = cmds.add_parser("backfill", help="load a range of the topics into Parquet")
     common_spark(back)
-    back.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    back.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,...]")
     back.add_argument("--out", required=True, metavar="DIR")
     back.add_argument("--topics", default="activity,metrics", metavar="T1,T2")
     back.add_argument("--from-time", type=int, default=None, metavar="MS",
@@ -242,7 +249,8 @@ def _run(args: argparse.Namespace) -> int:
     _prepare_out(out)
     began = time.monotonic()
     with _broker(args.bootstrap_server) as bootstrap:
-        partitions = gen.ensure_topics(bootstrap, args.partitions)
+        partitions = gen.ensure_topics(bootstrap, args.partitions,
+                                       replication_factor=args.replication_factor)
         topics = ", ".join(f"{t} ({n} partitions)" for t, n in partitions.items())
         _say(f"broker {bootstrap}; topics {topics}")
         generated = gen.generate(config)
@@ -280,7 +288,8 @@ def _generate(args: argparse.Namespace) -> int:
     from odradek.pipeline import generator as gen
 
     config = _config(args, args.start_ms)
-    gen.ensure_topics(args.bootstrap_server, args.partitions)
+    gen.ensure_topics(args.bootstrap_server, args.partitions,
+                      replication_factor=args.replication_factor)
     generated = gen.generate(config)
     count = gen.produce(args.bootstrap_server, generated, speedup=args.speedup,
                         end_with_heartbeats=not args.no_heartbeats)

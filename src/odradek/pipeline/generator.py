@@ -286,9 +286,13 @@ def heartbeats(generated: Generated, partitions: dict[str, int]) -> list[tuple[s
 
 
 def ensure_topics(bootstrap: str, partitions: int = 3, timeout_s: float = 30.0,
-                  topics: Iterable[str] = (ACTIVITY_TOPIC, METRICS_TOPIC, STATS_TOPIC)
-                  ) -> dict[str, int]:
-    """Create the pipeline's topics where missing; their partition counts."""
+                  topics: Iterable[str] = (ACTIVITY_TOPIC, METRICS_TOPIC, STATS_TOPIC),
+                  replication_factor: int = -1) -> dict[str, int]:
+    """Create the pipeline's topics where missing; their partition counts.
+
+    `replication_factor` -1 takes the brokers' `default.replication.factor` (KIP-464):
+    1 on a single broker, what the operator chose on a cluster. (It was 1 always, which
+    on a cluster left each partition on one broker, lost with it.)"""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     try:
         meta = admin.list_topics(timeout=timeout_s)
@@ -297,8 +301,9 @@ def ensure_topics(bootstrap: str, partitions: int = 3, timeout_s: float = 30.0,
     wanted = list(topics)
     missing = [t for t in wanted if t not in meta.topics]
     if missing:
-        futures = admin.create_topics([NewTopic(t, partitions, 1) for t in missing],
-                                      operation_timeout=timeout_s)
+        futures = admin.create_topics(
+            [NewTopic(t, partitions, replication_factor) for t in missing],
+            operation_timeout=timeout_s)
         for name, future in futures.items():
             try:
                 future.result(timeout=timeout_s)

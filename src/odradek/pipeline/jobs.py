@@ -366,21 +366,26 @@ def _aggregate_sink(table: str, path: str, bootstrap: str, stats_topic: str | No
 
 
 def _end_offsets(bootstrap: str, topics: tuple[str, ...]) -> dict[str, dict[str, int]]:
-    """The topics' end offsets now, in the JSON form of a query's progress."""
-    from confluent_kafka import Consumer
-    from confluent_kafka import TopicPartition as TP
+    """The topics' end offsets now, in the JSON form of a query's progress. Asked as the
+    source asks (read_committed, Spark's fetchOffset.* retries), so that a broker lost
+    meanwhile costs a retry, not the job (its first answer can be NOT_LEADER)."""
+    from odradek.spark.client import Brokers
+    from odradek.spark.options import (
+        DEFAULT_API_TIMEOUT_MS,
+        DEFAULT_FETCH_OFFSET_ATTEMPTS,
+        DEFAULT_FETCH_OFFSET_INTERVAL_MS,
+        ClientOptions,
+        Topics,
+        offsets_to_json,
+    )
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "odradek-pipeline"})
+    brokers = Brokers(ClientOptions(bootstrap, {}, DEFAULT_API_TIMEOUT_MS / 1000),
+                      "odradek-pipeline", attempts=DEFAULT_FETCH_OFFSET_ATTEMPTS,
+                      interval_s=DEFAULT_FETCH_OFFSET_INTERVAL_MS / 1000)
     try:
-        meta = consumer.list_topics(timeout=30)
-        ends: dict[str, dict[str, int]] = {}
-        for topic in topics:
-            for partition in meta.topics[topic].partitions:
-                _, high = consumer.get_watermark_offsets(TP(topic, partition), timeout=30)
-                ends.setdefault(topic, {})[str(partition)] = high
-        return ends
+        return offsets_to_json(brokers.latest(brokers.partitions(Topics("subscribe", topics))))
     finally:
-        consumer.close()
+        brokers.close()
 
 
 def _caught_up(query: StreamingQuery, ends: Mapping[str, Mapping[str, int]]) -> bool:

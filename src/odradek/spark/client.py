@@ -10,6 +10,7 @@ brokers (`kafka.bootstrap.servers`) and the topic-partition concerned.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import logging
 import re
 import time
@@ -37,6 +38,26 @@ log = logging.getLogger("odradek.spark")
 POLL_BATCH = 10_000  # records per consume() call, and so at most this many rows per Arrow batch
 POLL_WAIT_S = 0.5  # one consume() call waits this long before the stall clock is checked
 PRODUCE_QUEUE_WAIT_S = 0.1  # a full local queue (BufferError): serve callbacks this long, retry
+# An offsets request (ListOffsets) whose partition leader was just killed: librdkafka
+# keeps it queued on the dead broker's connection, and a client that asks nothing else
+# may never refresh its metadata, so it times out after the whole timeout however soon a
+# new leader is elected (measured on a 3-broker cluster, docs/spark.md "Against a
+# cluster": 30 s timeouts one after the other, where the Java consumer Spark uses
+# refreshes its metadata and asks the new leader). So an offsets request is asked in
+# slices of this long; after a slice without an answer, or an answer a leader change
+# gives (LEADER_CHANGE), the partitions' metadata is refreshed and the request asked
+# again, within the request's own bound. A live leader answers in milliseconds.
+LEADER_WAIT_S = 5.0
+RETRY_BACKOFF_S = 0.1  # between two slices (the Java client's retry.backoff.ms)
+# What librdkafka answers an offsets request with while a leader dies or moves (all seen
+# in that measurement but the last two, of the same family): the dead broker's "handle
+# destroyed" once it leaves the metadata, a slice's timeout, a former leader's NOT_LEADER
+# and FENCED_LEADER_EPOCH, a lost connection, no leader yet.
+LEADER_CHANGE = frozenset({
+    KafkaError._DESTROY_BROKER, KafkaError._TIMED_OUT,
+    KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.FENCED_LEADER_EPOCH,
+    KafkaError._TRANSPORT, KafkaError.LEADER_NOT_AVAILABLE,
+})
 
 # librdkafka's timestamp types -> Kafka's TimestampType ids (the timestampType column):
 # CreateTime 0, LogAppendTime 1, none -1.
@@ -81,6 +102,33 @@ def consumer(client: ClientOptions, group_id: str, **extra: Any) -> tuple[Consum
         raise OptionError(f"a kafka.* option was refused by the Kafka client: {exc}") from None
 
 
+def _leader_changing(exc: KafkaException) -> bool:
+    """Whether an error is one a leader change (or a broker's loss) gives: ask again."""
+    err = exc.args[0] if exc.args else None
+    return isinstance(err, KafkaError) and (err.code() in LEADER_CHANGE or err.retriable())
+
+
+def ask_leaders(reader: Consumer, topics: Iterable[str], call: Callable[[float], T],
+                timeout_s: float) -> T:
+    """`call(timeout)`, an offsets request to partition leaders, within `timeout_s`, in
+    slices of LEADER_WAIT_S with the metadata of `topics` refreshed between them (see
+    LEADER_WAIT_S); the last error when the time is spent, or at once if it is not one a
+    leader change gives."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            return call(max(min(left, LEADER_WAIT_S), 0.001))
+        except KafkaException as exc:
+            if not _leader_changing(exc) or time.monotonic() + RETRY_BACKOFF_S >= deadline:
+                raise
+            log.info("asking the leaders of %s again after %s", ", ".join(topics), exc)
+        for topic in topics:  # a fresh leader for each partition, as the Java client asks
+            with contextlib.suppress(KafkaException):
+                reader.list_topics(topic, timeout=max(deadline - time.monotonic(), 0.001))
+        time.sleep(RETRY_BACKOFF_S)
+
+
 def _failed(client: ClientOptions, doing: str, exc: Exception, errors: list[str]) -> str:
     why = f"; last client error: {errors[-1]}" if errors else ""
     return (f"could not {doing} from {where(client)} within {client.api_timeout_s:g}s "
@@ -94,7 +142,9 @@ class Brokers:
     unreachable, or not answering within `kafka.default.api.timeout.ms`) is attempted
     `attempts` times in all (fetchOffset.numRetries), `interval_s` apart
     (fetchOffset.retryIntervalMs), before the query fails. A definite answer (a topic that
-    does not exist) is not retried."""
+    does not exist) is not retried. Within one attempt, an offsets request rides over a
+    leader's loss by asking again with fresh metadata (`ask_leaders`), as the Java
+    consumer Spark uses does within its timeout."""
 
     def __init__(self, client: ClientOptions, group_id: str, *, attempts: int = 1,
                  interval_s: float = 0.0) -> None:
@@ -160,8 +210,11 @@ class Brokers:
         if not wanted:
             return {}
         request = [KafkaTopicPartition(t, p, ts) for (t, p), ts in wanted.items()]
-        answer = self._retried("list offsets", lambda: self._consumer.offsets_for_times(
-            request, timeout=self.client.api_timeout_s))
+        topics = sorted({t for t, _ in wanted})
+        answer = self._retried("list offsets", lambda: ask_leaders(
+            self._consumer, topics,
+            lambda timeout: self._consumer.offsets_for_times(request, timeout=timeout),
+            self.client.api_timeout_s))
         result = {}
         for tp in answer:
             if tp.error is not None:
@@ -247,11 +300,7 @@ def read_range(opts: ReadOptions, topic: str, partition: int, start: int, end: i
     })
     try:
         tp = KafkaTopicPartition(topic, partition)
-        try:
-            low, high = reader.get_watermark_offsets(tp, timeout=opts.client.api_timeout_s)
-        except KafkaException as exc:
-            raise KafkaSourceError(_failed(opts.client, f"get the offsets of {topic}-{partition}",
-                                           exc, errors)) from None
+        low, high = _watermarks(opts, reader, tp, errors)
         start = check_loss(opts, topic, partition, start, end, low)
         if end > high:  # the log is shorter than planned: truncated, or deleted and recreated
             ends_early(opts, topic, partition, high, end)
@@ -290,7 +339,7 @@ def read_range(opts: ReadOptions, topic: str, partition: int, start: int, end: i
                     done = True  # nothing at or after `position` below `end` any more
                 elif failure.code() in (KafkaError.OFFSET_OUT_OF_RANGE,
                                         KafkaError._AUTO_OFFSET_RESET):
-                    low, _ = reader.get_watermark_offsets(tp, timeout=opts.client.api_timeout_s)
+                    low, _ = _watermarks(opts, reader, tp, errors)
                     position = check_loss(opts, topic, partition, position, end, low)
                     reader.seek(KafkaTopicPartition(topic, partition, position))
                 else:
@@ -304,6 +353,21 @@ def read_range(opts: ReadOptions, topic: str, partition: int, start: int, end: i
                               errors[-1] if errors else "")
     finally:
         reader.close()
+
+
+def _watermarks(opts: ReadOptions, reader: Consumer, tp: KafkaTopicPartition,
+                errors: list[str]) -> tuple[int, int]:
+    """The partition's log start and end, riding over a leader change (`ask_leaders`)
+    until kafkaConsumer.pollTimeoutMs passes, as the native reader does."""
+    try:
+        low, high = ask_leaders(
+            reader, [tp.topic],
+            lambda timeout: reader.get_watermark_offsets(tp, timeout=timeout),
+            max(opts.poll_timeout_s, opts.client.api_timeout_s))
+        return low, high
+    except KafkaException as exc:
+        raise KafkaSourceError(_failed(opts.client, f"get the offsets of {tp.topic}-"
+                                       f"{tp.partition}", exc, errors)) from None
 
 
 def lost(opts: ReadOptions, message: str) -> None:

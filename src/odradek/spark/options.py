@@ -59,9 +59,10 @@ DEFAULT_API_TIMEOUT_MS = 30_000  # an unreachable broker fails a query after thi
 DEFAULT_POLL_TIMEOUT_MS = 120_000  # Spark's kafkaConsumer.pollTimeoutMs default
 DEFAULT_MAX_TRIGGER_DELAY = "15m"  # Spark's default for maxTriggerDelay
 # Spark's KafkaOffsetReader: the driver's metadata and offset requests are attempted this
-# many times in all (fetchOffset.numRetries), this long apart (fetchOffset.retryIntervalMs).
+# many times in all (fetchOffset.numRetries), this long apart (fetchOffset.retryIntervalMs);
+# Spark's defaults. Each attempt itself rides over a leader change (client.Brokers).
 DEFAULT_FETCH_OFFSET_ATTEMPTS = 3
-DEFAULT_FETCH_OFFSET_INTERVAL_MS = 1000
+DEFAULT_FETCH_OFFSET_INTERVAL_MS = 10
 READERS = ("auto", "native", "librdkafka")  # option `reader`
 
 
