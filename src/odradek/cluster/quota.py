@@ -13,17 +13,21 @@ that catching up does not take the disks and network from producers and consumer
   throttled replicas count against the quota; once it is exceeded, throttled
   partitions are left out of fetches until the rate is back under it.
 
-Departure from Kafka: the rate is a token bucket (one second of burst) rather than
-Kafka's 11 one-second windows. Kafka's windowed rate counts a young window as if ten
-seconds had passed, so the first seconds of a move can run at up to ten times the
-throttle; a bucket holds the rate from the first second, which is what an operator
-setting a throttle to protect a disk expects.
+Departure from Kafka: the rate is a token bucket (a tenth of a second of burst) rather
+than Kafka's 11 one-second windows. Kafka's windowed rate counts a young window as if
+ten seconds had passed, so the first seconds of a move can run at up to ten times the
+throttle; a bucket holds the rate from the start, which is what an operator setting a
+throttle to protect a disk expects. A fetch larger than the bucket is still made whole
+(its bytes are owed, and the next waits until they are paid): the rate holds over any
+stretch longer than a fetch.
 """
 
 from __future__ import annotations
 
 LONG_MAX = 2**63 - 1
-BURST_S = 1.0  # the bucket holds this many seconds of quota
+# The bucket holds this many seconds of quota. Small, so that a throttle holds from the
+# start of a move (measured: with 1 s, a 200 MB move at a 320 MB/s throttle ran at 1.6x).
+BURST_S = 0.1
 
 
 def is_throttled(spec: str, partition: int, broker: int) -> bool:

@@ -263,17 +263,23 @@ class ReplicaFetcher:
         manager = self.manager
         quota = manager.follower_quota
         throttled: set[TopicPartition] = set()
+        max_wait_ms = self.max_wait_ms
         if not quota.unlimited:
             # Throttled replicas (a reassignment's new ones) wait while the follower
-            # quota is spent (cluster/quota.py); the others are fetched meanwhile.
+            # quota is spent (cluster/quota.py), left out of the fetch as Kafka leaves
+            # them out; the others are fetched meanwhile, but the leader is not to hold
+            # that fetch past the moment the quota frees.
             throttled = {tp for tp in ready if manager.follower_throttled(tp)}
             now = time.monotonic()
             if throttled and quota.exceeded(now):
-                resume = now + quota.wait_s(now)
+                wait_s = quota.wait_s(now)
                 for tp in throttled:
-                    ready[tp].not_before = resume
+                    ready[tp].not_before = now + wait_s
                 ready = {tp: st for tp, st in ready.items() if tp not in throttled}
                 throttled = set()
+                if not ready:
+                    return  # nothing else to fetch: the loop sleeps until the quota frees
+                max_wait_ms = min(max_wait_ms, max(1, int(wait_s * 1000)))
         wanted: dict[TopicPartition, tuple[int, int]] = {}  # tp -> (epoch, fetch offset)
         logs = {}
         for tp, st in ready.items():
@@ -300,14 +306,14 @@ class ReplicaFetcher:
         for t, p in forgotten:
             gone.setdefault(t, []).append(p)
         answer = await conn.request(FETCH, {
-            "replica_id": manager.me, "max_wait": self.max_wait_ms, "min_bytes": self.min_bytes,
+            "replica_id": manager.me, "max_wait": max_wait_ms, "min_bytes": self.min_bytes,
             "max_bytes": self.max_bytes, "isolation_level": 0,
             "session_id": self._session_id,
             "session_epoch": INITIAL_SESSION_EPOCH if full else self._session_epoch,
             "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
             "forgotten_topics_data": [{"topic": t, "partitions": ps} for t, ps in gone.items()],
             "rack_id": ""},
-            timeout_s=self.max_wait_ms / 1000 + self.socket_timeout_s)
+            timeout_s=max_wait_ms / 1000 + self.socket_timeout_s)
         if answer.error_code in (ErrorCode.fetch_session_id_not_found,
                                  ErrorCode.invalid_fetch_session_epoch):
             # The leader evicted our session or restarted: start a new one.

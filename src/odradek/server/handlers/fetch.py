@@ -272,7 +272,8 @@ def _read(broker: Broker, wanted: list[Wanted], max_bytes: int,
 
 def _read_replica(broker: Broker, replica: int, wanted: list[Wanted], max_bytes: int,
                   asked_epochs: dict[tuple[str, int], int],
-                  log_starts: dict[tuple[str, int], int]
+                  log_starts: dict[tuple[str, int], int],
+                  quota_wait: list[float] | None = None
                   ) -> tuple[list[PartitionResult], int]:
     """A follower's read: up to the log end, from a partition this broker leads and the
     follower replicates; the fetch offset is the follower's log end, which the replica
@@ -300,6 +301,8 @@ def _read_replica(broker: Broker, replica: int, wanted: list[Wanted], max_bytes:
         throttled = replicas.leader_throttled(part, replica)
         # The leader's replication quota spent: a throttled replica gets nothing now.
         held = throttled and replicas.leader_quota.exceeded(time.monotonic())
+        if held and quota_wait is not None:
+            quota_wait[0] = max(quota_wait[0], replicas.leader_quota.wait_s(time.monotonic()))
         try:
             # At the log end there is nothing to read (most partitions of a follower that
             # keeps up): no read, no lock.
@@ -394,15 +397,21 @@ def handle_now(broker: Broker, request: Request
     min_bytes = body.min_bytes
     read: Callable[[], tuple[list[PartitionResult], int]]
     preferred: Preferred | None = None
+    quota_wait: list[float] | None = None
     if body.replica_id >= 0 and broker.cluster is not None:
         epochs = {(t.topic, p.partition): p.current_leader_epoch
                   for t in body.topics for p in t.partitions}
         log_starts = {(t.topic, p.partition): p.log_start_offset
                       for t in body.topics for p in t.partitions}
         replica = body.replica_id
+        # Set when the leader's replication quota held a partition back: the fetch then
+        # waits only until the quota frees (not replica.fetch.wait.max.ms, which would
+        # hold a throttled move far below its throttle).
+        quota_wait = [0.0]
 
         def read() -> tuple[list[PartitionResult], int]:
-            return _read_replica(broker, replica, wanted, max_bytes, epochs, log_starts)
+            return _read_replica(broker, replica, wanted, max_bytes, epochs, log_starts,
+                                 quota_wait)
     else:
         read_committed = body.isolation_level == 1
         following: Following | None = None
@@ -424,6 +433,8 @@ def handle_now(broker: Broker, request: Request
     if (total < min_bytes and not broker.stopping and not preferred
             and not any(r.error for r in results)):
         max_wait_s = ms(body.max_wait) / 1000
+        if quota_wait is not None and quota_wait[0] > 0:
+            max_wait_s = min(max_wait_s, quota_wait[0])
         if max_wait_s > 0:
             return _DelayedFetch(broker, request, wanted, read, min_bytes, max_wait_s,
                                  results, session, incremental)
