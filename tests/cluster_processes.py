@@ -22,26 +22,17 @@ from typing import TYPE_CHECKING, Any
 
 from kazoo.client import KazooClient
 
+from odradek import devcluster
 from tests.interop.conftest import BrokerProcess, start_broker
 from tests.zookeeper import ZooKeeperServer
 
 if TYPE_CHECKING:
     from tests.netcut import NetworkCuts
 
-SESSION_TIMEOUT_MS = 4000
-FAST_SETTINGS = {
-    "zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS,
-    "zookeeper.connection.timeout.ms": 10000,
-    "replica.lag.time.max.ms": 3000,
-    "replica.fetch.backoff.ms": 200,
-    "replica.socket.timeout.ms": 5000,
-    "offsets.topic.num.partitions": 4,
-    "transaction.state.log.num.partitions": 4,
-    "group.initial.rebalance.delay.ms": 0,
-    "controlled.shutdown.retry.backoff.ms": 2000,
-    "num.partitions": 1,
-    "default.replication.factor": 3,
-}
+# odradek.testing's fast settings (odradek.devcluster), and three replicas by default.
+FAST_SETTINGS = {**devcluster.FAST_SETTINGS, "num.partitions": 1,
+                 "default.replication.factor": 3}
+SESSION_TIMEOUT_MS: int = FAST_SETTINGS["zookeeper.session.timeout.ms"]
 
 
 @dataclass

@@ -133,12 +133,13 @@ def four_letter_word(port: int, word: str, timeout: float = 1.0) -> str:
         return ""
 
 
-def _tail(path: Path, lines: int) -> str:
+def _read_log(path: Path, tail: int | None = None) -> str:
+    """A process's log file (empty if not written yet); only its last ``tail`` lines."""
     try:
         text = path.read_text(errors="replace")
     except FileNotFoundError:
         return ""
-    return "\n".join(text.splitlines()[-lines:])
+    return "\n".join(text.splitlines()[-tail:]) if tail else text
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child, between fork and exec
@@ -330,12 +331,7 @@ class ZooKeeperServer:
 
     def output(self, tail: int | None = None) -> str:
         """The server's log (every start's, in order); the last ``tail`` lines."""
-        if tail:
-            return _tail(self.log_path, tail)
-        try:
-            return self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
+        return _read_log(self.log_path, tail)
 
     def __enter__(self) -> ZooKeeperServer:
         self.start()
@@ -469,12 +465,7 @@ class BrokerProcess:
 
     def output(self, tail: int | None = None) -> str:
         """Everything the broker printed (every start's); the last ``tail`` lines."""
-        if tail:
-            return _tail(self.log_path, tail)
-        try:
-            return self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
+        return _read_log(self.log_path, tail)
 
     def describe_log(self, lines: int = 40) -> str:
         return f"--- {self.log_path} (tail):\n{self.output(tail=lines)}"
