@@ -78,6 +78,10 @@ elif [ ! -d "$JS/node_modules" ]; then
   quietly npm install --prefix "$JS" --no-audit --no-fund
 fi
 
+# Kafka's own JVM artifacts (the Java client, Streams, Kafka's tools, the Apache Kafka
+# broker) for the interop and oracle tiers: jvm/pom.xml, copied by Maven into .cache/jvm.
+quietly bash scripts/fetch_jvm.sh
+
 .venv/bin/ruff check src tests bench
 .venv/bin/lint-imports --no-cache
 
