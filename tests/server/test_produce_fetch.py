@@ -180,7 +180,9 @@ def test_fetching_past_the_log_end_is_offset_out_of_range(broker):
     with WireClient(broker.port) as c:
         partition = _fetch(c, "short", 5).responses[0].partitions[0]
         assert partition.error_code.value == 1
-        assert partition.high_watermark == 0
+        # As Apache Kafka (tests/oracle): an out-of-range answer names no offsets.
+        assert partition.high_watermark == -1
+        assert partition.log_start_offset == -1
 
 
 def test_incremental_fetch_sessions_send_only_what_changed(broker):
@@ -209,6 +211,31 @@ def test_incremental_fetch_sessions_send_only_what_changed(broker):
                                     "isolation_level": 0, "session_id": 987654,
                                     "session_epoch": 3, "topics": []})
         assert unknown.error_code.value == 70  # FETCH_SESSION_ID_NOT_FOUND
+
+
+def test_a_full_fetch_naming_its_session_replaces_it(broker):
+    """franz-go resets a session after a fetch is cut off by sending epoch 0 with its old
+    session id: Kafka closes that session and opens a new one (not INVALID_FETCH_SESSION_EPOCH,
+    which made franz-go retry the same reset forever)."""
+    create(broker.bootstrap, "reset")
+    topics = [{"topic": "reset", "partitions": [{"partition": 0, "fetch_offset": 0,
+                                                 "partition_max_bytes": 1 << 20}]}]
+
+    def fetch(c, session_id, epoch, topics=topics):
+        return c.request(1, 12, {"max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+                                 "isolation_level": 0, "session_id": session_id,
+                                 "session_epoch": epoch, "topics": topics})
+
+    with WireClient(broker.port) as c:
+        first = fetch(c, 0, 0)
+        assert first.error_code.value == 0 and first.session_id > 0
+        assert fetch(c, first.session_id, 1, []).error_code.value == 0
+        again = fetch(c, first.session_id, 0)  # a reset: a full fetch naming the session
+        assert again.error_code.value == 0
+        assert again.session_id > 0 and again.session_id != first.session_id
+        assert [t.topic for t in again.responses] == ["reset"]
+        assert first.session_id not in broker.broker.fetch_sessions.sessions
+        assert fetch(c, again.session_id, 1, []).error_code.value == 0
 
 
 @pytest.mark.parametrize("version", [4, 7, 11, 12])
@@ -266,6 +293,22 @@ def test_list_offsets_finds_earliest_latest_by_time_and_max_timestamp(broker):
         assert lookup(1500) == (1, 2000)
         assert lookup(-3) == (2, 9000)
         assert lookup(10_000) == (-1, -1)
+
+        # Tiered storage's specs (v8, v9, v11; kafka-get-offsets --time -4/-5/-6): with
+        # nothing tiered, Kafka answers the log start, then -1 (no tiered offset, no
+        # pending upload).
+        def lookup_v11(timestamp):
+            r = c.request(2, 11, {"replica_id": -1, "isolation_level": 0, "timeout": 5000,
+                                  "topics": [{"name": "timed", "partitions": [
+                                      {"partition_index": 0, "current_leader_epoch": -1,
+                                       "timestamp": timestamp}]}]})
+            p = r.topics[0].partitions[0]
+            return p.error_code.value, p.offset, p.timestamp
+
+        assert lookup_v11(-4) == (0, 0, -1)
+        assert lookup_v11(-5) == (0, -1, -1)
+        assert lookup_v11(-6) == (0, -1, -1)
+        assert lookup_v11(-1)[:2] == (0, 4)
 
 
 def test_produce_to_an_unknown_partition_is_refused_per_partition(broker):

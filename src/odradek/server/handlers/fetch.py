@@ -226,7 +226,10 @@ def _read(broker: Broker, wanted: list[Wanted], max_bytes: int,
         if lg is None or (refused and (topic, partition) in refused):
             code = (broker.missing_partition_error(topic, partition) if lg is None
                     else refused[(topic, partition)])  # type: ignore[index]
-            results.append(PartitionResult(topic, partition, code, -1, -1, -1, None))
+            # Kafka answers an unknown partition with an empty (not null) list of
+            # aborted transactions (seen by the oracle tier, tests/oracle).
+            results.append(PartitionResult(topic, partition, code, -1, -1, -1, None,
+                                           [] if lg is None else None))
             continue
         budget = max_bytes - total
         if partition_max_bytes < budget:
@@ -261,8 +264,9 @@ def _read(broker: Broker, wanted: list[Wanted], max_bytes: int,
                 lso = min(lg.last_stable_offset, hw)
             error = 0
         except OffsetOutOfRangeError as exc:
-            error, hw, start = error_code(exc), exc.log_end_offset, exc.log_start_offset
-            lso, aborted = hw, None
+            # As Kafka's ReplicaManager: an out-of-range read names no offsets (-1); a
+            # consumer resets with ListOffsets (found by the oracle tier, tests/oracle).
+            error, hw, start, lso, aborted = error_code(exc), -1, -1, -1, None
         if region is not None:
             total += region.length
         results.append(PartitionResult(topic, partition, error, hw, lso, start, region,
@@ -360,7 +364,12 @@ def handle_now(broker: Broker, request: Request
             ((t.topic, p.partition), PartitionFetch(p.fetch_offset, p.partition_max_bytes))
             for t in body.topics for p in t.partitions
         ]
-        if session_id == 0 and epoch == INITIAL_EPOCH:
+        if epoch == INITIAL_EPOCH:
+            # A full fetch closes the session it names (franz-go resets a session this
+            # way, keeping its id, after a fetch was cut off) and opens a new one, as
+            # Kafka's FetchManager.newContext does.
+            if session_id != 0:
+                cache.sessions.pop(session_id, None)
             session = cache.create()
             session.partitions.update(requested)
         elif session_id != 0:

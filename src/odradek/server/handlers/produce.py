@@ -71,6 +71,12 @@ def _not_in_transaction(broker: Broker, transactional_id: str | None, topic: str
 PartitionAnswer = tuple[int, int, int, int, int, str | None]
 
 
+# Refusals by the producer state (out-of-order sequence, duplicate sequence, invalid
+# epoch, unknown producer) name the log start offset, as Kafka's ReplicaManager does for
+# errors outside its list of request/storage errors (found by the oracle tier).
+_WITH_LOG_START = frozenset({45, 46, 47, 59})
+
+
 def _failed(index: int, code: int, text: str) -> PartitionAnswer:
     return index, code, -1, -1, -1, text
 
@@ -187,6 +193,8 @@ def _produce(broker: Broker, request: Request) -> _Steps:
                     log.info("produce to %s-%d from %s refused: %s", name, index,
                              request.client_id, exc)
                     entry = _failed(index, code, message(exc))
+                    if code in _WITH_LOG_START:
+                        entry = (*entry[:4], lg.log_start_offset, entry[5])
                 else:
                     if not info.duplicate:
                         notify((name, index))

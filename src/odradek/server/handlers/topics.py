@@ -42,7 +42,15 @@ async def create_topics(broker: Broker, request: Request) -> bytes:
     validate_only = getattr(body, "validate_only", False)
     results = []
     created: dict[str, int] = {}  # name -> partitions
+    names = [t.name for t in body.topics]
+    duplicated = {name for name in names if names.count(name) > 1}
+    for name in sorted(duplicated):  # as Kafka: one INVALID_REQUEST entry per name
+        results.append({"name": name, "error_code": _code("INVALID_REQUEST"),
+                        "error_message": "Duplicate topic name.", "num_partitions": -1,
+                        "replication_factor": -1, "configs": None})
     for t in body.topics:
+        if t.name in duplicated:
+            continue
         entry: dict[str, Any] = {"name": t.name, "error_code": 0, "error_message": None,
                                  "num_partitions": -1, "replication_factor": -1,
                                  "configs": None}
@@ -51,6 +59,17 @@ async def create_topics(broker: Broker, request: Request) -> bytes:
         assignment = {a.partition_index: list(a.broker_ids) for a in t.assignments} or None
         if assignment:
             partitions = len(assignment)
+        elif t.replication_factor == 0 or t.replication_factor < -1:
+            # Kafka's controller: -1 is "the default", anything else must be positive.
+            entry.update(error_code=INVALID_REPLICATION_FACTOR, error_message=(
+                "Replication factor must be larger than 0, or -1 to use the default value."))
+            results.append(entry)
+            continue
+        elif t.num_partitions < -1:
+            entry.update(error_code=_code("INVALID_PARTITIONS"), error_message=(
+                "Number of partitions was set to an invalid non-positive value."))
+            results.append(entry)
+            continue
         try:
             topic = await broker.create_topic_anywhere(
                 t.name, partitions, configs, replication_factor=t.replication_factor,

@@ -1,0 +1,203 @@
+"""A real Apache Kafka 4.x broker for tests and benchmarks: one node in KRaft mode
+(broker and controller in one JVM), started from the jars scripts/fetch_jvm.sh copies
+(.cache/jvm/lib) with ``java -cp``, as Kafka's own scripts would start it.
+
+    with ApacheKafka(tmp_dir) as kafka:           # formats the storage, starts, waits
+        WireClient(kafka.port).request(18, 3, {...})
+        print(kafka.startup_seconds)
+
+- The storage is formatted first (``kafka.tools.StorageTool format --standalone``, a
+  cluster id from its ``random-uuid`` command): Kafka 4 has no ZooKeeper mode, and a
+  KRaft node refuses to start on an unformatted log directory.
+- Listeners: PLAINTEXT on 127.0.0.1 and a free port (clients), CONTROLLER on another
+  (the node's own Raft quorum), advertised as 127.0.0.1.
+- Settings a single node needs (internal topics with replication factor 1) and
+  ``group.initial.rebalance.delay.ms=0`` (Odradek does not delay a group's first
+  rebalance either); everything else is Kafka's default.
+- The heap is Kafka's scripts' default, ``-Xmx1G -Xms1G``; the rest of the JVM settings
+  are the JVM's own defaults (the scripts add G1 tuning flags we leave out).
+- Ready means: it answers ApiVersions *and* its Metadata lists itself as a broker with a
+  controller, so topics can be created at once (a KRaft broker answers ApiVersions while
+  still fenced).
+- Stopped by its pid: SIGTERM (Kafka's controlled shutdown), SIGKILL after
+  ``STOP_TIMEOUT``. Its output goes to ``kafka.log`` in the directory (never a pipe that
+  could fill); ``output(tail)`` shows the end of it, for failure messages.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from tests.jvm import LIB, classpath, java
+
+KAFKA_VERSION = "4.4.0"
+STARTUP_TIMEOUT = 120.0  # seconds: a cold JVM on two busy cores
+STOP_TIMEOUT = 30.0  # seconds between SIGTERM and SIGKILL
+FORMAT_TIMEOUT = 120.0
+HEAP = ["-Xmx1G", "-Xms1G"]  # as kafka-server-start.sh sets KAFKA_HEAP_OPTS
+# The jars log through slf4j-simple (on the classpath beside log4j): warnings only.
+LOGGING = ["-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+           "-Dorg.slf4j.simpleLogger.logFile=System.err"]
+STORAGE_TOOL = "kafka.tools.StorageTool"  # kafka-storage.sh's main class (kafka_2.13 jar)
+MAIN = "kafka.Kafka"  # kafka-server-start.sh's
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def kafka_jars_present() -> bool:
+    return LIB.is_dir() and any(LIB.glob(f"kafka_2.13-{KAFKA_VERSION}.jar"))
+
+
+class ApacheKafka:
+    """One Apache Kafka node (KRaft, broker+controller) on 127.0.0.1, in ``directory``."""
+
+    def __init__(self, directory: Path | str, *, settings: dict[str, str] | None = None) -> None:
+        self.directory = Path(directory)
+        self.port = free_port()
+        self.controller_port = free_port()
+        while self.controller_port == self.port:
+            self.controller_port = free_port()
+        self.host = "127.0.0.1"
+        self.bootstrap = f"{self.host}:{self.port}"
+        self.extra_settings = dict(settings or {})
+        self.process: subprocess.Popen[bytes] | None = None
+        self.cluster_id = ""
+        self.format_seconds = 0.0
+        self.startup_seconds = 0.0  # from `java kafka.Kafka` to ready
+        self.log_file = self.directory / "kafka.log"
+
+    # --- configuration --------------------------------------------------------------
+
+    def settings(self) -> dict[str, str]:
+        return {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.bootstrap.servers": f"127.0.0.1:{self.controller_port}",
+            "listeners": (f"PLAINTEXT://127.0.0.1:{self.port},"
+                          f"CONTROLLER://127.0.0.1:{self.controller_port}"),
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": str(self.directory / "data"),
+            "offsets.topic.replication.factor": "1",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+            **self.extra_settings,
+        }
+
+    @property
+    def properties_file(self) -> Path:
+        return self.directory / "server.properties"
+
+    # --- lifecycle ------------------------------------------------------------------
+
+    def _java(self, main: str, *args: str) -> list[str]:
+        return [java(), *HEAP, *LOGGING, "-cp", classpath(), main, *args]
+
+    def start(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.properties_file.write_text(
+            "".join(f"{k}={v}\n" for k, v in self.settings().items()))
+        began = time.monotonic()
+        uuid = subprocess.run(
+            [java(), *LOGGING, "-cp", classpath(), STORAGE_TOOL, "random-uuid"],
+            capture_output=True, text=True, timeout=FORMAT_TIMEOUT, check=True)
+        self.cluster_id = uuid.stdout.strip().splitlines()[-1]
+        formatted = subprocess.run(
+            self._java(STORAGE_TOOL, "format", "--standalone", "-t", self.cluster_id,
+                       "-c", str(self.properties_file)),
+            capture_output=True, text=True, timeout=FORMAT_TIMEOUT)
+        if formatted.returncode != 0:
+            raise RuntimeError(f"kafka-storage format failed ({formatted.returncode}):\n"
+                               f"{formatted.stdout}\n{formatted.stderr}")
+        self.format_seconds = time.monotonic() - began
+
+        began = time.monotonic()
+        with open(self.log_file, "wb") as log:
+            self.process = subprocess.Popen(
+                self._java(MAIN, str(self.properties_file)), stdin=subprocess.DEVNULL,
+                stdout=log, stderr=subprocess.STDOUT, cwd=self.directory)
+        try:
+            self._wait_ready(began + STARTUP_TIMEOUT)
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_seconds = time.monotonic() - began
+
+    def _wait_ready(self, deadline: float) -> None:
+        from tests.wire import WireClient  # kio: only needed once a broker runs
+
+        last: object = None
+        while time.monotonic() < deadline:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                raise RuntimeError(f"Apache Kafka exited with code {self.process.returncode} "
+                                   f"while starting\n{self.output()}")
+            try:
+                with WireClient(self.port, timeout=5.0) as c:
+                    versions = c.request(18, 3, {"client_software_name": "odradek-tests",
+                                                 "client_software_version": "0"})
+                    if versions.error_code.value == 0:
+                        meta = c.request(3, 12, {"topics": [],
+                                                 "allow_auto_topic_creation": False})
+                        if meta.brokers and meta.controller_id >= 0:
+                            return
+                        last = meta
+                    else:
+                        last = versions
+            except OSError as exc:  # not listening yet, or closed on us while starting
+                last = exc
+            time.sleep(0.1)
+        raise TimeoutError(f"Apache Kafka was not ready within {STARTUP_TIMEOUT:.0f}s "
+                           f"(last: {last!r})\n{self.output()}")
+
+    def stop(self) -> int | None:
+        """SIGTERM, then SIGKILL after ``STOP_TIMEOUT``; by pid. Returns the exit code."""
+        proc = self.process
+        if proc is None:
+            return None
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=STOP_TIMEOUT)
+        return proc.returncode
+
+    def output(self, tail: int = 60) -> str:
+        try:
+            lines = self.log_file.read_text(errors="replace").splitlines()
+        except OSError:
+            return "(no Kafka log)"
+        return "--- Apache Kafka output (tail) ---\n" + "\n".join(lines[-tail:])
+
+    def __enter__(self) -> ApacheKafka:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+@contextlib.contextmanager
+def apache_kafka(directory: Path | str, **kwargs):  # type: ignore[no-untyped-def]
+    """``ApacheKafka`` as a context manager function."""
+    with ApacheKafka(directory, **kwargs) as kafka:
+        yield kafka

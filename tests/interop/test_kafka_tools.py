@@ -1,0 +1,470 @@
+"""Kafka's own command-line tools (Kafka 4.4.0's jars) against an ``odradek serve`` process.
+
+Each tool runs unchanged, as ``bin/kafka-*.sh`` would start it: its main class on a
+``java -cp`` of the jars scripts/fetch_jvm.sh copies (tests/jvm.py), with the arguments a
+user types. The tests assert on what the tool prints and on its effect as another client
+(confluent-kafka) or the data directory sees it:
+
+- kafka-topics (TopicCommand): create with configs, list, describe, alter partitions,
+  delete, and the error for a topic that exists;
+- kafka-console-producer / kafka-console-consumer: keys and headers both ways, the
+  consumer's group offsets committed on exit;
+- kafka-consumer-groups: describe with lag (committed, log end, lag per partition) and
+  live members, reset offsets (earliest, to an offset, shift), refused while the group is
+  active, delete;
+- kafka-configs: describe and alter (add, delete) topic configs, an unknown config refused;
+- kafka-producer-perf-test / kafka-consumer-perf-test: every record sent and consumed;
+- kafka-transactions: list, describe, describe-producers with an open and a completed
+  transaction;
+- kafka-get-offsets and kafka-delete-records: latest, earliest, max timestamp, by time,
+  and tiered storage's specs (-4, -5) before and after records are deleted;
+- kafka-log-dirs: the data directory and each partition's size on disk.
+
+One broker serves the module (each test has its own topics and groups), with
+``group.initial.rebalance.delay.ms=0`` as Kafka's own config/server.properties sets for a
+single node, so that a console consumer does not wait 3 s for its first rebalance.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+
+from ..jvm import java_command, require_jars
+from .conftest import BrokerProcess, run_tool, start_broker
+
+pytestmark = pytest.mark.interop
+
+WAIT = 60.0  # generous bound for anything the tests wait for (2 shared CPUs)
+TOOLS = "org.apache.kafka.tools"
+# The tools are short-lived JVMs: the client compiler and the serial collector start
+# them faster (the perf tests keep the JVM's defaults).
+QUICK_JVM = ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"]
+
+
+@pytest.fixture(scope="module")
+def odradek_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """One broker for the module (named as conftest's, so a failing test gets its
+    output)."""
+    require_jars()
+    with start_broker(tmp_path_factory.mktemp("odradek-data"),
+                      "--override", "group.initial.rebalance.delay.ms=0") as broker:
+        yield broker
+
+
+@pytest.fixture(scope="module")
+def admin(odradek_server: BrokerProcess) -> AdminClient:
+    return AdminClient({"bootstrap.servers": odradek_server.bootstrap})
+
+
+def tool(main_class: str, *args: str, input: str | None = None, check: bool = True,
+         jvm_args: list[str] | None = None):
+    """Run one of Kafka's tools (``main_class`` under org.apache.kafka.tools)."""
+    argv = java_command(f"{TOOLS}.{main_class}", *args,
+                        jvm_args=QUICK_JVM if jvm_args is None else jvm_args)
+    return run_tool(argv, input=input, check=check)
+
+
+def create_topic(admin: AdminClient, topic: str, partitions: int) -> None:
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(WAIT)
+
+
+def produce(bootstrap: str, topic: str, records: list[tuple[int, bytes]],
+            **settings) -> None:
+    """``records`` as (partition, value), in order."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **settings})
+    for partition, value in records:
+        producer.produce(topic, value=value, partition=partition)
+    assert producer.flush(WAIT) == 0
+
+
+def watermarks(bootstrap: str, topic: str, partitions: int) -> list[tuple[int, int]]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "watermarks"})
+    try:
+        return [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=WAIT)
+                for p in range(partitions)]
+    finally:
+        consumer.close()
+
+
+def committed(bootstrap: str, group: str, topic: str, partitions: int) -> list[int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                         "enable.auto.commit": False})
+    try:
+        found = consumer.committed([TopicPartition(topic, p) for p in range(partitions)],
+                                   timeout=WAIT)
+        return [tp.offset for tp in sorted(found, key=lambda tp: tp.partition)]
+    finally:
+        consumer.close()
+
+
+def table(stdout: str, first_column: str) -> list[dict[str, str]]:
+    """The rows of a whitespace-aligned table the tools print (kafka-consumer-groups),
+    as dicts keyed by the header line, which starts with ``first_column``."""
+    rows: list[dict[str, str]] = []
+    header: list[str] | None = None
+    for line in stdout.splitlines():
+        words = line.split()
+        if words[:1] == [first_column]:
+            header = words
+        elif header and words:
+            assert len(words) == len(header), f"row {line!r} under {header} in:\n{stdout}"
+            rows.append(dict(zip(header, words, strict=True)))
+    return rows
+
+
+def tsv(stdout: str) -> list[dict[str, str]]:
+    """The rows of a tab-separated table (kafka-transactions), keyed by its header."""
+    lines = [[cell.strip() for cell in line.split("\t")] for line in stdout.splitlines()
+             if line.strip()]
+    header, *rows = lines
+    return [dict(zip(header, row, strict=False)) for row in rows]
+
+
+# --- kafka-topics ----------------------------------------------------------------------
+
+def test_kafka_topics_creates_lists_describes_alters_and_deletes_a_topic(
+        odradek_server: BrokerProcess, admin: AdminClient):
+    server = ["--bootstrap-server", odradek_server.bootstrap]
+    created = tool("TopicCommand", *server, "--create", "--topic", "tools-topics",
+                   "--partitions", "3", "--replication-factor", "1",
+                   "--config", "retention.ms=3600000", "--config", "cleanup.policy=compact")
+    assert created.stdout.strip() == "Created topic tools-topics."
+    # Visible to another client, with its configs.
+    assert len(admin.list_topics(timeout=WAIT).topics["tools-topics"].partitions) == 3
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "tools-topics")
+    configs = admin.describe_configs([resource])[resource].result(WAIT)
+    assert configs["retention.ms"].value == "3600000"
+    assert configs["cleanup.policy"].value == "compact"
+
+    listed = tool("TopicCommand", *server, "--list", "--exclude-internal")
+    assert "tools-topics" in listed.stdout.split()
+    assert not [t for t in listed.stdout.split() if t.startswith("__")]
+
+    described = tool("TopicCommand", *server, "--describe", "--topic", "tools-topics")
+    summary, *partitions = described.stdout.strip().splitlines()
+    assert "PartitionCount: 3\tReplicationFactor: 1" in summary
+    configs_shown = summary.partition("Configs: ")[2].split(",")
+    assert sorted(configs_shown) == ["cleanup.policy=compact", "retention.ms=3600000"]
+    assert [re.sub(r"\s+", " ", p.strip()).split(" Elr:")[0] for p in partitions] == [
+        f"Topic: tools-topics Partition: {i} Leader: 0 Replicas: 0 Isr: 0" for i in range(3)]
+
+    tool("TopicCommand", *server, "--alter", "--topic", "tools-topics", "--partitions", "5")
+    assert len(admin.list_topics(timeout=WAIT).topics["tools-topics"].partitions) == 5
+
+    again = tool("TopicCommand", *server, "--create", "--topic", "tools-topics", check=False)
+    assert again.returncode == 1
+    assert "TopicExistsException" in again.stderr
+
+    tool("TopicCommand", *server, "--delete", "--topic", "tools-topics")
+    assert "tools-topics" not in admin.list_topics(timeout=WAIT).topics
+    listed = tool("TopicCommand", *server, "--list")
+    assert "tools-topics" not in listed.stdout.split()
+    assert "__consumer_offsets" in listed.stdout.split()  # internal topics listed too
+
+
+# --- kafka-console-producer / kafka-console-consumer -----------------------------------
+
+def test_console_producer_and_consumer_round_trip_keys_and_headers(
+        odradek_server: BrokerProcess, admin: AdminClient):
+    bootstrap = odradek_server.bootstrap
+    create_topic(admin, "tools-console", 2)
+    lines = [f"trace:t{i},source:console\tkey-{i}\tvalue-{i}" for i in range(6)]
+    tool("ConsoleProducer", "--bootstrap-server", bootstrap, "--topic", "tools-console",
+         "--reader-property", "parse.key=true", "--reader-property", "parse.headers=true",
+         input="\n".join(lines) + "\n")
+
+    # What the console producer wrote, as confluent-kafka reads it.
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "tools-console-check",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe(["tools-console"])
+    seen = {}
+    deadline = time.monotonic() + WAIT
+    while len(seen) < 6 and time.monotonic() < deadline:
+        msg = consumer.poll(1.0)
+        if msg is not None and msg.error() is None:
+            seen[msg.key().decode()] = (msg.value().decode(), msg.headers())
+    consumer.close()
+    assert seen == {f"key-{i}": (f"value-{i}", [("trace", f"t{i}".encode()),
+                                               ("source", b"console")]) for i in range(6)}
+
+    consumed = tool("consumer.ConsoleConsumer", "--bootstrap-server", bootstrap,
+                    "--topic", "tools-console", "--group", "tools-console-group",
+                    "--from-beginning", "--max-messages", "6", "--timeout-ms", "60000",
+                    "--formatter-property", "print.key=true",
+                    "--formatter-property", "print.headers=true",
+                    "--formatter-property", "print.partition=true",
+                    "--formatter-property", "print.offset=true")
+    assert "Processed a total of 6 messages" in consumed.stderr
+    printed = [line.split("\t") for line in consumed.stdout.splitlines()]
+    assert sorted(p[2:] for p in printed) == sorted(line.split("\t") for line in lines)
+    ends = [high for _, high in watermarks(bootstrap, "tools-console", 2)]
+    assert sum(ends) == 6
+    for partition in range(2):  # offsets 0.. in each partition, in order
+        offsets = [p[1] for p in printed if p[0] == f"Partition:{partition}"]
+        assert offsets == [f"Offset:{o}" for o in range(ends[partition])]
+    # The console consumer commits what it consumed when it exits.
+    assert committed(bootstrap, "tools-console-group", "tools-console", 2) == ends
+
+
+# --- kafka-consumer-groups -------------------------------------------------------------
+
+def test_consumer_groups_describe_lag_reset_offsets_and_delete(
+        odradek_server: BrokerProcess, admin: AdminClient):
+    bootstrap = odradek_server.bootstrap
+    server = ["--bootstrap-server", bootstrap]
+    create_topic(admin, "tools-groups", 2)
+    produce(bootstrap, "tools-groups",
+            [(0, b"a%d" % i) for i in range(10)] + [(1, b"b%d" % i) for i in range(6)])
+    committer = Consumer({"bootstrap.servers": bootstrap, "group.id": "tools-lag",
+                          "enable.auto.commit": False})
+    committer.commit(offsets=[TopicPartition("tools-groups", 0, 4),
+                              TopicPartition("tools-groups", 1, 6)], asynchronous=False)
+    committer.close()
+
+    described = tool("consumer.group.ConsumerGroupCommand", *server,
+                     "--describe", "--group", "tools-lag")
+    rows = table(described.stdout, "GROUP")
+    assert [(r["PARTITION"], r["CURRENT-OFFSET"], r["LOG-END-OFFSET"], r["LAG"],
+             r["CONSUMER-ID"]) for r in sorted(rows, key=lambda r: r["PARTITION"])] == [
+        ("0", "4", "10", "6", "-"), ("1", "6", "6", "0", "-")]
+    assert "Consumer group 'tools-lag' has no active members." in described.stderr
+
+    def reset(*how: str) -> dict[str, str]:
+        done = tool("consumer.group.ConsumerGroupCommand", *server, "--reset-offsets",
+                    "--group", "tools-lag", *how, "--execute")
+        return {r["PARTITION"]: r["NEW-OFFSET"] for r in table(done.stdout, "GROUP")}
+
+    assert reset("--topic", "tools-groups", "--to-earliest") == {"0": "0", "1": "0"}
+    assert committed(bootstrap, "tools-lag", "tools-groups", 2) == [0, 0]
+    assert reset("--topic", "tools-groups:1", "--to-offset", "3") == {"1": "3"}
+    assert committed(bootstrap, "tools-lag", "tools-groups", 2) == [0, 3]
+    assert reset("--all-topics", "--shift-by", "2") == {"0": "2", "1": "5"}
+    assert committed(bootstrap, "tools-lag", "tools-groups", 2) == [2, 5]
+
+    # A live member: shown with its client id and host, and offsets cannot be reset.
+    member = Consumer({"bootstrap.servers": bootstrap, "group.id": "tools-lag",
+                       "client.id": "tools-member", "enable.auto.commit": False})
+    member.subscribe(["tools-groups"])
+    deadline = time.monotonic() + WAIT
+    while not member.assignment() and time.monotonic() < deadline:
+        member.poll(0.5)
+    assert len(member.assignment()) == 2
+    try:
+        members = tool("consumer.group.ConsumerGroupCommand", *server,
+                       "--describe", "--group", "tools-lag")
+        rows = table(members.stdout, "GROUP")
+        assert {(r["PARTITION"], r["CURRENT-OFFSET"], r["LAG"]) for r in rows} == {
+            ("0", "2", "8"), ("1", "5", "1")}
+        assert {r["CLIENT-ID"] for r in rows} == {"tools-member"}
+        assert {r["HOST"] for r in rows} == {"/127.0.0.1"}
+        assert all(r["CONSUMER-ID"].startswith("tools-member-") for r in rows)
+        state = tool("consumer.group.ConsumerGroupCommand", *server,
+                     "--describe", "--group", "tools-lag", "--state")
+        (row,) = table(state.stdout.replace("COORDINATOR (ID)", "COORDINATOR ID"), "GROUP")
+        assert (row["COORDINATOR"], row["ID"], row["ASSIGNMENT-STRATEGY"], row["STATE"],
+                row["#MEMBERS"]) == (bootstrap, "(0)", "range", "Stable", "1")
+        refused = tool("consumer.group.ConsumerGroupCommand", *server, "--reset-offsets",
+                       "--group", "tools-lag", "--all-topics", "--to-latest", "--execute")
+        assert ("Assignments can only be reset if the group 'tools-lag' is inactive, "
+                "but the current state is Stable.") in refused.stdout + refused.stderr
+    finally:
+        member.close()
+    assert committed(bootstrap, "tools-lag", "tools-groups", 2) == [2, 5]
+
+    listed = tool("consumer.group.ConsumerGroupCommand", *server, "--list")
+    assert "tools-lag" in listed.stdout.split()
+    deleted = tool("consumer.group.ConsumerGroupCommand", *server,
+                   "--delete", "--group", "tools-lag")
+    assert "Deletion of requested consumer groups ('tools-lag') was successful." \
+        in deleted.stdout
+    groups = admin.list_consumer_groups().result(WAIT).valid
+    assert "tools-lag" not in {g.group_id for g in groups}
+
+
+# --- kafka-configs ---------------------------------------------------------------------
+
+def test_kafka_configs_describes_and_alters_topic_configs(
+        odradek_server: BrokerProcess, admin: AdminClient):
+    server = ["--bootstrap-server", odradek_server.bootstrap]
+    topic = ["--entity-type", "topics", "--entity-name", "tools-configs"]
+    create_topic(admin, "tools-configs", 1)
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "tools-configs")
+
+    def dynamic() -> dict[str, str]:
+        """The topic's own configs, as kafka-configs --describe prints them."""
+        out = tool("ConfigCommand", *server, *topic, "--describe").stdout
+        lines = out.strip().splitlines()
+        assert lines[0] == "Dynamic configs for topic tools-configs are:"
+        return dict(line.split()[0].split("=", 1) for line in lines[1:])
+
+    assert dynamic() == {}
+    altered = tool("ConfigCommand", *server, *topic, "--alter",
+                   "--add-config", "retention.ms=7200000,max.message.bytes=2000000")
+    assert altered.stdout.strip() == "Completed updating config for topic tools-configs."
+    assert dynamic() == {"retention.ms": "7200000", "max.message.bytes": "2000000"}
+    configs = admin.describe_configs([resource])[resource].result(WAIT)
+    assert configs["retention.ms"].value == "7200000"
+    assert configs["max.message.bytes"].value == "2000000"
+
+    tool("ConfigCommand", *server, *topic, "--alter", "--delete-config", "retention.ms")
+    assert dynamic() == {"max.message.bytes": "2000000"}
+    configs = admin.describe_configs([resource])[resource].result(WAIT)
+    assert configs["retention.ms"].value == "604800000"  # back to log.retention.ms
+    assert configs["retention.ms"].is_default
+
+    refused = tool("ConfigCommand", *server, *topic, "--alter",
+                   "--add-config", "no.such.config=1", check=False)
+    assert refused.returncode == 1
+    assert "InvalidConfigurationException" in refused.stdout + refused.stderr
+
+
+# --- kafka-producer-perf-test / kafka-consumer-perf-test -------------------------------
+
+def test_perf_tests_send_and_consume_every_record(
+        odradek_server: BrokerProcess, admin: AdminClient):
+    bootstrap = odradek_server.bootstrap
+    create_topic(admin, "tools-perf", 3)
+    records, size = 20_000, 100
+    sent = tool("ProducerPerformance", "--topic", "tools-perf",
+                "--num-records", str(records), "--record-size", str(size),
+                "--throughput", "-1",
+                "--command-property", f"bootstrap.servers={bootstrap}", "acks=all",
+                jvm_args=[])
+    final = sent.stdout.strip().splitlines()[-1]
+    assert final.startswith(f"{records} records sent, "), sent.stdout
+    assert sum(high for _, high in watermarks(bootstrap, "tools-perf", 3)) == records
+
+    consumed = tool("ConsumerPerformance", "--bootstrap-server", bootstrap,
+                    "--topic", "tools-perf", "--num-records", str(records),
+                    "--timeout", "60000", jvm_args=[])
+    header, values = consumed.stdout.strip().splitlines()[-2:]
+    stats = dict(zip([h.strip() for h in header.split(",")],
+                     [v.strip() for v in values.split(",")], strict=True))
+    assert int(stats["data.consumed.in.nMsg"]) == records
+    assert float(stats["data.consumed.in.MB"]) == pytest.approx(records * size / 2**20,
+                                                                 abs=1e-4)
+
+
+# --- kafka-transactions ----------------------------------------------------------------
+
+def test_kafka_transactions_lists_and_describes_open_and_completed_transactions(
+        odradek_server: BrokerProcess, admin: AdminClient):
+    bootstrap = odradek_server.bootstrap
+    server = ["--bootstrap-server", bootstrap]
+    create_topic(admin, "tools-txn", 1)
+    settings = {"bootstrap.servers": bootstrap, "linger.ms": 1}
+    done = Producer({**settings, "transactional.id": "tools-txn-done"})
+    done.init_transactions(WAIT)
+    done.begin_transaction()
+    for i in range(3):
+        done.produce("tools-txn", value=b"committed-%d" % i, partition=0)
+    done.commit_transaction(WAIT)  # offsets 0-2, its commit marker at 3
+    open_ = Producer({**settings, "transactional.id": "tools-txn-open",
+                      "transaction.timeout.ms": 300_000})
+    open_.init_transactions(WAIT)
+    open_.begin_transaction()
+    open_.produce("tools-txn", value=b"pending", partition=0)  # offset 4
+    assert open_.flush(WAIT) == 0
+    try:
+        listed = tsv(tool("TransactionsCommand", *server, "list").stdout)
+        states = {r["TransactionalId"]: r["TransactionState"] for r in listed}
+        assert states.get("tools-txn-done") == "CompleteCommit"
+        assert states.get("tools-txn-open") == "Ongoing"
+        assert {r["Coordinator"] for r in listed} == {"0"}
+
+        (described,) = tsv(tool("TransactionsCommand", *server, "describe",
+                                "--transactional-id", "tools-txn-open").stdout)
+        assert described["TransactionState"] == "Ongoing"
+        assert described["TopicPartitions"] == "tools-txn-0"
+        assert described["TransactionTimeoutMs"] == "300000"
+        open_pid = described["ProducerId"]
+
+        producers = tsv(tool("TransactionsCommand", *server, "describe-producers",
+                             "--topic", "tools-txn", "--partition", "0").stdout)
+        by_pid = {r["ProducerId"]: r for r in producers}
+        assert len(by_pid) == 2 and open_pid in by_pid
+        assert by_pid[open_pid]["CurrentTransactionStartOffset"] == "4"
+        assert by_pid[open_pid]["LastSequence"] == "0"
+        (other,) = [r for pid, r in by_pid.items() if pid != open_pid]
+        assert other["CurrentTransactionStartOffset"] == "None"
+        assert other["LastSequence"] == "2"
+    finally:
+        open_.abort_transaction(WAIT)
+    (described,) = tsv(tool("TransactionsCommand", *server, "describe",
+                            "--transactional-id", "tools-txn-open").stdout)
+    assert described["TransactionState"] == "CompleteAbort"
+    assert described["TopicPartitions"] == ""
+
+
+# --- kafka-get-offsets and kafka-delete-records ----------------------------------------
+
+def test_get_offsets_and_delete_records(odradek_server: BrokerProcess, admin: AdminClient):
+    bootstrap = odradek_server.bootstrap
+    server = ["--bootstrap-server", bootstrap]
+    create_topic(admin, "tools-offsets", 1)
+    base = int(time.time() * 1000) - 3_600_000  # an hour ago: well inside retention
+    # Offset 6 holds the largest timestamp first (offset 9 ties it): Kafka answers 6.
+    steps = [0, 1, 2, 3, 4, 5, 9, 7, 8, 9]
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i, step in enumerate(steps):
+        producer.produce("tools-offsets", value=b"v%d" % i, partition=0,
+                         timestamp=base + step * 1000)
+    assert producer.flush(WAIT) == 0
+
+    def offsets(time_spec: str) -> str:
+        done = tool("GetOffsetShell", *server, "--topic", "tools-offsets",
+                    "--time", time_spec)
+        assert "Skip getting offsets" not in done.stderr, done.stderr
+        return done.stdout.strip()
+
+    assert offsets("-1") == "tools-offsets:0:10"  # latest
+    assert offsets("-3") == "tools-offsets:0:6"  # max timestamp (KIP-734)
+    assert offsets(str(base + 2500)) == "tools-offsets:0:3"  # first at or after
+
+    plan = Path(odradek_server.data_dir).parent / "delete-records.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "tools-offsets", "partition": 0, "offset": 4}]}))
+    deleted = tool("DeleteRecordsCommand", *server, "--offset-json-file", str(plan))
+    assert "partition: tools-offsets-0\tlow_watermark: 4" in deleted.stdout
+    assert watermarks(bootstrap, "tools-offsets", 1) == [(4, 10)]
+
+    assert offsets("-2") == "tools-offsets:0:4"  # earliest: the new log start
+    # Tiered storage's specs, answered as Kafka does for a topic that is not tiered:
+    # the local log start is the log start; there is no tiered offset (none printed).
+    assert offsets("-4") == "tools-offsets:0:4"
+    assert offsets("-5") == ""
+
+
+# --- kafka-log-dirs --------------------------------------------------------------------
+
+def test_kafka_log_dirs_reports_the_data_directory_and_partition_sizes(
+        odradek_server: BrokerProcess, admin: AdminClient):
+    bootstrap = odradek_server.bootstrap
+    create_topic(admin, "tools-logdirs", 2)
+    produce(bootstrap, "tools-logdirs",
+            [(i % 2, b"x" * (100 + i)) for i in range(50)])
+    done = tool("LogDirsCommand", "--bootstrap-server", bootstrap, "--describe",
+                "--topic-list", "tools-logdirs")
+    (line,) = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    report = json.loads(line)
+    (broker,) = report["brokers"]
+    assert broker["broker"] == 0
+    (log_dir,) = broker["logDirs"]
+    assert log_dir["error"] is None
+    assert Path(log_dir["logDir"]).resolve() == Path(odradek_server.data_dir).resolve()
+    sizes = {p["partition"]: p["size"] for p in log_dir["partitions"]}
+    on_disk = {f"tools-logdirs-{p}": sum(f.stat().st_size for f in
+                                         (odradek_server.data_dir / f"tools-logdirs-{p}")
+                                         .glob("*.log"))
+               for p in range(2)}
+    assert sizes == on_disk
+    assert all(size > 0 for size in sizes.values())
+    assert {(p["offsetLag"], p["isFuture"]) for p in log_dir["partitions"]} == {(0, False)}
