@@ -85,6 +85,12 @@ def test_unclean_election_on_request_and_its_refusals(cluster: Cluster) -> None:
         cluster.wait_for(lambda: follower in cluster.live_brokers(), 30, "follower back")
         time.sleep(1)
         assert cluster.leader("lonely") == -1  # offline: unclean election is off
+        # kafka-python's admin client keeps the controller it found, which may be the
+        # broker just stopped: a new client, as an operator running the tool again.
+        admin.close()
+        cluster.wait_for(lambda: cluster.controller() in cluster.live_brokers(), 30,
+                         "a live controller")
+        admin = _kafka_admin(cluster)
         answer = admin.elect_leaders(1, {"lonely": [0]}, raise_errors=False)
         errors = {p.partition_id: p.error_code for r in answer.replica_election_results
                   for p in r.partition_result}
@@ -262,7 +268,8 @@ def test_a_move_survives_a_controller_failover(cluster: Cluster) -> None:
         assert ongoing[KTopicPartition("handover", 0)]["adding_replicas"] == [4]
         cluster.wait_for(lambda: cluster.replicas("handover")[0] == target, 90,
                          "the move finished under the new controller")
-        assert kadmin.list_partition_reassignments() == {}
+        cluster.wait_for(lambda: kadmin.list_partition_reassignments() == {}, 10,
+                         "the controller no longer listing the move")
     finally:
         kadmin.close()
     assert sorted(cluster.isr("handover")) == sorted(target)

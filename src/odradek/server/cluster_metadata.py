@@ -295,6 +295,13 @@ class ClusterMetadata:
             self.states[tp] = state
             self._partitions_changed([tp])
 
+    def record_topic(self, name: str, data: bytes) -> None:
+        """A topic assignment this broker wrote itself (the controller's reassignment
+        steps), known before the watch reports it: ListPartitionReassignments right
+        after a move finished must not show it still running."""
+        if name in self._topic_watches:
+            self._on_topic(name, data)
+
     def _drop_topic(self, name: str) -> None:
         for watch in self._topic_watches.pop(name, []):
             watch.cancel()

@@ -603,6 +603,7 @@ class Controller:
                                                 topic_version), *ops])
             except BadVersionError:
                 continue  # a leader changed an ISR meanwhile: read again
+            self.node.metadata.record_topic(topic, assignment.to_json())
             for p in targets:
                 log.info("controller: reassigning %s-%d: replicas %s (adding %s, removing %s)",
                          topic, p, list(assignment.replicas[p]), list(assignment.adding.get(p, ())),
@@ -644,13 +645,14 @@ class Controller:
                 if new is None:
                     log.info("controller: %s-%d: no target replica can lead yet", *tp)
                     break
+                done = assignment.with_partition(tp[1], target).to_json()
                 try:
                     await self._write([
                         Op.set(zk.state_path(*tp), new.to_json(), state_version),
-                        Op.set(zk.topic_path(tp[0]),
-                               assignment.with_partition(tp[1], target).to_json(), topic_version)])
+                        Op.set(zk.topic_path(tp[0]), done, topic_version)])
                 except BadVersionError:
                     continue
+                self.node.metadata.record_topic(tp[0], done)
                 log.info("controller: reassignment of %s-%d done: replicas %s, leader %d, "
                          "ISR %s", *tp, list(target), new.leader, list(new.isr))
                 break
