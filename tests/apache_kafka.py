@@ -74,6 +74,7 @@ class ApacheKafka:
         self.cluster_id = ""
         self.format_seconds = 0.0
         self.startup_seconds = 0.0  # from `java kafka.Kafka` to ready
+        self.ready_poll_s = 0.1  # between readiness probes (bench/ polls more often)
         self.log_file = self.directory / "kafka.log"
 
     # --- configuration --------------------------------------------------------------
@@ -161,7 +162,7 @@ class ApacheKafka:
                         last = versions
             except OSError as exc:  # not listening yet, or closed on us while starting
                 last = exc
-            time.sleep(0.1)
+            time.sleep(self.ready_poll_s)
         raise TimeoutError(f"Apache Kafka was not ready within {STARTUP_TIMEOUT:.0f}s "
                            f"(last: {last!r})\n{self.output()}")
 
