@@ -26,21 +26,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from odradek.cli.tools import _positive
 from odradek.client.metadata import PartitionState
 from odradek.devcluster import ClusterError, DevCluster
 
 READY_PREFIX = "Odradek cluster ready: bootstrap.servers="
 DEFAULT_DATA_DIR = "odradek-cluster"
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
-    return value
 
 
 def _port(text: str) -> int:

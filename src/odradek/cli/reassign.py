@@ -26,12 +26,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Iterable
 from typing import Any
 
-from odradek.cli.tools import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, ToolError
+from odradek.cli.tools import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, ToolError, _bootstrap
 
 LEADER_RATE = "leader.replication.throttled.rate"
 FOLLOWER_RATE = "follower.replication.throttled.rate"
@@ -104,10 +103,6 @@ def run_reassign_command(args: argparse.Namespace) -> int:
 
 
 # --- plans -----------------------------------------------------------------------------
-
-
-def _bootstrap(args: argparse.Namespace) -> str:
-    return args.bootstrap_server or os.environ.get(BOOTSTRAP_ENV) or DEFAULT_BOOTSTRAP
 
 
 def _timeout(args: argparse.Namespace) -> float:
