@@ -17,7 +17,8 @@ batches (message.max.bytes, max.message.bytes), group joins with an empty protoc
 a mismatched protocol type or no common protocol, idempotent sequence errors,
 transactional misuse (a transactional producer id producing outside a transaction, EndTxn
 without AddPartitionsToTxn, wrong epochs and producer ids), and admin errors (delete a
-missing topic, create an existing one, CreatePartitions to fewer).
+missing topic, create an existing one, CreatePartitions to fewer). More sequences, on these
+helpers: test_differential_more.py.
 """
 
 from __future__ import annotations
@@ -274,14 +275,14 @@ def fetched(answer: Any) -> dict[str, Any]:
 
 
 def list_offsets(r: Recorder, label: str, topic: str, timestamps: dict[int, int],
-                 isolation: int = 0, version: int = 7) -> Any:
+                 isolation: int = 0, version: int = 7, **kwargs: Any) -> Any:
     levels = {"isolation_level": isolation} if version >= 2 else {}
     return r.request(label, 2, version, {
         "replica_id": -1, **levels, "topics": [{
             "name": topic, "partitions": [
                 {"partition_index": p, "timestamp": ts,
                  **({"current_leader_epoch": -1} if version >= 4 else {})}
-                for p, ts in timestamps.items()]}]})
+                for p, ts in timestamps.items()]}]}, **kwargs)
 
 
 # --- the sequences ---------------------------------------------------------------------

@@ -607,7 +607,9 @@ class ConsumerProtocol:
     def _validate_consumer_offset_commit(self, group: ConsumerGroup, member_id: str,
                                          member_epoch: int) -> int | None:
         """Kafka's ConsumerGroup.validateOffsetCommit: from outside the group only while
-        it is empty; from a member only at its current epoch."""
+        it is empty; from a member only at its current epoch (Kafka 4.4 also takes an
+        older epoch at or after the one each partition was assigned in: not done here,
+        see docs/compatibility.md)."""
         if member_epoch < 0 and not group.members:
             return None
         return self._validate_consumer_member_epoch(group, member_id, member_epoch)
@@ -618,9 +620,8 @@ class ConsumerProtocol:
         member = group.members.get(member_id or "")
         if member is None:
             return UNKNOWN_MEMBER_ID
-        if member_epoch > member.member_epoch:
-            return FENCED_MEMBER_EPOCH
-        if member_epoch < member.member_epoch:
+        # Newer or older, Kafka 4.4 answers STALE_MEMBER_EPOCH (4.0 fenced a newer one).
+        if member_epoch != member.member_epoch:
             return STALE_MEMBER_EPOCH
         return None
 

@@ -791,13 +791,17 @@ class GroupCoordinator(ConsumerProtocol):
         offsets: Iterable[OffsetCommitRequestPartition | tuple],
         *,
         retention_ms: int | None = None,
+        group_not_found: bool = False,
         token: Any,
         now_ms: int,
     ) -> Effects:
         """OffsetCommit. Generation -1 with no member id is a commit from outside group
         management (admin tools, assign()-mode consumers, and every v0 request): allowed
         while the group has no members. ``retention_ms`` is v2-v4's retention_time_ms
-        (-1 or None: the broker's offsets.retention.minutes). The commit time is now."""
+        (-1 or None: the broker's offsets.retention.minutes). The commit time is now.
+        ``group_not_found``: a commit from a generation of a group that does not exist is
+        answered GROUP_ID_NOT_FOUND (OffsetCommit v9+, as Kafka's validateOffsetCommit),
+        else ILLEGAL_GENERATION (older versions)."""
         fx = self._effects(now_ms)
         parts = [OffsetCommitRequestPartition(*p) for p in offsets]
         cg = self.consumer_groups.get(group_id)
@@ -814,7 +818,8 @@ class GroupCoordinator(ConsumerProtocol):
         if group is None:
             if generation_id >= 0:
                 # A commit from a generation of a group we do not know: reject.
-                fx.respond(token, self._commit_error(parts, ILLEGAL_GENERATION))
+                fx.respond(token, self._commit_error(
+                    parts, GROUP_ID_NOT_FOUND if group_not_found else ILLEGAL_GENERATION))
                 return fx
             group = self.groups[group_id] = Group(group_id, now_ms)
         error = self._validate_offset_commit(group, member_id, generation_id, group_instance_id)

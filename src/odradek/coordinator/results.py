@@ -254,7 +254,7 @@ class ConsumerGroupDescription:
     error_code: int
     group_id: str
     error_message: str | None = None
-    state: str = "Dead"
+    state: str = ""  # of a group not described (an error): the schema's default, as Kafka
     group_epoch: int = 0
     assignment_epoch: int = 0
     assignor_name: str = ""

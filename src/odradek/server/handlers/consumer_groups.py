@@ -93,7 +93,8 @@ async def consumer_group_describe(broker: Broker, request: Request) -> bytes:
              "member_id": m.member_id, "instance_id": m.instance_id, "rack_id": m.rack_id,
              "member_epoch": m.member_epoch, "client_id": m.client_id,
              "client_host": m.client_host, "subscribed_topic_names": m.subscribed_topic_names,
-             "subscribed_topic_regex": m.subscribed_topic_regex,
+             # Kafka's members hold "" when they subscribe by names.
+             "subscribed_topic_regex": m.subscribed_topic_regex or "",
              "assignment": _partitions(m.assignment),
              "target_assignment": _partitions(m.target_assignment),
              "member_type": 1,  # v1: 1 = consumer protocol member (0 would be classic)

@@ -220,11 +220,12 @@ async def offset_commit(broker: Broker, request: Request) -> bytes:
             body.group_id, lambda coordinator, token, now: coordinator.commit_offsets(
                 body.group_id, body.member_id, body.generation_id_or_member_epoch,
                 getattr(body, "group_instance_id", None) if v >= 7 else None, offsets,
-                retention_ms=retention_ms, token=token, now_ms=now))
+                retention_ms=retention_ms, group_not_found=v >= 9, token=token, now_ms=now))
         answered = result.partitions
     except CoordinatorUnavailable as exc:
         answered = [r.PartitionResult(p.topic, p.partition, exc.error_code) for p in offsets]
-    return commit_response(request, [*answered, *unknown])
+    # Unknown partitions first, as Kafka's handleOffsetCommitRequest lists them.
+    return commit_response(request, [*unknown, *answered])
 
 
 def _fetched(p: r.FetchedOffset) -> dict[str, Any]:
