@@ -43,6 +43,7 @@ STOP_TIMEOUT = 20.0  # seconds between SIGTERM and a clean exit
 TOOL_TIMEOUT = 120.0  # seconds for one run of an external client
 
 _LISTENING = re.compile(r"listening on (\S+):(\d+)\s*$")
+_LISTENER = re.compile(r"listener (\S+)://(\S*):(\d+) \(")
 
 
 @dataclass
@@ -71,6 +72,15 @@ class BrokerProcess:
         os.kill(self.pid, signal.SIGKILL)
         self.process.wait(timeout=STOP_TIMEOUT)
         self.killed = True
+
+    def listener(self, name: str) -> str:
+        """"127.0.0.1:PORT" of the listener ``name`` (from the banner's "listener
+        NAME://HOST:PORT (PROTOCOL)" lines: a listener on port 0 binds any free port)."""
+        for line in self.stdout_lines:
+            match = _LISTENER.match(line)
+            if match and match.group(1) == name.upper():
+                return f"{match.group(2)}:{match.group(3)}"
+        raise AssertionError(f"no listener {name} in the banner\n{self.output()}")
 
     def assert_alive(self) -> None:
         code = self.process.poll()

@@ -59,8 +59,7 @@ def code(value: Any) -> int:
 def on_broker(node: RunningBroker, action: Callable[[], Any]) -> Any:
     """Run ``action`` on the broker's event loop, where its runtimes live (the replica
     manager will call elect/resign from there too), and return what it returns."""
-    server = node.broker._server
-    assert server is not None
+    server = node.broker._servers[0]
 
     async def run() -> Any:
         return action()

@@ -125,6 +125,10 @@ def _serve(args: argparse.Namespace) -> int:
                  "effective config:"]
         for name, value, source in config.describe():
             lines.append(f"  {name} = {value}" + ("" if source == "default" else f"  ({source})"))
+        # Each listener with the port it bound (a 0 in listeners: any free port).
+        for listener in config.listeners:
+            lines.append(f"listener {listener.name}://{listener.host}:"
+                         f"{broker.listener_ports[listener.name]} ({listener.protocol})")
         # Last, in the same write: tools wait for this line to know the broker is ready.
         lines.append(f"Odradek {__version__} listening on {broker.host}:{broker.port}")
         sys.stdout.write("\n".join(lines) + "\n")

@@ -104,26 +104,43 @@ class BrokerInfo:
     # controller can tell a bounce from a broker that stayed up. Kafka uses the
     # registration znode's czxid; here it is the ZooKeeper session id that owns it.
     epoch: int = -1
+    # Every listener's advertised address: (listener name, security protocol, host,
+    # port); host/port above are the inter-broker listener's. Empty: one PLAINTEXT.
+    listeners: tuple[tuple[str, str, str, int], ...] = ()
+
+    def address(self, listener: str | None) -> tuple[str, int] | None:
+        """Where this broker is reached through ``listener`` (None: the inter-broker
+        listener); None if it has no such listener (Kafka leaves it out of Metadata)."""
+        if listener is None or not self.listeners:
+            return self.host, self.port
+        for name, _, host, port in self.listeners:
+            if name == listener:
+                return host, port
+        return None
 
     def to_json(self, timestamp_ms: int) -> bytes:
+        listeners = self.listeners or (("PLAINTEXT", "PLAINTEXT", self.host, self.port),)
         return _dumps({
             "version": 5, "host": self.host, "port": self.port, "rack": self.rack,
-            "endpoints": [f"PLAINTEXT://{self.host}:{self.port}"],
-            "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+            "endpoints": [f"{name}://{host}:{port}" for name, _, host, port in listeners],
+            "listener_security_protocol_map": {name: proto for name, proto, _, _ in listeners},
             "jmx_port": -1, "timestamp": str(timestamp_ms), "features": {},
         })
 
     @classmethod
     def from_json(cls, node_id: int, raw: bytes, epoch: int = -1) -> BrokerInfo:
         data = _loads(raw)
+        protocols = data.get("listener_security_protocol_map") or {}
+        listeners = []
+        for endpoint in data.get("endpoints") or ():
+            name, _, hostport = endpoint.partition("://")
+            ep_host, _, ep_port = hostport.rpartition(":")
+            listeners.append((name, protocols.get(name, name), ep_host, int(ep_port)))
         host, port = data.get("host"), data.get("port")
         if not host or port in (None, -1):
             # Kafka writes host/port only for PLAINTEXT; endpoints always.
-            endpoint = data["endpoints"][0]
-            hostport = endpoint.split("://", 1)[1]
-            host, _, port_text = hostport.rpartition(":")
-            port = int(port_text)
-        return cls(node_id, str(host), int(port), data.get("rack"), epoch)
+            _, _, host, port = listeners[0]
+        return cls(node_id, str(host), int(port), data.get("rack"), epoch, tuple(listeners))
 
 
 # --- topics ----------------------------------------------------------------------------

@@ -66,6 +66,9 @@ class Request(NamedTuple):
     correlation_id: int
     client_id: str | None
     body: Any  # the kio request dataclass
+    # Who sent it, over which listener: the connection's session (server.session), opaque
+    # here; None for requests made inside the broker.
+    session: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +94,7 @@ def _decoder(api_key: int, api_version: int) -> _Decoder:
 
 
 def decode_request(frame: bytes | bytearray,
-                   supported: dict[int, tuple[int, int]]) -> Request:
+                   supported: dict[int, tuple[int, int]], session: Any = None) -> Request:
     """Decode one request frame (without its size prefix).
 
     ``supported`` maps API keys to the (min, max) versions this broker serves; anything
@@ -110,7 +113,7 @@ def decode_request(frame: bytes | bytearray,
         except DecodeError as exc:
             raise CorruptRequestError(
                 f"API key {api_key} v{api_version} request: {exc}", correlation_id) from None
-        return Request(api_key, api_version, correlation_id, client_id, body)
+        return Request(api_key, api_version, correlation_id, client_id, body, session)
     if not isinstance(frame, bytes):
         frame = bytes(frame)  # kio's reader takes bytes only
     try:
@@ -135,7 +138,7 @@ def decode_request(frame: bytes | bytearray,
         ) from exc
     # Bytes after the last field are ignored, as Kafka's own parser does: librdkafka
     # 2.x, for one, sends three such bytes after its Metadata v12 request.
-    return Request(api_key, api_version, correlation_id, header.client_id, body)
+    return Request(api_key, api_version, correlation_id, header.client_id, body, session)
 
 
 @functools.cache

@@ -21,19 +21,20 @@ import os
 import socket
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from odradek.coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from odradek.protocol.codec import Request, encode_response
 from odradek.protocol.framing import BufferPool
 from odradek.protocol.messages import build
-from odradek.server.config import BrokerConfig, advertised_endpoint
+from odradek.server.config import BrokerConfig, Listener
 from odradek.server.connection import Connection, Response
 from odradek.server.group_commit import GroupCommit
 from odradek.server.groups import ClientViewOfInternalLog, GroupRuntime
 from odradek.server.handlers.base import NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION
 from odradek.server.metadata import MetadataStore, Topic, TopicError
 from odradek.server.purgatory import FetchPurgatory
+from odradek.server.session import Session
 from odradek.server.transactions import TxnRuntime
 from odradek.storage import DutyIntervals, Log, LogConfig, LogDuties, LogManager
 from odradek.storage.log import wall_clock_ms
@@ -83,7 +84,8 @@ class Broker:
         self._duties: LogDuties | None = None
         self.groups: GroupRuntime | None = None  # consumer groups, from start()
         self.transactions: TxnRuntime | None = None  # transactions, from start()
-        self._server: asyncio.Server | None = None
+        self._servers: list[asyncio.Server] = []  # one per listener, the main one first
+        self.listener_ports: dict[str, int] = {}  # listener name -> the port it is bound to
         self._connections: dict[asyncio.Task[None], Connection] = {}
         self._idle_sweep: asyncio.Task[None] | None = None
         self.host = config.host
@@ -133,15 +135,13 @@ class Broker:
             self.transactions.start()
             if self.cluster is not None:
                 self.cluster.start_replicas()  # leaders of internal partitions load them
-            self._server = await asyncio.get_running_loop().create_server(
-                lambda: Connection(self), cfg.host, cfg.port, reuse_address=True)
-            self.port = self._server.sockets[0].getsockname()[1]
+            await self._listen()
             self._idle_sweep = asyncio.get_running_loop().create_task(self._close_idle())
             if self.cluster is not None:
                 await self.cluster.register()  # the port is known: others may find us
         except BaseException:
-            if self._server is not None:
-                self._server.close()
+            for server in self._servers:
+                server.close()
             if self._idle_sweep is not None:
                 self._idle_sweep.cancel()
             if self.cluster is not None:
@@ -154,7 +154,24 @@ class Broker:
                 self._duties.stop()
             self.logs.close()
             raise
-        log.info("listening on %s:%d, data in %s", self.host, self.port, self.logs.data_dir)
+        log.info("listening on %s, data in %s", ", ".join(
+            f"{lst.name}://{lst.host}:{self.listener_ports[lst.name]}"
+            for lst in cfg.listeners), self.logs.data_dir)
+
+    async def _listen(self) -> None:
+        """A server socket per listener (TLS on SSL and SASL_SSL ones); the main listener's
+        port becomes ``self.port`` (it may have been 0: any free port)."""
+        from odradek.server.tls import server_context
+
+        loop = asyncio.get_running_loop()
+        for listener in self.config.listeners:
+            ctx = server_context(self.config, listener.name) if listener.tls else None
+            server = await loop.create_server(
+                lambda lst=listener: Connection(self, lst), listener.host or None,
+                listener.port, reuse_address=True, ssl=ctx)
+            self._servers.append(server)
+            self.listener_ports[listener.name] = server.sockets[0].getsockname()[1]
+        self.port = self.listener_ports[self.config.listeners[0].name]
 
     async def _join_cluster(self) -> None:
         from odradek.server.cluster import ClusterNode
@@ -182,8 +199,8 @@ class Broker:
         if self.cluster is not None:
             await self.cluster.controlled_shutdown()
         self.stopping = True
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         if self._idle_sweep is not None:
             self._idle_sweep.cancel()
         self.purgatory.wake_all()
@@ -204,8 +221,8 @@ class Broker:
                 task.cancel()
             if pending:
                 await asyncio.wait(pending)
-        if self._server is not None:
-            await self._server.wait_closed()
+        for server in self._servers:
+            await server.wait_closed()
         if self._duties is not None:
             self._duties.stop()
         self.group_commit.close()  # requests are done: no fsync is waited for any more
@@ -242,13 +259,46 @@ class Broker:
 
     @property
     def advertised_endpoint(self) -> tuple[str, int]:
-        """Where clients and other brokers reach this broker: ``advertised.listeners``,
-        else the listener (the host name when it listens on every address)."""
-        given = advertised_endpoint(self.config["advertised.listeners"])
+        """Where clients reach this broker through the main listener."""
+        return self.endpoint(self.config.listeners[0].name)
+
+    def endpoint(self, listener: str) -> tuple[str, int]:
+        """Where clients and other brokers reach this broker through ``listener``: its
+        ``advertised.listeners`` entry, else the listener's own address (the host name
+        when it listens on every address)."""
+        given = self.config.advertised().get(listener)
         if given is not None:
             return given
-        host = self.host if self.host not in ("0.0.0.0", "::", "") else socket.gethostname()
-        return host, self.port
+        host = next(lst.host for lst in self.config.listeners if lst.name == listener)
+        if host in ("0.0.0.0", "::", ""):
+            host = socket.gethostname()
+        return host, self.listener_ports.get(listener, self.port)
+
+    def endpoints(self) -> dict[str, tuple[str, int]]:
+        """Every listener's endpoint (what a cluster registration publishes)."""
+        return {lst.name: self.endpoint(lst.name) for lst in self.config.listeners}
+
+    def new_session(self, listener: Listener, transport: asyncio.BaseTransport,
+                    client_host: str) -> Session:
+        """The session of a connection just accepted (after its TLS handshake): on a
+        TLS listener with a client certificate, its principal is the certificate's mapped
+        distinguished name; SASL listeners start unauthenticated."""
+        from odradek.server.tls import distinguished_name, map_principal, principal_rules
+
+        session = Session(listener, client_host, authenticated=not listener.sasl)
+        if listener.tls and not listener.sasl:
+            cert = transport.get_extra_info("peercert")
+            if cert:
+                rules = principal_rules(self.config.for_listener(
+                    listener.name, "ssl.principal.mapping.rules"))
+                session.principal = "User:" + map_principal(distinguished_name(cert), rules)
+        return session
+
+    @staticmethod
+    def listener_of(request: Any) -> Listener | None:
+        """The listener a request came in on (None: made inside the broker)."""
+        session = request.session
+        return session.listener if session is not None else None
 
     def log_config_for(self, topic: str) -> LogConfig:
         base = self.config.log_config()

@@ -206,9 +206,14 @@ class ClusterNode:
             f.write(text)
 
     def _info(self) -> BrokerInfo:
-        host, port = self.broker.advertised_endpoint
+        """This broker's registration: every listener's advertised address, host/port
+        those of the inter-broker listener (what other brokers connect to)."""
+        endpoints = self.broker.endpoints()
+        host, port = endpoints[self.config.inter_broker_listener]
         rack = self.config["broker.rack"] or None
-        return BrokerInfo(self.node_id, host, port, rack)
+        listeners = tuple((lst.name, lst.protocol, *endpoints[lst.name])
+                          for lst in self.config.listeners)
+        return BrokerInfo(self.node_id, host, port, rack, listeners=listeners)
 
     async def _register(self) -> None:
         path = zk.broker_path(self.node_id)

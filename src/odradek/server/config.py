@@ -80,25 +80,81 @@ def _str(name: str, raw: Any) -> str:
     return str(raw)
 
 
-def _listeners(name: str, raw: Any) -> str:
-    """``PLAINTEXT://HOST:PORT`` (one listener: Odradek has one security protocol)."""
-    text = str(raw).strip()
-    if not text:
-        return ""
-    scheme, sep, rest = text.partition("://")
-    host, colon, port = rest.rpartition(":")
-    if (not sep or scheme.upper() != "PLAINTEXT" or "," in text or not colon
-            or not port.isdigit() or not 0 < int(port) < 65536):
-        raise ConfigError(f"{name} must be PLAINTEXT://HOST:PORT, got {raw!r}")
-    return f"PLAINTEXT://{host.strip('[]')}:{int(port)}"
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+DEFAULT_PROTOCOL_MAP = ",".join(f"{p}:{p}" for p in SECURITY_PROTOCOLS)  # Kafka's default
 
 
-def advertised_endpoint(value: str) -> tuple[str, int] | None:
-    """(host, port) of an ``advertised.listeners`` value, or None when unset."""
-    if not value:
-        return None
-    host, _, port = value.partition("://")[2].rpartition(":")
-    return host, int(port)
+@dataclass(frozen=True, slots=True)
+class Listener:
+    """One listener: Kafka's ``NAME://HOST:PORT`` and its security protocol (from
+    ``listener.security.protocol.map``). An empty host listens on every address."""
+
+    name: str
+    protocol: str
+    host: str
+    port: int
+
+    @property
+    def tls(self) -> bool:
+        return self.protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def sasl(self) -> bool:
+        return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.name}://{host}:{self.port}"
+
+
+def parse_endpoints(name: str, raw: Any) -> list[tuple[str, str, int]]:
+    """(listener name, host, port) of each ``NAME://HOST:PORT`` in a comma-separated
+    list (``listeners``, ``advertised.listeners``); names are upper-cased and unique."""
+    out: list[tuple[str, str, int]] = []
+    for item in str(raw).split(","):
+        item = item.strip()
+        if not item:
+            continue
+        scheme, sep, rest = item.partition("://")
+        host, colon, port = rest.rpartition(":")
+        if (not sep or not scheme or not colon or not port.isdigit()
+                or not 0 <= int(port) < 65536):
+            raise ConfigError(f"{name} must be NAME://HOST:PORT[,...], got {raw!r}")
+        listener = scheme.strip().upper()
+        if any(listener == seen for seen, _, _ in out):
+            raise ConfigError(f"{name} names the listener {listener} twice: {raw!r}")
+        out.append((listener, host.strip("[]"), int(port)))
+    return out
+
+
+def _endpoints(name: str, raw: Any) -> str:
+    return ",".join(f"{n}://{h}:{p}" for n, h, p in parse_endpoints(name, raw))
+
+
+def parse_protocol_map(name: str, raw: Any) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in str(raw).split(","):
+        if not item.strip():
+            continue
+        listener, sep, protocol = item.partition(":")
+        listener, protocol = listener.strip().upper(), protocol.strip().upper()
+        if not sep or not listener or protocol not in SECURITY_PROTOCOLS:
+            raise ConfigError(f"{name} must map listener names to one of "
+                              f"{', '.join(SECURITY_PROTOCOLS)}, got {raw!r}")
+        out[listener] = protocol
+    return out
+
+
+def _protocol_map(name: str, raw: Any) -> str:
+    return ",".join(f"{k}:{v}" for k, v in parse_protocol_map(name, raw).items())
+
+
+def _upper(name: str, raw: Any) -> str:
+    return str(raw).strip().upper()
+
+
+def _csv(name: str, raw: Any) -> str:
+    return ",".join(x.strip() for x in str(raw).split(",") if x.strip())
 
 
 def _choice(options: tuple[str, ...]) -> Callable[[str, Any], str]:
@@ -118,6 +174,7 @@ class Setting:
     parse: Callable[[str, Any], Any]
     doc: str
     topic_name: str | None = None  # the topic-level setting this is the default of
+    sensitive: bool = False  # a secret: never shown (the banner, DescribeConfigs)
 
 
 _SETTINGS = [
@@ -221,8 +278,51 @@ _SETTINGS = [
             "which replica a consumer fetches from (KIP-392): empty, the leader only; "
             f"{RACK_AWARE_SELECTOR}, a replica in the consumer's client.rack "
             "(the leader if it is there, else that rack's most caught-up in-sync replica)"),
-    Setting("advertised.listeners", "", _listeners,
-            "PLAINTEXT://HOST:PORT that clients and brokers are told; default: the listener"),
+    # Listeners and security (docs/security.md). Without ``listeners`` the broker has one
+    # PLAINTEXT listener on --listen.
+    Setting("listeners", "", _endpoints,
+            "NAME://HOST:PORT[,...]: the listeners, each with the security protocol "
+            "listener.security.protocol.map gives its name; default: PLAINTEXT on --listen"),
+    Setting("advertised.listeners", "", _endpoints,
+            "NAME://HOST:PORT[,...] clients and brokers are told, per listener; "
+            "default: each listener's own address"),
+    Setting("listener.security.protocol.map", DEFAULT_PROTOCOL_MAP, _protocol_map,
+            "listener name -> PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"),
+    Setting("inter.broker.listener.name", "", _upper,
+            "the listener brokers use to reach each other; default: PLAINTEXT if there "
+            "is one, else the first listener"),
+    Setting("ssl.keystore.type", "PEM", _choice(("PEM",)),
+            "the broker's key and certificate format (PEM only)"),
+    Setting("ssl.keystore.location", "", _str,
+            "a PEM file with the broker's private key and certificate chain"),
+    Setting("ssl.keystore.certificate.chain", "", _str,
+            "the broker's certificate chain as PEM text (instead of a file)"),
+    Setting("ssl.keystore.key", "", _str,
+            "the broker's private key as PEM text (instead of a file)", sensitive=True),
+    Setting("ssl.key.password", "", _str, "the password of an encrypted private key",
+            sensitive=True),
+    Setting("ssl.truststore.type", "PEM", _choice(("PEM",)),
+            "format of the trusted CA certificates (PEM only)"),
+    Setting("ssl.truststore.location", "", _str,
+            "a PEM file of the CA certificates client certificates must chain to"),
+    Setting("ssl.truststore.certificates", "", _str,
+            "trusted CA certificates as PEM text (instead of a file)"),
+    Setting("ssl.client.auth", "none", _choice(("none", "requested", "required")),
+            "whether TLS clients must (required) or may (requested) present a certificate"),
+    Setting("ssl.enabled.protocols", "TLSv1.2,TLSv1.3", _csv,
+            "TLS versions accepted (TLSv1.2, TLSv1.3)"),
+    Setting("ssl.cipher.suites", "", _csv,
+            "OpenSSL cipher names for TLS 1.2 (empty: OpenSSL's defaults)"),
+    Setting("ssl.principal.mapping.rules", "DEFAULT", _str,
+            "rules mapping a client certificate's distinguished name to its user name"),
+    Setting("ssl.endpoint.identification.algorithm", "https", _str,
+            "host name checking of the broker's certificate by other brokers ('' off)"),
+    Setting("sasl.enabled.mechanisms", "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512", _csv,
+            "SASL mechanisms offered on SASL listeners"),
+    Setting("sasl.mechanism.inter.broker.protocol", "PLAIN", _str,
+            "the SASL mechanism brokers use with each other"),
+    Setting("connections.max.reauth.ms", 0, _int(0),
+            "SASL sessions expire after this long unless re-authenticated (0: never)"),
     Setting("min.insync.replicas", 1, _int(1),
             "in-sync replicas an acks=all write needs", "min.insync.replicas"),
     Setting("unclean.leader.election.enable", False, _bool,
@@ -278,18 +378,89 @@ _ALIASES = {
 }
 
 
+# Per-listener settings (Kafka's ``listener.name.<listener>.<setting>``): a listener's
+# own value of these settings, or its JAAS line for a SASL mechanism.
+LISTENER_PREFIX = "listener.name."
+_PER_LISTENER = frozenset(n for n in SETTINGS if n.startswith(("ssl.", "sasl.enabled"))) | {
+    "connections.max.reauth.ms"}
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+
+
+def _listener_setting(name: str) -> tuple[str, str]:
+    """(listener, setting) of ``listener.name.<listener>.<setting>``, the setting either
+    one of _PER_LISTENER or ``<mechanism>.sasl.jaas.config``; else ConfigError."""
+    rest = name[len(LISTENER_PREFIX):]
+    listener, _, setting = rest.partition(".")
+    mechanism, _, tail = setting.partition(".")
+    if listener and (setting in _PER_LISTENER or (
+            tail == "sasl.jaas.config" and mechanism.upper() in SASL_MECHANISMS)):
+        return listener.upper(), setting
+    raise ConfigError(f"unknown setting {name!r}: listener.name.<listener>. takes "
+                      f"{', '.join(sorted(_PER_LISTENER))} or <mechanism>.sasl.jaas.config")
+
+
+def is_sensitive(name: str) -> bool:
+    """Whether a setting's value is a secret (Kafka's PASSWORD type)."""
+    if name.startswith(LISTENER_PREFIX):
+        name = _listener_setting(name)[1]
+    setting = SETTINGS.get(name)
+    return name.endswith("sasl.jaas.config") or (setting is not None and setting.sensitive)
+
+
+HIDDEN = "[hidden]"  # how a secret is shown, as Kafka's logs show PASSWORD values
+
+
 @dataclass(frozen=True)
 class BrokerConfig:
-    """The effective broker settings (Kafka names -> values) plus where each came from."""
+    """The effective broker settings (Kafka names -> values) plus where each came from.
+
+    ``host``/``port``: the main listener's (``--listen``'s, else the first of
+    ``listeners``); ``listener_values``: the ``listener.name.*`` settings, as given."""
 
     host: str = "127.0.0.1"
     port: int = 9092
     data_dir: str = "./odradek-data"
     values: dict[str, Any] = field(default_factory=lambda: {s.name: s.default for s in _SETTINGS})
     sources: dict[str, str] = field(default_factory=dict)
+    listener_values: dict[str, str] = field(default_factory=dict)
 
     def __getitem__(self, name: str) -> Any:
         return self.values[name]
+
+    @property
+    def listeners(self) -> list[Listener]:
+        """Every listener, the main one first."""
+        given = parse_endpoints("listeners", self.values["listeners"])
+        if not given:
+            return [Listener("PLAINTEXT", "PLAINTEXT", self.host, self.port)]
+        protocols = parse_protocol_map("listener.security.protocol.map",
+                                       self.values["listener.security.protocol.map"])
+        out = [Listener(n, protocols[n], h, p) for n, h, p in given]
+        main = next(i for i, lst in enumerate(out) if (lst.host, lst.port) == (self.host,
+                                                                               self.port))
+        return [out[main], *out[:main], *out[main + 1:]]
+
+    @property
+    def inter_broker_listener(self) -> str:
+        name = self.values["inter.broker.listener.name"]
+        if name:
+            return name
+        names = [lst.name for lst in self.listeners]
+        return "PLAINTEXT" if "PLAINTEXT" in names else names[0]
+
+    def advertised(self) -> dict[str, tuple[str, int]]:
+        """listener name -> the (host, port) ``advertised.listeners`` gives it."""
+        return {n: (h, p) for n, h, p in parse_endpoints("advertised.listeners",
+                                                           self.values["advertised.listeners"])}
+
+    def for_listener(self, listener: str, name: str) -> Any:
+        """A setting's value on one listener: ``listener.name.<listener>.<name>`` if
+        set, else the broker-wide value (None for an unset JAAS line)."""
+        own = self.listener_values.get(f"{LISTENER_PREFIX}{listener.lower()}.{name}")
+        if own is not None:
+            setting = SETTINGS.get(name)
+            return setting.parse(name, own) if setting is not None else own
+        return self.values.get(name)
 
     @property
     def clustered(self) -> bool:
@@ -303,13 +474,28 @@ class BrokerConfig:
         )
 
     def describe(self) -> list[tuple[str, Any, str]]:
-        """(name, value, source) for every setting, for the startup banner."""
-        return [(s.name, self.values[s.name], self.sources.get(s.name, "default"))
-                for s in _SETTINGS]
+        """(name, value, source) for every setting, for the startup banner; secrets
+        (set ones) shown as ``[hidden]``."""
+        rows = [(s.name, HIDDEN if s.sensitive and self.values[s.name] else self.values[s.name],
+                 self.sources.get(s.name, "default")) for s in _SETTINGS]
+        rows += [(name, HIDDEN if is_sensitive(name) else value,
+                  self.sources.get(name, "default"))
+                 for name, value in sorted(self.listener_values.items())]
+        return rows
 
 
 def _apply(values: dict[str, Any], sources: dict[str, str], name: str, raw: Any,
            source: str) -> None:
+    if name.startswith(LISTENER_PREFIX):
+        try:
+            setting = _listener_setting(name)[1]
+            if setting in SETTINGS:
+                SETTINGS[setting].parse(name, raw)  # refuse a bad value now
+        except ConfigError as exc:
+            raise ConfigError(f"{exc} (from {source})") from None
+        values.setdefault(LISTENER_PREFIX, {})[name] = str(raw)
+        sources[name] = source
+        return
     scale = 1
     if name in _ALIASES:
         name, scale = _ALIASES[name]
@@ -344,6 +530,7 @@ def load_config(
     values = {s.name: s.default for s in _SETTINGS}
     sources: dict[str, str] = {}
     host, port, directory = "127.0.0.1", 9092, "./odradek-data"
+    listen_given = bool(listen)  # --listen, or listen in the file or the environment
     if config_file:
         try:
             with open(config_file, "rb") as f:
@@ -353,6 +540,7 @@ def load_config(
         for name, raw in table.items():
             if name == "listen":
                 host, port = parse_listen(str(raw))
+                listen_given = True
             elif name == "data.dir":
                 directory = str(raw)
             else:
@@ -364,6 +552,7 @@ def load_config(
             continue
         if key == ENV_PREFIX + "LISTEN":
             host, port = parse_listen(raw)
+            listen_given = True
         elif key == ENV_PREFIX + "DATA_DIR":
             directory = raw
         elif key in known_env:
@@ -376,4 +565,46 @@ def load_config(
         host, port = parse_listen(listen)
     if data_dir:
         directory = data_dir
-    return BrokerConfig(host, port, directory, values, sources)
+    per_listener = values.pop(LISTENER_PREFIX, {})
+    host, port = _main_listener(values, host, port, listen_given, per_listener)
+    return BrokerConfig(host, port, directory, values, sources, per_listener)
+
+
+def _main_listener(values: dict[str, Any], host: str, port: int, listen_given: bool,
+                   per_listener: Mapping[str, str]) -> tuple[str, int]:
+    """Check ``listeners`` and the settings that name listeners; the main listener's
+    address: --listen's (which must then be one of ``listeners``), else the first."""
+    given = parse_endpoints("listeners", values["listeners"])
+    if not given:
+        names = {"PLAINTEXT"}
+    else:
+        protocols = parse_protocol_map("listener.security.protocol.map",
+                                       values["listener.security.protocol.map"])
+        missing = [n for n, _, _ in given if n not in protocols]
+        if missing:
+            raise ConfigError(f"listener.security.protocol.map has no security protocol for "
+                              f"the listener(s) {', '.join(missing)} of listeners")
+        ports = [p for _, _, p in given if p]
+        if len(ports) != len(set(ports)):
+            raise ConfigError(f"listeners uses a port twice: {values['listeners']}")
+        names = {n for n, _, _ in given}
+        if listen_given:
+            if not any((h or "0.0.0.0", p) == (host, port) or (h, p) == (host, port)
+                       for _, h, p in given):
+                raise ConfigError(f"--listen {host}:{port} is not one of listeners "
+                                  f"({values['listeners']}): give one or make them agree")
+            host = next(h for _, h, p in given if p == port and h in (host, "", "0.0.0.0"))
+        else:
+            _, host, port = given[0]
+    for n, _, _ in parse_endpoints("advertised.listeners", values["advertised.listeners"]):
+        if n not in names:
+            raise ConfigError(f"advertised.listeners names {n}, which is not a listener")
+    inter = values["inter.broker.listener.name"]
+    if inter and inter not in names:
+        raise ConfigError(f"inter.broker.listener.name {inter} is not a listener")
+    for name in per_listener:
+        listener = _listener_setting(name)[0]
+        if listener not in names:
+            raise ConfigError(f"{name} is for the listener {listener}, which is not one of "
+                              "listeners")
+    return host, port

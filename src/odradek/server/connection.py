@@ -40,10 +40,12 @@ from odradek.protocol.codec import (
     decode_request,
 )
 from odradek.protocol.framing import FrameDecoder, FrameError
+from odradek.server.session import Session
 from odradek.storage.log import FileRegion
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
+    from odradek.server.config import Listener
 
 log = logging.getLogger(__name__)
 
@@ -68,8 +70,10 @@ class ConnectionClosed(Exception):
 class Connection(asyncio.BufferedProtocol):
     """The protocol object of one accepted socket; ``run()`` is its request loop."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, listener: Listener) -> None:
         self.broker = broker
+        self.listener = listener
+        self.session: Session | None = None  # from connection_made
         self.decoder = FrameDecoder(broker.config["socket.request.max.bytes"],
                                     pool=broker.buffer_pool)
         self.idle_s = broker.config["connections.max.idle.ms"] / 1000
@@ -105,7 +109,12 @@ class Connection(asyncio.BufferedProtocol):
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._sock_fd = sock.fileno() if sock is not None else -1
+        # Under TLS the record bytes must pass through the encryption: no sendfile to the
+        # socket (regions are read and written through the transport instead).
+        tls = self.listener.tls
+        self._sock_fd = sock.fileno() if sock is not None and not tls else -1
+        self.session = self.broker.new_session(self.listener, transport,
+                                               peer[0] if isinstance(peer, tuple) else "")
         self.broker.accept(self)  # runs run() as a task the broker owns
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -162,7 +171,7 @@ class Connection(asyncio.BufferedProtocol):
         if handle_now is None:
             return False
         try:
-            request = decode_request(frame, broker.supported)
+            request = decode_request(frame, broker.supported, self.session)
         except Exception:  # ProtocolError or worse: run() meets it again, as it would
             return False
         self.decoder.next_frame()  # taken: this frame is answered here or parked for run()
@@ -316,7 +325,7 @@ class Connection(asyncio.BufferedProtocol):
     async def _handle(self, frame: bytes | memoryview) -> None:
         broker = self.broker
         try:
-            request = decode_request(frame, broker.supported)
+            request = decode_request(frame, broker.supported, self.session)
         except UnsupportedVersionError as exc:
             if exc.api_key == 18:  # ApiVersions: answer so the client can pick a version
                 await self._send(broker.api_versions_fallback(exc.correlation_id))
@@ -348,6 +357,11 @@ class Connection(asyncio.BufferedProtocol):
             raise ConnectionResetError("connection lost")
         if isinstance(response, bytes):
             transport.write(response)
+        elif self._sock_fd < 0:
+            # TLS: the bytes are encrypted in user space anyway, so each region is read
+            # once (pread) and handed to the transport, which encrypts it into its buffer.
+            for part in response:
+                transport.write(part if isinstance(part, bytes) else _read_region(part))
         elif sum(part.length for part in response
                  if isinstance(part, FileRegion)) <= COPY_REGION_MAX_BYTES:
             transport.write(b"".join(

@@ -434,7 +434,7 @@ async def describe_cluster(broker: Broker, request: Request) -> bytes:
         "cluster_id": broker.metadata.cluster_id,
         "controller_id": controller_id(broker),
         "brokers": [{"broker_id": b["node_id"], "host": b["host"], "port": b["port"],
-                     "rack": b["rack"]} for b in brokers(broker)],
+                     "rack": b["rack"]} for b in brokers(broker, request)],
         "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS,
     }
     if endpoint_type != BROKERS_ENDPOINT:

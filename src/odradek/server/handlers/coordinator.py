@@ -20,6 +20,7 @@ from odradek.coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from odradek.protocol.codec import Request
 from odradek.server.coordinator_runtime import COORDINATOR_NOT_AVAILABLE
 from odradek.server.handlers.base import Api, respond
+from odradek.server.handlers.metadata import listener_name
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
@@ -33,11 +34,14 @@ def _no_node(error: int, message: str) -> dict[str, Any]:
             "error_message": message}
 
 
-def _coordinator(broker: Broker, key_type: int, key: str) -> dict[str, Any]:
-    """The node that coordinates ``key`` (its fields of the answer, error included)."""
+def _coordinator(broker: Broker, request: Request, key_type: int, key: str
+                 ) -> dict[str, Any]:
+    """The node that coordinates ``key`` (its fields of the answer, error included), at
+    its address for the listener the request came in on."""
     cluster = broker.cluster
+    listener = listener_name(broker, request)
     if cluster is None:
-        host, port = broker.advertised_endpoint
+        host, port = broker.endpoint(listener)
         return {"node_id": broker.node_id, "host": host, "port": port, "error_code": 0,
                 "error_message": None}
     runtime = broker.groups if key_type == GROUP else broker.transactions
@@ -50,7 +54,11 @@ def _coordinator(broker: Broker, key_type: int, key: str) -> dict[str, Any]:
         # the client asks again.
         return _no_node(COORDINATOR_NOT_AVAILABLE,
                         f"{runtime.topic}-{partition} has no leader")
-    return {"node_id": leader.node_id, "host": leader.host, "port": leader.port,
+    address = leader.address(listener)
+    if address is None:
+        return _no_node(COORDINATOR_NOT_AVAILABLE,
+                        f"the coordinator (broker {leader.node_id}) has no listener {listener}")
+    return {"node_id": leader.node_id, "host": address[0], "port": address[1],
             "error_code": 0, "error_message": None}
 
 
@@ -74,10 +82,10 @@ async def handle(broker: Broker, request: Request) -> bytes:
         broker.transactions.ensure_topic()
     # v0-3 ask for one key; v4 has coordinator_keys instead (the top-level fields are
     # not in its answer).
-    node = _coordinator(broker, key_type, getattr(body, "key", None) or "")
+    node = _coordinator(broker, request, key_type, getattr(body, "key", None) or "")
     return respond(request, {
         "throttle_time": 0, **node,
-        "coordinators": [{"key": key, **_coordinator(broker, key_type, key)}
+        "coordinators": [{"key": key, **_coordinator(broker, request, key_type, key)}
                          for key in keys or ()],
     })
 

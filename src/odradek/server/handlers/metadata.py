@@ -66,13 +66,27 @@ def _cluster_topic_entry(broker: Broker, topic: Topic) -> dict[str, Any]:
             "topic_authorized_operations": -2147483648}
 
 
-def brokers(broker: Broker) -> list[dict[str, Any]]:
-    """Every live broker (just this one, on a single node)."""
+def listener_name(broker: Broker, request: Request) -> str:
+    """The listener a request came in on (the main one for requests made inside)."""
+    listener = broker.listener_of(request)
+    return listener.name if listener is not None else broker.config.listeners[0].name
+
+
+def brokers(broker: Broker, request: Request) -> list[dict[str, Any]]:
+    """Every live broker (just this one, on a single node), at its address for the
+    listener the request came in on; a broker without that listener is left out, as
+    Kafka does."""
+    name = listener_name(broker, request)
     if broker.cluster is None:
-        return [{"node_id": broker.node_id, "host": broker.advertised_host,
-                 "port": broker.advertised_endpoint[1], "rack": None}]
-    return [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-            for b in sorted(broker.cluster.metadata.brokers.values(), key=lambda b: b.node_id)]
+        host, port = broker.endpoint(name)
+        return [{"node_id": broker.node_id, "host": host, "port": port, "rack": None}]
+    out = []
+    for b in sorted(broker.cluster.metadata.brokers.values(), key=lambda b: b.node_id):
+        address = b.address(name)
+        if address is not None:
+            out.append({"node_id": b.node_id, "host": address[0], "port": address[1],
+                        "rack": b.rack})
+    return out
 
 
 def controller_id(broker: Broker) -> int:
@@ -130,7 +144,7 @@ async def handle(broker: Broker, request: Request) -> bytes:
         topics.append(topic_entry(broker, topic))
     return respond(request, {
         "throttle_time": 0,
-        "brokers": brokers(broker),
+        "brokers": brokers(broker, request),
         "cluster_id": broker.metadata.cluster_id,
         "controller_id": controller_id(broker),
         "topics": topics,

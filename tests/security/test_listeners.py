@@ -1,0 +1,114 @@
+"""Listener settings and TLS principals (issue 18), in process: Kafka's ``listeners`` /
+``advertised.listeners`` / ``listener.security.protocol.map`` / ``listener.name.*``
+checked at start-up with errors that name the setting, secrets hidden in the banner, and
+the principal a mutual-TLS client gets (its certificate's distinguished name, mapped by
+``ssl.principal.mapping.rules``) seen on the broker's side of a real handshake."""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import time
+from pathlib import Path
+
+import pytest
+
+from odradek.server.config import HIDDEN, ConfigError, load_config
+from odradek.server.tls import map_principal, principal_rules
+from odradek.testing import running_broker
+from tests.certs import TestCA
+
+
+def config(listen: str | None = None, **settings: str):  # type: ignore[no-untyped-def]
+    return load_config(listen=listen, overrides=settings, environ={})
+
+
+def test_listeners_with_their_security_protocols_and_the_main_one_first():
+    cfg = config(**{"listeners": "CLIENT://:9093,INTERNAL://127.0.0.1:9094",
+                    "listener.security.protocol.map": "CLIENT:SASL_SSL,INTERNAL:PLAINTEXT",
+                    "inter.broker.listener.name": "INTERNAL",
+                    "advertised.listeners": "CLIENT://kafka.example.com:9093"})
+    assert [(x.name, x.protocol, x.host, x.port) for x in cfg.listeners] == [
+        ("CLIENT", "SASL_SSL", "", 9093), ("INTERNAL", "PLAINTEXT", "127.0.0.1", 9094)]
+    assert cfg.listeners[0].tls and cfg.listeners[0].sasl
+    assert cfg.inter_broker_listener == "INTERNAL"
+    assert cfg.advertised() == {"CLIENT": ("kafka.example.com", 9093)}
+    # --listen picks the main listener among them.
+    assert config("127.0.0.1:9094", listeners="PLAINTEXT://:9093,SSL://127.0.0.1:9094"
+                  ).listeners[0].name == "SSL"
+    # Without listeners: one PLAINTEXT listener on --listen.
+    [only] = config("127.0.0.1:9500").listeners
+    assert (only.name, only.protocol, only.port) == ("PLAINTEXT", "PLAINTEXT", 9500)
+
+
+@pytest.mark.parametrize("settings,message", [
+    ({"listeners": "CLIENT://:9093"}, "no security protocol for the listener"),
+    ({"listeners": "PLAINTEXT://:9093,SSL://:9093"}, "uses a port twice"),
+    ({"listeners": "PLAINTEXT://:9093,PLAINTEXT://:9094"}, "twice"),
+    ({"listeners": "PLAINTEXT:9093"}, "NAME://HOST:PORT"),
+    ({"advertised.listeners": "SSL://h:1"}, "not a listener"),
+    ({"inter.broker.listener.name": "SSL"}, "not a listener"),
+    ({"listener.name.ssl.ssl.client.auth": "required"}, "not one of listeners"),
+    ({"listener.name.plaintext.log.retention.ms": "1"}, "unknown setting"),
+    ({"listener.security.protocol.map": "PLAINTEXT:TLS"}, "PLAINTEXT, SSL"),
+    ({"ssl.client.auth": "sometimes"}, "ssl.client.auth"),
+])
+def test_bad_listener_settings_stop_the_start_naming_them(settings, message):
+    with pytest.raises(ConfigError, match=message):
+        config(**settings)
+
+
+def test_listen_must_be_one_of_the_listeners():
+    with pytest.raises(ConfigError, match="is not one of listeners"):
+        config("127.0.0.1:9000", listeners="PLAINTEXT://127.0.0.1:9092")
+
+
+def test_secrets_are_hidden_in_the_banner_and_jaas_lines_pass_intact():
+    jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+            'user_alice="a=b;c" user_bob="x";')
+    cfg = config(**{"listeners": "SASL_PLAINTEXT://127.0.0.1:9092",
+                    "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
+                    "ssl.key.password": "hunter2"})
+    assert cfg.for_listener("SASL_PLAINTEXT", "plain.sasl.jaas.config") == jaas
+    shown = {name: value for name, value, _ in cfg.describe()}
+    assert shown["listener.name.sasl_plaintext.plain.sasl.jaas.config"] == HIDDEN
+    assert shown["ssl.key.password"] == HIDDEN
+    assert shown["ssl.keystore.key"] == ""  # unset: nothing to hide
+    assert "hunter2" not in repr(cfg.describe())
+
+
+def test_principal_mapping_rules_are_kafkas():
+    rules = principal_rules("RULE:^CN=(.*?),OU=(.*?),O=.*$/$1@$2/L, RULE:^CN=([^,]*).*$/$1/, "
+                            "DEFAULT")
+    assert map_principal("CN=Alice,OU=Eng,O=Example", rules) == "alice@eng"
+    assert map_principal("CN=svc,O=Example", rules) == "svc"
+    assert map_principal("O=Example", rules) == "O=Example"
+    with pytest.raises(ConfigError):
+        principal_rules("RULE:broken")
+
+
+def test_a_mutual_tls_client_is_its_certificates_mapped_name(tmp_path: Path):
+    ca = TestCA(tmp_path)
+    server = ca.issue("broker", "CN=localhost", server=True)
+    alice = ca.issue("alice", "CN=Alice,OU=eng,O=Odradek tests")
+    settings = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+        "ssl.keystore.certificate.chain": server.cert.read_text(),
+        "ssl.keystore.key": server.key.read_text(),
+        "ssl.client.auth": "required",
+        "ssl.truststore.certificates": ca.cert.read_text(),
+        "ssl.principal.mapping.rules": "RULE:^CN=([^,]*),.*$/$1/L",
+    }
+    with running_broker(**settings) as node:
+        port = node.broker.listener_ports["SSL"]
+        ctx = ssl.create_default_context(cafile=str(ca.cert))
+        ctx.load_cert_chain(str(alice.cert), str(alice.key))
+        with socket.create_connection(("127.0.0.1", port)) as raw, \
+                ctx.wrap_socket(raw, server_hostname="localhost"):
+            deadline = time.monotonic() + 10
+            sessions = []
+            while not sessions and time.monotonic() < deadline:
+                sessions = [c.session for c in list(node.broker._connections.values())
+                            if c.listener.name == "SSL" and c.session is not None]
+                time.sleep(0.02)
+            assert [s.principal for s in sessions] == ["User:alice"]
