@@ -13,15 +13,16 @@ whatever ``--broker-override`` adds; every cluster topic has replication factor 
    ``broker_bench.py`` (``confluent_kafka.Producer`` in this process, ``--records`` records
    of 100-byte values, linger.ms=5, batch.num.messages=100,000, no compression, no
    idempotence, no delivery callbacks; after an untimed, acknowledged warm-up of 1,000
-   records per partition (a fresh cluster's first acks=all answers take up to ~1 s: see
-   ``warmup_s``), timed from the first ``produce()`` to the return of ``flush()``; then
-   the topic's end offsets must add up to all records sent) against
+   records per partition (``--warmup-records``; a fresh cluster's first acks=all answers
+   take up to ~1 s: see ``warmup_s``), timed from the first ``produce()`` to the return
+   of ``flush()``; then the topic's end offsets must add up to all records sent) against
    (a) a fresh 3-broker cluster, acks=all, and (b) a fresh single ``odradek serve`` (no
    ZooKeeper), acks=1. Two topic shapes: 1 partition (records to partition 0), and 3
    partitions (record i to partition i mod 3; in the cluster each broker leads one of
    them, which the report checks and prints). Broker CPU is ``proc_cpu_s`` of every broker
    process over the timed part, summed over the 3 brokers for (a); reported per million
-   records, with each broker's share. Rounds alternate which side goes first.
+   records, with each broker's share; beside it the brokers' peak RSS (summed for (a)).
+   Rounds alternate which side goes first.
 2. End-to-end latency (``--only latency``): ``latency_bench.one_run`` itself (its paced
    producer process and its consumer; see that file) at ``--rate`` records/s, once against
    a fresh 3-broker cluster (1 partition, RF 3, producer acks=all) and once against a fresh
@@ -67,10 +68,23 @@ whatever ``--broker-override`` adds; every cluster topic has replication factor 
    (until back in the ISR), the wait for the periodic check, the election (to the next
    broker).
 
+With ``--kafka``, parts 1 and 2 also run their cluster load, unchanged, against a fresh
+3-node Apache Kafka cluster per run (``KafkaCluster``: ``tests.apache_kafka.
+ApacheKafkaCluster``, Kafka 4.4 from the jars of scripts/fetch_jvm.sh, each node broker and
+controller in one JVM (KRaft, a static quorum of the 3), ``-Xmx1G -Xms1G`` each as Kafka's
+scripts set, internal topics RF 3 / min ISR 2, the rest Kafka's defaults; the topic RF 3
+with ``min.insync.replicas=2``, the producer acks=all). Its runs take turns with the
+Odradek cluster's in going first (odd rounds reverse the order of the three sides).
+Leaders, ISR and the controller are read from the client's Metadata instead of ZooKeeper;
+broker CPU and peak RSS (VmHWM) are summed over the 3 JVMs. The report adds Kafka's rows
+and the ratios Odradek cluster / Kafka cluster, with targets: records/s >= 1.0, broker CPU
+per record <= 0.5 (medians of per-round ratios), latency p99 <= 1.0 (p50 and p99.9 beside
+it; pooled percentiles).
+
 Every process it starts (ZooKeeper, brokers, the producer processes) is stopped by its pid
 at the end, on an error and on Ctrl-C or SIGTERM too.
 
-Run: ``.venv/bin/python bench/cluster_bench.py [--records 1000000] [--rounds 3]``
+Run: ``.venv/bin/python bench/cluster_bench.py [--records 1000000] [--rounds 3] [--kafka]``
 (see bench/README.md).
 """
 
@@ -104,10 +118,23 @@ if str(REPO) not in sys.path:
 from confluent_kafka import KafkaException, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec  # noqa: E402
 from kazoo.client import KazooClient  # noqa: E402
+from tests.apache_kafka import (  # noqa: E402
+    KAFKA_VERSION,
+    ApacheKafkaCluster,
+    kafka_jars_present,
+)
 from tests.zookeeper import ZooKeeperServer, four_letter_word  # noqa: E402
 
 import latency_bench  # noqa: E402
-from _common import finish, free_port, note, proc_cpu_s, self_cpu_s, shown_path  # noqa: E402
+from _common import (  # noqa: E402
+    finish,
+    free_port,
+    note,
+    proc_cpu_s,
+    proc_peak_rss_mib,
+    self_cpu_s,
+    shown_path,
+)
 from broker_bench import (  # noqa: E402
     LOAD_PRODUCER,
     ODRADEK,
@@ -118,8 +145,12 @@ from broker_bench import (  # noqa: E402
 
 CLUSTER = "cluster"
 SINGLE = "single"
+KAFKA_CLUSTER = "kafka-cluster"  # --kafka: Apache Kafka's 3-node cluster, the same load
+CLUSTERS = (CLUSTER, KAFKA_CLUSTER)  # the sides that get a 3-broker cluster
 LABELS = {CLUSTER: "3 brokers, RF 3, acks=all, min.insync.replicas=2",
-          SINGLE: "1 broker, acks=1"}
+          SINGLE: "1 broker, acks=1",
+          KAFKA_CLUSTER: f"Apache Kafka {KAFKA_VERSION}: 3 brokers (KRaft), RF 3, acks=all, "
+                         "min.insync.replicas=2"}
 SIZE = 3
 MIN_ISR = 2
 PARTITION_SHAPES = (1, 3)
@@ -134,6 +165,7 @@ RATIO_TARGET = 0.5
 FAILOVER_TOPIC = "failover"
 PARTS = ("throughput", "latency", "failover", "rebalance", "rolling")
 WARMUP_RECORDS = 1000  # per partition, acknowledged before a throughput run is timed
+# (--warmup-records: more gives a JVM's JIT time to compile Kafka's hot paths first)
 KEEP = False  # --keep: leave data and logs in place
 HUNG: list[dict[str, Any]] = []  # brokers that ignored SIGTERM, with their log's end
 
@@ -352,8 +384,20 @@ class Cluster:
         if not KEEP:
             shutil.rmtree(self.root, ignore_errors=True)
 
+    def pids(self) -> dict[int, int]:
+        return {n: node.pid for n, node in self.nodes.items()}
+
     def cpu_by_node(self) -> dict[int, float]:
-        return {n: node.cpu_s() for n, node in self.nodes.items()}
+        return {n: proc_cpu_s(pid) for n, pid in self.pids().items()}
+
+    def peak_rss_mib(self) -> float:
+        """The brokers' peak resident sets (VmHWM), summed."""
+        return sum(proc_peak_rss_mib(pid) for pid in self.pids().values())
+
+    def tails(self) -> str:
+        """The end of every broker's output, for an error message."""
+        return "\n".join(f"=== broker {n} ===\n{node.output(1500)}"
+                         for n, node in self.nodes.items())
 
     def cpu_s(self) -> float:
         return sum(self.cpu_by_node().values())
@@ -398,10 +442,8 @@ class Cluster:
             except Exception:
                 pass
             if time.monotonic() > deadline:
-                tails = "\n".join(f"=== broker {n} ===\n{node.output(1500)}"
-                                  for n, node in self.nodes.items())
                 raise RuntimeError(f"timed out after {timeout_s:.0f} s waiting for {what}\n"
-                                   + tails)
+                                   + self.tails())
             time.sleep(0.05)
 
     def create_topic(self, name: str, partitions: int) -> None:
@@ -413,6 +455,80 @@ class Cluster:
         md = AdminClient({"bootstrap.servers": self.bootstrap}).list_topics(topic, timeout=10)
         parts = md.topics[topic].partitions
         return [parts[p].leader if p in parts else -1 for p in range(partitions)]
+
+
+class KafkaCluster(Cluster):
+    """``--kafka``: Apache Kafka's 3-node cluster (``tests.apache_kafka.ApacheKafkaCluster``:
+    KRaft, each node broker and controller, a static quorum, internal topics RF 3 / min
+    ISR 2, 1 GiB heap each, the rest Kafka's defaults) in ``Cluster``'s shape, so that the
+    throughput and latency loads run on it unchanged. What ``Cluster`` reads from
+    ZooKeeper (a partition's leader and ISR, the controller) comes from the client's
+    Metadata here; ``--broker-override`` and the session timeout are Odradek's only."""
+
+    def __init__(self, root: str) -> None:  # no ZooKeeper: Cluster.__init__ is not for it
+        self.root = tempfile.mkdtemp(prefix="kafka-cluster-", dir=root)
+        self.kafka = ApacheKafkaCluster(self.root)
+        self.kafka.ready_poll_s = 0.05
+        self.nodes = self.kafka.nodes  # type: ignore[assignment]
+        self.zk = None
+        self._admin: AdminClient | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return self.kafka.bootstrap
+
+    def start(self) -> None:
+        try:
+            self.kafka.start()  # formats, spawns all 3, waits for Metadata with 3 brokers
+        finally:
+            for pid in self.kafka.pids.values():
+                _LIVE[pid] = self.kafka.stop
+        note(f"  Apache Kafka cluster ready in {self.kafka.startup_seconds:.1f} s "
+             f"(+ {self.kafka.format_seconds:.1f} s of storage format)")
+
+    def stop(self) -> dict[int, int]:
+        """All 3 signalled at once (ApacheKafkaCluster.stop). A JVM ends with 143 (128 +
+        SIGTERM) once its shutdown hook (Kafka's controlled shutdown) is done: a clean
+        stop, reported as 0; SIGKILL after tests.apache_kafka.STOP_TIMEOUT."""
+        codes = self.kafka.stop()
+        for pid in self.kafka.pids.values():
+            _LIVE.pop(pid, None)
+        return {n: 0 if rc == 128 + signal.SIGTERM else (rc if rc is not None else -1)
+                for n, rc in codes.items()}
+
+    def pids(self) -> dict[int, int]:
+        return self.kafka.pids
+
+    def tails(self) -> str:
+        return self.kafka.output(30)
+
+    def _client(self) -> AdminClient:
+        if self._admin is None:  # one for the cluster's life: polled every 50 ms
+            self._admin = AdminClient({"bootstrap.servers": self.bootstrap,
+                                       "allow.auto.create.topics": False})
+        return self._admin
+
+    def _partitions(self, topic: str) -> dict[int, Any]:
+        t = self._client().list_topics(topic, timeout=10).topics.get(topic)
+        return {} if t is None or t.error is not None else t.partitions
+
+    def state(self, topic: str, partition: int) -> tuple[dict[str, Any], float] | None:
+        p = self._partitions(topic).get(partition)
+        return None if p is None else ({"leader": p.leader, "isr": list(p.isrs)}, time.time())
+
+    def full_isr(self, topic: str, partitions: int) -> bool:
+        parts = self._partitions(topic)
+        return len(parts) == partitions and all(
+            p.leader >= 0 and sorted(p.isrs) == sorted(self.nodes) for p in parts.values())
+
+    def controller(self) -> int:
+        return self._client().list_topics(timeout=10).controller_id
+
+
+def new_cluster(kind: str, zk: ZooKeeperServer, tmp_root: str,
+                settings: dict[str, Any]) -> Cluster:
+    """A fresh (not started) cluster of ``kind``: Odradek's on ``zk``, or Kafka's."""
+    return KafkaCluster(tmp_root) if kind == KAFKA_CLUSTER else Cluster(zk, tmp_root, settings)
 
 
 def create_topic(bootstrap: str, name: str, partitions: int, rf: int,
@@ -497,9 +613,10 @@ def produce_load(bootstrap: str, topic: str, partitions: int, n: int, value_byte
     }
 
 
-def throughput_cluster(zk: ZooKeeperServer, partitions: int, args: argparse.Namespace,
-                       settings: dict[str, Any], tmp_root: str) -> dict[str, Any]:
-    cluster = Cluster(zk, tmp_root, settings)
+def throughput_cluster(kind: str, zk: ZooKeeperServer, partitions: int,
+                       args: argparse.Namespace, settings: dict[str, Any],
+                       tmp_root: str) -> dict[str, Any]:
+    cluster = new_cluster(kind, zk, tmp_root, settings)
     topic = f"tput-{partitions}"
     try:
         cluster.start()
@@ -511,6 +628,7 @@ def throughput_cluster(zk: ZooKeeperServer, partitions: int, args: argparse.Name
         out["controller"] = cluster.controller()
         out["isr_after"] = [sorted(cluster.state(topic, p)[0]["isr"])  # type: ignore[index]
                             for p in range(partitions)]
+        out["peak_rss_mib"] = round(cluster.peak_rss_mib(), 1)
     finally:
         codes = cluster.stop()
         cluster.remove()
@@ -530,6 +648,7 @@ def throughput_single(partitions: int, args: argparse.Namespace,
         out = produce_load(broker.bootstrap, topic, partitions, args.records, args.value_bytes,
                            1, lambda: {0: broker.cpu_s()})
         out.pop("broker_cpu_s_per_m_by_broker")
+        out["peak_rss_mib"] = round(broker.peak_rss_mib(), 1)
     finally:
         rc = broker.stop()
         _LIVE.pop(broker.pid, None)
@@ -539,21 +658,45 @@ def throughput_single(partitions: int, args: argparse.Namespace,
     return out
 
 
+def sides(args: argparse.Namespace) -> tuple[str, ...]:
+    """The systems a throughput or latency round runs, in the order of even rounds (odd
+    rounds reverse it: the Odradek cluster and Kafka's take turns going first)."""
+    return (CLUSTER, SINGLE, KAFKA_CLUSTER) if args.kafka else (CLUSTER, SINGLE)
+
+
+def round_ratios(runs: list[dict[str, Any]], a: str, b: str, key: str,
+                 **match: Any) -> list[float]:
+    """Per round, system ``a``'s ``key`` / system ``b``'s, over the runs matching
+    ``match`` (rounds where either failed, or b's figure is 0, left out)."""
+    out = []
+    for i in sorted({r["round"] for r in runs}):
+        mine = {k: [r for r in runs if r["system"] == k and r["round"] == i
+                    and "failed" not in r and all(r[f] == v for f, v in match.items())]
+                for k in (a, b)}
+        if mine[a] and mine[b] and mine[b][0].get(key):
+            out.append(mine[a][0][key] / mine[b][0][key])
+    return out
+
+
+def _median(xs: list[float]) -> float | None:
+    return round(statistics.median(xs), 3) if xs else None
+
+
 def run_throughput(zk: ZooKeeperServer, args: argparse.Namespace, settings: dict[str, Any],
                    tmp_root: str) -> dict[str, Any]:
     runs: list[dict[str, Any]] = []
     n = 0
     for i in range(args.rounds):
         for partitions in PARTITION_SHAPES:
-            order = (CLUSTER, SINGLE) if n % 2 == 0 else (SINGLE, CLUSTER)
+            order = sides(args) if n % 2 == 0 else sides(args)[::-1]
             n += 1
             for kind in order:
                 check_interrupted()
                 note(f"throughput round {i + 1}/{args.rounds}: {partitions} partition(s), "
                      f"{LABELS[kind]}, {args.records:,} records ...")
                 try:
-                    if kind == CLUSTER:
-                        r = throughput_cluster(zk, partitions, args, settings, tmp_root)
+                    if kind in CLUSTERS:
+                        r = throughput_cluster(kind, zk, partitions, args, settings, tmp_root)
                     else:
                         r = throughput_single(partitions, args, tmp_root)
                 except (RuntimeError, KafkaException) as exc:
@@ -563,13 +706,14 @@ def run_throughput(zk: ZooKeeperServer, args: argparse.Namespace, settings: dict
                 runs.append(r)
                 if "failed" not in r:
                     by = (f" (by broker {r['broker_cpu_s_per_m_by_broker']}, leaders "
-                          f"{r['leaders']})" if kind == CLUSTER else "")
+                          f"{r['leaders']})" if kind in CLUSTERS else "")
                     note(f"  {r['records_s']:,} records/s, broker CPU {r['broker_cpu_s_per_m']} "
-                         f"s per M{by}; warm-up {r['warmup_s']} s")
+                         f"s per M{by}; peak RSS {r['peak_rss_mib']:,.0f} MiB; warm-up "
+                         f"{r['warmup_s']} s")
     summary = []
     for partitions in PARTITION_SHAPES:
         row: dict[str, Any] = {"partitions": partitions}
-        for kind in (CLUSTER, SINGLE):
+        for kind in sides(args):
             ok = [r for r in runs if r["system"] == kind and r["partitions"] == partitions
                   and "failed" not in r]
             failed = [r["failed"] for r in runs if r["system"] == kind
@@ -580,29 +724,33 @@ def run_throughput(zk: ZooKeeperServer, args: argparse.Namespace, settings: dict
                 "broker_cpu_s_per_m": statistics.median(r["broker_cpu_s_per_m"] for r in ok),
                 "client_cpu_s_per_m": statistics.median(r["client_cpu_s_per_m"] for r in ok),
                 "broker_cpu_util": statistics.median(r["broker_cpu_util"] for r in ok),
+                "peak_rss_mib": statistics.median(r["peak_rss_mib"] for r in ok),
                 "failed_runs": len(failed),
             }
-            if ok and kind == CLUSTER:
+            if ok and kind in CLUSTERS:
                 row[kind]["broker_cpu_s_per_m_by_broker"] = [r["broker_cpu_s_per_m_by_broker"]
                                                              for r in ok]
                 row[kind]["leaders"] = [r["leaders"] for r in ok]
-        pairs = []
-        for i in range(args.rounds):
-            c = [r for r in runs if (r["system"], r["partitions"], r["round"])
-                 == (CLUSTER, partitions, i + 1) and "failed" not in r]
-            s = [r for r in runs if (r["system"], r["partitions"], r["round"])
-                 == (SINGLE, partitions, i + 1) and "failed" not in r]
-            if c and s:
-                pairs.append((c[0], s[0]))
-        row["ratio_throughput"] = round(statistics.median(
-            c["records_s"] / s["records_s"] for c, s in pairs), 3) if pairs else None
-        row["ratio_cpu_per_m"] = round(statistics.median(
-            c["broker_cpu_s_per_m"] / s["broker_cpu_s_per_m"] for c, s in pairs
-            if s["broker_cpu_s_per_m"]), 3) if pairs else None
-        row["ratio_throughput_all"] = [round(c["records_s"] / s["records_s"], 3)
-                                       for c, s in pairs]
+        # Ratios: medians of per-round ratios, the Odradek cluster over the single broker
+        # and (--kafka) over Kafka's cluster.
+        for other, suffix in ((SINGLE, ""), (KAFKA_CLUSTER, "_kafka")):
+            if other not in row:
+                continue
+            for name, key in (("throughput", "records_s"), ("cpu_per_m", "broker_cpu_s_per_m"),
+                              ("peak_rss", "peak_rss_mib")):
+                xs = round_ratios(runs, CLUSTER, other, key, partitions=partitions)
+                row[f"ratio_{name}{suffix}"] = _median(xs)
+                if name == "throughput":
+                    row[f"ratio_throughput{suffix}_all"] = [round(x, 3) for x in xs]
         summary.append(row)
     return {"runs": runs, "summary": summary}
+
+
+def _met(value: float | None, op: str, target: float) -> str:
+    if value is None:
+        return "-"
+    ok = value >= target if op == ">=" else value <= target
+    return f"**{value:.2f}** ({'met' if ok else 'NOT met'})"
 
 
 def throughput_markdown(part: dict[str, Any], p: dict[str, Any]) -> list[str]:
@@ -611,41 +759,44 @@ def throughput_markdown(part: dict[str, Any], p: dict[str, Any]) -> list[str]:
         "",
         f"workload: {p['records']:,} records of {p['value_bytes']} bytes, confluent-kafka "
         "producer (linger.ms=5, batch.num.messages=100,000, no compression, no "
-        "idempotence); 1 partition, or 3 partitions with record i to partition i mod 3 "
+        "idempotence), timed after an untimed, acknowledged warm-up of "
+        f"{p.get('warmup_records_per_partition', WARMUP_RECORDS):,} records per partition; "
+        "1 partition, or 3 partitions with record i to partition i mod 3 "
         f"(each cluster broker leads one); {p['rounds']} round(s), a fresh cluster / broker "
         "per run, the side that goes first alternating; medians of rounds; ratios are "
-        "medians of per-round ratios; cluster CPU is the sum over its 3 brokers "
+        "medians of per-round ratios; cluster CPU and peak RSS are sums over its 3 brokers "
         f"(followers' replication included); target: cluster >= {RATIO_TARGET}x the single "
         "broker's records/s",
         "",
         "| partitions | system | records/s | broker CPU s per M records | CPU s per M by "
-        "broker (leaders) | client CPU s per M | cluster/single records/s "
+        "broker (leaders) | client CPU s per M | peak RSS MiB | cluster/single records/s "
         "| cluster/single CPU per M |",
-        "|---:|---|---:|---:|---|---:|---:|---:|",
+        "|---:|---|---:|---:|---|---:|---:|---:|---:|",
     ]
+    shown = [k for k in (CLUSTER, SINGLE, KAFKA_CLUSTER) if k in part["summary"][0]]
     for row in part["summary"]:
-        for kind in (CLUSTER, SINGLE):
+        for kind in shown:
             r = row[kind]
             if "records_s" not in r:
-                lines.append(f"| {row['partitions']} | {LABELS[kind]} | failed | | | | | |")
+                lines.append(f"| {row['partitions']} | {LABELS[kind]} | failed | | | | | | |")
                 continue
             by = ""
-            if kind == CLUSTER:
+            if kind in CLUSTERS:
                 by = "; ".join(
                     ", ".join(f"{b}: {c:.2f}" for b, c in d.items()) + f" ({ls})"
                     for d, ls in zip(r["broker_cpu_s_per_m_by_broker"], r["leaders"],
                                      strict=True))
             ratios = " | "
             if kind == CLUSTER and row["ratio_throughput"] is not None:
-                met = "met" if row["ratio_throughput"] >= RATIO_TARGET else "NOT met"
-                ratios = (f"**{row['ratio_throughput']:.2f}** ({met}) "
+                ratios = (f"{_met(row['ratio_throughput'], '>=', RATIO_TARGET)} "
                           f"| **{row['ratio_cpu_per_m']:.2f}**")
             lines.append(f"| {row['partitions']} | {LABELS[kind]} | {r['records_s']:,.0f} "
                          f"| {r['broker_cpu_s_per_m']:.2f} | {by} "
-                         f"| {r['client_cpu_s_per_m']:.2f} | {ratios} |")
+                         f"| {r['client_cpu_s_per_m']:.2f} | {r['peak_rss_mib']:,.0f} "
+                         f"| {ratios} |")
     lines.append("")
     for row in part["summary"]:
-        for kind in (CLUSTER, SINGLE):
+        for kind in shown:
             r = row[kind]
             if "records_s_all" in r:
                 lines.append(f"- {row['partitions']} partition(s), {LABELS[kind]}: records/s "
@@ -653,6 +804,23 @@ def throughput_markdown(part: dict[str, Any], p: dict[str, Any]) -> list[str]:
                              + f"; brokers busy {r['broker_cpu_util']:.2f} CPUs"
                              + (f"; {r['failed_runs']} run(s) failed" if r["failed_runs"]
                                 else ""))
+    if KAFKA_CLUSTER in shown:
+        lines += [
+            "",
+            f"Odradek's cluster / {LABELS[KAFKA_CLUSTER]} (the same load; medians of "
+            "per-round ratios; targets: records/s >= 1.0, broker CPU per record <= 0.5):",
+            "",
+            "| partitions | records/s | broker CPU s per M records | peak RSS (summed) "
+            "| records/s per round |",
+            "|---:|---:|---:|---:|---|",
+        ]
+        for row in part["summary"]:
+            rss = row["ratio_peak_rss_kafka"]
+            lines.append(
+                f"| {row['partitions']} | {_met(row['ratio_throughput_kafka'], '>=', 1.0)} "
+                f"| {_met(row['ratio_cpu_per_m_kafka'], '<=', 0.5)} "
+                f"| {'-' if rss is None else f'{rss:.2f}'} "
+                f"| {', '.join(f'{x:.2f}' for x in row['ratio_throughput_kafka_all'])} |")
     return lines
 
 
@@ -668,8 +836,8 @@ class _LatencyCluster:
 
     def __init__(self, kind: str, tmp_root: str) -> None:
         self.kind = kind
-        self.cluster = Cluster(_LATENCY_CONTEXT["zookeeper"], tmp_root,
-                               _LATENCY_CONTEXT["settings"])
+        self.cluster = new_cluster(kind, _LATENCY_CONTEXT["zookeeper"], tmp_root,
+                                   _LATENCY_CONTEXT["settings"])
         try:
             self.cluster.start()
             self._coordinator_topic()
@@ -677,7 +845,7 @@ class _LatencyCluster:
             self.stop()
             raise
         self.bootstrap = self.cluster.bootstrap
-        self.pid = self.cluster.nodes[1].pid
+        self.pid = self.cluster.pids()[1]
 
     def _coordinator_topic(self) -> None:
         """The consumer's group.id makes librdkafka send FindCoordinator at once (even
@@ -737,17 +905,17 @@ def run_latency(zk: ZooKeeperServer, args: argparse.Namespace, settings: dict[st
     n = 0
     for i in range(args.rounds):
         for fw in args.fetch_wait_ms:
-            order = (CLUSTER, SINGLE) if n % 2 == 0 else (SINGLE, CLUSTER)
+            order = sides(args) if n % 2 == 0 else sides(args)[::-1]
             n += 1
             for kind in order:
                 check_interrupted()
                 note(f"latency round {i + 1}/{args.rounds}: {LABELS[kind]}, {args.rate:,} "
                      f"records/s, fetch.wait.max.ms={fw}, {args.seconds:g} s ...")
                 try:
-                    if kind == CLUSTER:
+                    if kind in CLUSTERS:
                         r, lat = latency_bench.one_run(
-                            CLUSTER, args.rate, fw, lb_args, tmp_root, acks="all",
-                            broker=_LatencyCluster(CLUSTER, tmp_root),
+                            kind, args.rate, fw, lb_args, tmp_root, acks="all",
+                            broker=_LatencyCluster(kind, tmp_root),
                             make_topic=_create_latency_topic)
                     else:
                         r, lat = latency_bench.one_run(ODRADEK, args.rate, fw, lb_args,
@@ -767,7 +935,7 @@ def run_latency(zk: ZooKeeperServer, args: argparse.Namespace, settings: dict[st
                      f"{r['consumer_thread_busy']:.2f}, brokers {r['broker_cpu_util']:.2f}")
     summary = []
     for fw in args.fetch_wait_ms:
-        for kind in (CLUSTER, SINGLE):
+        for kind in sides(args):
             mine = [r for r in runs if r["system"] == kind and r["fetch_wait_max_ms"] == fw
                     and "failed" not in r]
             row: dict[str, Any] = {"system": kind, "fetch_wait_max_ms": fw, "rate": args.rate,
@@ -789,6 +957,14 @@ def run_latency(zk: ZooKeeperServer, args: argparse.Namespace, settings: dict[st
                 })
                 row["status"] = latency_bench.status(row)
             summary.append(row)
+    if args.kafka:  # Odradek's cluster / Kafka's, of the pooled percentiles
+        for fw in args.fetch_wait_ms:
+            row, kafka = (next(r for r in summary
+                               if r["system"] == k and r["fetch_wait_max_ms"] == fw)
+                          for k in (CLUSTER, KAFKA_CLUSTER))
+            for key in ("p50_ms", "p99_ms", "p99_9_ms"):
+                row[f"ratio_{key}_kafka"] = (round(row[key] / kafka[key], 3)
+                                             if row.get(key) and kafka.get(key) else None)
     return {"runs": runs, "summary": summary}
 
 
@@ -827,6 +1003,21 @@ def latency_markdown(part: dict[str, Any], p: dict[str, Any]) -> list[str]:
                             f"{r['max_ms']:.2f} ms at {r['max_at_s']} s" for r in row["runs"])
             lines.append(f"- {LABELS[row['system']]}, fetch wait {row['fetch_wait_max_ms']}: "
                          f"per run {per}")
+    kafka = [row for row in part["summary"] if "ratio_p99_ms_kafka" in row]
+    if kafka:
+        lines += [
+            "",
+            f"Odradek's cluster / {LABELS[KAFKA_CLUSTER]} (pooled percentiles; target: "
+            "p99 <= 1.0):",
+            "",
+            "| fetch.wait.max.ms | p50 | p99 | p99.9 |",
+            "|---:|---:|---:|---:|",
+        ]
+        for row in kafka:
+            p50, p999 = row["ratio_p50_ms_kafka"], row["ratio_p99_9_ms_kafka"]
+            lines.append(f"| {row['fetch_wait_max_ms']} | {'-' if p50 is None else f'{p50:.2f}'} "
+                         f"| {_met(row['ratio_p99_ms_kafka'], '<=', 1.0)} "
+                         f"| {'-' if p999 is None else f'{p999:.2f}'} |")
     return lines
 
 
@@ -1514,7 +1705,9 @@ def markdown(results: dict[str, Any]) -> str:
     lines = [f"machine: {broker_machine_line(m)}, ZooKeeper {m.get('zookeeper')}",
              f"cluster brokers: zookeeper.session.timeout.ms={p['session_timeout_ms']}"
              + (f", {', '.join(f'{k}={v}' for k, v in p['broker_overrides'].items())}"
-                if p["broker_overrides"] else "") + ", the rest default", ""]
+                if p["broker_overrides"] else "") + ", the rest default",
+             *([f"Apache Kafka cluster (--kafka): {p['kafka_cluster']}"]
+               if p.get("kafka_cluster") else []), ""]
     if "throughput" in results:
         lines += [*throughput_markdown(results["throughput"], p), ""]
     if "latency" in results:
@@ -1584,6 +1777,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--broker-override", type=override, action="append", default=[],
                     metavar="NAME=VALUE",
                     help="another setting for every cluster broker (repeatable)")
+    ap.add_argument("--warmup-records", type=int, default=WARMUP_RECORDS,
+                    help="throughput: records per partition produced (acknowledged, untimed) "
+                         f"before the timed part, on every side (default {WARMUP_RECORDS:,})")
+    ap.add_argument("--kafka", action="store_true",
+                    help="throughput, latency: the same cluster load against a fresh 3-node "
+                         "Apache Kafka cluster too, with ratios Odradek/Kafka")
     ap.add_argument("--value-bytes", type=int, default=100, help="record value size (100)")
     ap.add_argument("--dir", default="/tmp",
                     help="where the temporary data dirs go (default /tmp)")
@@ -1622,14 +1821,17 @@ def check_interrupted() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    global KEEP
+    global KEEP, WARMUP_RECORDS
     args = parse_args(argv)
     KEEP = args.keep
+    WARMUP_RECORDS = args.warmup_records
     parts = args.only or list(PARTS)
     if (args.rounds < 1 or args.records < 1 or args.rate < 1 or args.failover_rate < 1
             or args.value_bytes < 8 or args.session_timeout_ms < 1):
         raise SystemExit("--rounds, --records, --rate, --failover-rate, "
                          "--session-timeout-ms >= 1 and --value-bytes >= 8 are needed")
+    if args.kafka and not kafka_jars_present():
+        raise SystemExit("--kafka needs Apache Kafka's jars: bash scripts/fetch_jvm.sh")
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _raise_interrupt)  # stop what was started, then exit
     overrides = dict(args.broker_override)
@@ -1642,6 +1844,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "machine": broker_machine_info(),
         "params": {
             "parts": parts, "rounds": args.rounds, "records": args.records,
+            "warmup_records_per_partition": args.warmup_records,
             "value_bytes": args.value_bytes, "session_timeout_ms": args.session_timeout_ms,
             "broker_overrides": overrides, "cluster_settings": settings,
             "replication_factor": SIZE, "min_insync_replicas": MIN_ISR,
@@ -1651,12 +1854,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             "failover_rate": args.failover_rate, "steady_s": args.steady_s,
             "faults": args.faults, "rdkafka_debug": args.rdkafka_debug,
             "imbalance_check_s": args.imbalance_check_s,
-            "throughput_producer": {"acks": {CLUSTER: "all", SINGLE: 1}, "linger.ms": 5,
+            "throughput_producer": {"acks": {CLUSTER: "all", SINGLE: 1, KAFKA_CLUSTER: "all"},
+                                    "linger.ms": 5,
                                     "batch.num.messages": 100_000, "compression.type": "none",
                                     "enable.idempotence": False},
             "failover_producer": {"acks": "all", "linger.ms": 5, "enable.idempotence": False,
                                   "message.timeout.ms": 300_000},
             "single": "odradek serve, default config, fresh data dir per run",
+            "kafka": args.kafka,
+            "kafka_cluster": (f"Apache Kafka {KAFKA_VERSION}, 3 nodes (KRaft, each broker "
+                              "and controller, static quorum), -Xmx1G -Xms1G each, internal "
+                              "topics RF 3 / min ISR 2, the rest default; fresh per run"
+                              if args.kafka else None),
         },
     }
     zk: ZooKeeperServer | None = None

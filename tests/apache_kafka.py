@@ -22,6 +22,14 @@
 - Stopped by its pid: SIGTERM (Kafka's controlled shutdown), SIGKILL after
   ``STOP_TIMEOUT``. Its output goes to ``kafka.log`` in the directory (never a pipe that
   could fill); ``output(tail)`` shows the end of it, for failure messages.
+
+``ApacheKafkaCluster`` (bench/cluster_bench.py's baseline) runs three such nodes, each
+broker and controller (node ids 1..3), as one cluster with a static quorum
+(``controller.quorum.voters``; each storage formatted with the same cluster id and no
+--standalone) and internal topics of replication factor 3, min ISR 2:
+
+    with ApacheKafkaCluster(tmp_dir) as cluster:   # ready: Metadata lists 3 brokers
+        print(cluster.bootstrap, cluster.pids)
 """
 
 from __future__ import annotations
@@ -58,8 +66,19 @@ def kafka_jars_present() -> bool:
     return LIB.is_dir() and any(LIB.glob(f"kafka_2.13-{KAFKA_VERSION}.jar"))
 
 
+def random_cluster_id() -> str:
+    """A new cluster id from ``kafka-storage random-uuid``."""
+    uuid = subprocess.run(
+        [java(), *LOGGING, "-cp", classpath(), STORAGE_TOOL, "random-uuid"],
+        capture_output=True, text=True, timeout=FORMAT_TIMEOUT, check=True)
+    return uuid.stdout.strip().splitlines()[-1]
+
+
 class ApacheKafka:
     """One Apache Kafka node (KRaft, broker+controller) on 127.0.0.1, in ``directory``."""
+
+    FORMAT_ARGS: tuple[str, ...] = ("--standalone",)  # a single-node dynamic quorum
+    expected_brokers = 1  # ready when Metadata lists this many brokers
 
     def __init__(self, directory: Path | str, *, settings: dict[str, str] | None = None) -> None:
         self.directory = Path(directory)
@@ -110,16 +129,25 @@ class ApacheKafka:
         return [java(), *HEAP, *LOGGING, "-cp", classpath(), main, *args]
 
     def start(self) -> None:
+        self.format()
+        began = self.spawn()
+        try:
+            self._wait_ready(began + STARTUP_TIMEOUT)
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_seconds = time.monotonic() - began
+
+    def format(self, cluster_id: str | None = None) -> None:
+        """Write server.properties and format the log directory (``FORMAT_ARGS``), with
+        ``cluster_id`` or a new one from ``random-uuid``."""
         self.directory.mkdir(parents=True, exist_ok=True)
         self.properties_file.write_text(
             "".join(f"{k}={v}\n" for k, v in self.settings().items()))
         began = time.monotonic()
-        uuid = subprocess.run(
-            [java(), *LOGGING, "-cp", classpath(), STORAGE_TOOL, "random-uuid"],
-            capture_output=True, text=True, timeout=FORMAT_TIMEOUT, check=True)
-        self.cluster_id = uuid.stdout.strip().splitlines()[-1]
+        self.cluster_id = cluster_id or random_cluster_id()
         formatted = subprocess.run(
-            self._java(STORAGE_TOOL, "format", "--standalone", "-t", self.cluster_id,
+            self._java(STORAGE_TOOL, "format", *self.FORMAT_ARGS, "-t", self.cluster_id,
                        "-c", str(self.properties_file)),
             capture_output=True, text=True, timeout=FORMAT_TIMEOUT)
         if formatted.returncode != 0:
@@ -127,17 +155,14 @@ class ApacheKafka:
                                f"{formatted.stdout}\n{formatted.stderr}")
         self.format_seconds = time.monotonic() - began
 
+    def spawn(self) -> float:
+        """Start ``java kafka.Kafka`` (not waiting for it); returns when, monotonic."""
         began = time.monotonic()
         with open(self.log_file, "wb") as log:
             self.process = subprocess.Popen(
                 self._java(MAIN, str(self.properties_file)), stdin=subprocess.DEVNULL,
                 stdout=log, stderr=subprocess.STDOUT, cwd=self.directory)
-        try:
-            self._wait_ready(began + STARTUP_TIMEOUT)
-        except BaseException:
-            self.stop()
-            raise
-        self.startup_seconds = time.monotonic() - began
+        return began
 
     def _wait_ready(self, deadline: float) -> None:
         from tests.wire import WireClient  # kio: only needed once a broker runs
@@ -155,7 +180,8 @@ class ApacheKafka:
                     if versions.error_code.value == 0:
                         meta = c.request(3, 12, {"topics": [],
                                                  "allow_auto_topic_creation": False})
-                        if meta.brokers and meta.controller_id >= 0:
+                        if (len(meta.brokers) >= self.expected_brokers
+                                and meta.controller_id >= 0):
                             return
                         last = meta
                     else:
@@ -202,3 +228,116 @@ def apache_kafka(directory: Path | str, **kwargs):  # type: ignore[no-untyped-de
     """``ApacheKafka`` as a context manager function."""
     with ApacheKafka(directory, **kwargs) as kafka:
         yield kafka
+
+
+# --- a 3-node cluster -------------------------------------------------------------------
+
+CLUSTER_SIZE = 3
+CLUSTER_MIN_ISR = 2
+
+
+class ApacheKafkaNode(ApacheKafka):
+    """One node of an ``ApacheKafkaCluster``: a static quorum (``controller.quorum.voters``
+    instead of ``controller.quorum.bootstrap.servers``, so its storage is formatted with no
+    --standalone), ready when Metadata lists every broker of the cluster."""
+
+    FORMAT_ARGS = ()
+
+    def __init__(self, directory: Path | str, node_id: int, *, brokers: int,
+                 settings: dict[str, str] | None = None) -> None:
+        super().__init__(directory, settings={"node.id": str(node_id), **(settings or {})})
+        self.node_id = node_id
+        self.expected_brokers = brokers
+
+    def settings(self) -> dict[str, str]:
+        out = super().settings()
+        del out["controller.quorum.bootstrap.servers"]  # voters set in extra_settings
+        return out
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+
+class ApacheKafkaCluster:
+    """``size`` Apache Kafka nodes (each broker and controller, node ids 1..size) on
+    127.0.0.1, in ``directory``/node-N, with a static quorum of all of them.
+
+    - Internal topics have replication factor 3 and min ISR 2
+      (``offsets.topic.replication.factor``, ``transaction.state.log.*``, the share
+      coordinator's); ``settings`` adds to or overrides every node's settings.
+    - ``start()`` formats every node with one cluster id, spawns all of them (a quorum
+      needs a majority of its voters up) and waits until each answers Metadata with all
+      ``size`` brokers and a controller; ``startup_seconds`` is from the first spawn.
+    - ``stop()`` sends SIGTERM to every node first (as kafka-server-stop.sh does: one
+      at a time, the last ones would wait for a quorum that has gone), then waits for
+      each, SIGKILL after ``STOP_TIMEOUT``; returns {node id: exit code}.
+    - ``pids`` ({node id: pid}) for CPU and memory figures from /proc.
+    """
+
+    def __init__(self, directory: Path | str, *, size: int = CLUSTER_SIZE,
+                 settings: dict[str, str] | None = None) -> None:
+        self.directory = Path(directory)
+        rf, min_isr = str(min(size, CLUSTER_SIZE)), str(min(size, CLUSTER_MIN_ISR))
+        common = {
+            "offsets.topic.replication.factor": rf,
+            "transaction.state.log.replication.factor": rf,
+            "transaction.state.log.min.isr": min_isr,
+            "share.coordinator.state.topic.replication.factor": rf,
+            "share.coordinator.state.topic.min.isr": min_isr,
+            **(settings or {}),
+        }
+        self.nodes = {n: ApacheKafkaNode(self.directory / f"node-{n}", n, brokers=size,
+                                         settings=common)
+                      for n in range(1, size + 1)}
+        ports = [p for node in self.nodes.values() for p in (node.port, node.controller_port)]
+        if len(set(ports)) != len(ports):  # free_port() can hand out a port twice
+            raise RuntimeError(f"port clash: {ports}; try again")
+        voters = ",".join(f"{n}@127.0.0.1:{node.controller_port}"
+                          for n, node in self.nodes.items())
+        for node in self.nodes.values():
+            node.extra_settings["controller.quorum.voters"] = voters
+        self.bootstrap = ",".join(node.bootstrap for node in self.nodes.values())
+        self.cluster_id = ""
+        self.format_seconds = 0.0
+        self.startup_seconds = 0.0
+        self.ready_poll_s = 0.1
+
+    @property
+    def pids(self) -> dict[int, int]:
+        return {n: node.pid for n, node in self.nodes.items() if node.process is not None}
+
+    def start(self) -> None:
+        began = time.monotonic()
+        self.cluster_id = random_cluster_id()
+        for node in self.nodes.values():
+            node.ready_poll_s = self.ready_poll_s
+            node.format(self.cluster_id)
+        self.format_seconds = time.monotonic() - began
+        try:
+            began = min(node.spawn() for node in self.nodes.values())
+            for node in self.nodes.values():
+                node._wait_ready(began + STARTUP_TIMEOUT)
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_seconds = time.monotonic() - began
+
+    def stop(self) -> dict[int, int | None]:
+        for node in self.nodes.values():
+            if node.process is not None and node.process.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(node.process.pid, signal.SIGTERM)
+        return {n: node.stop() for n, node in self.nodes.items()}
+
+    def output(self, tail: int = 20) -> str:
+        return "\n".join(f"=== node {n} ===\n{node.output(tail)}"
+                         for n, node in self.nodes.items())
+
+    def __enter__(self) -> ApacheKafkaCluster:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
