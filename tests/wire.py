@@ -15,6 +15,20 @@ from kio.serial import entity_reader, entity_writer
 from odradek.protocol.messages import build
 
 
+def encode_request(api_key: int, version: int, body: dict[str, Any],
+                   correlation_id: int = 1) -> bytes:
+    """A whole request frame (size prefix included) from version-agnostic data."""
+    schema = load_request_schema(api_key, version)
+    header_cls = schema.__header_schema__
+    buf = io.BytesIO()
+    entity_writer(header_cls)(buf, build(header_cls, {
+        "request_api_key": api_key, "request_api_version": version,
+        "correlation_id": correlation_id, "client_id": "wire-test"}))
+    entity_writer(schema)(buf, build(schema, body))
+    payload = buf.getvalue()
+    return struct.pack(">i", len(payload)) + payload
+
+
 class WireClient:
     def __init__(self, port: int, host: str = "127.0.0.1", timeout: float = 10.0) -> None:
         self.sock = socket.create_connection((host, port), timeout=timeout)
@@ -32,16 +46,8 @@ class WireClient:
 
     def send(self, api_key: int, version: int, body: dict[str, Any]) -> int:
         """Send a request built from version-agnostic data; returns its correlation id."""
-        schema = load_request_schema(api_key, version)
-        header_cls = schema.__header_schema__
         self.correlation_id += 1
-        buf = io.BytesIO()
-        entity_writer(header_cls)(buf, build(header_cls, {
-            "request_api_key": api_key, "request_api_version": version,
-            "correlation_id": self.correlation_id, "client_id": "wire-test"}))
-        entity_writer(schema)(buf, build(schema, body))
-        payload = buf.getvalue()
-        self.sock.sendall(struct.pack(">i", len(payload)) + payload)
+        self.sock.sendall(encode_request(api_key, version, body, self.correlation_id))
         return self.correlation_id
 
     def receive(self, api_key: int, version: int) -> Any:

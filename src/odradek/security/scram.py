@@ -113,7 +113,17 @@ class ScramExchange:
 
     def final(self, client_final: bytes) -> bytes:
         try:
-            self._server.set_client_final(client_final.decode())
+            text = client_final.decode()
+            # Kafka's ScramSaslServer accepts a final nonce that *ends with* the server's
+            # (client nonce + server nonce); librdkafka before 2.1 sends the client nonce
+            # twice in front of it, and Kafka brokers accept that. scramp wants equality,
+            # so the nonce it checks against becomes the one sent when Kafka's rule holds
+            # (the proof is computed over the message as sent either way).
+            sent = next((a[2:] for a in text.split(",") if a.startswith("r=")), None)
+            expected = getattr(self._server, "nonce", None)  # a scramp Nonce
+            if sent and expected and sent != str(expected) and sent.endswith(str(expected)):
+                self._server.nonce = type(expected)(sent)
+            self._server.set_client_final(text)
             return self._server.get_server_final().encode()
         except (ScramException, UnicodeDecodeError, ValueError, KeyError) as exc:
             raise AuthenticationFailed(str(exc)) from None

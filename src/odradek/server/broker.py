@@ -29,6 +29,7 @@ from odradek.protocol.framing import BufferPool
 from odradek.protocol.messages import build
 from odradek.server.config import BrokerConfig, Listener
 from odradek.server.connection import Connection, Response
+from odradek.server.credentials import CredentialStore
 from odradek.server.group_commit import GroupCommit
 from odradek.server.groups import ClientViewOfInternalLog, GroupRuntime
 from odradek.server.handlers.base import NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION
@@ -81,6 +82,7 @@ class Broker:
         self.logs: LogManager | None = None
         self.metadata: MetadataStore | ClusterMetadata | None = None
         self.cluster: ClusterNode | None = None  # with zookeeper.connect
+        self.credentials: CredentialStore | None = None  # SCRAM users, from start()
         self._duties: LogDuties | None = None
         self.groups: GroupRuntime | None = None  # consumer groups, from start()
         self.transactions: TxnRuntime | None = None  # transactions, from start()
@@ -126,6 +128,7 @@ class Broker:
                 cleaner_enabled=cfg["log.cleaner.enable"],
             ))
             self._duties.start()
+            self.credentials = CredentialStore(cfg.data_dir)
             # Groups are loaded before the listener starts: no request sees them loading.
             self.groups = GroupRuntime(self)
             self.groups.start()

@@ -67,6 +67,12 @@ class ConnectionClosed(Exception):
     """This connection must end (a protocol violation or an unsendable response)."""
 
 
+class SessionEnded(ConnectionClosed):
+    """The connection's security session ends it: a failed login, a request before
+    authentication, an expired session. Logged at INFO (as Kafka logs failed
+    authentications): a client retrying a wrong password must not flood the log."""
+
+
 class Connection(asyncio.BufferedProtocol):
     """The protocol object of one accepted socket; ``run()`` is its request loop."""
 
@@ -167,6 +173,10 @@ class Connection(asyncio.BufferedProtocol):
         frame = self.decoder.peek_frame()
         if frame is None or len(frame) < 2 or frame[0] != 0 or broker.stopping:
             return False
+        session = self.session
+        if session is not None and (not session.authenticated
+                                    or session.expires_at is not None):
+            return False  # run() checks what the session allows
         handle_now = broker.handlers_now.get(frame[1])
         if handle_now is None:
             return False
@@ -219,7 +229,9 @@ class Connection(asyncio.BufferedProtocol):
     def _log_ending(self, exc: BaseException) -> None:
         """One line for why this connection ends: the peer's doing (a bad frame or
         request, a protocol violation), the connection's loss, or a bug (with its trace)."""
-        if isinstance(exc, (FrameError, ConnectionClosed)):
+        if isinstance(exc, SessionEnded):
+            log.info("%s: closing connection: %s", self.peer, exc)
+        elif isinstance(exc, (FrameError, ConnectionClosed)):
             log.warning("%s: closing connection: %s", self.peer, exc)
         elif isinstance(exc, (ConnectionError, OSError)):
             log.info("%s: connection lost: %s", self.peer, exc)
@@ -324,6 +336,9 @@ class Connection(asyncio.BufferedProtocol):
 
     async def _handle(self, frame: bytes | memoryview) -> None:
         broker = self.broker
+        if self.session is not None and self.session.raw_sasl:
+            await self._raw_sasl_token(bytes(frame))
+            return
         try:
             request = decode_request(frame, broker.supported, self.session)
         except UnsupportedVersionError as exc:
@@ -337,10 +352,36 @@ class Connection(asyncio.BufferedProtocol):
             raise ConnectionClosed(str(exc)) from None
         except CorruptRequestError as exc:
             raise ConnectionClosed(str(exc)) from None
+        session = self.session
+        if session is not None:
+            refused = session.may_send(request.api_key)
+            if refused is not None:
+                raise SessionEnded(refused)
         handler = broker.handlers[request.api_key]
         response = await handler(broker, request)
         if response is not None:
             await self._send(response)
+        if session is not None and session.close_after_response:
+            assert self.transport is not None
+            self.transport.close()  # not abort(): the answer saying why goes out first
+            raise SessionEnded(session.close_after_response)
+
+    async def _raw_sasl_token(self, token: bytes) -> None:
+        """After a SaslHandshake v0 the client sends its SASL tokens as bare size-prefixed
+        frames, and gets the server's the same way (Kafka's pre-KIP-152 framing, which
+        older clients such as librdkafka before 2.1 use when they see v0 served). A
+        failure closes the connection without an answer, as Kafka does there."""
+        from odradek.security.scram import AuthenticationFailed
+
+        session = self.session
+        assert session is not None and session.authenticator is not None
+        try:
+            answer, user = session.authenticator.step(token)
+        except AuthenticationFailed as exc:
+            raise SessionEnded(f"SASL {session.mechanism}: {exc}") from None
+        if user is not None:
+            session.complete(user, self.broker.config)
+        await self._send(len(answer).to_bytes(4, "big") + answer)
 
     async def _send(self, response: bytes | list[bytes | FileRegion]) -> None:
         unsent = self._send_now(response)

@@ -7,9 +7,11 @@ mapped name with mutual TLS, the SASL user once authenticated. Handlers read it 
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
+from typing import Any
 
-from odradek.server.config import Listener
+from odradek.server.config import BrokerConfig, Listener
 
 ANONYMOUS = "User:ANONYMOUS"
 
@@ -23,4 +25,36 @@ class Session:
     # before (Kafka closes such a connection).
     authenticated: bool = True
     mechanism: str | None = None  # the SASL mechanism the client chose
+    authenticator: Any = None  # the SASL exchange in progress (security.sasl)
     expires_at: float | None = None  # monotonic; connections.max.reauth.ms (KIP-368)
+    raw_sasl: bool = False  # after SaslHandshake v0: tokens come as bare frames
+    # Set by a handler whose answer must be the connection's last (a failed login, an
+    # unsupported mechanism): the reason, logged when the connection closes.
+    close_after_response: str | None = None
+
+    def complete(self, user: str, config: BrokerConfig) -> int:
+        """A SASL exchange succeeded for ``user``: the session is authenticated as
+        ``User:<user>``; returns its lifetime in ms (connections.max.reauth.ms of the
+        listener; 0: no expiry)."""
+        self.principal = f"User:{user}"
+        self.authenticated = True
+        self.authenticator = None
+        self.raw_sasl = False
+        lifetime = int(config.for_listener(self.listener.name, "connections.max.reauth.ms"))
+        self.expires_at = time.monotonic() + lifetime / 1000 if lifetime else None
+        return lifetime
+
+    def may_send(self, api_key: int) -> str | None:
+        """Why a request of ``api_key`` may not be served now (None: it may): before
+        authentication only the SASL APIs and ApiVersions; after the session's lifetime
+        only a re-authentication."""
+        if api_key in SASL_APIS:
+            return None
+        if not self.authenticated:
+            return f"unexpected request (API key {api_key}) before SASL authentication"
+        if self.expires_at is not None and time.monotonic() > self.expires_at:
+            return "the SASL session expired (connections.max.reauth.ms) without re-authentication"
+        return None
+
+
+SASL_APIS = frozenset({17, 18, 36})  # SaslHandshake, ApiVersions, SaslAuthenticate

@@ -13,6 +13,7 @@ from odradek.server.handlers import (
     produce,
     producer_id,
     records,
+    sasl,
     topics,
     transactions,
     txn_markers,
@@ -44,5 +45,6 @@ HANDLERS: dict[int, Api] = {
         *transactions.APIS,
         txn_markers.API,
         *cluster_admin.APIS,
+        *sasl.APIS,
     )
 }

@@ -1,0 +1,201 @@
+"""SASL on SASL_PLAINTEXT and SASL_SSL listeners (KIP-43, KIP-152, KIP-368) and the SCRAM
+credential APIs (KIP-554).
+
+- SaslHandshake v0-1: the client names a mechanism among ``sasl.enabled.mechanisms`` of
+  its listener; anything else is UNSUPPORTED_SASL_MECHANISM and the connection closes.
+  After v0 (deprecated, still served by Kafka 4) the tokens come as bare frames
+  (server.connection's ``_raw_sasl_token``); after v1 in SaslAuthenticate requests.
+- SaslAuthenticate v0-2: the tokens of the chosen mechanism; success makes the session
+  authenticated with its principal and, with ``connections.max.reauth.ms``, a lifetime the
+  client must re-authenticate within (the same principal only); failure answers
+  SASL_AUTHENTICATION_FAILED and closes the connection.
+- Before authentication a connection may send ApiVersions, SaslHandshake and
+  SaslAuthenticate only (server.connection closes it otherwise), as Kafka.
+- DescribeUserScramCredentials / AlterUserScramCredentials: list, add and delete SCRAM
+  credentials; the client sends the salted password (never the password).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from odradek.protocol.codec import Request
+from odradek.security.sasl import PLAIN, PlainAuthenticator, ScramAuthenticator, plain_users
+from odradek.security.scram import (
+    MAX_ITERATIONS,
+    MECHANISM_CODES,
+    MIN_ITERATIONS,
+    AuthenticationFailed,
+    from_salted_password,
+)
+from odradek.server.handlers.base import Api, respond
+
+if TYPE_CHECKING:
+    from odradek.server.broker import Broker
+
+UNSUPPORTED_SASL_MECHANISM = 33
+ILLEGAL_SASL_STATE = 34
+SASL_AUTHENTICATION_FAILED = 58
+RESOURCE_NOT_FOUND = 91
+DUPLICATE_RESOURCE = 92
+UNACCEPTABLE_CREDENTIAL = 93
+MECHANISM_NAMES = {code: name for name, code in MECHANISM_CODES.items()}
+
+
+def enabled_mechanisms(broker: Broker, listener: str) -> list[str]:
+    return [m for m in str(broker.config.for_listener(
+        listener, "sasl.enabled.mechanisms")).split(",") if m]
+
+
+async def handshake(broker: Broker, request: Request) -> bytes:
+    session = request.session
+    if session is None or not session.listener.sasl:
+        return respond(request, {"error_code": ILLEGAL_SASL_STATE, "mechanisms": []})
+    mechanisms = enabled_mechanisms(broker, session.listener.name)
+    mechanism = request.body.mechanism
+    if mechanism not in mechanisms or mechanism not in (PLAIN, *MECHANISM_CODES):
+        session.close_after_response = f"unsupported SASL mechanism {mechanism!r}"
+        return respond(request, {"error_code": UNSUPPORTED_SASL_MECHANISM,
+                                 "mechanisms": mechanisms})
+    if session.authenticated and session.mechanism not in (None, mechanism):
+        session.close_after_response = "re-authentication must use the same mechanism"
+        return respond(request, {"error_code": ILLEGAL_SASL_STATE, "mechanisms": mechanisms})
+    session.mechanism = mechanism
+    session.authenticator = _authenticator(broker, session.listener.name, mechanism)
+    # v0: the tokens follow as bare frames, not in SaslAuthenticate requests.
+    session.raw_sasl = request.api_version == 0
+    return respond(request, {"error_code": 0, "mechanisms": mechanisms})
+
+
+def _authenticator(broker: Broker, listener: str, mechanism: str) -> Any:
+    if mechanism == PLAIN:
+        jaas = broker.config.for_listener(listener, "plain.sasl.jaas.config")
+        return PlainAuthenticator(plain_users(jaas) if jaas else {})
+    return ScramAuthenticator(mechanism, lambda user: broker.credentials.get(user, mechanism))
+
+
+async def authenticate(broker: Broker, request: Request) -> bytes:
+    session = request.session
+    authenticator = getattr(session, "authenticator", None)
+    if authenticator is None:
+        if session is not None:
+            session.close_after_response = "SaslAuthenticate without a SaslHandshake"
+        return respond(request, {"error_code": ILLEGAL_SASL_STATE,
+                                 "error_message": "SaslAuthenticate before SaslHandshake",
+                                 "auth_bytes": b"", "session_lifetime": 0})
+    try:
+        answer, user = authenticator.step(bytes(request.body.auth_bytes))
+    except AuthenticationFailed as exc:
+        session.authenticator = None
+        cause = f" ({exc.__cause__})" if exc.__cause__ else ""
+        session.close_after_response = f"SASL {authenticator.mechanism}: {exc}{cause}"
+        return respond(request, {"error_code": SASL_AUTHENTICATION_FAILED,
+                                 "error_message": str(exc), "auth_bytes": b"",
+                                 "session_lifetime": 0})
+    lifetime = 0
+    if user is not None:
+        principal = f"User:{user}"
+        # Authenticated already (on a SASL listener that is only by SASL): a
+        # re-authentication (KIP-368), which must keep the principal.
+        if session.authenticated and session.principal != principal:
+            session.close_after_response = "re-authentication changed the principal"
+            return respond(request, {
+                "error_code": SASL_AUTHENTICATION_FAILED,
+                "error_message": f"Cannot change principals during re-authentication "
+                                 f"from {session.principal}: {principal}",
+                "auth_bytes": b"", "session_lifetime": 0})
+        lifetime = session.complete(user, broker.config)
+    return respond(request, {"error_code": 0, "error_message": None, "auth_bytes": answer,
+                             "session_lifetime": lifetime})
+
+
+# --- SCRAM credentials (KIP-554) --------------------------------------------------------
+
+
+async def describe_credentials(broker: Broker, request: Request) -> bytes:
+    stored = broker.credentials.users()
+    asked = request.body.users
+    names = sorted(stored) if not asked else [u.name for u in asked]  # null or []: all
+    results = []
+    for name in names:
+        if names.count(name) > 1:
+            results.append(_user_error(name, DUPLICATE_RESOURCE,
+                                       "Cannot describe SCRAM credentials for the same user "
+                                       "twice in a single request"))
+        elif name not in stored:
+            results.append(_user_error(name, RESOURCE_NOT_FOUND,
+                                       "Attempt to describe a user credential that does "
+                                       "not exist"))
+        else:
+            results.append({"user": name, "error_code": 0, "error_message": None,
+                            "credential_infos": [
+                                {"mechanism": MECHANISM_CODES[m], "iterations": c.iterations}
+                                for m, c in sorted(stored[name].items())]})
+    return respond(request, {"throttle_time": 0, "error_code": 0, "error_message": None,
+                             "results": results})
+
+
+def _user_error(name: str, code: int, message: str) -> dict[str, Any]:
+    return {"user": name, "error_code": code, "error_message": message,
+            "credential_infos": []}
+
+
+async def alter_credentials(broker: Broker, request: Request) -> bytes:
+    body = request.body
+    seen: dict[tuple[str, int], int] = {}
+    for item in [*body.deletions, *body.upsertions]:
+        seen[(item.name, item.mechanism)] = seen.get((item.name, item.mechanism), 0) + 1
+    errors: dict[str, tuple[int, str]] = {}
+    upserts, deletions = [], []
+    stored = broker.credentials.users()
+    for item in body.deletions:
+        mechanism = MECHANISM_NAMES.get(item.mechanism)
+        error = _check(item, mechanism, seen)
+        if error is None and mechanism not in stored.get(item.name, {}):
+            error = (RESOURCE_NOT_FOUND, "Attempt to delete a user credential that does "
+                                         "not exist")
+        if error is not None:
+            errors.setdefault(item.name, error)
+        else:
+            deletions.append((item.name, mechanism))
+    for item in body.upsertions:
+        mechanism = MECHANISM_NAMES.get(item.mechanism)
+        error = _check(item, mechanism, seen)
+        if error is None and not MIN_ITERATIONS <= item.iterations <= MAX_ITERATIONS:
+            error = (UNACCEPTABLE_CREDENTIAL,
+                     f"Iterations {item.iterations} must be between {MIN_ITERATIONS} and "
+                     f"{MAX_ITERATIONS} for {mechanism}")
+        if error is None and (not item.salt or not item.salted_password):
+            error = (UNACCEPTABLE_CREDENTIAL, "Credential must have a salt and a salted "
+                                              "password")
+        if error is not None:
+            errors.setdefault(item.name, error)
+        else:
+            upserts.append((item.name, from_salted_password(
+                mechanism, bytes(item.salt), bytes(item.salted_password), item.iterations)))
+    # A user with any error has none of its changes applied, as Kafka.
+    broker.credentials.apply([(u, c) for u, c in upserts if u not in errors],
+                             [(u, m) for u, m in deletions if u not in errors])
+    users = list(dict.fromkeys(i.name for i in [*body.deletions, *body.upsertions]))
+    return respond(request, {"throttle_time": 0, "results": [
+        {"user": u, "error_code": errors.get(u, (0, None))[0],
+         "error_message": errors.get(u, (0, None))[1]} for u in users]})
+
+
+def _check(item: Any, mechanism: str | None, seen: dict[tuple[str, int], int]
+           ) -> tuple[int, str] | None:
+    if not item.name:
+        return UNACCEPTABLE_CREDENTIAL, "Username must not be empty"
+    if mechanism is None:
+        return UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism"
+    if seen[(item.name, item.mechanism)] > 1:
+        return DUPLICATE_RESOURCE, "A user credential cannot be altered twice in the same request"
+    return None
+
+
+APIS = (
+    Api(17, "SaslHandshake", 0, 1, handshake),
+    Api(36, "SaslAuthenticate", 0, 2, authenticate),
+    Api(50, "DescribeUserScramCredentials", 0, 0, describe_credentials),
+    Api(51, "AlterUserScramCredentials", 0, 0, alter_credentials),
+)
