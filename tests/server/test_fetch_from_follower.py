@@ -75,6 +75,7 @@ class FakeBroker:
         self.purgatory = FetchPurgatory()
         self.fetch_sessions = fetch.FetchSessionCache()
         self.cluster = FakeCluster(self)
+        self.authorizer = None  # no ACLs: every request allowed
         self.root = root
 
     def get_log(self, topic: str, partition: int) -> Log | None:

@@ -256,6 +256,25 @@ class AclSet:
                 return Decision(True, f"allowed by {describe(acl)}")
         return Decision(False, "no ALLOW ACL matched")
 
+    def allows_any(self, principal: str, host: str, operation: Operation,
+                   resource_type: ResourceType) -> bool:
+        """Whether the principal may ``operation`` some resource of the type (Kafka's
+        authorizeByResourceType, as InitProducerId asks "WRITE on any topic"): a super
+        user, or an ALLOW ACL for it that no DENY of the wildcard resource overrides;
+        with no ACL of that type at all, allow.everyone.if.no.acl.found decides."""
+        if principal in self.super_users:
+            return True
+        acls = self._by_type.get(resource_type, ())
+        if not acls:
+            return self.allow_if_no_acl
+        who, where = (principal, WILDCARD_PRINCIPAL), (host, WILDCARD)
+        applies = [a for a in acls if a.principal in who and a.host in where
+                   and a.operation in (operation, Operation.ALL)]
+        if any(a.permission is Permission.DENY and a.pattern_type is PatternType.LITERAL
+               and a.resource_name == WILDCARD for a in applies):
+            return False
+        return any(a.permission is Permission.ALLOW for a in applies)
+
     def allowed(self, principal: str, host: str, operation: Operation,
                 resource_type: ResourceType, name: str) -> bool:
         return self.authorize(principal, host, operation, resource_type, name).allowed

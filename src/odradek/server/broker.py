@@ -27,6 +27,7 @@ from odradek.coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from odradek.protocol.codec import Request, encode_response
 from odradek.protocol.framing import BufferPool
 from odradek.protocol.messages import build
+from odradek.server.authorizer import Authorizer
 from odradek.server.config import BrokerConfig, Listener
 from odradek.server.connection import Connection, Response
 from odradek.server.credentials import CredentialStore
@@ -83,6 +84,8 @@ class Broker:
         self.metadata: MetadataStore | ClusterMetadata | None = None
         self.cluster: ClusterNode | None = None  # with zookeeper.connect
         self.credentials: CredentialStore | None = None  # SCRAM users, from start()
+        # With authorizer.class.name, from start(); None: every request is allowed.
+        self.authorizer: Authorizer | None = None
         self._duties: LogDuties | None = None
         self.groups: GroupRuntime | None = None  # consumer groups, from start()
         self.transactions: TxnRuntime | None = None  # transactions, from start()
@@ -129,6 +132,8 @@ class Broker:
             ))
             self._duties.start()
             self.credentials = CredentialStore(cfg.data_dir)
+            if cfg["authorizer.class.name"]:
+                self.authorizer = Authorizer(cfg, cfg.data_dir)
             # Groups are loaded before the listener starts: no request sees them loading.
             self.groups = GroupRuntime(self)
             self.groups.start()

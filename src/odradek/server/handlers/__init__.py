@@ -1,6 +1,7 @@
 """Request handlers, one module per API family; ``HANDLERS`` maps API keys to them."""
 
 from odradek.server.handlers import (
+    acls,
     admin,
     api_versions,
     cluster_admin,
@@ -46,5 +47,6 @@ HANDLERS: dict[int, Api] = {
         txn_markers.API,
         *cluster_admin.APIS,
         *sasl.APIS,
+        *acls.APIS,
     )
 }

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from odradek.protocol.codec import Request, encode_response, response_schema
 from odradek.protocol.messages import build
+from odradek.security.acls import Operation, ResourceType
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
@@ -45,6 +46,21 @@ class Api:
     # else an awaitable giving it. The connection calls it for a request that arrives
     # while nothing else is in progress, and answers at once (see server.connection).
     handle_now: Callable[[Broker, Request], Response | Awaitable[Response]] | None = None
+
+
+TOPIC_AUTHORIZATION_FAILED = 29
+GROUP_AUTHORIZATION_FAILED = 30
+CLUSTER_AUTHORIZATION_FAILED = 31
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+CLUSTER = "kafka-cluster"  # the name of the one CLUSTER resource
+
+
+def allowed(broker: Broker, request: Request, operation: Operation,
+            resource_type: ResourceType, name: str) -> bool:
+    """Whether the request's principal may do ``operation`` on the resource (always,
+    without an authorizer)."""
+    authorizer = broker.authorizer
+    return authorizer is None or authorizer.allows(request, operation, resource_type, name)
 
 
 def respond(request: Request, data: Mapping[str, Any]) -> bytes:

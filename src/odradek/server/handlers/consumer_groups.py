@@ -23,9 +23,10 @@ from typing import TYPE_CHECKING, Any
 from odradek.coordinator import results as r
 from odradek.protocol.codec import Request
 from odradek.protocol.messages import ms
+from odradek.security.acls import Operation, ResourceType
 from odradek.server.coordinator_runtime import CoordinatorUnavailable
 from odradek.server.groups import topic_metadata
-from odradek.server.handlers.base import Api, respond
+from odradek.server.handlers.base import GROUP_AUTHORIZATION_FAILED, Api, allowed, respond
 from odradek.server.handlers.groups import NOT_REQUESTED, _client_host, group_runtime
 
 if TYPE_CHECKING:
@@ -34,6 +35,11 @@ if TYPE_CHECKING:
 
 async def consumer_group_heartbeat(broker: Broker, request: Request) -> bytes:
     body = request.body
+    if not allowed(broker, request, Operation.READ, ResourceType.GROUP, body.group_id):
+        return respond(request, {"throttle_time": 0, "error_code": GROUP_AUTHORIZATION_FAILED,
+                                 "error_message": "Group authorization failed.",
+                                 "member_id": body.member_id, "member_epoch": -1,
+                                 "heartbeat_interval": 0, "assignment": None})
     owned = None if body.topic_partitions is None else [
         (tp.topic_id, list(tp.partitions)) for tp in body.topic_partitions]
     timeout = body.rebalance_timeout

@@ -18,8 +18,15 @@ from typing import TYPE_CHECKING, Any
 
 from odradek.coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from odradek.protocol.codec import Request
+from odradek.security.acls import Operation, ResourceType
 from odradek.server.coordinator_runtime import COORDINATOR_NOT_AVAILABLE
-from odradek.server.handlers.base import Api, respond
+from odradek.server.handlers.base import (
+    GROUP_AUTHORIZATION_FAILED,
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    Api,
+    allowed,
+    respond,
+)
 from odradek.server.handlers.metadata import listener_name
 
 if TYPE_CHECKING:
@@ -40,6 +47,12 @@ def _coordinator(broker: Broker, request: Request, key_type: int, key: str
     its address for the listener the request came in on."""
     cluster = broker.cluster
     listener = listener_name(broker, request)
+    if not allowed(broker, request, Operation.DESCRIBE, ResourceType.GROUP
+                   if key_type == GROUP else ResourceType.TRANSACTIONAL_ID, key):
+        return _no_node(GROUP_AUTHORIZATION_FAILED if key_type == GROUP
+                        else TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                        "Group authorization failed." if key_type == GROUP
+                        else "Transactional Id authorization failed.")
     if cluster is None:
         host, port = broker.endpoint(listener)
         return {"node_id": broker.node_id, "host": host, "port": port, "error_code": 0,

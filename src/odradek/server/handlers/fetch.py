@@ -49,8 +49,15 @@ from odradek.cluster.replica_selector import (
 from odradek.protocol.codec import Request
 from odradek.protocol.framing import encode_uvarint
 from odradek.protocol.messages import ms
+from odradek.security.acls import Operation, ResourceType
 from odradek.server.errors import error_code
-from odradek.server.handlers.base import Api, epoch_error
+from odradek.server.handlers.base import (
+    CLUSTER,
+    TOPIC_AUTHORIZATION_FAILED,
+    Api,
+    allowed,
+    epoch_error,
+)
 from odradek.storage.errors import OffsetOutOfRangeError
 from odradek.storage.log import FileRegion
 from odradek.storage.txn_index import AbortedTxn
@@ -159,6 +166,21 @@ def _epoch_refusals(broker: Broker, body: Any, follower_reads: bool) -> Refused 
     return refused
 
 
+def _read_refusals(broker: Broker, request: Request, wanted: list[Wanted],
+                   refused: Refused | None) -> Refused | None:
+    """The partitions of topics the principal may not READ, refused with
+    TOPIC_AUTHORIZATION_FAILED (whether they exist or not), added to ``refused``."""
+    denied = {topic for topic, _, _, _ in wanted if not allowed(
+        broker, request, Operation.READ, ResourceType.TOPIC, topic)}
+    if not denied:
+        return refused
+    out = dict(refused or {})
+    for topic, partition, _, _ in wanted:
+        if topic in denied:
+            out[(topic, partition)] = TOPIC_AUTHORIZATION_FAILED
+    return out
+
+
 def _preferred_replicas(broker: Broker, wanted: list[Wanted], client_rack: str,
                         refused: Refused | None) -> Preferred:
     """On a leader, for a consumer in ``client_rack``: the partitions it should fetch
@@ -224,8 +246,8 @@ def _read(broker: Broker, wanted: list[Wanted], max_bytes: int,
                 lg.log_start_offset, None, None, preferred[(topic, partition)]))
             continue
         if lg is None or (refused and (topic, partition) in refused):
-            code = (broker.missing_partition_error(topic, partition) if lg is None
-                    else refused[(topic, partition)])  # type: ignore[index]
+            code = (refused[(topic, partition)] if refused and (topic, partition) in refused
+                    else broker.missing_partition_error(topic, partition))
             # Kafka answers an unknown partition with an empty (not null) list of
             # aborted transactions (seen by the oracle tier, tests/oracle).
             results.append(PartitionResult(topic, partition, code, -1, -1, -1, None,
@@ -421,6 +443,13 @@ def handle_now(broker: Broker, request: Request
         def read() -> tuple[list[PartitionResult], int]:
             return _read_replica(broker, replica, wanted, max_bytes, epochs, log_starts,
                                  quota_wait)
+
+        if not allowed(broker, request, Operation.CLUSTER_ACTION, ResourceType.CLUSTER,
+                       CLUSTER):
+            # Only brokers replicate: Kafka refuses every partition of such a fetch.
+            def read() -> tuple[list[PartitionResult], int]:
+                return [PartitionResult(t, p, TOPIC_AUTHORIZATION_FAILED, -1, -1, -1, None)
+                        for t, p, _, _ in wanted], 0
     else:
         read_committed = body.isolation_level == 1
         following: Following | None = None
@@ -429,6 +458,8 @@ def handle_now(broker: Broker, request: Request
             # FetchParams.fetchOnlyLeader is false once the client sends its metadata).
             following = broker.cluster.replicas.following
         refused = _epoch_refusals(broker, body, following is not None)
+        if broker.authorizer is not None:
+            refused = _read_refusals(broker, request, wanted, refused)
         if (following is not None and body.rack_id
                 and broker.config["replica.selector.class"] != NO_SELECTOR):
             preferred = _preferred_replicas(broker, wanted, body.rack_id, refused)

@@ -46,9 +46,18 @@ from typing import TYPE_CHECKING, Any
 from odradek.coordinator import results as r
 from odradek.protocol.codec import Request
 from odradek.protocol.messages import ms
+from odradek.security.acls import Operation, ResourceType
 from odradek.server.coordinator_runtime import COORDINATOR_NOT_AVAILABLE, CoordinatorUnavailable
 from odradek.server.groups import GroupRuntime
-from odradek.server.handlers.base import UNKNOWN_TOPIC_OR_PARTITION, Api, respond
+from odradek.server.handlers.base import (
+    CLUSTER,
+    GROUP_AUTHORIZATION_FAILED,
+    TOPIC_AUTHORIZATION_FAILED,
+    UNKNOWN_TOPIC_OR_PARTITION,
+    Api,
+    allowed,
+    respond,
+)
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
@@ -81,7 +90,29 @@ def _text(value: str | None) -> str:
 # --- JoinGroup, SyncGroup, Heartbeat, LeaveGroup -------------------------------------------
 
 
+def _group_refused(broker: Broker, request: Request) -> bytes | None:
+    """With the authorizer: the answer of a JoinGroup, SyncGroup, Heartbeat or LeaveGroup
+    whose principal may not READ the group (GROUP_AUTHORIZATION_FAILED), else None."""
+    body = request.body
+    if allowed(broker, request, Operation.READ, ResourceType.GROUP, body.group_id):
+        return None
+    return respond(request, {"throttle_time": 0, "error_code": GROUP_AUTHORIZATION_FAILED,
+                             "generation_id": -1,
+                             "member_id": getattr(body, "member_id", "") or ""})
+
+
+def _topics_refused(broker: Broker, request: Request, names: Iterable[str],
+                    operation: Operation) -> set[str]:
+    """The topics among ``names`` the principal may not ``operation``."""
+    if broker.authorizer is None:
+        return set()
+    return {n for n in set(names)
+            if not allowed(broker, request, operation, ResourceType.TOPIC, n)}
+
+
 async def join_group(broker: Broker, request: Request) -> bytes:
+    if (refused := _group_refused(broker, request)) is not None:
+        return refused
     body = request.body
     v = request.api_version
     session = ms(body.session_timeout)
@@ -110,6 +141,8 @@ async def join_group(broker: Broker, request: Request) -> bytes:
 
 
 async def sync_group(broker: Broker, request: Request) -> bytes:
+    if (refused := _group_refused(broker, request)) is not None:
+        return refused
     body = request.body
     try:
         runtime = group_runtime(broker)
@@ -129,6 +162,8 @@ async def sync_group(broker: Broker, request: Request) -> bytes:
 
 
 async def heartbeat(broker: Broker, request: Request) -> bytes:
+    if (refused := _group_refused(broker, request)) is not None:
+        return refused
     body = request.body
     try:
         runtime = group_runtime(broker)
@@ -143,6 +178,8 @@ async def heartbeat(broker: Broker, request: Request) -> bytes:
 
 
 async def leave_group(broker: Broker, request: Request) -> bytes:
+    if (refused := _group_refused(broker, request)) is not None:
+        return refused
     body = request.body
     if hasattr(body, "members"):  # v3+
         members = [r.MemberIdentity(m.member_id, m.group_instance_id,
@@ -182,16 +219,21 @@ def _commit_partition(p: r.PartitionResult) -> dict[str, Any]:
     return {"partition_index": p.partition, "error_code": p.error_code}
 
 
-def offsets_to_commit(broker: Broker, topics: Any) -> tuple[
-        list[r.OffsetCommitRequestPartition], list[r.PartitionResult]]:
+def offsets_to_commit(broker: Broker, topics: Any, refused: set[str] | None = None
+                      ) -> tuple[list[r.OffsetCommitRequestPartition], list[r.PartitionResult]]:
     """The partitions of an OffsetCommit or TxnOffsetCommit request: those to commit, and
-    UNKNOWN_TOPIC_OR_PARTITION answers for the rest (Kafka commits only for partitions
-    that exist)."""
+    answers for the rest: TOPIC_AUTHORIZATION_FAILED for the ``refused`` topics (the
+    principal may not READ them), UNKNOWN_TOPIC_OR_PARTITION for partitions that do not
+    exist (Kafka commits only for partitions that exist)."""
     offsets: list[r.OffsetCommitRequestPartition] = []
     unknown: list[r.PartitionResult] = []
     for t in topics:
         topic = broker.topic(t.name)
         for p in t.partitions:
+            if refused and t.name in refused:
+                unknown.append(r.PartitionResult(t.name, p.partition_index,
+                                                 TOPIC_AUTHORIZATION_FAILED))
+                continue
             if topic is None or not 0 <= p.partition_index < topic.partitions:
                 unknown.append(r.PartitionResult(t.name, p.partition_index,
                                                  UNKNOWN_TOPIC_OR_PARTITION))
@@ -211,7 +253,13 @@ def commit_response(request: Request, results: Iterable[r.PartitionResult]) -> b
 async def offset_commit(broker: Broker, request: Request) -> bytes:
     body = request.body
     v = request.api_version
-    offsets, unknown = offsets_to_commit(broker, body.topics)
+    if not allowed(broker, request, Operation.READ, ResourceType.GROUP, body.group_id):
+        return commit_response(request, [
+            r.PartitionResult(t.name, p.partition_index, GROUP_AUTHORIZATION_FAILED)
+            for t in body.topics for p in t.partitions])
+    offsets, unknown = offsets_to_commit(
+        broker, body.topics, _topics_refused(broker, request, (t.name for t in body.topics),
+                                             Operation.READ))
     retention = getattr(body, "retention_time", None)  # v2-v4
     retention_ms = ms(retention, -1) if retention is not None else None
     try:
@@ -234,18 +282,32 @@ def _fetched(p: r.FetchedOffset) -> dict[str, Any]:
             "error_code": p.error_code}
 
 
-def _fetch_group(broker: Broker, group_id: str, topics: Any, member_id: str | None = None,
-                 member_epoch: int = -1, require_stable: bool = False,
-                 ) -> tuple[int, list[dict[str, Any]]]:
+def _fetch_group(broker: Broker, request: Request, group_id: str, topics: Any,
+                 member_id: str | None = None, member_epoch: int = -1,
+                 require_stable: bool = False) -> tuple[int, list[dict[str, Any]]]:
+    if not allowed(broker, request, Operation.DESCRIBE, ResourceType.GROUP, group_id):
+        return GROUP_AUTHORIZATION_FAILED, []
+    refused = _topics_refused(broker, request, (t.name for t in topics or ()),
+                              Operation.DESCRIBE)
     wanted = None if topics is None else [
-        (t.name, p) for t in topics for p in t.partition_indexes]
+        (t.name, p) for t in topics if t.name not in refused for p in t.partition_indexes]
     try:
         result = group_runtime(broker).coordinator_for(group_id).fetch_offsets(
             group_id, wanted, member_id=member_id, member_epoch=member_epoch,
             require_stable=require_stable)
     except CoordinatorUnavailable as exc:
         return exc.error_code, []
-    return result.error_code, _by_topic(result.partitions, _fetched)
+    partitions = result.partitions
+    if topics is None and broker.authorizer is not None:  # all topics: those one may see
+        hidden = _topics_refused(broker, request, (p.topic for p in partitions),
+                                 Operation.DESCRIBE)
+        partitions = [p for p in partitions if p.topic not in hidden]
+    answer = _by_topic(partitions, _fetched)
+    answer += [{"name": t.name, "partitions": [
+        {"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1,
+         "metadata": None, "error_code": TOPIC_AUTHORIZATION_FAILED}
+        for p in t.partition_indexes]} for t in topics or () if t.name in refused]
+    return result.error_code, answer
 
 
 async def offset_fetch(broker: Broker, request: Request) -> bytes:
@@ -257,12 +319,13 @@ async def offset_fetch(broker: Broker, request: Request) -> bytes:
     if hasattr(body, "groups"):  # v8+: several groups in one request
         groups = []
         for g in body.groups:
-            error, topics = _fetch_group(broker, g.group_id, g.topics,
+            error, topics = _fetch_group(broker, request, g.group_id, g.topics,
                                          getattr(g, "member_id", None),  # v9+
                                          getattr(g, "member_epoch", -1), stable)
             groups.append({"group_id": g.group_id, "topics": topics, "error_code": error})
         return respond(request, {"throttle_time": 0, "groups": groups})
-    error, topics = _fetch_group(broker, body.group_id, body.topics, require_stable=stable)
+    error, topics = _fetch_group(broker, request, body.group_id, body.topics,
+                                 require_stable=stable)
     if request.api_version < 2 and error:
         # v0-1 have no top-level error: every partition carries it.
         for t in topics:
@@ -303,6 +366,10 @@ async def list_groups(broker: Broker, request: Request) -> bytes:
         overviews, error = [], exc.error_code
     if types:
         overviews = [g for g in overviews if g.group_type in types]
+    if not allowed(broker, request, Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER):
+        # As Kafka: the groups one may describe, unless one may describe the cluster.
+        overviews = [g for g in overviews if allowed(
+            broker, request, Operation.DESCRIBE, ResourceType.GROUP, g.group_id)]
     return respond(request, {
         "throttle_time": 0, "error_code": error,
         "groups": [{"group_id": g.group_id, "protocol_type": g.protocol_type,
@@ -328,7 +395,11 @@ def _describe_group(broker: Broker, group_id: str, not_found_error: bool
 
 
 async def describe_groups(broker: Broker, request: Request) -> bytes:
-    found = [_describe_group(broker, g, request.api_version >= 6) for g in request.body.groups]
+    found = [_describe_group(broker, g, request.api_version >= 6)
+             if allowed(broker, request, Operation.DESCRIBE, ResourceType.GROUP, g)
+             else (r.GroupDescription(GROUP_AUTHORIZATION_FAILED, g, "", "", ""),
+                   "Group authorization failed.")
+             for g in request.body.groups]
     return respond(request, {"throttle_time": 0, "groups": [
         {"error_code": d.error_code, "error_message": message,
          "group_id": d.group_id, "group_state": d.state, "protocol_type": d.protocol_type,
@@ -355,7 +426,10 @@ async def _delete_in_partition(runtime: GroupRuntime, names: list[str]
 async def delete_groups(broker: Broker, request: Request) -> bytes:
     """DeleteGroups: each group by the coordinator of its partition (one operation per
     partition), NOT_COORDINATOR for those whose partition is not coordinated here."""
-    names = list(request.body.groups_names)
+    asked = list(request.body.groups_names)
+    names = [g for g in asked
+             if allowed(broker, request, Operation.DELETE, ResourceType.GROUP, g)]
+    refused = [r.DeletedGroup(g, GROUP_AUTHORIZATION_FAILED) for g in asked if g not in names]
     try:
         runtime = group_runtime(broker)
     except CoordinatorUnavailable as exc:
@@ -371,7 +445,7 @@ async def delete_groups(broker: Broker, request: Request) -> bytes:
         results = {p: iter(a) for p, a in zip(by_partition, answers, strict=True)}
         deleted = [next(results[p]) for p in partitions]
     return respond(request, {"throttle_time": 0, "results": [
-        {"group_id": g.group_id, "error_code": g.error_code} for g in deleted]})
+        {"group_id": g.group_id, "error_code": g.error_code} for g in [*refused, *deleted]]})
 
 
 # Version ranges: what kio knows of Kafka's schemas, less what needs KIP-848 (see above).

@@ -10,10 +10,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from odradek.protocol.codec import Request
+from odradek.security.acls import Operation, ResourceType
 from odradek.server.handlers.base import (
     LEADER_EPOCH,
+    TOPIC_AUTHORIZATION_FAILED,
     UNKNOWN_TOPIC_OR_PARTITION,
     Api,
+    allowed,
     epoch_error,
     respond,
 )
@@ -86,6 +89,11 @@ async def handle(broker: Broker, request: Request) -> bytes:
     read_committed = getattr(request.body, "isolation_level", 0) == 1
     topics = []
     for topic in request.body.topics:
+        if not allowed(broker, request, Operation.DESCRIBE, ResourceType.TOPIC, topic.name):
+            topics.append({"name": topic.name, "partitions": [
+                {"partition_index": p.partition_index, "error_code": TOPIC_AUTHORIZATION_FAILED,
+                 "timestamp": -1, "offset": -1, "leader_epoch": -1} for p in topic.partitions]})
+            continue
         topics.append({
             "name": topic.name,
             "partitions": [lookup(broker, topic.name, p.partition_index, p.timestamp,

@@ -15,7 +15,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from odradek.protocol.codec import Request
-from odradek.server.handlers.base import LEADER_EPOCH, Api, respond
+from odradek.security.acls import Operation, ResourceType
+from odradek.server.handlers.base import (
+    CLUSTER,
+    LEADER_EPOCH,
+    TOPIC_AUTHORIZATION_FAILED,
+    Api,
+    allowed,
+    respond,
+)
 from odradek.server.metadata import Topic, TopicError, validate_topic_name
 
 LEADER_NOT_AVAILABLE = 5
@@ -97,8 +105,12 @@ async def handle(broker: Broker, request: Request) -> bytes:
     body = request.body
     assert broker.metadata is not None
     requested = body.topics
+    authorizer = broker.authorizer
     if requested is None or (request.api_version == 0 and not requested):
-        names: list[str | None] = list(sorted(broker.metadata.topics))
+        # All topics: those the principal may describe, the others left out unsaid.
+        names: list[str | None] = [
+            n for n in sorted(broker.metadata.topics) if authorizer is None
+            or authorizer.allows(request, Operation.DESCRIBE, ResourceType.TOPIC, n)]
     else:
         # v10+ may name a topic by id only (KIP-516): KIP-848 consumers resolve the
         # topic ids of their assignment this way.
@@ -112,6 +124,12 @@ async def handle(broker: Broker, request: Request) -> bytes:
         if name is None:  # an id we do not know
             topics.append({"error_code": 100, "name": None, "partitions": []})
             continue
+        if authorizer is not None and not authorizer.allows(
+                request, Operation.DESCRIBE, ResourceType.TOPIC, name):
+            # Whether it exists or not: nothing is told of a topic one may not describe.
+            topics.append({"error_code": TOPIC_AUTHORIZATION_FAILED, "name": name,
+                           "partitions": []})
+            continue
         topic = broker.topic(name)
         if topic is None:
             try:
@@ -121,6 +139,11 @@ async def handle(broker: Broker, request: Request) -> bytes:
                 continue
             if not auto_create:
                 topics.append({"error_code": 3, "name": name, "partitions": []})
+                continue
+            if not (allowed(broker, request, Operation.CREATE, ResourceType.CLUSTER, CLUSTER)
+                    or allowed(broker, request, Operation.CREATE, ResourceType.TOPIC, name)):
+                topics.append({"error_code": TOPIC_AUTHORIZATION_FAILED, "name": name,
+                               "partitions": []})
                 continue
             try:
                 topic = await broker.create_topic_anywhere(name)

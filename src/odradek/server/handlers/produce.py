@@ -19,15 +19,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
-from collections.abc import Coroutine, Generator
+from collections.abc import Callable, Coroutine, Generator
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from odradek.protocol.codec import Request
 from odradek.protocol.framing import encode_uvarint
 from odradek.records import batch as rb
+from odradek.security.acls import Operation, ResourceType
 from odradek.server.connection import ConnectionClosed
 from odradek.server.errors import error_code, message
-from odradek.server.handlers.base import LEADER_EPOCH, Api
+from odradek.server.handlers.base import (
+    LEADER_EPOCH,
+    TOPIC_AUTHORIZATION_FAILED,
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    Api,
+    allowed,
+)
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
@@ -44,6 +51,8 @@ _ERROR_TEXT = {
     7: "not replicated to the in-sync replicas within the request's timeout",
     19: "fewer in-sync replicas than min.insync.replicas: nothing was written",
     20: "written, but the in-sync replicas fell below min.insync.replicas meanwhile",
+    29: "Topic authorization failed.",  # Kafka's messages for these two
+    53: "Transactional Id authorization failed.",
 }
 
 
@@ -145,6 +154,20 @@ _Wait: TypeAlias = "tuple[Log, int] | Replication"
 _Steps: TypeAlias = Generator[_Wait, "Exception | list[int] | None", bytes | None]
 
 
+def _denied(broker: Broker, request: Request) -> Callable[[str], int]:
+    """With the authorizer on: the error code refusing a topic's partitions (0: none), as
+    Kafka's handleProduceRequest checks - WRITE on the transactional id for a
+    transactional request (else every partition is refused), WRITE on each topic."""
+    body = request.body
+    txn = body.transactional_id
+    if txn is not None and not allowed(broker, request, Operation.WRITE,
+                                       ResourceType.TRANSACTIONAL_ID, txn):
+        return lambda _name: TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    refused = {t.name for t in body.topic_data if not allowed(
+        broker, request, Operation.WRITE, ResourceType.TOPIC, t.name)}
+    return lambda name: TOPIC_AUTHORIZATION_FAILED if name in refused else 0
+
+
 def _produce(broker: Broker, request: Request) -> _Steps:
     body = request.body
     acks = body.acks
@@ -158,6 +181,7 @@ def _produce(broker: Broker, request: Request) -> _Steps:
     waiting: list[tuple[list[PartitionAnswer], int]] = []  # (answers, index) of each wait
     responses: list[tuple[str, list[PartitionAnswer]]] = []
     failures = []
+    denied = _denied(broker, request) if broker.authorizer is not None else None
     for topic_data in body.topic_data:
         name = topic_data.name
         partitions: list[PartitionAnswer] = []
@@ -166,6 +190,8 @@ def _produce(broker: Broker, request: Request) -> _Steps:
             if bad_acks:
                 entry = _failed(index, INVALID_REQUIRED_ACKS,
                                 f"acks must be -1, 0 or 1, not {acks}")
+            elif denied and (code := denied(name)):
+                entry = _failed(index, code, _ERROR_TEXT[code])
             elif lg is None:
                 code = broker.missing_partition_error(name, index)
                 entry = _failed(index, code, _ERROR_TEXT.get(code)

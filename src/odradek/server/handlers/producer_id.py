@@ -16,9 +16,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from odradek.protocol.codec import Request
+from odradek.security.acls import Operation, ResourceType
 from odradek.server.errors import error_code
 from odradek.server.handlers import transactions
-from odradek.server.handlers.base import Api, respond
+from odradek.server.handlers.base import (
+    CLUSTER,
+    CLUSTER_AUTHORIZATION_FAILED,
+    Api,
+    respond,
+)
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
@@ -31,6 +37,16 @@ async def handle(broker: Broker, request: Request) -> bytes:
     assert broker.metadata is not None
     if body.transactional_id is not None:
         return await transactions.init_producer_id(broker, request)
+    authorizer = broker.authorizer
+    if authorizer is not None and not (
+            authorizer.allows(request, Operation.IDEMPOTENT_WRITE, ResourceType.CLUSTER,
+                              CLUSTER)
+            or authorizer.allows_any(request, Operation.WRITE, ResourceType.TOPIC)):
+        # Kafka: an idempotent producer needs IDEMPOTENT_WRITE on the cluster or WRITE
+        # on some topic (KIP-679).
+        return respond(request, {"throttle_time": 0,
+                                 "error_code": CLUSTER_AUTHORIZATION_FAILED,
+                                 "producer_id": -1, "producer_epoch": -1})
     pid = getattr(body, "producer_id", -1)
     epoch = getattr(body, "producer_epoch", -1)
     if pid >= 0 and 0 <= epoch < MAX_EPOCH - 1:

@@ -18,7 +18,14 @@ from typing import TYPE_CHECKING, Any
 
 from odradek.protocol.codec import Request
 from odradek.protocol.messages import ms
-from odradek.server.handlers.base import Api, respond
+from odradek.security.acls import Operation, ResourceType
+from odradek.server.handlers.base import (
+    CLUSTER,
+    TOPIC_AUTHORIZATION_FAILED,
+    Api,
+    allowed,
+    respond,
+)
 from odradek.server.metadata import TopicError
 
 if TYPE_CHECKING:
@@ -54,6 +61,12 @@ async def create_topics(broker: Broker, request: Request) -> bytes:
         entry: dict[str, Any] = {"name": t.name, "error_code": 0, "error_message": None,
                                  "num_partitions": -1, "replication_factor": -1,
                                  "configs": None}
+        if not (allowed(broker, request, Operation.CREATE, ResourceType.CLUSTER, CLUSTER)
+                or allowed(broker, request, Operation.CREATE, ResourceType.TOPIC, t.name)):
+            entry.update(error_code=TOPIC_AUTHORIZATION_FAILED,
+                         error_message="Authorization failed.")
+            results.append(entry)
+            continue
         configs = {c.name: c.value for c in t.configs}
         partitions = t.num_partitions
         assignment = {a.partition_index: list(a.broker_ids) for a in t.assignments} or None
@@ -114,7 +127,10 @@ async def delete_topics(broker: Broker, request: Request) -> bytes:
         entry: dict[str, Any] = {"name": name, "topic_id": topic_id, "error_code": 0,
                                  "error_message": None}
         topic = broker.topic(name)
-        if not broker.config["delete.topic.enable"]:
+        if not allowed(broker, request, Operation.DELETE, ResourceType.TOPIC, name):
+            entry.update(error_code=TOPIC_AUTHORIZATION_FAILED,
+                         error_message="Authorization failed.")
+        elif not broker.config["delete.topic.enable"]:
             entry.update(error_code=TOPIC_DELETION_DISABLED,
                          error_message="delete.topic.enable is false")
         elif topic is not None and topic.internal:
@@ -141,6 +157,11 @@ async def create_partitions(broker: Broker, request: Request) -> bytes:
     grown: dict[str, int] = {}  # name -> partitions
     for t in body.topics:
         entry: dict[str, Any] = {"name": t.name, "error_code": 0, "error_message": None}
+        if not allowed(broker, request, Operation.ALTER, ResourceType.TOPIC, t.name):
+            entry.update(error_code=TOPIC_AUTHORIZATION_FAILED,
+                         error_message="Authorization failed.")
+            results.append(entry)
+            continue
         try:
             topic = broker.topic(t.name)
             if topic is not None and topic.internal:

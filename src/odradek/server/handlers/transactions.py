@@ -42,8 +42,17 @@ from odradek.coordinator import transactions as tx
 from odradek.coordinator.offsets_topic import OFFSETS_TOPIC
 from odradek.protocol.codec import Request
 from odradek.protocol.messages import ms
+from odradek.security.acls import Operation, ResourceType
 from odradek.server.coordinator_runtime import COORDINATOR_NOT_AVAILABLE, CoordinatorUnavailable
-from odradek.server.handlers.base import UNKNOWN_TOPIC_OR_PARTITION, Api, respond
+from odradek.server.handlers.base import (
+    GROUP_AUTHORIZATION_FAILED,
+    TOPIC_AUTHORIZATION_FAILED,
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    UNKNOWN_TOPIC_OR_PARTITION,
+    Api,
+    allowed,
+    respond,
+)
 from odradek.server.handlers.groups import commit_response, group_runtime, offsets_to_commit
 
 if TYPE_CHECKING:
@@ -62,6 +71,11 @@ def runtime(broker: Broker) -> TxnRuntime:
     return broker.transactions
 
 
+def _may_write(broker: Broker, request: Request, transactional_id: str) -> bool:
+    return allowed(broker, request, Operation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                   transactional_id)
+
+
 def _error(code: int, request: Request) -> int:
     return tx.error_for_version(code, request.api_key, request.api_version)
 
@@ -71,6 +85,10 @@ def _error(code: int, request: Request) -> int:
 
 async def init_producer_id(broker: Broker, request: Request) -> bytes:
     body = request.body
+    if not _may_write(broker, request, body.transactional_id):
+        return respond(request, {"throttle_time": 0,
+                                 "error_code": TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                 "producer_id": -1, "producer_epoch": -1})
     try:
         rt = runtime(broker)
         rt.ensure_topic()
@@ -95,9 +113,14 @@ async def add_partitions_to_txn(broker: Broker, request: Request) -> bytes:
     # Kafka's KafkaApis: partitions that do not exist (or are internal) fail, and then
     # nothing is added; the others are answered OPERATION_NOT_ATTEMPTED.
     errors: dict[tuple[str, int], int] = {}
+    txn_refused = not _may_write(broker, request, body.v3_and_below_transactional_id)
     for name, p in wanted:
         topic = broker.topic(name)
-        if topic is None or not 0 <= p < topic.partitions:
+        if txn_refused:
+            errors[(name, p)] = TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        elif not allowed(broker, request, Operation.WRITE, ResourceType.TOPIC, name):
+            errors[(name, p)] = TOPIC_AUTHORIZATION_FAILED
+        elif topic is None or not 0 <= p < topic.partitions:
             errors[(name, p)] = UNKNOWN_TOPIC_OR_PARTITION
         elif topic.internal:
             errors[(name, p)] = INVALID_TOPIC_EXCEPTION
@@ -142,6 +165,11 @@ async def _error_only(
 
 async def add_offsets_to_txn(broker: Broker, request: Request) -> bytes:
     body = request.body
+    if not _may_write(broker, request, body.transactional_id):
+        return respond(request, {"throttle_time": 0,
+                                 "error_code": TRANSACTIONAL_ID_AUTHORIZATION_FAILED})
+    if not allowed(broker, request, Operation.READ, ResourceType.GROUP, body.group_id):
+        return respond(request, {"throttle_time": 0, "error_code": GROUP_AUTHORIZATION_FAILED})
     return await _error_only(
         broker, request, body.transactional_id,
         lambda coordinator, token, now: coordinator.add_offsets(
@@ -151,6 +179,9 @@ async def add_offsets_to_txn(broker: Broker, request: Request) -> bytes:
 
 async def end_txn(broker: Broker, request: Request) -> bytes:
     body = request.body
+    if not _may_write(broker, request, body.transactional_id):
+        return respond(request, {"throttle_time": 0,
+                                 "error_code": TRANSACTIONAL_ID_AUTHORIZATION_FAILED})
     return await _error_only(
         broker, request, body.transactional_id,
         lambda coordinator, token, now: coordinator.end_txn(
@@ -190,7 +221,17 @@ async def txn_offset_commit(broker: Broker, request: Request) -> bytes:
     """TxnOffsetCommit goes to the group coordinator of its group (in a cluster, the
     client found it with FindCoordinator for the group)."""
     body = request.body
-    offsets, unknown = offsets_to_commit(broker, body.topics)
+    whole = (TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+             if not _may_write(broker, request, body.transactional_id)
+             else GROUP_AUTHORIZATION_FAILED
+             if not allowed(broker, request, Operation.READ, ResourceType.GROUP, body.group_id)
+             else 0)
+    if whole:
+        return commit_response(request, [r.PartitionResult(t.name, p.partition_index, whole)
+                                         for t in body.topics for p in t.partitions])
+    refused = {t.name for t in body.topics
+               if not allowed(broker, request, Operation.READ, ResourceType.TOPIC, t.name)}
+    offsets, unknown = offsets_to_commit(broker, body.topics, refused)
     try:
         error = _txn_offsets_error(broker, body)
         if error is not None:
