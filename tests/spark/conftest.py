@@ -19,6 +19,7 @@ from pyspark.sql import SparkSession
 
 from odradek.spark import register
 from odradek.testing import RunningBroker, running_broker
+from tests.spark import connector
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -42,6 +43,9 @@ def spark() -> Iterator[SparkSession]:
                .config("spark.driver.memory", "1g")
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.sql.streaming.stopTimeout", "10s")
+               # Spark's own Kafka connector, for format("kafka") (test_kafka_connector.py),
+               # when scripts/fetch_spark_kafka.sh fetched it: jars are fixed at creation.
+               .config("spark.jars", ",".join(str(j) for j in connector.jars()))
                .getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
     register(session)

@@ -74,6 +74,11 @@ TABLES = (EVENTS, *AGGREGATES)
 DIMENSIONS = {PAGE_VIEWS: ("page",), SERVICE_HEALTH: ("service",), ACTIVE_USERS: ()}
 SOURCE_OF = {PAGE_VIEWS: ACTIVITY_TOPIC, SERVICE_HEALTH: METRICS_TOPIC,
              ACTIVE_USERS: ACTIVITY_TOPIC}
+# The format the jobs read the topics with: ours, or "kafka" (Spark's own connector,
+# spark-sql-kafka-0-10, when the session has its jars): both give Kafka's columns and
+# take Kafka's options. The stats topic is always written by the `odradek` sink: it is
+# transactional (`exactlyOnce`), which Spark's Kafka sink is not.
+SOURCE_FORMAT = "odradek"
 
 
 class PipelineError(RuntimeError):
@@ -114,9 +119,9 @@ def spark_session(master: str | None = None, app: str = "odradek-pipeline",
 
 
 def _kafka_reader(spark: SparkSession, bootstrap: str, *, streaming: bool,
-                  options: Mapping[str, str]) -> Any:
+                  options: Mapping[str, str], source_format: str = SOURCE_FORMAT) -> Any:
     reader = spark.readStream if streaming else spark.read
-    reader = reader.format("odradek").option("kafka.bootstrap.servers", bootstrap)
+    reader = reader.format(source_format).option("kafka.bootstrap.servers", bootstrap)
     for name, value in options.items():
         reader = reader.option(name, value)
     return reader
@@ -277,10 +282,12 @@ def start_streaming(spark: SparkSession, bootstrap: str, out: str | Path,
                     checkpoint: str | Path, *, trigger: str = DEFAULT_TRIGGER,
                     max_offsets_per_trigger: int | None = None,
                     tables: tuple[str, ...] = TABLES,
-                    stats_topic: str | None = STATS_TOPIC) -> StreamingJob:
+                    stats_topic: str | None = STATS_TOPIC,
+                    source_format: str = SOURCE_FORMAT) -> StreamingJob:
     """Start the streaming queries (`tables`, all by default) from their checkpoints under
     `checkpoint` (from the topics' beginning the first time). Results go to Parquet under
-    `out` and, for the aggregates, to `stats_topic` (None: Parquet only)."""
+    `out` and, for the aggregates, to `stats_topic` (None: Parquet only). The topics are
+    read with `source_format` (`SOURCE_FORMAT`)."""
     unknown = [t for t in tables if t not in TABLES]
     if unknown:
         raise PipelineError(f"unknown table(s) {', '.join(unknown)}; the tables are "
@@ -293,7 +300,8 @@ def start_streaming(spark: SparkSession, bootstrap: str, out: str | Path,
 
     def stream(topic: str) -> DataFrame:
         raw = _kafka_reader(spark, bootstrap, streaming=True,
-                            options={**options, "subscribe": topic}).load()
+                            options={**options, "subscribe": topic},
+                            source_format=source_format).load()
         parsed = parse_activity(raw) if topic == ACTIVITY_TOPIC else parse_metrics(raw)
         # The watermark sees heartbeats; the aggregates never do.
         return _no_heartbeats(parsed.withWatermark("event_time", WATERMARK))
@@ -428,14 +436,16 @@ def wait_until_processed(job: StreamingJob, timeout_s: float = 600.0,
 def backfill(spark: SparkSession, bootstrap: str, out: str | Path, *,
              range_options: Mapping[str, str] | None = None,
              topics: tuple[str, ...] = (ACTIVITY_TOPIC, METRICS_TOPIC),
-             mode: str = "overwrite") -> dict[str, int]:
+             mode: str = "overwrite",
+             source_format: str = SOURCE_FORMAT) -> dict[str, int]:
     """Load a range of the topics into the pipeline's Parquet tables with a batch read.
 
     `range_options` are the batch source's options that bound the read: `startingOffsets` /
     `endingOffsets` (Kafka's JSON, naming every partition of each topic read) or
     `startingTimestamp` / `endingTimestamp` (record timestamps, ms); none: everything.
     `mode` is "overwrite" (the tables written are replaced) or "append". Windows at the
-    edges of a range hold only the part of the minute inside it. Returns rows per table.
+    edges of a range hold only the part of the minute inside it. `source_format` reads the
+    topics (`SOURCE_FORMAT`). Returns rows per table.
     """
     if mode not in ("overwrite", "append"):
         raise PipelineError(f"mode must be overwrite or append, got {mode!r}")
@@ -447,7 +457,8 @@ def backfill(spark: SparkSession, bootstrap: str, out: str | Path, *,
     counts: dict[str, int] = {}
     for topic in topics:
         options = {"subscribe": topic, **(range_options or {})}
-        raw = _kafka_reader(spark, bootstrap, streaming=False, options=options).load()
+        raw = _kafka_reader(spark, bootstrap, streaming=False, options=options,
+                            source_format=source_format).load()
         if topic == ACTIVITY_TOPIC:
             events = _no_heartbeats(parse_activity(raw)).persist()
             try:
