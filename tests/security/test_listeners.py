@@ -52,6 +52,8 @@ def test_listeners_with_their_security_protocols_and_the_main_one_first():
     ({"listener.name.plaintext.log.retention.ms": "1"}, "unknown setting"),
     ({"listener.security.protocol.map": "PLAINTEXT:TLS"}, "PLAINTEXT, SSL"),
     ({"ssl.client.auth": "sometimes"}, "ssl.client.auth"),
+    ({"listeners": "SSL://:9093", "zookeeper.connect": "127.0.0.1:2181"},
+     "brokers talk to each other in plaintext only"),
 ])
 def test_bad_listener_settings_stop_the_start_naming_them(settings, message):
     with pytest.raises(ConfigError, match=message):
