@@ -31,7 +31,10 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from tests.wire import WireClient
+
 from .conftest import BrokerProcess, start_broker
+from .test_sasl import plain_login
 
 pytestmark = pytest.mark.interop
 
@@ -220,3 +223,34 @@ def test_without_an_authorizer_the_acl_apis_say_security_is_disabled(tmp_path: P
         binding = acl(ResourceType.TOPIC, "t", "alice", AclOperation.READ)
         with pytest.raises(KafkaException, match="No Authorizer is configured"):
             admin.create_acls([binding])[binding].result(WAIT)
+
+
+def test_admin_apis_check_their_operations(acl_broker: BrokerProcess):
+    """bob has no ACL: the admin APIs answer him with their authorization errors; alice
+    may not delete records where she only reads and writes, and may describe the configs
+    of her prefix's topics (ALL) but not of "orders" (WRITE implies nothing for configs)."""
+    from confluent_kafka import TopicPartition as TP
+    from confluent_kafka.admin import ConfigResource
+
+    bob = AdminClient(login(acl_broker, "bob"))
+    orders = ConfigResource(ConfigResource.Type.TOPIC, "orders")
+    with pytest.raises(KafkaException, match="TOPIC_AUTHORIZATION_FAILED"):
+        bob.describe_configs([orders])[orders].result(WAIT)
+    # DescribeUserScramCredentials through the wire: confluent-kafka 2.16.1 (librdkafka
+    # 2.16.0) aborts the process on this answer ("munmap_chunk(): invalid pointer"),
+    # which has Kafka's shape (DescribeUserScramCredentialsRequest.getErrorResponse).
+    port = int(acl_broker.listener("SASL_PLAINTEXT").rsplit(":", 1)[1])
+    with WireClient(port) as client:
+        assert plain_login(client, "bob", "bob-secret").error_code.value == 0
+        answer = client.request(50, 0, {"users": None})
+        assert answer.error_code.value == 31  # CLUSTER_AUTHORIZATION_FAILED
+        assert list(answer.results) == []
+    alice = AdminClient(login(acl_broker, "alice"))
+    # alice may describe "orders" (her READ and WRITE imply DESCRIBE) but not DELETE in it.
+    deleted = alice.delete_records([TP("orders", 0, 1)])
+    with pytest.raises(KafkaException, match="TOPIC_AUTHORIZATION_FAILED"):
+        next(iter(deleted.values())).result(WAIT)
+    mine = ConfigResource(ConfigResource.Type.TOPIC, "alice-events")
+    assert "retention.ms" in alice.describe_configs([mine])[mine].result(WAIT)
+    with pytest.raises(KafkaException, match="TOPIC_AUTHORIZATION_FAILED"):
+        alice.describe_configs([orders])[orders].result(WAIT)

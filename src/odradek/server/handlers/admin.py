@@ -21,9 +21,17 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from odradek.protocol.codec import Request
+from odradek.security.acls import Operation, ResourceType
 from odradek.server.config import DYNAMIC_BROKER_SETTINGS, SETTINGS, Setting
 from odradek.server.errors import error_code
-from odradek.server.handlers.base import Api, respond
+from odradek.server.handlers.base import (
+    CLUSTER,
+    CLUSTER_AUTHORIZATION_FAILED,
+    TOPIC_AUTHORIZATION_FAILED,
+    Api,
+    allowed,
+    respond,
+)
 from odradek.server.handlers.metadata import brokers, controller_id
 from odradek.server.metadata import Topic, TopicError
 from odradek.storage.config import LogConfig
@@ -249,6 +257,11 @@ async def describe_configs(broker: Broker, request: Request) -> bytes:
                                  "resource_type": res.resource_type,
                                  "resource_name": res.resource_name, "configs": []}
         keys = _wanted(res.configuration_keys)
+        refused = _config_refusal(broker, request, res, Operation.DESCRIBE_CONFIGS)
+        if refused is not None:
+            entry.update(refused)
+            results.append(entry)
+            continue
         try:
             if res.resource_type == TOPIC:
                 entry["configs"] = describe_topic(
@@ -269,6 +282,22 @@ async def describe_configs(broker: Broker, request: Request) -> bytes:
             entry.update(_failure(exc))
         results.append(entry)
     return respond(request, {"throttle_time": 0, "results": results})
+
+
+def _config_refusal(broker: Broker, request: Request, res: Any, operation: Operation
+                    ) -> dict[str, Any] | None:
+    """The error fields of a config resource the principal may not ``operation``
+    (DESCRIBE_CONFIGS or ALTER_CONFIGS on the topic, or on the cluster for a broker)."""
+    if broker.authorizer is None:
+        return None
+    if res.resource_type == TOPIC:
+        if not allowed(broker, request, operation, ResourceType.TOPIC, res.resource_name):
+            return {"error_code": TOPIC_AUTHORIZATION_FAILED,
+                    "error_message": "Topic authorization failed."}
+    elif not allowed(broker, request, operation, ResourceType.CLUSTER, CLUSTER):
+        return {"error_code": CLUSTER_AUTHORIZATION_FAILED,
+                "error_message": "Cluster authorization failed."}
+    return None
 
 
 def _duplicate_resources(resources: Any) -> set[tuple[int, str]]:
@@ -309,6 +338,11 @@ async def _alter(broker: Broker, request: Request,
         entry: dict[str, Any] = {"error_code": 0, "error_message": None,
                                  "resource_type": res.resource_type,
                                  "resource_name": res.resource_name}
+        refused = _config_refusal(broker, request, res, Operation.ALTER_CONFIGS)
+        if refused is not None:
+            entry.update(refused)
+            responses.append(entry)
+            continue
         try:
             _check_alterable(broker, res, duplicates)
             if res.resource_type == BROKER:
@@ -399,6 +433,9 @@ async def incremental_alter_configs(broker: Broker, request: Request) -> bytes:
 
 async def describe_log_dirs(broker: Broker, request: Request) -> bytes:
     assert broker.logs is not None
+    if not allowed(broker, request, Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER):
+        return respond(request, {"throttle_time": 0, "error_code": CLUSTER_AUTHORIZATION_FAILED,
+                                 "results": []})
     requested = request.body.topics
     wanted: set[tuple[str, int]] | None = None
     if requested is not None:
@@ -437,7 +474,11 @@ async def describe_cluster(broker: Broker, request: Request) -> bytes:
                      "rack": b["rack"]} for b in brokers(broker, request)],
         "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS,
     }
-    if endpoint_type != BROKERS_ENDPOINT:
+    if not allowed(broker, request, Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER):
+        data.update(error_code=CLUSTER_AUTHORIZATION_FAILED,
+                    error_message="Cluster authorization failed.", brokers=[],
+                    controller_id=-1)
+    elif endpoint_type != BROKERS_ENDPOINT:
         data.update(error_code=UNSUPPORTED_ENDPOINT_TYPE,
                     error_message=f"endpoint type {endpoint_type} is not served: this node "
                                   "is a broker, not a KRaft controller",

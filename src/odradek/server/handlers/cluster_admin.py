@@ -19,8 +19,15 @@ from kio.schema.errors import ErrorCode
 
 from odradek.cluster.state import TopicPartition
 from odradek.protocol.codec import Request
+from odradek.security.acls import Operation, ResourceType
 from odradek.server.controller import PREFERRED, NotController, Outcome
-from odradek.server.handlers.base import Api, respond
+from odradek.server.handlers.base import (
+    CLUSTER,
+    CLUSTER_AUTHORIZATION_FAILED,
+    Api,
+    allowed,
+    respond,
+)
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
@@ -84,7 +91,10 @@ async def elect_leaders(broker: Broker, request: Request) -> bytes:
     body = request.body
     election_type = getattr(body, "election_type", PREFERRED)
     wanted = _wanted(body.topic_partitions, lambda t: t.partitions)
-    if broker.cluster is None:
+    if not allowed(broker, request, Operation.ALTER, ResourceType.CLUSTER, CLUSTER):
+        code, message = CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
+        outcomes = {tp: ("CLUSTER_AUTHORIZATION_FAILED", message) for tp in wanted or []}
+    elif broker.cluster is None:
         # One replica per partition: it leads already.
         outcomes: dict[TopicPartition, Outcome] = {}
         for topic, p in wanted or []:
@@ -112,6 +122,10 @@ async def elect_leaders(broker: Broker, request: Request) -> bytes:
 
 async def alter_reassignments(broker: Broker, request: Request) -> bytes:
     body = request.body
+    if not allowed(broker, request, Operation.ALTER, ResourceType.CLUSTER, CLUSTER):
+        return respond(request, {"throttle_time": 0, "error_code": CLUSTER_AUTHORIZATION_FAILED,
+                                 "error_message": "Cluster authorization failed.",
+                                 "responses": []})
     allow_rf_change = getattr(body, "allow_replication_factor_change", True)
     wanted: dict[TopicPartition, tuple[int, ...] | None] = {}
     refused: dict[TopicPartition, Outcome] = {}
@@ -170,7 +184,9 @@ async def list_reassignments(broker: Broker, request: Request) -> bytes:
     body = request.body
     wanted = _wanted(body.topics, lambda t: t.partition_indexes)
     code, message, ongoing = 0, None, {}
-    if broker.cluster is not None:
+    if not allowed(broker, request, Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER):
+        code, message = CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
+    elif broker.cluster is not None:
         controller = _controller(broker)
         if controller is None:
             code, message = NOT_CONTROLLER, "this broker is not the controller"

@@ -89,7 +89,11 @@ def _describe(broker: Broker, group_id: str) -> r.ConsumerGroupDescription:
 
 
 async def consumer_group_describe(broker: Broker, request: Request) -> bytes:
-    found = [_describe(broker, g) for g in request.body.group_ids]
+    found = [_describe(broker, g)
+             if allowed(broker, request, Operation.DESCRIBE, ResourceType.GROUP, g)
+             else r.ConsumerGroupDescription(GROUP_AUTHORIZATION_FAILED, g,
+                                             "Group authorization failed.")
+             for g in request.body.group_ids]
     return respond(request, {"throttle_time": 0, "groups": [
         {"error_code": d.error_code, "error_message": d.error_message,
          "group_id": d.group_id, "group_state": d.state, "group_epoch": d.group_epoch,

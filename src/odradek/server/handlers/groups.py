@@ -336,7 +336,12 @@ async def offset_fetch(broker: Broker, request: Request) -> bytes:
 
 async def offset_delete(broker: Broker, request: Request) -> bytes:
     body = request.body
-    wanted = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]
+    if not allowed(broker, request, Operation.DELETE, ResourceType.GROUP, body.group_id):
+        return respond(request, {"throttle_time": 0, "error_code": GROUP_AUTHORIZATION_FAILED,
+                                 "topics": []})
+    refused = _topics_refused(broker, request, (t.name for t in body.topics), Operation.READ)
+    wanted = [(t.name, p.partition_index) for t in body.topics if t.name not in refused
+              for p in t.partitions]
     try:
         runtime = group_runtime(broker)
         result: r.OffsetDeleteResult = await runtime.call(
@@ -344,8 +349,11 @@ async def offset_delete(broker: Broker, request: Request) -> bytes:
                 body.group_id, wanted, token=token, now_ms=now))
     except CoordinatorUnavailable as exc:
         result = r.OffsetDeleteResult(exc.error_code)
+    denied = [r.PartitionResult(t.name, p.partition_index, TOPIC_AUTHORIZATION_FAILED)
+              for t in body.topics if t.name in refused for p in t.partitions]
     return respond(request, {"throttle_time": 0, "error_code": result.error_code,
-                             "topics": _by_topic(result.partitions, _commit_partition)})
+                             "topics": _by_topic([*result.partitions, *denied],
+                                                 _commit_partition)})
 
 
 # --- admin ---------------------------------------------------------------------------------

@@ -19,8 +19,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from odradek.protocol.codec import Request
+from odradek.security.acls import Operation, ResourceType
 from odradek.server.errors import error_code
-from odradek.server.handlers.base import LEADER_EPOCH, Api, epoch_error, respond
+from odradek.server.handlers.base import (
+    CLUSTER,
+    LEADER_EPOCH,
+    TOPIC_AUTHORIZATION_FAILED,
+    Api,
+    allowed,
+    epoch_error,
+    respond,
+)
 from odradek.storage.errors import StorageError
 
 if TYPE_CHECKING:
@@ -62,6 +71,11 @@ async def delete_records(broker: Broker, request: Request) -> bytes:
     assert broker.logs is not None
     topics = []
     for t in request.body.topics:
+        if not allowed(broker, request, Operation.DELETE, ResourceType.TOPIC, t.name):
+            topics.append({"name": t.name, "partitions": [
+                {"partition_index": p.partition_index, "low_watermark": -1,
+                 "error_code": TOPIC_AUTHORIZATION_FAILED} for p in t.partitions]})
+            continue
         topics.append({
             "name": t.name,
             "partitions": [delete_before(broker, t.name, p.partition_index, p.offset)
@@ -94,7 +108,17 @@ def epoch_end(broker: Broker, topic: str, p: Any) -> dict[str, Any]:
 
 async def offset_for_leader_epoch(broker: Broker, request: Request) -> bytes:
     topics = []
+    follower = getattr(request.body, "replica_id", -1) >= 0
     for t in request.body.topics:
+        # Kafka: a follower's request needs CLUSTER_ACTION, a client's DESCRIBE on the topic.
+        if not (allowed(broker, request, Operation.CLUSTER_ACTION, ResourceType.CLUSTER,
+                        CLUSTER) if follower else
+                allowed(broker, request, Operation.DESCRIBE, ResourceType.TOPIC, t.topic)):
+            topics.append({"topic": t.topic, "partitions": [
+                {"partition": p.partition, "error_code": TOPIC_AUTHORIZATION_FAILED,
+                 "leader_epoch": UNDEFINED_EPOCH, "end_offset": UNDEFINED_EPOCH_OFFSET}
+                for p in t.partitions]})
+            continue
         topics.append({"topic": t.topic,
                        "partitions": [epoch_end(broker, t.topic, p) for p in t.partitions]})
     return respond(request, {"throttle_time": 0, "topics": topics})

@@ -271,7 +271,10 @@ def _describe(broker: Broker, transactional_id: str) -> tx.TransactionDescriptio
 
 
 async def describe_transactions(broker: Broker, request: Request) -> bytes:
-    described = [_describe(broker, tid) for tid in request.body.transactional_ids]
+    described = [_describe(broker, tid) if allowed(
+        broker, request, Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, tid)
+        else tx.TransactionDescription(tid, TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        for tid in request.body.transactional_ids]
     return respond(request, {"throttle_time": 0, "transaction_states": [
         {"error_code": d.error_code, "transactional_id": d.transactional_id,
          "transaction_state": d.state, "transaction_timeout": d.transaction_timeout_ms,
@@ -297,8 +300,10 @@ async def list_transactions(broker: Broker, request: Request) -> bytes:
     except CoordinatorUnavailable as exc:
         return respond(request, {"throttle_time": 0, "error_code": exc.error_code,
                                  "unknown_state_filters": [], "transaction_states": []})
-    listed = sorted((t for result in results for t in result.transactions),
-                    key=lambda t: t.transactional_id)
+    # As Kafka: the transactional ids the principal may describe.
+    listed = sorted((t for result in results for t in result.transactions if allowed(
+        broker, request, Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
+        t.transactional_id)), key=lambda t: t.transactional_id)
     return respond(request, {
         "throttle_time": 0, "error_code": 0,
         "unknown_state_filters": results[0].unknown_state_filters,
@@ -331,8 +336,15 @@ async def describe_producers(broker: Broker, request: Request) -> bytes:
     topics = []
     for t in request.body.topics:
         partitions = []
+        readable = allowed(broker, request, Operation.READ, ResourceType.TOPIC, t.name)
         for index in t.partition_indexes:
             lg = broker.get_log(t.name, index)
+            if not readable:
+                partitions.append({"partition_index": index,
+                                   "error_code": TOPIC_AUTHORIZATION_FAILED,
+                                   "error_message": "Topic authorization failed.",
+                                   "active_producers": []})
+                continue
             if lg is None:
                 partitions.append({"partition_index": index,
                                    "error_code": UNKNOWN_TOPIC_OR_PARTITION,

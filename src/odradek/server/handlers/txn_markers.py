@@ -15,7 +15,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from odradek.protocol.codec import Request
-from odradek.server.handlers.base import Api, respond
+from odradek.security.acls import Operation, ResourceType
+from odradek.server.handlers.base import (
+    CLUSTER,
+    CLUSTER_AUTHORIZATION_FAILED,
+    Api,
+    allowed,
+    respond,
+)
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
@@ -27,7 +34,10 @@ async def handle(broker: Broker, request: Request) -> bytes:
     markers = []
     for marker in request.body.markers:
         tps = [(t.name, p) for t in marker.topics for p in t.partition_indexes]
-        if broker.cluster is None:
+        if not allowed(broker, request, Operation.CLUSTER_ACTION, ResourceType.CLUSTER,
+                       CLUSTER):
+            codes = dict.fromkeys(tps, CLUSTER_AUTHORIZATION_FAILED)  # brokers only
+        elif broker.cluster is None:
             codes = dict.fromkeys(tps, UNSUPPORTED_VERSION)
         else:
             codes = await broker.cluster.write_markers_locally(
