@@ -61,7 +61,6 @@ import argparse
 import asyncio
 import contextlib
 import datetime
-import io
 import itertools
 import os
 import re
@@ -82,8 +81,8 @@ from typing import Any
 import confluent_kafka
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from kio.index import load_request_schema, load_response_schema
-from kio.serial import entity_reader, entity_writer
+from kio.index import load_response_schema
+from kio.serial import entity_reader
 
 from _common import (
     MiB,
@@ -99,7 +98,6 @@ from _common import (
     shown_path,
 )
 from broker_bench import LOAD_PRODUCER
-from odradek.protocol.messages import build
 from odradek.records import builder
 
 GiB = 1024 * MiB
@@ -240,16 +238,11 @@ class Baseline(BrokerProcess):
 
 def encode_request(api_key: int, version: int, correlation_id: int,
                    body: dict[str, Any]) -> bytes:
-    """A whole request frame (size prefix included) built with kio."""
-    schema = load_request_schema(api_key, version)
-    header_cls = schema.__header_schema__
-    buf = io.BytesIO()
-    entity_writer(header_cls)(buf, build(header_cls, {
-        "request_api_key": api_key, "request_api_version": version,
-        "correlation_id": correlation_id, "client_id": "scale-bench"}))
-    entity_writer(schema)(buf, build(schema, body))
-    payload = buf.getvalue()
-    return struct.pack(">i", len(payload)) + payload
+    """A whole request frame (size prefix included): tests/wire.py's, as scale-bench
+    (broker_bench, imported above, put the repository root on sys.path)."""
+    from tests.wire import encode_request as wire_request
+
+    return wire_request(api_key, version, body, correlation_id, client_id="scale-bench")
 
 
 def decode_response(api_key: int, version: int, payload: bytes) -> tuple[int, Any]:

@@ -16,14 +16,14 @@ from odradek.protocol.messages import build
 
 
 def encode_request(api_key: int, version: int, body: dict[str, Any],
-                   correlation_id: int = 1) -> bytes:
+                   correlation_id: int = 1, client_id: str = "wire-test") -> bytes:
     """A whole request frame (size prefix included) from version-agnostic data."""
     schema = load_request_schema(api_key, version)
     header_cls = schema.__header_schema__
     buf = io.BytesIO()
     entity_writer(header_cls)(buf, build(header_cls, {
         "request_api_key": api_key, "request_api_version": version,
-        "correlation_id": correlation_id, "client_id": "wire-test"}))
+        "correlation_id": correlation_id, "client_id": client_id}))
     entity_writer(schema)(buf, build(schema, body))
     payload = buf.getvalue()
     return struct.pack(">i", len(payload)) + payload

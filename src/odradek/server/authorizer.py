@@ -28,7 +28,7 @@ from odradek.security.acls import (
     describe,
 )
 from odradek.server.config import BrokerConfig
-from odradek.storage.checkpoint import fsync_dir
+from odradek.storage.checkpoint import write_atomically
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,6 @@ class Authorizer:
     def __init__(self, config: BrokerConfig, data_dir: str) -> None:
         super_users = [u.strip() for u in str(config["super.users"]).split(";") if u.strip()]
         self.path = os.path.join(data_dir, ACLS_FILE)
-        self.data_dir = data_dir
         stored: list[Acl] = []
         if os.path.exists(self.path):
             with open(self.path, encoding="utf-8") as f:
@@ -85,13 +84,7 @@ class Authorizer:
 
     def _save(self) -> None:
         data = {"version": 1, "acls": [_to_json(a) for a in self.acls.select(AclFilter())]}
-        tmp = self.path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        fsync_dir(self.data_dir)
+        write_atomically(self.path, json.dumps(data, indent=1).encode())
 
 
 def _to_json(acl: Acl) -> dict[str, Any]:

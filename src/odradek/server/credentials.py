@@ -11,7 +11,7 @@ import json
 import os
 
 from odradek.security.scram import ScramCredential
-from odradek.storage.checkpoint import fsync_dir
+from odradek.storage.checkpoint import write_atomically
 
 CREDENTIALS_FILE = "scram-credentials.json"
 
@@ -19,7 +19,6 @@ CREDENTIALS_FILE = "scram-credentials.json"
 class CredentialStore:
     def __init__(self, data_dir: str) -> None:
         self.path = os.path.join(data_dir, CREDENTIALS_FILE)
-        self.data_dir = data_dir
         self._users: dict[str, dict[str, ScramCredential]] = {}
         if os.path.exists(self.path):
             with open(self.path, encoding="utf-8") as f:
@@ -48,11 +47,5 @@ class CredentialStore:
     def _save(self) -> None:
         data = {"users": {u: {m: c.to_text() for m, c in sorted(ms.items())}
                           for u, ms in sorted(self._users.items())}}
-        tmp = self.path + ".tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # hashes only, still
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        fsync_dir(self.data_dir)
+        # 0600: hashes only, but still nobody else's business.
+        write_atomically(self.path, json.dumps(data, indent=1).encode(), mode=0o600)

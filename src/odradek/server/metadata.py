@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from odradek.storage.checkpoint import fsync_dir
+from odradek.storage.checkpoint import write_atomically
 from odradek.storage.config import LogConfig
 
 METADATA_FILE = "odradek-metadata.json"
@@ -103,13 +103,7 @@ class MetadataStore:
             "reserved_producer_id": self._reserved_producer_id,
             "topics": {name: t.to_json() for name, t in sorted(self.topics.items())},
         }
-        tmp = self.path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        fsync_dir(self.data_dir)
+        write_atomically(self.path, json.dumps(data, indent=1).encode())
 
     def _write_meta_properties(self) -> None:
         path = os.path.join(self.data_dir, META_PROPERTIES)

@@ -26,11 +26,19 @@ def write_lines(path: str, entries: Sequence[str], *, sync: bool = True) -> None
     ``sync=False`` skips both fsyncs, for derived files that are rebuilt when they turn
     out missing or malformed (a crash may leave either); the rename is still atomic."""
     lines = [str(VERSION), str(len(entries)), *entries]
+    write_atomically(path, ("\n".join(lines) + "\n").encode(), sync=sync)
+
+
+def write_atomically(path: str, data: bytes, *, mode: int = 0o644, sync: bool = True) -> None:
+    """Replace ``path`` with ``data``: written to a temporary file (created with ``mode``),
+    fsynced, renamed over it and the directory fsynced, so a crash leaves the old file
+    or the new one (the broker's JSON stores use it too). ``sync=False`` skips the
+    fsyncs; the rename is still atomic."""
     tmp = path + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
     try:
         try:
-            _write_all(fd, ("\n".join(lines) + "\n").encode())
+            _write_all(fd, data)
             if sync:
                 os.fsync(fd)
         finally:
