@@ -24,6 +24,7 @@ import json
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import (
@@ -51,8 +52,11 @@ class KafkaJS:
         self.node = node
 
     def run(self, broker: BrokerProcess, steps: list[dict], *, log_level: str = "WARN",
-            check: bool = True) -> dict:
-        plan = {"brokers": [broker.bootstrap], "logLevel": log_level, "steps": steps}
+            check: bool = True, bootstrap: str | None = None, **security: Any) -> dict:
+        """``security``: client.js's ``ssl`` and ``sasl`` plan entries; ``bootstrap``: a
+        listener other than the broker's main one."""
+        plan = {"brokers": [bootstrap or broker.bootstrap], "logLevel": log_level,
+                "steps": steps, **security}
         done = run_tool([self.node, str(JS_DIR / "client.js")], input=json.dumps(plan),
                         cwd=JS_DIR, check=False)
         lines = done.stdout.strip().splitlines()
@@ -77,6 +81,12 @@ class KafkaJS:
 
 @pytest.fixture(scope="module")
 def kafkajs() -> KafkaJS:
+    return installed_kafkajs()
+
+
+def installed_kafkajs() -> KafkaJS:
+    """The runner, once node and tests/interop/js's kafkajs 2.2.4 are found (a test fails
+    with how to install them if not)."""
     node = require_tool("node", installable=shutil.which("apt-get") is not None,
                         install_hint="the kafkajs tests need Node.js >= 18 and npm "
                         "(scripts/test.sh installs Debian's nodejs and npm)")

@@ -41,6 +41,7 @@ from tests.certs import TestCA
 from tests.wire import WireClient, encode_request
 
 from .conftest import BrokerProcess, require_tool, run_tool, start_broker
+from .test_kafkajs import KafkaJS, installed_kafkajs
 
 pytestmark = pytest.mark.interop
 
@@ -395,3 +396,26 @@ def test_plain_socket_on_sasl_ssl_gets_no_kafka_answer(sasl_broker):
         while chunk := sock.recv(4096):
             data += chunk
     assert data == b"" or data[0] == 21  # nothing, or a TLS alert
+
+
+@pytest.mark.parametrize("listener,mechanism,user,password", [
+    ("SASL_SSL", "scram-sha-512", "dave", "dave-secret"),
+    ("SASL_PLAINTEXT", "plain", "alice", "alice-secret"),
+])
+def test_kafkajs_logs_in_and_round_trips(sasl_broker, ca, listener, mechanism, user,
+                                         password):
+    kafkajs: KafkaJS = installed_kafkajs()
+    security: dict[str, object] = {
+        "sasl": {"mechanism": mechanism, "username": user, "password": password}}
+    if listener == "SASL_SSL":
+        security["ssl"] = {"ca": str(ca[0].cert)}
+    topic = f"kafkajs-{listener}-{mechanism}".lower()
+    messages = [{"key": f"k{i}", "value": f"v{i}"} for i in range(RECORDS)]
+    answer = kafkajs.run(sasl_broker, [
+        {"op": "createTopic", "topic": topic, "partitions": 1},
+        {"op": "produce", "topic": topic, "codec": "none", "messages": messages},
+        {"op": "consumeGroup", "topic": topic, "groupId": f"{topic}-group",
+         "count": RECORDS},
+    ], bootstrap=sasl_broker.listener(listener), **security)
+    got = answer["results"][2]["messages"]
+    assert [m["value"] for m in got] == [f"v{i}" for i in range(RECORDS)]

@@ -26,6 +26,10 @@
 //                                                      -> {messages: [{partition, offset,
 //                                                          key, value, headers, timestamp}]}
 //     A group consumer (kafkajs has no other kind): needs FindCoordinator, JoinGroup, ...
+//
+// Optional security (tests/interop/test_sasl.py): "ssl": {"ca": "/path/ca.pem"} (TLS,
+// the broker's certificate checked against that CA), "sasl": {"mechanism":
+// "plain"|"scram-sha-256"|"scram-sha-512", "username", "password"}.
 'use strict'
 
 const fs = require('fs')
@@ -164,6 +168,8 @@ async function main() {
     connectionTimeout: 5000,
     requestTimeout: 15000,
     retry: { retries: plan.retries === undefined ? 2 : plan.retries },
+    ssl: plan.ssl ? { ca: [fs.readFileSync(plan.ssl.ca, 'utf8')] } : undefined,
+    sasl: plan.sasl,
   })
   const admin = kafka.admin()
   await admin.connect()
