@@ -32,7 +32,7 @@ def test_listeners_with_their_security_protocols_and_the_main_one_first():
         ("CLIENT", "SASL_SSL", "", 9093), ("INTERNAL", "PLAINTEXT", "127.0.0.1", 9094)]
     assert cfg.listeners[0].tls and cfg.listeners[0].sasl
     assert cfg.inter_broker_listener == "INTERNAL"
-    assert cfg.advertised() == {"CLIENT": ("kafka.example.com", 9093)}
+    assert cfg.advertised_by_listener == {"CLIENT": ("kafka.example.com", 9093)}
     # --listen picks the main listener among them.
     assert config("127.0.0.1:9094", listeners="PLAINTEXT://:9093,SSL://127.0.0.1:9094"
                   ).listeners[0].name == "SSL"

@@ -274,7 +274,7 @@ class Broker:
         """Where clients and other brokers reach this broker through ``listener``: its
         ``advertised.listeners`` entry, else the listener's own address (the host name
         when it listens on every address)."""
-        given = self.config.advertised().get(listener)
+        given = self.config.advertised_by_listener.get(listener)
         if given is not None:
             return given
         host = next(lst.host for lst in self.config.listeners if lst.name == listener)

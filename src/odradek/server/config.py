@@ -12,6 +12,7 @@ honours (``log.retention.ms`` -> ``retention.ms``), exactly as in Kafka.
 
 from __future__ import annotations
 
+import functools
 import os
 import tomllib
 from collections.abc import Callable, Mapping
@@ -155,6 +156,13 @@ def _upper(name: str, raw: Any) -> str:
 
 def _csv(name: str, raw: Any) -> str:
     return ",".join(x.strip() for x in str(raw).split(",") if x.strip())
+
+
+def _jwks_url(name: str, raw: Any) -> str:
+    value = str(raw).strip()
+    if value and not value.lower().startswith(("https://", "http://", "file:")):
+        raise ConfigError(f"{name} must be an https://, http:// or file: URL, got {raw!r}")
+    return value
 
 
 def _choice(options: tuple[str, ...]) -> Callable[[str, Any], str]:
@@ -319,6 +327,22 @@ _SETTINGS = [
             "host name checking of the broker's certificate by other brokers ('' off)"),
     Setting("sasl.enabled.mechanisms", "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512", _csv,
             "SASL mechanisms offered on SASL listeners"),
+    # OAUTHBEARER (KIP-768): tokens are JWTs validated against the identity provider's JWKS.
+    Setting("sasl.oauthbearer.jwks.endpoint.url", "", _jwks_url,
+            "where the identity provider's public keys (a JWKS) are read: an https:// or "
+            "http:// URL or a file: path; OAUTHBEARER refuses every token without it"),
+    Setting("sasl.oauthbearer.jwks.endpoint.refresh.ms", 3600000, _int(1),
+            "how often the JWKS is read again (also early for a token with an unknown kid)"),
+    Setting("sasl.oauthbearer.expected.audience", "", _csv,
+            "audiences a token's aud must name one of (empty: tokens must have no aud)"),
+    Setting("sasl.oauthbearer.expected.issuer", "", _str,
+            "the iss a token must have (empty: not checked)"),
+    Setting("sasl.oauthbearer.sub.claim.name", "sub", _str,
+            "the claim naming the token's principal (User:<claim>)"),
+    Setting("sasl.oauthbearer.scope.claim.name", "scope", _str,
+            "the claim holding the token's scopes"),
+    Setting("sasl.oauthbearer.clock.skew.seconds", 30, _int(0),
+            "leeway for exp, nbf and iat against the identity provider's clock"),
     Setting("sasl.mechanism.inter.broker.protocol", "PLAIN", _str,
             "the SASL mechanism brokers use with each other"),
     Setting("connections.max.reauth.ms", 0, _int(0),
@@ -387,7 +411,8 @@ _ALIASES = {
 # Per-listener settings (Kafka's ``listener.name.<listener>.<setting>``): a listener's
 # own value of these settings, or its JAAS line for a SASL mechanism.
 LISTENER_PREFIX = "listener.name."
-_PER_LISTENER = frozenset(n for n in SETTINGS if n.startswith(("ssl.", "sasl.enabled"))) | {
+_PER_LISTENER = frozenset(n for n in SETTINGS if n.startswith((
+    "ssl.", "sasl.enabled", "sasl.oauthbearer."))) | {
     "connections.max.reauth.ms"}
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 
@@ -433,9 +458,9 @@ class BrokerConfig:
     def __getitem__(self, name: str) -> Any:
         return self.values[name]
 
-    @property
+    @functools.cached_property
     def listeners(self) -> list[Listener]:
-        """Every listener, the main one first."""
+        """Every listener, the main one first (parsed once: Metadata asks per request)."""
         given = parse_endpoints("listeners", self.values["listeners"])
         if not given:
             return [Listener("PLAINTEXT", "PLAINTEXT", self.host, self.port)]
@@ -454,7 +479,8 @@ class BrokerConfig:
         names = [lst.name for lst in self.listeners]
         return "PLAINTEXT" if "PLAINTEXT" in names else names[0]
 
-    def advertised(self) -> dict[str, tuple[str, int]]:
+    @functools.cached_property
+    def advertised_by_listener(self) -> dict[str, tuple[str, int]]:
         """listener name -> the (host, port) ``advertised.listeners`` gives it."""
         return {n: (h, p) for n, h, p in parse_endpoints("advertised.listeners",
                                                            self.values["advertised.listeners"])}
