@@ -13,6 +13,9 @@
   moving partitions and leadership (``cli/reassign.py``).
 - ``odradek cluster up|status``: a local development cluster in one command, and a
   cluster's brokers, controller and unhealthy partitions (``cli/cluster.py``).
+- ``odradek users add|list|remove`` and ``odradek acls add|list|remove``: SCRAM users
+  and ACLs, like ``kafka-configs.sh --entity-type users`` and ``kafka-acls.sh``
+  (``cli/security.py``).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from odradek import __version__
 from odradek.cli.cluster import add_cluster_command, run_cluster_command
 from odradek.cli.pipeline import add_pipeline_command, run_pipeline_command
 from odradek.cli.reassign import add_reassign_commands, run_reassign_command
+from odradek.cli.security import add_security_commands, run_security_command
 from odradek.cli.tools import add_tool_commands, run_tool
 
 
@@ -61,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_pipeline_command(sub)
     add_cluster_command(sub)
     add_reassign_commands(sub)
+    add_security_commands(sub)
     return parser
 
 
@@ -87,6 +92,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_cluster_command(args)
     if args.command in ("reassign", "elect-leaders"):
         return run_reassign_command(args)
+    if args.command in ("users", "acls"):
+        return run_security_command(args)
     code = run_tool(args)
     if code is not None:
         return code
