@@ -375,12 +375,13 @@ class Connection(asyncio.BufferedProtocol):
 
         session = self.session
         assert session is not None and session.authenticator is not None
+        authenticator = session.authenticator
         try:
-            answer, user = session.authenticator.step(token)
+            answer, user = authenticator.step(token)
         except AuthenticationFailed as exc:
             raise SessionEnded(f"SASL {session.mechanism}: {exc}") from None
         if user is not None:
-            session.complete(user, self.broker.config)
+            session.complete(user, self.broker.config, authenticator)
         await self._send(len(answer).to_bytes(4, "big") + answer)
 
     async def _send(self, response: bytes | list[bytes | FileRegion]) -> None:

@@ -32,16 +32,27 @@ class Session:
     # unsupported mechanism): the reason, logged when the connection closes.
     close_after_response: str | None = None
 
-    def complete(self, user: str, config: BrokerConfig) -> int:
-        """A SASL exchange succeeded for ``user``: the session is authenticated as
-        ``User:<user>``; returns its lifetime in ms (connections.max.reauth.ms of the
-        listener; 0: no expiry)."""
+    def complete(self, user: str, config: BrokerConfig, authenticator: Any) -> int:
+        """``authenticator``'s exchange succeeded for ``user``: the session is
+        authenticated as ``User:<user>``; returns its lifetime in ms, 0 for none.
+
+        The lifetime is connections.max.reauth.ms of the listener, and for a credential
+        that expires (an OAUTHBEARER token's ``credential_expires_at_ms``) the time left
+        until it does if that is sooner - even without connections.max.reauth.ms, as
+        Kafka's SaslServerAuthenticator; an already-expired token (inside the clock
+        skew) gets 0 left, and its session ends at the next request."""
         self.principal = f"User:{user}"
         self.authenticated = True
         self.authenticator = None
         self.raw_sasl = False
         lifetime = int(config.for_listener(self.listener.name, "connections.max.reauth.ms"))
-        self.expires_at = time.monotonic() + lifetime / 1000 if lifetime else None
+        expires_ms = getattr(authenticator, "credential_expires_at_ms", None)
+        if expires_ms is not None:
+            left = max(0, expires_ms - int(time.time() * 1000))
+            lifetime = min(left, lifetime) if lifetime else left
+            self.expires_at = time.monotonic() + lifetime / 1000
+        else:
+            self.expires_at = time.monotonic() + lifetime / 1000 if lifetime else None
         return lifetime
 
     def may_send(self, api_key: int) -> str | None:

@@ -20,6 +20,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from odradek.protocol.codec import Request
+from odradek.security.acls import Operation, ResourceType
+from odradek.security.oauth import (
+    OAUTHBEARER,
+    OAuthBearerAuthenticator,
+    OAuthSettings,
+    validator_for,
+)
 from odradek.security.sasl import PLAIN, PlainAuthenticator, ScramAuthenticator, plain_users
 from odradek.security.scram import (
     MAX_ITERATIONS,
@@ -28,7 +35,13 @@ from odradek.security.scram import (
     AuthenticationFailed,
     from_salted_password,
 )
-from odradek.server.handlers.base import Api, respond
+from odradek.server.handlers.base import (
+    CLUSTER,
+    CLUSTER_AUTHORIZATION_FAILED,
+    Api,
+    allowed,
+    respond,
+)
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
@@ -53,7 +66,7 @@ async def handshake(broker: Broker, request: Request) -> bytes:
         return respond(request, {"error_code": ILLEGAL_SASL_STATE, "mechanisms": []})
     mechanisms = enabled_mechanisms(broker, session.listener.name)
     mechanism = request.body.mechanism
-    if mechanism not in mechanisms or mechanism not in (PLAIN, *MECHANISM_CODES):
+    if mechanism not in mechanisms or mechanism not in (PLAIN, OAUTHBEARER, *MECHANISM_CODES):
         session.close_after_response = f"unsupported SASL mechanism {mechanism!r}"
         return respond(request, {"error_code": UNSUPPORTED_SASL_MECHANISM,
                                  "mechanisms": mechanisms})
@@ -62,6 +75,8 @@ async def handshake(broker: Broker, request: Request) -> bytes:
         return respond(request, {"error_code": ILLEGAL_SASL_STATE, "mechanisms": mechanisms})
     session.mechanism = mechanism
     session.authenticator = _authenticator(broker, session.listener.name, mechanism)
+    if mechanism == OAUTHBEARER:
+        await session.authenticator.ready()  # the JWKS, fetched in a thread the first time
     # v0: the tokens follow as bare frames, not in SaslAuthenticate requests.
     session.raw_sasl = request.api_version == 0
     return respond(request, {"error_code": 0, "mechanisms": mechanisms})
@@ -71,6 +86,10 @@ def _authenticator(broker: Broker, listener: str, mechanism: str) -> Any:
     if mechanism == PLAIN:
         jaas = broker.config.for_listener(listener, "plain.sasl.jaas.config")
         return PlainAuthenticator(plain_users(jaas) if jaas else {})
+    if mechanism == OAUTHBEARER:
+        settings = OAuthSettings.from_lookup(
+            lambda name: broker.config.for_listener(listener, name))
+        return OAuthBearerAuthenticator(validator_for(settings) if settings.jwks_url else None)
     return ScramAuthenticator(mechanism, lambda user: broker.credentials.get(user, mechanism))
 
 
@@ -104,7 +123,7 @@ async def authenticate(broker: Broker, request: Request) -> bytes:
                 "error_message": f"Cannot change principals during re-authentication "
                                  f"from {session.principal}: {principal}",
                 "auth_bytes": b"", "session_lifetime": 0})
-        lifetime = session.complete(user, broker.config)
+        lifetime = session.complete(user, broker.config, authenticator)
     return respond(request, {"error_code": 0, "error_message": None, "auth_bytes": answer,
                              "session_lifetime": lifetime})
 
@@ -113,6 +132,14 @@ async def authenticate(broker: Broker, request: Request) -> bytes:
 
 
 async def describe_credentials(broker: Broker, request: Request) -> bytes:
+    if not allowed(broker, request, Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER):
+        # Kafka's getErrorResponse: the error at the top and once per user asked (with
+        # no user name in it).
+        refused = {"error_code": CLUSTER_AUTHORIZATION_FAILED,
+                   "error_message": "Cluster authorization failed."}
+        return respond(request, {"throttle_time": 0, **refused, "results": [
+            {**refused, "user": "", "credential_infos": []}
+            for _ in request.body.users or ()]})
     stored = broker.credentials.users()
     asked = request.body.users
     names = sorted(stored) if not asked else [u.name for u in asked]  # null or []: all
@@ -142,6 +169,11 @@ def _user_error(name: str, code: int, message: str) -> dict[str, Any]:
 
 async def alter_credentials(broker: Broker, request: Request) -> bytes:
     body = request.body
+    if not allowed(broker, request, Operation.ALTER, ResourceType.CLUSTER, CLUSTER):
+        users = list(dict.fromkeys(i.name for i in [*body.deletions, *body.upsertions]))
+        return respond(request, {"throttle_time": 0, "results": [
+            {"user": u, "error_code": CLUSTER_AUTHORIZATION_FAILED,
+             "error_message": "Cluster authorization failed."} for u in users]})
     seen: dict[tuple[str, int], int] = {}
     for item in [*body.deletions, *body.upsertions]:
         seen[(item.name, item.mechanism)] = seen.get((item.name, item.mechanism), 0) + 1
