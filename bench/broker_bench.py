@@ -619,9 +619,13 @@ def consume_perf(broker: Broker, n: int) -> Measured:
         "--num-records", str(n), "--timeout", str(int(STALL_TIMEOUT_S * 1000)),
         "--group", f"perf-{os.getpid()}-{time.monotonic_ns()}")
     broker_cpu = broker.cpu_s() - cpu0
-    header, values = out.strip().splitlines()[-2:]
-    stats = dict(zip([h.strip() for h in header.split(",")],
-                     [v.strip() for v in values.split(",")], strict=True))
+    lines = out.strip().splitlines()
+    header, values = lines[-2:] if len(lines) >= 2 else ("", "")
+    names, fields = [h.strip() for h in header.split(",")], [v.strip() for v in values.split(",")]
+    if "data.consumed.in.nMsg" not in names or len(names) != len(fields):
+        raise RuntimeError(f"ConsumerPerformance against {broker.kind}: unexpected output "
+                           f"{out[-300:]!r}")
+    stats = dict(zip(names, fields, strict=True))
     if int(stats["data.consumed.in.nMsg"]) != n:
         raise RuntimeError(f"ConsumerPerformance against {broker.kind}: read "
                            f"{stats['data.consumed.in.nMsg']} of {n:,} records")
@@ -704,7 +708,7 @@ def one_round(kind: str, args: argparse.Namespace, lines_path: str,
         if kp:
             run("produce_kafka_python", produce_kafka_python, kp, args.value_bytes)
             run("consume_kafka_python", consume_kafka_python, kp)
-        if args.perf_records:
+        if "produce_perf" in wls:
             run("produce_perf", produce_perf, args.perf_records, args.value_bytes)
             run("consume_perf", consume_perf, args.perf_records)
         out["peak_rss_mib"] = round(broker.peak_rss_mib(), 1)  # VmHWM of the whole round
