@@ -1,5 +1,9 @@
-"""Security decisions with no I/O: Kafka's ACL model and authorization rule (``acls``).
+"""Security decisions: Kafka's ACL model and authorization rule (``acls``), SCRAM
+credentials and exchanges (``scram``), the server side of the SASL mechanisms (``sasl``,
+``oauth``).
 
-The listeners' TLS, SASL and the stores that keep ACLs and credentials build on these
-(issue 18); nothing here opens a socket or a file.
+Pure but for one thing: ``oauth`` reads the identity provider's JWKS (HTTP or a file),
+on a thread of its own. The listeners' TLS, the sessions and the stores that keep ACLs
+and credentials are the server's (``server.tls``, ``server.session``,
+``server.authorizer``, ``server.credentials``).
 """
