@@ -254,3 +254,30 @@ def test_admin_apis_check_their_operations(acl_broker: BrokerProcess):
     assert "retention.ms" in alice.describe_configs([mine])[mine].result(WAIT)
     with pytest.raises(KafkaException, match="TOPIC_AUTHORIZATION_FAILED"):
         alice.describe_configs([orders])[orders].result(WAIT)
+
+
+
+def test_describe_cluster_reports_the_operations_one_may_do(acl_broker: BrokerProcess):
+    """KIP-430 through the wire (librdkafka asks Metadata v12, which no longer has the
+    field): a super user has every cluster operation, alice - with DESCRIBE on the
+    cluster given to her here - DESCRIBE and nothing else."""
+    port = int(acl_broker.listener("SASL_PLAINTEXT").rsplit(":", 1)[1])
+    admin = AdminClient(login(acl_broker, "admin"))
+    grant = acl(ResourceType.BROKER, "kafka-cluster", "alice", AclOperation.DESCRIBE)
+    admin.create_acls([grant])[grant].result(WAIT)
+    try:
+        seen = {}
+        for user in ("admin", "alice"):
+            with WireClient(port) as client:
+                assert plain_login(client, user, f"{user}-secret").error_code.value == 0
+                answer = client.request(60, 0, {"include_cluster_authorized_operations": True})
+                assert answer.error_code.value == 0
+                seen[user] = {op for op in range(16)
+                              if answer.cluster_authorized_operations & (1 << op)}
+        assert seen["admin"] == {5, 7, 8, 9, 10, 11, 12}
+        assert seen["alice"] == {8}  # DESCRIBE
+    finally:
+        for future in admin.delete_acls([AclBindingFilter(
+                ResourceType.BROKER, "kafka-cluster", LITERAL, "User:alice", None,
+                AclOperation.ANY, AclPermissionType.ANY)]).values():
+            future.result(WAIT)

@@ -86,8 +86,8 @@ _OP_NAMES = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT
 # The broker setting each topic config defaults to (log.retention.ms -> retention.ms).
 _BROKER_SETTING_OF = {s.topic_name: s for s in SETTINGS.values() if s.topic_name}
 
-# AclOperation codes a single node without an authorizer allows on the cluster resource,
-# reported when a client asks for cluster_authorized_operations (KIP-430).
+# AclOperation codes that apply to the cluster resource, reported (those the principal
+# may do) when a client asks for cluster_authorized_operations (KIP-430).
 _CLUSTER_OPERATIONS = (5, 7, 8, 9, 10, 11, 12)  # CREATE, ALTER, DESCRIBE, CLUSTER_ACTION,
 # DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE
 NO_AUTHORIZED_OPERATIONS = -(2**31)  # "not requested"
@@ -484,7 +484,11 @@ async def describe_cluster(broker: Broker, request: Request) -> bytes:
                                   "is a broker, not a KRaft controller",
                     brokers=[], controller_id=-1)
     elif body.include_cluster_authorized_operations:
-        data["cluster_authorized_operations"] = sum(1 << op for op in _CLUSTER_OPERATIONS)
+        # KIP-430: the operations the principal may do on the cluster (all of them
+        # without an authorizer).
+        data["cluster_authorized_operations"] = sum(
+            1 << op for op in _CLUSTER_OPERATIONS
+            if allowed(broker, request, Operation(op), ResourceType.CLUSTER, CLUSTER))
     return respond(request, data)
 
 
