@@ -27,6 +27,7 @@ import json
 import os
 import time
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -64,10 +65,14 @@ def odradek_server(tmp_path_factory: pytest.TempPathFactory):
         yield broker
 
 
-def run_go(program: str, scenario: str, broker: BrokerProcess, topic: str) -> dict:
+def run_go(program: str, scenario: str, broker: BrokerProcess, topic: str, *,
+           bootstrap: str | None = None, extra: Sequence[str] = ()) -> dict:
+    """The program's JSON result; the test fails when it exits with an error. ``bootstrap``
+    (default: the broker's PLAINTEXT address) and ``extra`` flags (-tls-ca, -sasl-*: see
+    test_go_secure.py) go before the scenario."""
     binary = require_program(program)
-    done = run_tool([str(binary), "-bootstrap", broker.bootstrap, "-topic", topic, scenario],
-                    timeout=RUN_TIMEOUT, check=False)
+    done = run_tool([str(binary), "-bootstrap", bootstrap or broker.bootstrap, "-topic", topic,
+                     *extra, scenario], timeout=RUN_TIMEOUT, check=False)
     lines = done.stdout.strip().splitlines()
     try:
         result = json.loads(lines[-1])
@@ -96,9 +101,13 @@ def by_partition(records: list[dict]) -> dict[int, list[dict]]:
 def test_go_client_writes_every_codec_and_reads_each_record_back_once_in_order(
         odradek_server, program):
     topic = f"go-produce-{program}"
-    partitions, count = 3, 20
-    result = run_go(program, "produce", odradek_server, topic)
+    check_produce(run_go(program, "produce", odradek_server, topic), odradek_server, topic,
+                  program)
 
+
+def check_produce(result: dict, broker: BrokerProcess, topic: str, program: str) -> None:
+    """What the produce scenario must have seen and stored (test_go_secure.py too)."""
+    partitions, count = 3, 20
     got = by_partition(result["records"])
     assert sorted(got) == list(range(partitions))
     for p, records in got.items():
@@ -117,7 +126,7 @@ def test_go_client_writes_every_codec_and_reads_each_record_back_once_in_order(
                                                  for i in range(count)]
 
     for p in range(partitions):
-        batches = stored_batches(odradek_server, topic, p)
+        batches = stored_batches(broker, topic, p)
         assert sum(b.count for b in batches) == count * len(CODECS)
         # Each codec's records were sent in one go: consecutive batches, in send order.
         codecs_in_order = [b.codec for b in batches]

@@ -54,6 +54,8 @@ func main() {
 
 func client(opts ...kgo.Opt) *kgo.Client {
 	opts = append([]kgo.Opt{kgo.SeedBrokers(*bootstrap), kgo.FetchMaxWait(500 * time.Millisecond)}, opts...)
+	// -tls-ca, -sasl-*: TLS and SASL (secure.go); nothing without them.
+	opts = append(opts, securityOpts()...)
 	if os.Getenv("FRANZ_DEBUG") != "" { // the client's own log on stderr, to see why a step hangs
 		opts = append(opts, kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelDebug, nil)))
 	}
