@@ -76,7 +76,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -371,13 +371,17 @@ LOAD_PRODUCER = {
 }
 
 
-def produce(broker: Broker, n: int, value_bytes: int, topic: str = TOPIC) -> Measured:
+def produce(broker: Broker, n: int, value_bytes: int, topic: str = TOPIC,
+            conf: Mapping[str, Any] | None = None) -> Measured:
+    """``conf``: client settings over the load's (security_bench.py: a listener's address
+    and security settings)."""
     # No delivery callbacks: a Python call per record would cost the client more CPU than
     # the brokers spend. Client errors are collected by error_cb, and the consume step
     # checks that exactly N records arrived (high watermark and last offset).
     errors: list[str] = []
     producer = Producer({"error_cb": lambda err: errors.append(str(err)),
-                         "bootstrap.servers": broker.bootstrap, **LOAD_PRODUCER})
+                         "bootstrap.servers": broker.bootstrap, **LOAD_PRODUCER,
+                         **(conf or {})})
     # Connect and fetch metadata before timing.
     producer.list_topics(topic, timeout=10)
     value = os.urandom(value_bytes)
@@ -407,13 +411,15 @@ CONSUMER_SETTINGS = {
 }
 
 
-def warm_up_consumer(broker: Broker) -> None:
+def warm_up_consumer(broker: Broker, topic: str = TOPIC,
+                     conf: Mapping[str, Any] | None = None) -> None:
     """An untimed consumer reads one record: the requests a consumer sends first (its
     FindCoordinator among them) cost Odradek a one-off the first time it sees their
     version (see ``warm_up``)."""
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, **CONSUMER_SETTINGS})
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, **CONSUMER_SETTINGS,
+                         **(conf or {})})
     try:
-        consumer.assign([TopicPartition(TOPIC, 0, 0)])
+        consumer.assign([TopicPartition(topic, 0, 0)])
         deadline = time.monotonic() + STALL_TIMEOUT_S
         while not consumer.consume(num_messages=1, timeout=1.0):
             if time.monotonic() > deadline:
@@ -422,10 +428,12 @@ def warm_up_consumer(broker: Broker) -> None:
         consumer.close()
 
 
-def consume(broker: Broker, n: int, *, warm: bool = True, topic: str = TOPIC) -> Measured:
+def consume(broker: Broker, n: int, *, warm: bool = True, topic: str = TOPIC,
+            conf: Mapping[str, Any] | None = None) -> Measured:
     if warm:
-        warm_up_consumer(broker)
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, **CONSUMER_SETTINGS})
+        warm_up_consumer(broker, topic, conf)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, **CONSUMER_SETTINGS,
+                         **(conf or {})})
     try:
         consumer.list_topics(topic, timeout=10)
         low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)

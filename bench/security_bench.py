@@ -70,7 +70,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.append(str(REPO))  # tests.*: certificates, Apache Kafka, the wire client
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition  # noqa: E402
+from confluent_kafka import KafkaException  # noqa: E402
 from confluent_kafka.admin import (  # noqa: E402
     AdminClient,
     NewTopic,
@@ -83,6 +83,7 @@ from tests.apache_kafka import KAFKA_VERSION, ApacheKafka, kafka_jars_present  #
 from tests.certs import TestCA  # noqa: E402
 from tests.wire import WireClient  # noqa: E402
 
+import broker_bench  # noqa: E402
 from _common import (  # noqa: E402
     finish,
     free_port,
@@ -93,9 +94,7 @@ from _common import (  # noqa: E402
     shown_path,
 )
 from broker_bench import (  # noqa: E402
-    CONSUMER_SETTINGS,
     LOAD_PRODUCER,
-    STALL_TIMEOUT_S,
     Measured,
     answers_kafka_protocol,
     broker_machine_info,
@@ -301,70 +300,13 @@ def prepare(broker: SecureBroker, listeners: Sequence[str]) -> None:
 def produce(broker: SecureBroker, conf: dict[str, Any], topic: str, n: int,
             value_bytes: int) -> Measured:
     """broker_bench.produce, with the listener's client settings."""
-    errors: list[str] = []
-    producer = Producer({**conf, **LOAD_PRODUCER,
-                         "error_cb": lambda err: errors.append(str(err))})
-    producer.list_topics(topic, timeout=10)  # connected (and logged in) before timing
-    value = os.urandom(value_bytes)
-    produce_one = producer.produce
-    cpu0, self0 = broker.cpu_s(), self_cpu_s()
-    t0 = time.perf_counter()
-    for _ in range(n):
-        try:
-            produce_one(topic, value, partition=0)
-        except BufferError:
-            producer.poll(0.05)
-            produce_one(topic, value, partition=0)
-    remaining = producer.flush(STALL_TIMEOUT_S * 5)
-    t1 = time.perf_counter()
-    cpu1, self1 = broker.cpu_s(), self_cpu_s()
-    if remaining or errors:
-        raise RuntimeError(f"produce to {broker.kind} ({conf['security.protocol']}): "
-                           f"{remaining:,} of {n:,} records still queued after flush; "
-                           f"client errors: {errors[:5]}")
-    return Measured(t1 - t0, n, cpu1 - cpu0, self1 - self0, broker.peak_rss_mib())
+    return broker_bench.produce(broker, n, value_bytes, topic, conf)  # type: ignore[arg-type]
 
 
 def consume(broker: SecureBroker, conf: dict[str, Any], topic: str, n: int) -> Measured:
     """broker_bench.consume (after its untimed one-record consumer), with the listener's
     client settings."""
-    settings = {**conf, **CONSUMER_SETTINGS}
-    warm = Consumer(settings)
-    try:
-        warm.assign([TopicPartition(topic, 0, 0)])
-        deadline = time.monotonic() + STALL_TIMEOUT_S
-        while not warm.consume(num_messages=1, timeout=1.0):
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"warm-up consumer got nothing from {broker.kind}")
-    finally:
-        warm.close()
-    consumer = Consumer(settings)
-    try:
-        consumer.list_topics(topic, timeout=10)
-        got, last_offset = 0, -1
-        cpu0, self0 = broker.cpu_s(), self_cpu_s()
-        t0 = time.perf_counter()
-        last_progress = t0
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        while got < n:
-            msgs = consumer.consume(num_messages=10_000, timeout=1.0)
-            for m in msgs:
-                if m.error() is not None:
-                    raise KafkaException(m.error())
-            if msgs:
-                got += len(msgs)
-                last_offset = msgs[-1].offset()
-                last_progress = time.perf_counter()
-            elif time.perf_counter() - last_progress > STALL_TIMEOUT_S:
-                raise RuntimeError(f"consume from {broker.kind}: stalled at {got:,} of {n:,}")
-        t1 = time.perf_counter()
-        cpu1, self1 = broker.cpu_s(), self_cpu_s()
-        if got != n or last_offset != n - 1:
-            raise RuntimeError(f"consume from {broker.kind}: {got:,} records up to offset "
-                               f"{last_offset:,}, expected {n:,} up to {n - 1:,}")
-        return Measured(t1 - t0, n, cpu1 - cpu0, self1 - self0, broker.peak_rss_mib())
-    finally:
-        consumer.close()
+    return broker_bench.consume(broker, n, topic=topic, conf=conf)  # type: ignore[arg-type]
 
 
 def scram_login(port: int, context: ssl.SSLContext | None) -> None:
