@@ -208,7 +208,12 @@ def test_java_consumer_group_protocol_kip848(consumer_checks: dict) -> None:
     # Described through ConsumerGroupDescribe; the broker's default assignor.
     described = check(consumer_checks, "consumer-protocol")["described"]
     assert (described["type"], described["assignor"]) == ("Consumer", "uniform")
+    # A consumer-protocol member may be answered with no partitions first and get them
+    # at a later heartbeat (Kafka 4.4 does so too: tests/oracle); the Java client then
+    # calls onPartitionsAssigned([]) once (seen once in CI under load).
     events = callbacks(a)
+    if events[:1] == ["assigned []"]:
+        events = events[1:]
     assert events[:2] == ["assigned [0, 1, 2, 3]", "-- b joins --"]
     assert [e for e in events if e.startswith("revoked")] == [
         f"revoked {sorted(b['assignment'])}"]
