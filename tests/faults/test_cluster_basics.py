@@ -71,8 +71,16 @@ def test_brokers_register_and_one_becomes_controller(cluster: Cluster) -> None:
 def test_a_topic_is_spread_over_the_brokers_and_every_replica_gets_every_record(
         cluster: Cluster) -> None:
     cluster.create_topic("orders", partitions=3, rf=3)
-    metadata = AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics(timeout=30)
-    partitions = metadata.topics["orders"].partitions
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+
+    def leaders_known() -> bool:
+        # CreateTopics waits for the leaders on the broker that answered it; the one
+        # answering Metadata may learn of them a moment later (the client retries too).
+        found = admin.list_topics("orders", timeout=30).topics["orders"].partitions
+        return all(p.leader >= 0 for p in found.values())
+
+    cluster.wait_for(leaders_known, 30, "every partition of orders has a leader")
+    partitions = admin.list_topics(timeout=30).topics["orders"].partitions
     assert sorted({p.leader for p in partitions.values()}) == [1, 2, 3]  # leaders spread
     for p in partitions.values():
         assert sorted(p.replicas) == [1, 2, 3] and sorted(p.isrs) == [1, 2, 3]
