@@ -54,7 +54,6 @@ import argparse
 import datetime
 import os
 import shutil
-import signal
 import socket
 import ssl
 import statistics
@@ -88,8 +87,6 @@ from _common import (  # noqa: E402
     finish,
     free_port,
     note,
-    proc_cpu_s,
-    proc_peak_rss_mib,
     self_cpu_s,
     shown_path,
 )
@@ -138,10 +135,11 @@ OTHER_RATIOS = (
 # --- brokers --------------------------------------------------------------------------
 
 
-class SecureBroker:
+class SecureBroker(broker_bench.Broker):
     """One broker (``kind``) with its listeners on free ports of 127.0.0.1; ready when
     constructed (every listener accepts, PLAINTEXT answers ApiVersions + Metadata).
-    ``ports``: listener name -> port."""
+    ``ports``: listener name -> port; ``bootstrap`` is the PLAINTEXT listener's. Stopping,
+    CPU, RSS and output are broker_bench.Broker's."""
 
     def __init__(self, kind: str, tmp_root: str, keystore: Path) -> None:
         self.kind = kind
@@ -155,6 +153,7 @@ class SecureBroker:
             self._start_odradek(keystore)
         self._wait_listeners()
         self.startup_s = time.monotonic() - began
+        self.bootstrap = self.address(PLAINTEXT)
 
     def _start_odradek(self, keystore: Path) -> None:
         self.ports: dict[str, int] = {}
@@ -230,40 +229,13 @@ class SecureBroker:
             if waiting:
                 time.sleep(READY_POLL_S)
 
-    def bootstrap(self, listener: str) -> str:
+    def address(self, listener: str) -> str:
         return f"127.0.0.1:{self.ports[listener]}"
-
-    def output(self) -> str:
-        with open(self.log_path, "rb") as f:
-            return f.read().decode(errors="replace")
-
-    def cpu_s(self) -> float:
-        return proc_cpu_s(self.pid)
-
-    def peak_rss_mib(self) -> float:
-        return proc_peak_rss_mib(self.pid)
-
-    def stop(self) -> int | None:
-        if self.kafka is not None:
-            rc = self.kafka.stop()
-        else:
-            if self.proc.poll() is None:
-                self.proc.send_signal(signal.SIGTERM)
-                try:
-                    self.proc.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    note(f"{self.kind} (pid {self.pid}) ignored SIGTERM for 30 s: SIGKILL")
-                    self.proc.kill()
-                    self.proc.wait()
-            self.log.close()
-            rc = self.proc.returncode
-        shutil.rmtree(self.data_dir, ignore_errors=True)
-        return rc
 
 
 def client_config(broker: SecureBroker, listener: str, ca: Path) -> dict[str, Any]:
     """librdkafka settings to reach ``listener`` of ``broker``."""
-    conf: dict[str, Any] = {"bootstrap.servers": broker.bootstrap(listener),
+    conf: dict[str, Any] = {"bootstrap.servers": broker.address(listener),
                             "security.protocol": listener}
     if listener in (SSL_, SASL_SSL):
         conf["ssl.ca.location"] = str(ca)
@@ -280,7 +252,7 @@ def topic_of(listener: str, warm: bool = False) -> str:
 def prepare(broker: SecureBroker, listeners: Sequence[str]) -> None:
     """Topics (one per listener, one more for its warm-up) and, on Odradek, the SCRAM
     user, all through the PLAINTEXT listener."""
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap(PLAINTEXT)})
+    admin = AdminClient({"bootstrap.servers": broker.address(PLAINTEXT)})
     topics = [NewTopic(topic_of(lst, warm), num_partitions=1, replication_factor=1)
               for lst in listeners for warm in (False, True)]
     for future in admin.create_topics(topics, operation_timeout=10,
@@ -300,13 +272,13 @@ def prepare(broker: SecureBroker, listeners: Sequence[str]) -> None:
 def produce(broker: SecureBroker, conf: dict[str, Any], topic: str, n: int,
             value_bytes: int) -> Measured:
     """broker_bench.produce, with the listener's client settings."""
-    return broker_bench.produce(broker, n, value_bytes, topic, conf)  # type: ignore[arg-type]
+    return broker_bench.produce(broker, n, value_bytes, topic, conf)
 
 
 def consume(broker: SecureBroker, conf: dict[str, Any], topic: str, n: int) -> Measured:
     """broker_bench.consume (after its untimed one-record consumer), with the listener's
     client settings."""
-    return broker_bench.consume(broker, n, topic=topic, conf=conf)  # type: ignore[arg-type]
+    return broker_bench.consume(broker, n, topic=topic, conf=conf)
 
 
 def scram_login(port: int, context: ssl.SSLContext | None) -> None:
