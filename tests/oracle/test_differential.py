@@ -680,20 +680,30 @@ KNOWN_DIFFERENCES: dict[str, dict[str, tuple[Any, Any]]] = {
 }
 
 
-def run_sequence(port: int, sequence: str) -> dict[str, dict[str, Any]]:
+def run_sequence(port: int, run: Callable[[Recorder, str], None], prefix: str
+                 ) -> dict[str, dict[str, Any]]:
     with WireClient(port, timeout=30.0) as c:
         recorder = Recorder(c)
-        SEQUENCES[sequence](recorder, f"oracle-{sequence.replace('_', '-')}")
+        run(recorder, prefix)
         return recorder.steps
+
+
+def assert_answers_as_kafka_does(sequence: str, run: Callable[[Recorder, str], None],
+                                 known: dict[str, tuple[Any, Any]], prefix: str,
+                                 apache_kafka: Any, odradek: Any) -> None:
+    """Run one sequence against both brokers (names prefixed ``prefix``) and require the
+    answers to differ exactly by ``known``."""
+    kafka = run_sequence(apache_kafka.port, run, prefix)
+    ours = run_sequence(odradek.port, run, prefix)
+    found = differences(kafka, ours)
+    report = "\n".join(f"  {path}: Kafka {k!r}, Odradek {o!r}"
+                       for path, (k, o) in found.items())
+    assert found == known, (f"{sequence}: answers differ from Apache Kafka's "
+                            f"(beyond KNOWN_DIFFERENCES):\n{report}")
 
 
 @pytest.mark.parametrize("sequence", sorted(SEQUENCES))
 def test_odradek_answers_as_apache_kafka_does(sequence: str, apache_kafka, odradek) -> None:
-    kafka = run_sequence(apache_kafka.port, sequence)
-    ours = run_sequence(odradek.port, sequence)
-    found = differences(kafka, ours)
-    expected = KNOWN_DIFFERENCES.get(sequence, {})
-    report = "\n".join(f"  {path}: Kafka {k!r}, Odradek {o!r}"
-                       for path, (k, o) in found.items())
-    assert found == expected, (f"{sequence}: answers differ from Apache Kafka's "
-                               f"(beyond KNOWN_DIFFERENCES):\n{report}")
+    assert_answers_as_kafka_does(sequence, SEQUENCES[sequence],
+                                 KNOWN_DIFFERENCES.get(sequence, {}),
+                                 f"oracle-{sequence.replace('_', '-')}", apache_kafka, odradek)

@@ -24,10 +24,10 @@ import pytest
 from odradek.server.handlers import HANDLERS
 from tests.oracle.test_differential import (
     Recorder,
+    assert_answers_as_kafka_does,
     batch,
     create_topic,
     create_topics,
-    differences,
     fetch_body,
     fetched,
     find_coordinator,
@@ -473,20 +473,9 @@ KNOWN_DIFFERENCES: dict[str, dict[str, tuple[Any, Any]]] = {
 }
 
 
-def run_sequence(port: int, sequence: str) -> dict[str, dict[str, Any]]:
-    with WireClient(port, timeout=30.0) as c:
-        recorder = Recorder(c)
-        SEQUENCES[sequence](recorder, f"oracle-more-{sequence.replace('_', '-')}")
-        return recorder.steps
-
-
 @pytest.mark.parametrize("sequence", sorted(SEQUENCES))
 def test_odradek_answers_as_apache_kafka_does(sequence: str, apache_kafka, odradek) -> None:
-    kafka = run_sequence(apache_kafka.port, sequence)
-    ours = run_sequence(odradek.port, sequence)
-    found = differences(kafka, ours)
-    expected = KNOWN_DIFFERENCES.get(sequence, {})
-    report = "\n".join(f"  {path}: Kafka {k!r}, Odradek {o!r}"
-                       for path, (k, o) in found.items())
-    assert found == expected, (f"{sequence}: answers differ from Apache Kafka's "
-                               f"(beyond KNOWN_DIFFERENCES):\n{report}")
+    assert_answers_as_kafka_does(sequence, SEQUENCES[sequence],
+                                 KNOWN_DIFFERENCES.get(sequence, {}),
+                                 f"oracle-more-{sequence.replace('_', '-')}", apache_kafka,
+                                 odradek)
