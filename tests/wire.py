@@ -74,3 +74,13 @@ class WireClient:
                 raise ConnectionError("the broker closed the connection")
             out += chunk
         return bytes(out)
+
+
+def closed_by_peer(client: WireClient, timeout: float = 5.0) -> bool:
+    """Whether the broker closes ``client``'s connection (within ``timeout``) without
+    sending anything more."""
+    try:
+        client.sock.settimeout(timeout)
+        return client.sock.recv(1) == b""
+    except (ConnectionError, OSError):
+        return True

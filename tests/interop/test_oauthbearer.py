@@ -14,7 +14,6 @@ small HTTP server on 127.0.0.1 that the test starts and stops.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import struct
 import time
@@ -28,8 +27,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.security.oauth import initial_response
 from tests.security.test_oauth import AUDIENCE, ISSUER, IdentityProvider, JwksServer
-from tests.wire import WireClient
+from tests.wire import WireClient, closed_by_peer
 
+from . import round_trips
 from .conftest import BrokerProcess, start_broker
 
 pytestmark = pytest.mark.interop
@@ -95,21 +95,8 @@ def _b64(part: str) -> bytes:
 
 
 def round_trip(conf: dict[str, Any], tag: str) -> None:
-    producer = Producer({**conf, "linger.ms": 2})
-    for i in range(RECORDS):
-        producer.produce(TOPIC, key=tag.encode(), value=b"%d" % i, partition=0)
-    assert producer.flush(WAIT) == 0
-    consumer = Consumer({**conf, "group.id": f"reader-{tag}", "enable.auto.commit": False})
-    consumer.assign([TopicPartition(TOPIC, 0, 0)])
-    mine: list[bytes] = []
-    deadline = time.monotonic() + WAIT
-    while len(mine) < RECORDS and time.monotonic() < deadline:
-        for m in consumer.consume(500, 1.0):
-            assert m.error() is None, m.error()
-            if m.key() == tag.encode():
-                mine.append(m.value())
-    consumer.close()
-    assert mine == [b"%d" % i for i in range(RECORDS)]
+    assert round_trips.rdkafka(conf, TOPIC, tag.encode(), RECORDS) == round_trips.expected(
+        RECORDS)
 
 
 def test_confluent_kafka_produces_and_consumes_with_a_jwt(oauth_broker, idp, jwks):
@@ -151,8 +138,6 @@ def test_refused_tokens_get_no_metadata_and_the_broker_logs_why(oauth_broker, id
 
 
 def test_kafka_python_produces_and_consumes_with_a_token_provider(oauth_broker, idp):
-    from kafka import KafkaConsumer, KafkaProducer
-    from kafka import TopicPartition as KTopicPartition
     try:
         from kafka.net.sasl.oauth import AbstractTokenProvider  # kafka-python 3
     except ImportError:
@@ -168,69 +153,22 @@ def test_kafka_python_produces_and_consumes_with_a_token_provider(oauth_broker, 
     conf = {"bootstrap_servers": oauth_broker.listener("SASL_PLAINTEXT"),
             "security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "OAUTHBEARER",
             "sasl_oauth_token_provider": Provider()}
-    producer = KafkaProducer(**conf)
-    for i in range(RECORDS):
-        producer.send(TOPIC, key=b"kafka-python", value=b"%d" % i, partition=0)
-    producer.flush(WAIT)
-    producer.close()
-    consumer = KafkaConsumer(**conf, enable_auto_commit=False)
-    tp = KTopicPartition(TOPIC, 0)
-    consumer.assign([tp])
-    consumer.seek(tp, 0)
-    mine: list[bytes] = []
-    deadline = time.monotonic() + WAIT
-    while len(mine) < RECORDS and time.monotonic() < deadline:
-        for records in consumer.poll(timeout_ms=1000).values():
-            mine += [r.value for r in records if r.key == b"kafka-python"]
-    consumer.close()
-    assert mine == [b"%d" % i for i in range(RECORDS)]
+    assert round_trips.kafka_python(conf, TOPIC, b"kafka-python", RECORDS) == (
+        round_trips.expected(RECORDS))
 
 
 def test_aiokafka_produces_and_consumes_with_a_token_provider(oauth_broker, idp):
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-    from aiokafka import TopicPartition as ATopicPartition
     from aiokafka.abc import AbstractTokenProvider
 
     class Provider(AbstractTokenProvider):
         async def token(self) -> str:
             return idp.token("carol")
 
-    async def run() -> list[bytes]:
-        conf = {"bootstrap_servers": oauth_broker.listener("SASL_PLAINTEXT"),
-                "security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "OAUTHBEARER",
-                "sasl_oauth_token_provider": Provider()}
-        producer = AIOKafkaProducer(**conf)
-        await producer.start()
-        try:
-            for i in range(RECORDS):
-                await producer.send(TOPIC, key=b"aiokafka", value=b"%d" % i, partition=0)
-            await producer.flush()
-        finally:
-            await producer.stop()
-        consumer = AIOKafkaConsumer(**conf, enable_auto_commit=False)
-        await consumer.start()
-        try:
-            tp = ATopicPartition(TOPIC, 0)
-            consumer.assign([tp])
-            consumer.seek(tp, 0)
-            mine: list[bytes] = []
-            async with asyncio.timeout(WAIT):
-                while len(mine) < RECORDS:
-                    for records in (await consumer.getmany(timeout_ms=1000)).values():
-                        mine += [r.value for r in records if r.key == b"aiokafka"]
-            return mine
-        finally:
-            await consumer.stop()
-
-    assert asyncio.run(run()) == [b"%d" % i for i in range(RECORDS)]
-
-
-def closed(client: WireClient) -> bool:
-    try:
-        client.sock.settimeout(5)
-        return client.sock.recv(1) == b""
-    except (ConnectionError, OSError):
-        return True
+    conf = {"bootstrap_servers": oauth_broker.listener("SASL_PLAINTEXT"),
+            "security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "OAUTHBEARER",
+            "sasl_oauth_token_provider": Provider()}
+    assert round_trips.aiokafka(conf, TOPIC, b"aiokafka", RECORDS) == (
+        round_trips.expected(RECORDS))
 
 
 def oauth_login(client: WireClient, token: str) -> Any:
@@ -254,18 +192,18 @@ def test_on_the_wire_as_kafka(oauth_broker, idp):
         failed = client.request(36, 2, {"auth_bytes": b"\x01"})
         assert failed.error_code.value == 58  # SASL_AUTHENTICATION_FAILED
         assert failed.error_message == '{"status":"invalid_token"}'
-        assert closed(client)
+        assert closed_by_peer(client)
     with WireClient(port) as client:  # a malformed first message fails at once
         failed = oauth_login(client, "not a jwt at all")
         assert failed.error_code.value == 58
         assert "invalid credentials with SASL mechanism OAUTHBEARER" in failed.error_message
-        assert closed(client)
+        assert closed_by_peer(client)
     with WireClient(port) as client:  # a session past its token's expiry is closed
         ok = oauth_login(client, idp.token("alice", lifetime=2))
         assert 0 < ok.session_lifetime.total_seconds() <= 2
         time.sleep(2.5)
         client.sock.sendall(struct.pack(">ihhih", 12, 3, 1, 9, -1) + struct.pack(">i", 0))
-        assert closed(client)
+        assert closed_by_peer(client)
 
 
 def test_librdkafka_re_authenticates_with_fresh_tokens(tmp_path: Path, idp, jwks):

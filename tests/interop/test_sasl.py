@@ -38,8 +38,9 @@ from confluent_kafka.admin import (
 )
 
 from tests.certs import TestCA
-from tests.wire import WireClient, encode_request
+from tests.wire import WireClient, closed_by_peer, encode_request
 
+from . import round_trips
 from .conftest import BrokerProcess, require_tool, run_tool, start_broker
 from .test_kafkajs import KafkaJS, installed_kafkajs
 
@@ -108,21 +109,8 @@ def rdkafka(broker: BrokerProcess, ca, listener: str, mechanism: str, user: str,
 
 def round_trip(conf: dict[str, str], tag: str) -> None:
     """Produce RECORDS records tagged ``tag`` and find them all when reading back."""
-    producer = Producer({**conf, "linger.ms": 2})
-    for i in range(RECORDS):
-        producer.produce("sasl", key=tag.encode(), value=b"%d" % i, partition=0)
-    assert producer.flush(WAIT) == 0
-    consumer = Consumer({**conf, "group.id": f"reader-{tag}", "enable.auto.commit": False})
-    consumer.assign([TopicPartition("sasl", 0, 0)])
-    mine: list[bytes] = []
-    deadline = time.monotonic() + WAIT
-    while len(mine) < RECORDS and time.monotonic() < deadline:
-        for m in consumer.consume(500, 1.0):
-            assert m.error() is None, m.error()
-            if m.key() == tag.encode():
-                mine.append(m.value())
-    consumer.close()
-    assert mine == [b"%d" % i for i in range(RECORDS)]
+    assert round_trips.rdkafka(conf, "sasl", tag.encode(), RECORDS) == round_trips.expected(
+        RECORDS)
 
 
 LOGINS = [
@@ -161,9 +149,6 @@ def test_bad_credentials_get_an_authentication_error_and_no_data(
 
 
 def test_kafka_python_logs_in_with_plain_and_scram(sasl_broker, ca):
-    from kafka import KafkaConsumer, KafkaProducer
-    from kafka import TopicPartition as KTopicPartition
-
     for listener, mechanism, user, password in LOGINS:
         conf = {"bootstrap_servers": sasl_broker.listener(listener),
                 "security_protocol": listener, "sasl_mechanism": mechanism,
@@ -171,58 +156,19 @@ def test_kafka_python_logs_in_with_plain_and_scram(sasl_broker, ca):
         if listener == "SASL_SSL":
             conf["ssl_cafile"] = str(ca[0].cert)
         tag = f"kafka-python-{listener}-{mechanism}".encode()
-        producer = KafkaProducer(**conf)
-        for i in range(RECORDS):
-            producer.send("sasl", key=tag, value=b"%d" % i, partition=0)
-        producer.flush(WAIT)
-        producer.close()
-        consumer = KafkaConsumer(**conf, enable_auto_commit=False)
-        tp = KTopicPartition("sasl", 0)
-        consumer.assign([tp])
-        consumer.seek(tp, 0)
-        mine: list[bytes] = []
-        deadline = time.monotonic() + WAIT
-        while len(mine) < RECORDS and time.monotonic() < deadline:
-            for records in consumer.poll(timeout_ms=1000).values():
-                mine += [r.value for r in records if r.key == tag]
-        consumer.close()
-        assert mine == [b"%d" % i for i in range(RECORDS)], (listener, mechanism)
+        assert round_trips.kafka_python(conf, "sasl", tag, RECORDS) == round_trips.expected(
+            RECORDS), (listener, mechanism)
 
 
 def test_aiokafka_logs_in_with_scram_over_sasl_ssl(sasl_broker, ca):
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-    from aiokafka import TopicPartition as ATopicPartition
     from aiokafka.helpers import create_ssl_context
 
-    async def run() -> list[bytes]:
-        conf = {"bootstrap_servers": sasl_broker.listener("SASL_SSL"),
-                "security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-256",
-                "sasl_plain_username": "carol", "sasl_plain_password": "carol-secret",
-                "ssl_context": create_ssl_context(cafile=str(ca[0].cert))}
-        producer = AIOKafkaProducer(**conf)
-        await producer.start()
-        try:
-            for i in range(RECORDS):
-                await producer.send("sasl", key=b"aiokafka", value=b"%d" % i, partition=0)
-            await producer.flush()
-        finally:
-            await producer.stop()
-        consumer = AIOKafkaConsumer(**conf, enable_auto_commit=False)
-        await consumer.start()
-        try:
-            tp = ATopicPartition("sasl", 0)
-            consumer.assign([tp])
-            consumer.seek(tp, 0)
-            mine: list[bytes] = []
-            async with asyncio.timeout(WAIT):
-                while len(mine) < RECORDS:
-                    for records in (await consumer.getmany(timeout_ms=1000)).values():
-                        mine += [r.value for r in records if r.key == b"aiokafka"]
-            return mine
-        finally:
-            await consumer.stop()
-
-    assert asyncio.run(run()) == [b"%d" % i for i in range(RECORDS)]
+    conf = {"bootstrap_servers": sasl_broker.listener("SASL_SSL"),
+            "security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-256",
+            "sasl_plain_username": "carol", "sasl_plain_password": "carol-secret",
+            "ssl_context": create_ssl_context(cafile=str(ca[0].cert))}
+    assert round_trips.aiokafka(conf, "sasl", b"aiokafka", RECORDS) == round_trips.expected(
+        RECORDS)
 
 
 def test_kcat_logs_in_with_scram_over_sasl_ssl(sasl_broker, ca):
@@ -277,30 +223,22 @@ def plain_login(client: WireClient, user: str, password: str) -> object:
     return client.request(36, 2, {"auth_bytes": f"\0{user}\0{password}".encode()})
 
 
-def closed(client: WireClient) -> bool:
-    try:
-        client.sock.settimeout(5)
-        return client.sock.recv(1) == b""
-    except (ConnectionError, OSError):
-        return True
-
-
 def test_requests_before_authentication_and_unsupported_mechanisms_close_the_connection(
         sasl_broker):
     port = sasl_port(sasl_broker)
     with WireClient(port) as client:  # Metadata before any SASL: closed, nothing answered
         client.sock.sendall(struct.pack(">ihhih", 12, 3, 1, 7, -1) + struct.pack(">i", 0))
-        assert closed(client)
+        assert closed_by_peer(client)
     with WireClient(port) as client:
         answer = client.request(17, 1, {"mechanism": "GSSAPI"})
         assert answer.error_code.value == 33  # UNSUPPORTED_SASL_MECHANISM
         assert list(answer.mechanisms) == ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
-        assert closed(client)
+        assert closed_by_peer(client)
     with WireClient(port) as client:
         failed = plain_login(client, "alice", "nope")
         assert failed.error_code.value == 58  # SASL_AUTHENTICATION_FAILED
         assert failed.error_message == "Authentication failed: Invalid username or password"
-        assert closed(client)
+        assert closed_by_peer(client)
     with WireClient(port) as client:
         ok = plain_login(client, "alice", "alice-secret")
         assert ok.error_code.value == 0 and ok.session_lifetime.total_seconds() == 0
@@ -322,7 +260,7 @@ def test_sessions_expire_unless_the_client_re_authenticates(tmp_path: Path, ca):
             client.request(3, 12, {"topics": None, "allow_auto_topic_creation": False})
             time.sleep(2.0)  # past the session's lifetime, no re-authentication
             client.sock.sendall(struct.pack(">ihhih", 12, 3, 1, 9, -1) + struct.pack(">i", 0))
-            assert closed(client)
+            assert closed_by_peer(client)
         with WireClient(port) as client:  # re-authenticating keeps it going
             plain_login(client, "alice", "alice-secret")
             time.sleep(1.0)

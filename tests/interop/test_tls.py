@@ -16,28 +16,27 @@ certificate from that CA), configured with Kafka's setting names, as an operator
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 import socket
 import ssl
 import struct
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.certs import Issued, TestCA
 
+from . import round_trips
 from .conftest import BrokerProcess, require_tool, run_tool, start_broker
 
 pytestmark = pytest.mark.interop
 
 WAIT = 30.0
 RECORDS = 300
-VALUE = b"v" * 1000  # 300 KB per topic: fetch responses beyond the copy threshold
+PAD = 1000  # bytes per value: 300 KB per topic, fetch responses beyond the copy threshold
 
 
 class Certs:
@@ -85,27 +84,11 @@ def create_topic(bootstrap: str, name: str, **conf: str) -> None:
 
 
 def produce_and_read_back(bootstrap: str, topic: str, conf: dict[str, str]) -> list[bytes]:
-    errors: list[KafkaError] = []
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
-                         "error_cb": errors.append, **conf})
-    for i in range(RECORDS):
-        producer.produce(topic, key=b"%d" % i, value=VALUE, partition=0)
-    assert producer.flush(WAIT) == 0, errors
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-reader",
-                         "enable.auto.commit": False, **conf})
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    keys: list[bytes] = []
-    deadline = time.monotonic() + WAIT
-    while len(keys) < RECORDS and time.monotonic() < deadline:
-        for m in consumer.consume(500, 1.0):
-            assert m.error() is None, m.error()
-            assert m.value() == VALUE
-            keys.append(m.key())
-    consumer.close()
-    return keys
+    return round_trips.rdkafka({"bootstrap.servers": bootstrap, **conf}, topic, b"tls",
+                               RECORDS, PAD)
 
 
-EXPECTED = [b"%d" % i for i in range(RECORDS)]
+EXPECTED = round_trips.expected(RECORDS, PAD)
 
 
 def test_confluent_kafka_produces_and_consumes_over_tls(tls_broker: BrokerProcess,
@@ -141,69 +124,23 @@ def test_kcat_produces_and_consumes_over_tls(tls_broker: BrokerProcess, certs: C
 
 def test_kafka_python_produces_and_consumes_over_tls(tls_broker: BrokerProcess,
                                                      certs: Certs):
-    from kafka import KafkaConsumer, KafkaProducer
-    from kafka import TopicPartition as KTopicPartition
-
     bootstrap = tls_broker.listener("SSL")
     conf = {"bootstrap_servers": bootstrap, "security_protocol": "SSL",
             "ssl_cafile": str(certs.ca.cert)}
     create_topic(bootstrap, "tls-kafka-python", **librdkafka_tls(certs))
-    producer = KafkaProducer(**conf)
-    for i in range(RECORDS):
-        producer.send("tls-kafka-python", key=b"%d" % i, value=VALUE, partition=0)
-    producer.flush(WAIT)
-    producer.close()
-    consumer = KafkaConsumer(**conf, enable_auto_commit=False)
-    tp = KTopicPartition("tls-kafka-python", 0)
-    consumer.assign([tp])
-    consumer.seek(tp, 0)
-    keys: list[bytes] = []
-    deadline = time.monotonic() + WAIT
-    while len(keys) < RECORDS and time.monotonic() < deadline:
-        for records in consumer.poll(timeout_ms=1000).values():
-            keys += [r.key for r in records]
-    consumer.close()
-    assert keys == EXPECTED
+    assert round_trips.kafka_python(conf, "tls-kafka-python", b"tls", RECORDS, PAD) == EXPECTED
 
 
 def test_aiokafka_produces_and_consumes_over_mutual_tls(tls_broker: BrokerProcess,
                                                         certs: Certs):
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-    from aiokafka import TopicPartition as ATopicPartition
     from aiokafka.helpers import create_ssl_context
 
     bootstrap = tls_broker.listener("MTLS")
     create_topic(bootstrap, "tls-aiokafka", **librdkafka_tls(certs, certs.alice))
-
-    async def run() -> list[bytes]:
-        context = create_ssl_context(cafile=str(certs.ca.cert), certfile=str(certs.alice.cert),
-                                     keyfile=str(certs.alice.key))
-        conf = {"bootstrap_servers": bootstrap, "security_protocol": "SSL",
-                "ssl_context": context}
-        producer = AIOKafkaProducer(**conf)
-        await producer.start()
-        try:
-            for i in range(RECORDS):
-                await producer.send("tls-aiokafka", key=b"%d" % i, value=VALUE, partition=0)
-            await producer.flush()
-        finally:
-            await producer.stop()
-        consumer = AIOKafkaConsumer(**conf, enable_auto_commit=False)
-        await consumer.start()
-        try:
-            tp = ATopicPartition("tls-aiokafka", 0)
-            consumer.assign([tp])
-            consumer.seek(tp, 0)
-            keys: list[bytes] = []
-            async with asyncio.timeout(WAIT):
-                while len(keys) < RECORDS:
-                    for records in (await consumer.getmany(timeout_ms=1000)).values():
-                        keys += [r.key for r in records]
-            return keys
-        finally:
-            await consumer.stop()
-
-    assert asyncio.run(run()) == EXPECTED
+    context = create_ssl_context(cafile=str(certs.ca.cert), certfile=str(certs.alice.cert),
+                                 keyfile=str(certs.alice.key))
+    conf = {"bootstrap_servers": bootstrap, "security_protocol": "SSL", "ssl_context": context}
+    assert round_trips.aiokafka(conf, "tls-aiokafka", b"tls", RECORDS, PAD) == EXPECTED
 
 
 def test_mutual_tls_serves_trusted_client_certificates_only(tls_broker: BrokerProcess,
