@@ -10,6 +10,7 @@ never says whether the user exists).
 
 from __future__ import annotations
 
+import functools
 import hmac
 import re
 from collections.abc import Callable
@@ -53,8 +54,10 @@ def parse_jaas(text: str) -> tuple[str, dict[str, str]]:
     return match.group(1), options
 
 
+@functools.lru_cache(maxsize=16)
 def plain_users(jaas: str) -> dict[str, str]:
-    """The ``user_NAME="password"`` entries of a PlainLoginModule JAAS line."""
+    """The ``user_NAME="password"`` entries of a PlainLoginModule JAAS line (parsed once
+    per line, not per login; callers must not change the dict)."""
     _, options = parse_jaas(jaas)
     return {k[len("user_"):]: v for k, v in options.items() if k.startswith("user_")}
 

@@ -10,6 +10,7 @@ The principal is the certificate subject's distinguished name as Java prints it
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import ssl
@@ -125,7 +126,8 @@ class _Rule:
 _RULE = re.compile(r"RULE:((?:\\/|[^/])*)/((?:\\/|[^/])*)/([LU]?)")
 
 
-def principal_rules(text: str) -> list[_Rule]:
+@functools.lru_cache(maxsize=16)
+def principal_rules(text: str) -> tuple[_Rule, ...]:
     """Kafka's ``ssl.principal.mapping.rules``: comma-separated ``DEFAULT`` or
     ``RULE:regex/replacement/[L|U]`` ($1 in a replacement is the first group)."""
     rules: list[_Rule] = []
@@ -150,10 +152,10 @@ def principal_rules(text: str) -> list[_Rule]:
             rest = rest[1:].strip()
         elif rest:
             raise ConfigError(f"ssl.principal.mapping.rules: expected ',' before {rest!r}")
-    return rules
+    return tuple(rules)  # cached: parsed once, not per TLS connection
 
 
-def map_principal(dn: str, rules: list[_Rule]) -> str:
+def map_principal(dn: str, rules: tuple[_Rule, ...]) -> str:
     """The user name the first matching rule makes of ``dn`` (the DN itself if none)."""
     for rule in rules:
         name = rule.apply(dn)

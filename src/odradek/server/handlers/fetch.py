@@ -440,16 +440,16 @@ def handle_now(broker: Broker, request: Request
         # hold a throttled move far below its throttle).
         quota_wait = [0.0]
 
-        def read() -> tuple[list[PartitionResult], int]:
-            return _read_replica(broker, replica, wanted, max_bytes, epochs, log_starts,
-                                 quota_wait)
-
         if not allowed(broker, request, Operation.CLUSTER_ACTION, ResourceType.CLUSTER,
                        CLUSTER):
             # Only brokers replicate: Kafka refuses every partition of such a fetch.
-            def read() -> tuple[list[PartitionResult], int]:
-                return [PartitionResult(t, p, TOPIC_AUTHORIZATION_FAILED, -1, -1, -1, None)
-                        for t, p, _, _ in wanted], 0
+            return _answer(request, [
+                PartitionResult(t, p, TOPIC_AUTHORIZATION_FAILED, -1, -1, -1, None)
+                for t, p, _, _ in wanted], session, incremental)
+
+        def read() -> tuple[list[PartitionResult], int]:
+            return _read_replica(broker, replica, wanted, max_bytes, epochs, log_starts,
+                                 quota_wait)
     else:
         read_committed = body.isolation_level == 1
         following: Following | None = None
