@@ -55,7 +55,7 @@ func config() *sarama.Config {
 	c.ClientID = "odradek-interop-sarama"
 	c.Consumer.MaxWaitTime = 500 * time.Millisecond
 	c.Consumer.Return.Errors = true
-	secure(c) // -tls-ca, -sasl-* (secure.go)
+	secureConfig(c) // -tls-ca, -sasl-* (secure.go, internal/secure)
 	return c
 }
 
