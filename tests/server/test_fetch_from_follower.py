@@ -245,3 +245,27 @@ def test_without_a_selector_the_leader_always_serves(tmp_path) -> None:
         assert (answer.preferred_read_replica, offsets(answer)) == (-1, [0, 1, 2])
     finally:
         b.cluster.replicas.leaders[LED].log.close()
+
+
+def test_with_acls_fetches_need_read_and_replication_needs_cluster_action(broker) -> None:
+    """The authorizer on and no ACL: a consumer's fetch is refused for the topic it may not
+    READ, a follower's (replica id 2) for want of CLUSTER_ACTION - answered at once, nothing
+    read; a super user passes both."""
+    from odradek.server.authorizer import Authorizer
+    from odradek.server.handlers.base import TOPIC_AUTHORIZATION_FAILED
+    from odradek.server.session import Session
+
+    broker.authorizer = Authorizer(load_config(environ={}, overrides={
+        "authorizer.class.name": "x", "super.users": "User:broker"}), str(broker.root))
+    listener = broker.config.listeners[0]
+
+    def as_(principal: str, replica_id: int) -> Request:
+        req = request(LED, 0)
+        return req._replace(body=req.body._replace(replica_id=replica_id),
+                            session=Session(listener, "127.0.0.1", principal))
+
+    for replica_id in (-1, 2):
+        refused = fetch_now(broker, as_("User:alice", replica_id))
+        assert refused.error_code == TOPIC_AUTHORIZATION_FAILED and not refused.records
+    served = fetch_now(broker, as_("User:broker", -1))
+    assert (served.error_code, offsets(served)) == (0, list(range(10)))
