@@ -257,6 +257,33 @@ def test_admin_apis_check_their_operations(acl_broker: BrokerProcess):
 
 
 
+def test_client_quotas_need_the_cluster_config_operations(acl_broker: BrokerProcess,
+                                                         tmp_path: Path):
+    """``odradek quotas`` logged in as bob (no ACL) is refused, as CLUSTER_AUTHORIZATION_
+    FAILED says; as the super user it works. Its --command-config is a Java client's."""
+    import sys
+
+    from .conftest import run_tool
+
+    def quotas(user: str, *args: str):
+        config = tmp_path / f"{user}.properties"
+        config.write_text(
+            "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+            "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule "
+            f'required username="{user}" password="{user}-secret";\n')
+        return run_tool([sys.executable, "-m", "odradek", "quotas", *args, "--bootstrap-server",
+                         acl_broker.listener("SASL_PLAINTEXT"), "--command-config",
+                         str(config)], check=False)
+
+    for args in (["list"], ["set", "--user", "bob", "producer_byte_rate=1"]):
+        refused = quotas("bob", *args)
+        assert refused.returncode == 1 and "not authorized" in refused.stderr, refused
+    assert quotas("admin", "set", "--user", "bob", "producer_byte_rate=1").returncode == 0
+    assert quotas("admin", "list").stdout.splitlines() == [
+        "Quota configs for user-principal 'bob' are producer_byte_rate=1"]
+    assert quotas("admin", "remove", "--user", "bob").returncode == 0
+
+
 def test_describe_cluster_reports_the_operations_one_may_do(acl_broker: BrokerProcess):
     """KIP-430 through the wire (librdkafka asks Metadata v12, which no longer has the
     field): a super user has every cluster operation, alice - with DESCRIBE on the

@@ -326,6 +326,34 @@ def test_kafka_configs_describes_and_alters_topic_configs(
     assert "InvalidConfigurationException" in refused.stdout + refused.stderr
 
 
+def test_kafka_configs_sets_and_describes_client_quotas(odradek_server: BrokerProcess):
+    """kafka-configs.sh --entity-type users|clients (AlterClientQuotas and
+    DescribeClientQuotas through Kafka's own Admin client): a user's quota, a client
+    id's, the defaults, and a refusal with Kafka's reason."""
+    server = ["--bootstrap-server", odradek_server.bootstrap]
+
+    def describe(*entity: str) -> list[str]:
+        return tool("ConfigCommand", *server, "--describe", *entity).stdout.splitlines()
+
+    alice = ["--entity-type", "users", "--entity-name", "alice"]
+    altered = tool("ConfigCommand", *server, "--alter", *alice,
+                   "--add-config", "producer_byte_rate=1048576,request_percentage=25.5")
+    assert altered.stdout.strip() == ("Completed updating config for user alice.")
+    tool("ConfigCommand", *server, "--alter", "--entity-type", "clients",
+         "--entity-default", "--add-config", "consumer_byte_rate=2048")
+    assert describe(*alice) == ["Quota configs for user-principal 'alice' are "
+                                "producer_byte_rate=1048576.0, request_percentage=25.5"]
+    assert describe("--entity-type", "clients", "--entity-default") == [
+        "Quota configs for the default client-id are consumer_byte_rate=2048.0"]
+    refused = tool("ConfigCommand", *server, "--alter", *alice,
+                   "--add-config", "producer_byte_rate=-5", check=False)
+    assert refused.returncode == 1
+    assert "must be greater than 0" in refused.stdout + refused.stderr
+    tool("ConfigCommand", *server, "--alter", *alice,
+         "--delete-config", "producer_byte_rate,request_percentage")
+    assert describe(*alice) == []
+
+
 # --- kafka-producer-perf-test / kafka-consumer-perf-test -------------------------------
 
 def test_perf_tests_send_and_consume_every_record(

@@ -202,7 +202,7 @@ def test_round_trip_of_kio_encoded_requests(key_version: tuple[int, int]) -> Non
         frame = encode_request(body, correlation_id, client_id)
         request = decode_request(frame, SUPPORTED)
         assert request._replace(body=None) == Request(
-            key_version[0], key_version[1], correlation_id, client_id, None)
+            key_version[0], key_version[1], correlation_id, client_id, None, size=len(frame))
         assert_same(request.body, body)
 
 

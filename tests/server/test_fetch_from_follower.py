@@ -76,6 +76,7 @@ class FakeBroker:
         self.fetch_sessions = fetch.FetchSessionCache()
         self.cluster = FakeCluster(self)
         self.authorizer = None  # no ACLs: every request allowed
+        self.quotas = None  # no client quotas
         self.root = root
 
     def get_log(self, topic: str, partition: int) -> Log | None:
@@ -252,11 +253,13 @@ def test_with_acls_fetches_need_read_and_replication_needs_cluster_action(broker
     READ, a follower's (replica id 2) for want of CLUSTER_ACTION - answered at once, nothing
     read; a super user passes both."""
     from odradek.server.authorizer import Authorizer
+    from odradek.server.documents import FileDocument
     from odradek.server.handlers.base import TOPIC_AUTHORIZATION_FAILED
     from odradek.server.session import Session
 
     broker.authorizer = Authorizer(load_config(environ={}, overrides={
-        "authorizer.class.name": "x", "super.users": "User:broker"}), str(broker.root))
+        "authorizer.class.name": "x", "super.users": "User:broker"}),
+        FileDocument(str(broker.root), "acls"))
     listener = broker.config.listeners[0]
 
     def as_(principal: str, replica_id: int) -> Request:

@@ -15,7 +15,8 @@
   cluster's brokers, controller and unhealthy partitions (``cli/cluster.py``).
 - ``odradek users add|list|remove`` and ``odradek acls add|list|remove``: SCRAM users
   and ACLs, like ``kafka-configs.sh --entity-type users`` and ``kafka-acls.sh``
-  (``cli/security.py``).
+  (``cli/security.py``); ``odradek quotas set|remove|list``: client quotas
+  (``cli/quotas.py``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from collections.abc import Sequence
 from odradek import __version__
 from odradek.cli.cluster import add_cluster_command, run_cluster_command
 from odradek.cli.pipeline import add_pipeline_command, run_pipeline_command
+from odradek.cli.quotas import add_quotas_command, run_quotas_command
 from odradek.cli.reassign import add_reassign_commands, run_reassign_command
 from odradek.cli.security import add_security_commands, run_security_command
 from odradek.cli.tools import add_tool_commands, run_tool
@@ -66,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_cluster_command(sub)
     add_reassign_commands(sub)
     add_security_commands(sub)
+    add_quotas_command(sub)
     return parser
 
 
@@ -94,6 +97,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_reassign_command(args)
     if args.command in ("users", "acls"):
         return run_security_command(args)
+    if args.command == "quotas":
+        return run_quotas_command(args)
     code = run_tool(args)
     if code is not None:
         return code

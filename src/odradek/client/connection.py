@@ -13,6 +13,7 @@ asyncio connection brokers use between themselves (``client/aio.py``).
 from __future__ import annotations
 
 import socket
+import ssl
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -20,9 +21,12 @@ from typing import Any
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
+from odradek.client import secure
 from odradek.client.codec import (
+    ALTER_CLIENT_QUOTAS,
     ALTER_PARTITION_REASSIGNMENTS,
     API_VERSIONS,
+    DESCRIBE_CLIENT_QUOTAS,
     ELECT_LEADERS,
     FETCH,
     LIST_OFFSETS,
@@ -49,9 +53,11 @@ __all__ = [
 # offset) to v12 (topic names; v13 switched to topic ids), Metadata v1-12, ListOffsets
 # v1-7 (one offset per partition, isolation level from v2). Kafka 4 serves all of them.
 # The admin requests a controller answers (client/admin.py): ElectLeaders v1-2 (the
-# election type), the reassignment APIs at their first versions.
+# election type), the reassignment APIs at their first versions; the client quota APIs
+# (KIP-546) and, for SASL listeners, SaslHandshake v1 and SaslAuthenticate.
 SPOKEN = {FETCH: (4, 12), METADATA: (1, 12), LIST_OFFSETS: (1, 7), ELECT_LEADERS: (1, 2),
-          ALTER_PARTITION_REASSIGNMENTS: (0, 0), LIST_PARTITION_REASSIGNMENTS: (0, 0)}
+          ALTER_PARTITION_REASSIGNMENTS: (0, 0), LIST_PARTITION_REASSIGNMENTS: (0, 0),
+          DESCRIBE_CLIENT_QUOTAS: (0, 1), ALTER_CLIENT_QUOTAS: (0, 1), **secure.SPOKEN}
 # Errors after which the partition's leader is looked up again (the Java consumer's
 # "refresh metadata and retry" set for a fetch).
 RETRIABLE = frozenset({
@@ -66,20 +72,32 @@ RETRIABLE = frozenset({
 class BrokerConnection:
     """One blocking connection to one broker, its API versions known."""
 
-    def __init__(self, host: str, port: int, *, client_id: str, timeout_s: float) -> None:
+    def __init__(self, host: str, port: int, *, client_id: str, timeout_s: float,
+                 security: Mapping[str, str] | None = None) -> None:
+        """``security``: TLS and SASL settings (``client/secure.py``); none: PLAINTEXT."""
         self.address = f"{host}:{port}"
         self.client_id = client_id
         self.timeout_s = timeout_s
+        security = security or {}
+        tls = secure.tls_context(security)
         try:
-            self._sock = socket.create_connection((host, port), timeout=timeout_s)
-        except OSError as exc:
+            sock = socket.create_connection((host, port), timeout=timeout_s)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if tls is not None:
+                try:
+                    sock = tls.wrap_socket(sock, server_hostname=host)
+                except BaseException:
+                    sock.close()
+                    raise
+        except (OSError, ssl.SSLError) as exc:
             raise KafkaClientError(f"cannot connect to {self.address}: {exc}") from None
-        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._sock = sock
         self._correlation = 0
         self.versions: dict[int, int] = {}
         try:
             answer = self.call(load_request_schema(API_VERSIONS, 0)())
             self.versions = negotiate(served_versions(answer, self.address), SPOKEN)
+            secure.login(self.request, self.address, security)
         except BaseException:
             self.close()
             raise
@@ -135,10 +153,12 @@ class BrokerConnection:
 class Cluster:
     """Connections to the brokers of one cluster, found from its bootstrap servers."""
 
-    def __init__(self, bootstrap: str, *, client_id: str, timeout_s: float) -> None:
+    def __init__(self, bootstrap: str, *, client_id: str, timeout_s: float,
+                 security: Mapping[str, str] | None = None) -> None:
         self.bootstrap = [b.strip() for b in bootstrap.split(",") if b.strip()]
         self.client_id = client_id
         self.timeout_s = timeout_s
+        self.security = dict(security or {})
         self._by_node: dict[int, BrokerConnection] = {}
         self._brokers: dict[int, tuple[str, int]] = {}
         self._any: BrokerConnection | None = None
@@ -150,7 +170,8 @@ class Cluster:
         self._any = None
 
     def _connect(self, host: str, port: int) -> BrokerConnection:
-        return BrokerConnection(host, port, client_id=self.client_id, timeout_s=self.timeout_s)
+        return BrokerConnection(host, port, client_id=self.client_id, timeout_s=self.timeout_s,
+                                security=self.security)
 
     def any_broker(self) -> BrokerConnection:
         """A connection to one of the bootstrap servers (the first that answers)."""

@@ -69,6 +69,7 @@ class Request(NamedTuple):
     # Who sent it, over which listener: the connection's session (server.session), opaque
     # here; None for requests made inside the broker.
     session: Any = None
+    size: int = 0  # the request's bytes (without the size prefix): for produce quotas
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +114,8 @@ def decode_request(frame: bytes | bytearray,
         except DecodeError as exc:
             raise CorruptRequestError(
                 f"API key {api_key} v{api_version} request: {exc}", correlation_id) from None
-        return Request(api_key, api_version, correlation_id, client_id, body, session)
+        return Request(api_key, api_version, correlation_id, client_id, body, session,
+                       len(frame))
     if not isinstance(frame, bytes):
         frame = bytes(frame)  # kio's reader takes bytes only
     try:
@@ -138,7 +140,8 @@ def decode_request(frame: bytes | bytearray,
         ) from exc
     # Bytes after the last field are ignored, as Kafka's own parser does: librdkafka
     # 2.x, for one, sends three such bytes after its Metadata v12 request.
-    return Request(api_key, api_version, correlation_id, header.client_id, body, session)
+    return Request(api_key, api_version, correlation_id, header.client_id, body, session,
+                   len(frame))
 
 
 @functools.cache

@@ -220,6 +220,11 @@ class AclSet:
         bucket.add(acl)
         return True
 
+    def replace(self, acls: Iterable[Acl]) -> None:
+        """Make the set exactly ``acls`` (swapped in whole: a check never sees half)."""
+        fresh = AclSet(acls)
+        self._by_type = fresh._by_type
+
     def select(self, flt: AclFilter) -> list[Acl]:
         return sorted((acl for acl in self if flt.matches(acl)), key=_order)
 

@@ -5,15 +5,13 @@ or ``kafka.security.authorizer.AclAuthorizer``; there is one authorizer here), w
 
 The rule is ``security.acls`` (Kafka's); this module binds it to requests (the principal
 and client address of their session; requests made inside the broker have none and are
-allowed) and keeps the ACLs in ``acls.json`` in the data directory, written whole and
-atomically on every change, as the SCRAM credentials are.
+allowed) and keeps the ACLs in the ``acls`` document (server.documents: ``acls.json`` in
+the data directory, or the cluster's znode, which every broker follows).
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 from collections.abc import Iterable
 from typing import Any
 
@@ -28,23 +26,24 @@ from odradek.security.acls import (
     describe,
 )
 from odradek.server.config import BrokerConfig
-from odradek.storage.checkpoint import write_atomically
+from odradek.server.documents import Document
 
 log = logging.getLogger(__name__)
 
-ACLS_FILE = "acls.json"
+DOCUMENT = "acls"
 
 
 class Authorizer:
-    def __init__(self, config: BrokerConfig, data_dir: str) -> None:
+    def __init__(self, config: BrokerConfig, document: Document) -> None:
         super_users = [u.strip() for u in str(config["super.users"]).split(";") if u.strip()]
-        self.path = os.path.join(data_dir, ACLS_FILE)
-        stored: list[Acl] = []
-        if os.path.exists(self.path):
-            with open(self.path, encoding="utf-8") as f:
-                stored = [_from_json(item) for item in json.load(f).get("acls", [])]
-        self.acls = AclSet(stored, super_users=super_users,
+        self.document = document
+        self.acls = AclSet([], super_users=super_users,
                            allow_if_no_acl=config["allow.everyone.if.no.acl.found"])
+        document.on_change = self._load
+        self._load(document.value)
+
+    def _load(self, value: dict[str, Any]) -> None:
+        self.acls.replace(_from_json(item) for item in value.get("acls", []))
 
     def allows(self, request: Any, operation: Operation, resource_type: ResourceType,
                name: str) -> bool:
@@ -65,26 +64,37 @@ class Authorizer:
         return session is None or self.acls.allows_any(
             session.principal, session.client_host, operation, resource_type)
 
-    def create(self, acls: Iterable[Acl]) -> None:
-        changed = False
-        for acl in acls:
-            if self.acls.add(acl):
-                changed = True
-                log.info("ACL added: %s", describe(acl))
-        if changed:
-            self._save()
+    async def create(self, acls: Iterable[Acl]) -> None:
+        """Add ACLs (those already there are left as they are), in one save."""
+        added: list[Acl] = []
 
-    def delete(self, flt: AclFilter) -> list[Acl]:
-        gone = self.acls.remove(flt)
+        def change(value: dict[str, Any]) -> dict[str, Any]:
+            current = AclSet(_from_json(item) for item in value.get("acls", []))
+            added[:] = [acl for acl in acls if current.add(acl)]
+            return _document(current)
+
+        await self.document.update(change)
+        for acl in added:
+            log.info("ACL added: %s", describe(acl))
+
+    async def delete(self, flt: AclFilter) -> list[Acl]:
+        """Remove the ACLs matching ``flt``, in one save; returns them."""
+        gone: list[Acl] = []
+
+        def change(value: dict[str, Any]) -> dict[str, Any]:
+            current = AclSet(_from_json(item) for item in value.get("acls", []))
+            gone[:] = current.remove(flt)
+            return _document(current)
+
+        if self.acls.select(flt):
+            await self.document.update(change)
         for acl in gone:
             log.info("ACL removed: %s", describe(acl))
-        if gone:
-            self._save()
         return gone
 
-    def _save(self) -> None:
-        data = {"version": 1, "acls": [_to_json(a) for a in self.acls.select(AclFilter())]}
-        write_atomically(self.path, json.dumps(data, indent=1).encode())
+
+def _document(acls: AclSet) -> dict[str, Any]:
+    return {"version": 1, "acls": [_to_json(a) for a in acls.select(AclFilter())]}
 
 
 def _to_json(acl: Acl) -> dict[str, Any]:

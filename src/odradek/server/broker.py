@@ -27,15 +27,18 @@ from odradek.coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from odradek.protocol.codec import Request, encode_response
 from odradek.protocol.framing import BufferPool
 from odradek.protocol.messages import build
+from odradek.server import authorizer, credentials, quotas
 from odradek.server.authorizer import Authorizer
 from odradek.server.config import BrokerConfig, Listener
 from odradek.server.connection import Connection, Response
 from odradek.server.credentials import CredentialStore
+from odradek.server.documents import Document, FileDocument, StoreDocument
 from odradek.server.group_commit import GroupCommit
 from odradek.server.groups import ClientViewOfInternalLog, GroupRuntime
 from odradek.server.handlers.base import NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION
 from odradek.server.metadata import MetadataStore, Topic, TopicError
 from odradek.server.purgatory import FetchPurgatory
+from odradek.server.quotas import ClientQuotas
 from odradek.server.session import Session
 from odradek.server.transactions import TxnRuntime
 from odradek.storage import DutyIntervals, Log, LogConfig, LogDuties, LogManager
@@ -86,6 +89,8 @@ class Broker:
         self.credentials: CredentialStore | None = None  # SCRAM users, from start()
         # With authorizer.class.name, from start(); None: every request is allowed.
         self.authorizer: Authorizer | None = None
+        self.quotas: ClientQuotas | None = None  # client quotas, from start()
+        self._documents: list[Document] = []  # the security state's, to stop
         self._duties: LogDuties | None = None
         self.groups: GroupRuntime | None = None  # consumer groups, from start()
         self.transactions: TxnRuntime | None = None  # transactions, from start()
@@ -131,9 +136,12 @@ class Broker:
                 cleaner_enabled=cfg["log.cleaner.enable"],
             ))
             self._duties.start()
-            self.credentials = CredentialStore(cfg.data_dir)
+            # Security state: files of the data directory, or the cluster's znodes.
+            self.credentials = CredentialStore(
+                await self._document(credentials.DOCUMENT, credentials.FILE_MODE))
             if cfg["authorizer.class.name"]:
-                self.authorizer = Authorizer(cfg, cfg.data_dir)
+                self.authorizer = Authorizer(cfg, await self._document(authorizer.DOCUMENT))
+            self.quotas = ClientQuotas(cfg, await self._document(quotas.DOCUMENT))
             # Groups are loaded before the listener starts: no request sees them loading.
             self.groups = GroupRuntime(self)
             self.groups.start()
@@ -152,6 +160,8 @@ class Broker:
                 server.close()
             if self._idle_sweep is not None:
                 self._idle_sweep.cancel()
+            for document in self._documents:
+                document.stop()
             if self.cluster is not None:
                 await self.cluster.stop()
             if self.transactions is not None:
@@ -165,6 +175,18 @@ class Broker:
         log.info("listening on %s, data in %s", ", ".join(
             f"{lst.name}://{lst.host}:{self.listener_ports[lst.name]}"
             for lst in cfg.listeners), self.logs.data_dir)
+
+    async def _document(self, name: str, mode: int = 0o644) -> Document:
+        """The named security document: the cluster's (followed from now on) or the
+        data directory's."""
+        document: Document
+        if self.cluster is not None:
+            document = StoreDocument(self.cluster.store, name)
+            await document.start(self.config["zookeeper.connection.timeout.ms"] / 1000)
+        else:
+            document = FileDocument(self.config.data_dir, name, mode=mode)
+        self._documents.append(document)
+        return document
 
     async def _listen(self) -> None:
         """A server socket per listener (TLS on SSL and SASL_SSL ones); the main listener's
@@ -218,6 +240,8 @@ class Broker:
             await self.groups.stop()  # answers parked joins and syncs at once
         if self.transactions is not None:
             await self.transactions.stop()  # and InitProducerIds waiting for an abort
+        for document in self._documents:
+            document.stop()
         if self.cluster is not None:
             await self.cluster.stop()  # fetchers stop; the registration goes
         for task, conn in list(self._connections.items()):

@@ -353,6 +353,8 @@ _SETTINGS = [
             "principals allowed everything, separated by ';' (User:admin;User:broker)"),
     Setting("allow.everyone.if.no.acl.found", False, _bool,
             "with the authorizer on, allow access to resources that have no ACL"),
+    Setting("quota.window.size.seconds", 1, _int(1),
+            "client quotas: the seconds of quota a client may spend at once"),
     Setting("min.insync.replicas", 1, _int(1),
             "in-sync replicas an acks=all write needs", "min.insync.replicas"),
     Setting("unclean.leader.election.enable", False, _bool,

@@ -31,8 +31,8 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Awaitable
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Coroutine, Generator
+from typing import TYPE_CHECKING, Any
 
 from odradek.protocol.codec import (
     CorruptRequestError,
@@ -175,8 +175,9 @@ class Connection(asyncio.BufferedProtocol):
             return False
         session = self.session
         if session is not None and (not session.authenticated
-                                    or session.expires_at is not None):
-            return False  # run() checks what the session allows
+                                    or session.expires_at is not None
+                                    or session.muted_until):
+            return False  # run() checks what the session allows, and sits out a throttle
         handle_now = broker.handlers_now.get(frame[1])
         if handle_now is None:
             return False
@@ -185,18 +186,31 @@ class Connection(asyncio.BufferedProtocol):
         except Exception:  # ProtocolError or worse: run() meets it again, as it would
             return False
         self.decoder.next_frame()  # taken: this frame is answered here or parked for run()
+        quotas = broker.quotas
+        limit = (quotas.request_limit(request)
+                 if quotas is not None and quotas.active else None)
         try:
-            response = handle_now(broker, request)
+            if limit is not None:
+                assert quotas is not None and session is not None
+                session.throttle_ms = quotas.request_throttle(limit)
+                started = time.perf_counter()
+                response = handle_now(broker, request)
+                quotas.record_request_time(limit, time.perf_counter() - started)
+            else:
+                response = handle_now(broker, request)
             if response is not None and not isinstance(response, (bytes, list)):
                 self._parked = (frame, response)
                 frame = b""  # recycled by run() once the parked request is done
                 if hasattr(response, "sender"):  # it can hand its answer over when made
                     response.sender = self._send_parked
                 self._wake_input()
-            elif response is not None:
-                self._unsent = self._send_now(response)
-                if self._unsent is not None:
-                    self._wake_input()
+            else:
+                if response is not None:
+                    self._unsent = self._send_now(response)
+                    if self._unsent is not None:
+                        self._wake_input()
+                if session is not None and session.throttle_ms:
+                    self._mute()
         except Exception as exc:
             self._closing_after(exc)
         finally:
@@ -241,8 +255,15 @@ class Connection(asyncio.BufferedProtocol):
 
     async def run(self) -> None:
         decoder = self.decoder
+        session = self.session
+        assert session is not None
         try:
             while not self.broker.stopping:
+                if session.throttle_ms:
+                    self._mute()
+                if session.muted_until:
+                    await self._sit_out_throttle()
+                    continue
                 if self._parked is not None or self._unsent is not None:
                     await self._finish_started()
                     continue
@@ -286,6 +307,28 @@ class Connection(asyncio.BufferedProtocol):
             finally:
                 self.in_request = False
                 self.decoder.recycle(frame)
+
+    def _mute(self) -> None:
+        """KIP-219: the response with its throttle time is out; read nothing more from
+        this client until the throttle has passed (run() sits it out)."""
+        session = self.session
+        assert session is not None
+        session.muted_until = time.monotonic() + session.throttle_ms / 1000
+        session.throttle_ms = 0
+        self._pause_reading()
+        self._wake_input()
+
+    async def _sit_out_throttle(self) -> None:
+        session = self.session
+        assert session is not None
+        self.in_request = True  # a muted client is not an idle one
+        try:
+            left = session.muted_until - time.monotonic()
+            if left > 0:
+                await asyncio.sleep(left)
+        finally:
+            self.in_request = False
+            session.muted_until = 0.0
 
     def close(self) -> None:
         transport = self.transport
@@ -358,7 +401,19 @@ class Connection(asyncio.BufferedProtocol):
             if refused is not None:
                 raise SessionEnded(refused)
         handler = broker.handlers[request.api_key]
-        response = await handler(broker, request)
+        quotas = broker.quotas
+        limit = (quotas.request_limit(request)
+                 if quotas is not None and quotas.active else None)
+        if limit is not None:
+            assert quotas is not None and session is not None
+            session.throttle_ms = quotas.request_throttle(limit)
+            timed = _Timed(handler(broker, request))
+            try:
+                response = await timed
+            finally:
+                quotas.record_request_time(limit, timed.seconds)
+        else:
+            response = await handler(broker, request)
         if response is not None:
             await self._send(response)
         if session is not None and session.close_after_response:
@@ -475,6 +530,35 @@ class Connection(asyncio.BufferedProtocol):
             raise ConnectionClosed("the client stopped reading its responses") from None
         finally:
             self._writable = None
+
+
+class _Timed:
+    """Awaits a coroutine, adding up the time spent in its steps but not in what it
+    awaits (a request quota counts the broker's work on a request, not a long poll's
+    wait or an fsync)."""
+
+    __slots__ = ("coro", "seconds")
+
+    def __init__(self, coro: Coroutine[Any, Any, Response]) -> None:
+        self.coro = coro
+        self.seconds = 0.0
+
+    def __await__(self) -> Generator[Any, Any, Response]:
+        coro = self.coro
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            started = time.perf_counter()
+            try:
+                step = coro.send(value) if error is None else coro.throw(error)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+            finally:
+                self.seconds += time.perf_counter() - started
+            try:
+                value, error = (yield step), None
+            except BaseException as exc:  # cancellation too: into the coroutine
+                value, error = None, exc
 
 
 def _read_region(region: FileRegion) -> bytes:

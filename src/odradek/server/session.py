@@ -31,6 +31,13 @@ class Session:
     # Set by a handler whose answer must be the connection's last (a failed login, an
     # unsupported mechanism): the reason, logged when the connection closes.
     close_after_response: str | None = None
+    # Client quotas (server.quotas): the throttle the response being made earns (its
+    # throttle_time_ms; the connection is muted that long after sending it), the
+    # monotonic time the mute ends (0.0: not muted), and the quotas of this client as
+    # last resolved (quotas version, client id, Limits).
+    throttle_ms: int = 0
+    muted_until: float = 0.0
+    quota_limits: Any = None
 
     def complete(self, user: str, config: BrokerConfig, authenticator: Any) -> int:
         """``authenticator``'s exchange succeeded for ``user``: the session is

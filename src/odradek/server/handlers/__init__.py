@@ -13,6 +13,7 @@ from odradek.server.handlers import (
     metadata,
     produce,
     producer_id,
+    quotas,
     records,
     sasl,
     topics,
@@ -48,5 +49,6 @@ HANDLERS: dict[int, Api] = {
         *cluster_admin.APIS,
         *sasl.APIS,
         *acls.APIS,
+        *quotas.APIS,
     )
 }

@@ -18,6 +18,7 @@ from odradek.security.acls import (
     Permission,
     ResourceType,
 )
+from odradek.server.documents import DocumentError
 from odradek.server.handlers.base import (
     CLUSTER,
     CLUSTER_AUTHORIZATION_FAILED,
@@ -29,6 +30,7 @@ from odradek.server.handlers.base import (
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
 
+UNKNOWN_SERVER_ERROR = -1
 INVALID_REQUEST = 42
 SECURITY_DISABLED = 54
 _DISABLED = "No Authorizer is configured on the broker"
@@ -97,7 +99,12 @@ async def create_acls(broker: Broker, request: Request) -> bytes:
         results.append({"error_code": 0, "error_message": None})
     if new:
         assert broker.authorizer is not None
-        broker.authorizer.create(new)
+        try:
+            await broker.authorizer.create(new)
+        except DocumentError as exc:  # nothing was saved
+            results = [r if r["error_code"] else
+                       {"error_code": UNKNOWN_SERVER_ERROR, "error_message": str(exc)}
+                       for r in results]
     return respond(request, {"throttle_time": 0, "results": results})
 
 
@@ -117,7 +124,12 @@ async def delete_acls(broker: Broker, request: Request) -> bytes:
             results.append({"error_code": INVALID_REQUEST, "error_message": str(exc),
                             "matching_acls": []})
             continue
-        gone = broker.authorizer.delete(flt)
+        try:
+            gone = await broker.authorizer.delete(flt)
+        except DocumentError as exc:  # nothing was removed
+            results.append({"error_code": UNKNOWN_SERVER_ERROR, "error_message": str(exc),
+                            "matching_acls": []})
+            continue
         results.append({"error_code": 0, "error_message": None, "matching_acls": [
             {"error_code": 0, "error_message": None, "resource_type": int(a.resource_type),
              "resource_name": a.resource_name, "pattern_type": int(a.pattern_type),

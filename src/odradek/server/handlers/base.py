@@ -63,8 +63,24 @@ def allowed(broker: Broker, request: Request, operation: Operation,
     return authorizer is None or authorizer.allows(request, operation, resource_type, name)
 
 
+def throttle(request: Request, ms: int) -> int:
+    """Note that ``request``'s client is to be throttled for ``ms`` (client quotas: the
+    connection is muted that long once the response is sent); returns the throttle its
+    response carries, the larger of this and one already noted (the request quota's)."""
+    session = request.session
+    if session is None:
+        return 0
+    if ms > session.throttle_ms:
+        session.throttle_ms = ms
+    return session.throttle_ms  # type: ignore[no-any-return]
+
+
 def respond(request: Request, data: Mapping[str, Any]) -> bytes:
-    """Encode a response for ``request`` from version-agnostic data."""
+    """Encode a response for ``request`` from version-agnostic data (with the throttle
+    time its client earned, where the response has one)."""
+    session = request.session
+    if session is not None and session.throttle_ms and "throttle_time" in data:
+        data = {**data, "throttle_time": session.throttle_ms}
     cls = response_schema(request.api_key, request.api_version)
     return encode_response(request.api_key, request.api_version, request.correlation_id,
                            build(cls, data))

@@ -57,6 +57,7 @@ from odradek.server.handlers.base import (
     Api,
     allowed,
     epoch_error,
+    throttle,
 )
 from odradek.storage.errors import OffsetOutOfRangeError
 from odradek.storage.log import FileRegion
@@ -64,6 +65,7 @@ from odradek.storage.txn_index import AbortedTxn
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
+    from odradek.server.quotas import ClientQuotas
     from odradek.server.replica_manager import HostedPartition
 
 FETCH_SESSION_ID_NOT_FOUND = 70
@@ -429,6 +431,11 @@ def handle_now(broker: Broker, request: Request
     read: Callable[[], tuple[list[PartitionResult], int]]
     preferred: Preferred | None = None
     quota_wait: list[float] | None = None
+    quotas = broker.quotas
+    if quotas is not None and (not quotas.active or body.replica_id >= 0):
+        quotas = None  # follower fetches are not client fetches: no consumer quota
+    if quotas is not None and (cap := quotas.fetch_max_bytes(request)) is not None:
+        max_bytes = min(max_bytes, cap)  # no more than the quota allows over its window
     if body.replica_id >= 0 and broker.cluster is not None:
         epochs = {(t.topic, p.partition): p.current_leader_epoch
                   for t in body.topics for p in t.partitions}
@@ -477,8 +484,8 @@ def handle_now(broker: Broker, request: Request
             max_wait_s = min(max_wait_s, quota_wait[0])
         if max_wait_s > 0:
             return _DelayedFetch(broker, request, wanted, read, min_bytes, max_wait_s,
-                                 results, session, incremental)
-    return _answer(request, results, session, incremental)
+                                 results, session, incremental, quotas)
+    return _answer(request, results, session, incremental, quotas)
 
 
 async def handle(broker: Broker, request: Request) -> list[bytes | FileRegion] | None:
@@ -497,14 +504,16 @@ class _DelayedFetch:
     coroutine, timeout scope or future per wake-up: at moderate rates every fetch of a
     consumer that keeps up parks here, so this is per-request cost."""
 
-    __slots__ = ("broker", "future", "incremental", "min_bytes", "partitions", "read",
-                 "request", "results", "sender", "session", "timer")
+    __slots__ = ("broker", "future", "incremental", "min_bytes", "partitions", "quotas",
+                 "read", "request", "results", "sender", "session", "timer")
 
     def __init__(self, broker: Broker, request: Request, wanted: list[Wanted],
                  read: Callable[[], tuple[list[PartitionResult], int]], min_bytes: int,
                  max_wait_s: float, results: list[PartitionResult],
-                 session: FetchSession | None, incremental: bool) -> None:
+                 session: FetchSession | None, incremental: bool,
+                 quotas: ClientQuotas | None) -> None:
         self.broker = broker
+        self.quotas = quotas
         self.request = request
         self.read = read  # the consumer's or the follower's read, again
         self.min_bytes = min_bytes
@@ -541,7 +550,8 @@ class _DelayedFetch:
                 self.broker.purgatory.watch(self.partitions, self)  # wait on
                 return
             self._forget()
-            response = _answer(self.request, self.results, self.session, self.incremental)
+            response = _answer(self.request, self.results, self.session, self.incremental,
+                               self.quotas)
         except Exception as exc:  # never into the appender's request: this fetch fails
             self._forget()
             self.future.set_exception(exc)
@@ -561,7 +571,20 @@ class _DelayedFetch:
 
 
 def _answer(request: Request, results: list[PartitionResult], session: FetchSession | None,
-            incremental: bool) -> list[bytes | FileRegion]:
+            incremental: bool, quotas: ClientQuotas | None = None
+            ) -> list[bytes | FileRegion]:
+    throttle_ms = 0
+    if quotas is not None:
+        # consumer_byte_rate: over it, the answer carries no records (Kafka's throttled
+        # response: the client fetches them again once its throttle has passed).
+        size = sum(r.region.length for r in results if r.region is not None)
+        throttle_ms = throttle(request, quotas.fetch(request, size))
+        if throttle_ms and size:
+            return encode_fetch_response(
+                request, [], session.session_id if session is not None else 0,
+                throttle_ms=throttle_ms)
+    elif request.session is not None:
+        throttle_ms = request.session.throttle_ms  # a request quota's, if any
     if session is not None:
         partitions = session.partitions
         if incremental:
@@ -581,7 +604,8 @@ def _answer(request: Request, results: list[PartitionResult], session: FetchSess
                 state.sent_log_start = r.log_start_offset
                 state.sent_last_stable = r.last_stable_offset
     return encode_fetch_response(request, results,
-                                 session.session_id if session is not None else 0)
+                                 session.session_id if session is not None else 0,
+                                 throttle_ms=throttle_ms)
 
 
 def _error_response(request: Request, code: int) -> list[bytes | FileRegion]:
@@ -606,7 +630,7 @@ def _uvarint(value: int) -> bytes:
 
 
 def encode_fetch_response(request: Request, results: list[PartitionResult], session_id: int,
-                          error: int = 0) -> list[bytes | FileRegion]:
+                          error: int = 0, throttle_ms: int = 0) -> list[bytes | FileRegion]:
     """Fetch response v4..12 as parts: bytes, and file regions for record sections."""
     version = request.api_version
     flexible = version >= 12
@@ -687,12 +711,13 @@ def encode_fetch_response(request: Request, results: list[PartitionResult], sess
     # (packed now that the size is known) go in front of the first part.
     correlation_id = request.correlation_id
     if flexible:
-        top = _TOP_V12.pack(size + _TOP_V12.size - 4, correlation_id, 0, 0, error,
+        top = _TOP_V12.pack(size + _TOP_V12.size - 4, correlation_id, 0, throttle_ms, error,
                             session_id)
     elif version >= 7:
-        top = _TOP_V7.pack(size + _TOP_V7.size - 4, correlation_id, 0, error, session_id)
+        top = _TOP_V7.pack(size + _TOP_V7.size - 4, correlation_id, throttle_ms, error,
+                           session_id)
     else:
-        top = _TOP_V4.pack(size + _TOP_V4.size - 4, correlation_id, 0)
+        top = _TOP_V4.pack(size + _TOP_V4.size - 4, correlation_id, throttle_ms)
     first = parts[0]
     parts[0] = top + first  # type: ignore[operator]  # parts[0] is always bytes
     return parts

@@ -34,6 +34,7 @@ from odradek.server.handlers.base import (
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
     Api,
     allowed,
+    throttle,
 )
 
 if TYPE_CHECKING:
@@ -182,6 +183,10 @@ def _produce(broker: Broker, request: Request) -> _Steps:
     responses: list[tuple[str, list[PartitionAnswer]]] = []
     failures = []
     denied = _denied(broker, request) if broker.authorizer is not None else None
+    quotas = broker.quotas
+    # producer_byte_rate: the request's bytes count whatever becomes of them (Kafka's).
+    throttle_ms = (throttle(request, quotas.produce(request, request.size))
+                   if quotas is not None and quotas.active else 0)
     for topic_data in body.topic_data:
         name = topic_data.name
         partitions: list[PartitionAnswer] = []
@@ -246,7 +251,7 @@ def _produce(broker: Broker, request: Request) -> _Steps:
         if failures:
             raise ConnectionClosed("acks=0 produce failed: " + "; ".join(failures))
         return None
-    return encode_produce_response(request, responses)
+    return encode_produce_response(request, responses, throttle_ms)
 
 
 # --- the response, by hand ---------------------------------------------------------------
@@ -268,7 +273,8 @@ def _string(text: str | None, flexible: bool) -> bytes:
 
 
 def encode_produce_response(request: Request,
-                            responses: list[tuple[str, list[PartitionAnswer]]]) -> bytes:
+                            responses: list[tuple[str, list[PartitionAnswer]]],
+                            throttle_ms: int = 0) -> bytes:
     """The response to ``request``: each topic's name and its partitions' answers."""
     version = request.api_version
     flexible = version >= 9
@@ -291,7 +297,7 @@ def encode_produce_response(request: Request,
                 out += b"\x00"
         if flexible:
             out += b"\x00"
-    out += _I32.pack(0)  # throttle_time_ms
+    out += _I32.pack(throttle_ms)
     if flexible:
         out += b"\x00"
     return _I32.pack(len(out)) + bytes(out)

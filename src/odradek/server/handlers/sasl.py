@@ -35,6 +35,7 @@ from odradek.security.scram import (
     AuthenticationFailed,
     from_salted_password,
 )
+from odradek.server.documents import DocumentError
 from odradek.server.handlers.base import (
     CLUSTER,
     CLUSTER_AUTHORIZATION_FAILED,
@@ -46,6 +47,7 @@ from odradek.server.handlers.base import (
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
 
+UNKNOWN_SERVER_ERROR = -1
 UNSUPPORTED_SASL_MECHANISM = 33
 ILLEGAL_SASL_STATE = 34
 SASL_AUTHENTICATION_FAILED = 58
@@ -206,9 +208,13 @@ async def alter_credentials(broker: Broker, request: Request) -> bytes:
             upserts.append((item.name, from_salted_password(
                 mechanism, bytes(item.salt), bytes(item.salted_password), item.iterations)))
     # A user with any error has none of its changes applied, as Kafka.
-    broker.credentials.apply([(u, c) for u, c in upserts if u not in errors],
-                             [(u, m) for u, m in deletions if u not in errors])
     users = list(dict.fromkeys(i.name for i in [*body.deletions, *body.upsertions]))
+    try:
+        await broker.credentials.apply([(u, c) for u, c in upserts if u not in errors],
+                                       [(u, m) for u, m in deletions if u not in errors])
+    except DocumentError as exc:  # nothing was saved
+        for user in users:
+            errors.setdefault(user, (UNKNOWN_SERVER_ERROR, str(exc)))
     return respond(request, {"throttle_time": 0, "results": [
         {"user": u, "error_code": errors.get(u, (0, None))[0],
          "error_message": errors.get(u, (0, None))[1]} for u in users]})
