@@ -71,6 +71,8 @@ class Cluster:
     cuts: NetworkCuts | None = None  # each broker in a cgroup of its own: isolate()/heal()
     # Settings of one broker only (node id -> settings), over ``settings``: broker.rack.
     node_settings: dict[int, dict[str, Any]] = field(default_factory=dict)
+    # librdkafka settings of the clients this helper makes (a secured cluster's login).
+    client_settings: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.chroot = self.chroot or f"/odradek-{time.monotonic_ns()}"
@@ -128,7 +130,8 @@ class Cluster:
         """How many brokers ``node``'s own Metadata answer lists."""
         from confluent_kafka.admin import AdminClient
 
-        admin = AdminClient({"bootstrap.servers": self.brokers[node].bootstrap,
+        admin = AdminClient({**self.client_settings,
+                             "bootstrap.servers": self.brokers[node].bootstrap,
                              "socket.timeout.ms": 5000})
         return len(admin.list_topics(timeout=5).brokers)
 
@@ -330,14 +333,17 @@ def _is_stopped(pid: int) -> bool:
 def run_cluster(zookeeper: ZooKeeperServer, root: Path, size: int = 3, *,
                 cuts: NetworkCuts | None = None,
                 node_settings: dict[int, dict[str, Any]] | None = None,
+                client_settings: dict[str, str] | None = None,
                 **settings: Any) -> Iterator[Cluster]:
     """Start ``size`` brokers on ``zookeeper`` (a chroot of their own); stop each cleanly
     at the end (a broker that does not exit 0 fails the test). With ``cuts``, each broker
     runs in a cgroup of its own (``Cluster.isolate``/``heal``); the caller owns ``cuts``
     (its ``with`` block must outlast this one). ``node_settings`` gives brokers settings
-    of their own (``{1: {"broker.rack": "a"}, ...}``)."""
+    of their own (``{1: {"broker.rack": "a"}, ...}``); ``client_settings`` are librdkafka
+    settings for the clients the helper makes (a secured cluster's login)."""
     cluster = Cluster(zookeeper, root, size, settings, cuts=cuts,
-                      node_settings=node_settings or {})
+                      node_settings=node_settings or {},
+                      client_settings=client_settings or {})
     try:
         cluster.start_all()
         yield cluster

@@ -41,6 +41,57 @@ def test_listeners_with_their_security_protocols_and_the_main_one_first():
     assert (only.name, only.protocol, only.port) == ("PLAINTEXT", "PLAINTEXT", 9500)
 
 
+JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+        'username="broker" password="broker-secret" user_broker="broker-secret";')
+
+
+def test_brokers_connect_to_each_other_with_the_inter_broker_listeners_security(
+        tmp_path: Path):
+    """The inter-broker listener's TLS (its truststore; its keystore as the broker's own
+    certificate; host names checked unless ssl.endpoint.identification.algorithm is
+    empty) and SASL (sasl.mechanism.inter.broker.protocol, with the username and
+    password of that mechanism's JAAS line on the listener)."""
+    from odradek.server.inter_broker import inter_broker_client
+
+    ca = TestCA(tmp_path / "ca")
+    keystore = ca.issue("broker", "CN=broker", server=True).keystore()
+    plain = inter_broker_client(config(listeners="PLAINTEXT://:9092"))
+    assert (plain.listener, plain.tls, plain.sasl) == ("PLAINTEXT", None, None)
+    secured = inter_broker_client(config(**{
+        "listeners": "PLAINTEXT://:9092,SASL_SSL://:9094",
+        "inter.broker.listener.name": "SASL_SSL",
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS,
+        "listener.name.sasl_ssl.ssl.keystore.location": str(keystore),
+        "listener.name.sasl_ssl.ssl.truststore.location": str(ca.cert)}))
+    assert secured.tls is not None and secured.tls.check_hostname
+    assert secured.tls.verify_mode == ssl.CERT_REQUIRED
+    assert secured.sasl is not None
+    assert (secured.sasl.mechanism, secured.sasl.username) == ("PLAIN", "broker")
+    assert "broker-secret" not in repr(secured)
+    no_host_check = inter_broker_client(config(**{
+        "listeners": "SSL://:9093", "ssl.keystore.location": str(keystore),
+        "ssl.truststore.location": str(ca.cert), "ssl.endpoint.identification.algorithm": ""}))
+    assert no_host_check.tls is not None and not no_host_check.tls.check_hostname
+
+
+@pytest.mark.parametrize("settings,message", [
+    ({"sasl.mechanism.inter.broker.protocol": "OAUTHBEARER"},
+     "brokers log in to each other with PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"),
+    ({"listener.name.sasl_plaintext.plain.sasl.jaas.config":
+      'org.apache.kafka.common.security.plain.PlainLoginModule required user_a="b";'},
+     'give listener.name.sasl_plaintext.plain.sasl.jaas.config the broker\'s own username'),
+    ({"sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512"},
+     "scram-sha-512.sasl.jaas.config"),
+])
+def test_inter_broker_login_settings_that_cannot_work_stop_the_start(settings, message):
+    from odradek.server.inter_broker import inter_broker_client
+
+    with pytest.raises(ConfigError, match=message):
+        inter_broker_client(config(**{"listeners": "SASL_PLAINTEXT://:9095",
+                                      "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+                                      JAAS, **settings}))
+
+
 @pytest.mark.parametrize("settings,message", [
     ({"listeners": "CLIENT://:9093"}, "no security protocol for the listener"),
     ({"listeners": "PLAINTEXT://:9093,SSL://:9093"}, "uses a port twice"),
@@ -52,8 +103,6 @@ def test_listeners_with_their_security_protocols_and_the_main_one_first():
     ({"listener.name.plaintext.log.retention.ms": "1"}, "unknown setting"),
     ({"listener.security.protocol.map": "PLAINTEXT:TLS"}, "PLAINTEXT, SSL"),
     ({"ssl.client.auth": "sometimes"}, "ssl.client.auth"),
-    ({"listeners": "SSL://:9093", "zookeeper.connect": "127.0.0.1:2181"},
-     "brokers talk to each other in plaintext only"),
 ])
 def test_bad_listener_settings_stop_the_start_naming_them(settings, message):
     with pytest.raises(ConfigError, match=message):

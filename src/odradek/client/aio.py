@@ -20,12 +20,14 @@ import asyncio
 import contextlib
 import dataclasses
 import socket
+import ssl
 from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
 from kio.index import KioIndexError, load_request_schema
 
+from odradek.client import secure
 from odradek.client.codec import (
     API_VERSIONS,
     FETCH,
@@ -43,6 +45,7 @@ from odradek.client.codec import (
     negotiate,
     served_versions,
 )
+from odradek.client.secure import SaslLogin
 from odradek.protocol.messages import build
 
 __all__ = ["DEFAULT_VERSIONS", "MAX_IN_FLIGHT", "AsyncBrokerConnection", "KafkaClientError"]
@@ -110,29 +113,43 @@ class AsyncBrokerConnection:
     @classmethod
     async def open(cls, host: str, port: int, *, client_id: str, timeout_s: float,
                    versions: Mapping[int, tuple[int, int]] | None = None,
+                   tls: ssl.SSLContext | None = None, sasl: SaslLogin | None = None,
                    ) -> AsyncBrokerConnection:
-        """Connect and negotiate versions with ApiVersions; ``versions`` (api key ->
-        (min, max)) are those the caller can speak, DEFAULT_VERSIONS if not given.
-        Connecting and negotiating are each bounded by ``timeout_s``."""
+        """Connect (over TLS with ``tls``), negotiate versions with ApiVersions and log in
+        (with ``sasl``); ``versions`` (api key -> (min, max)) are those the caller can
+        speak, DEFAULT_VERSIONS if not given. Connecting, the TLS handshake, negotiating
+        and logging in are each bounded by ``timeout_s``."""
         address = f"{host}:{port}"
         try:
             async with asyncio.timeout(timeout_s):
-                reader, writer = await asyncio.open_connection(host, port, limit=READ_LIMIT)
+                reader, writer = await asyncio.open_connection(host, port, limit=READ_LIMIT,
+                                                               ssl=tls)
         except TimeoutError:  # before OSError: it is one
             raise KafkaClientError(f"cannot connect to {address}: no answer within "
                                    f"{timeout_s:g}s") from None
-        except OSError as exc:
+        except (OSError, ssl.SSLError) as exc:
             raise KafkaClientError(f"cannot connect to {address}: {exc}") from None
         sock = writer.get_extra_info("socket")
         if sock is not None:  # requests are small and answered one by one: no Nagle delay
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        spoken = dict(DEFAULT_VERSIONS if versions is None else versions)
+        if sasl is not None:
+            spoken.update(secure.SPOKEN)
         conn = cls(reader, writer, address=address, client_id=client_id,
-                   timeout_s=timeout_s, spoken=DEFAULT_VERSIONS if versions is None else versions)
+                   timeout_s=timeout_s, spoken=spoken)
         try:
             # v0: every broker answers it, and its answer lists all the versions needed.
             answer = await conn.call(load_request_schema(API_VERSIONS, 0)())
             conn.served = served_versions(answer, address)
             conn.versions = negotiate(conn.served, conn.spoken)
+            if sasl is not None:
+                steps = secure.login_steps(sasl, address)
+                try:
+                    step = next(steps)
+                    while True:
+                        step = steps.send(await conn.request(*step))
+                except StopIteration:
+                    pass
         except BaseException:
             await conn.close()
             raise

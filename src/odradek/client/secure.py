@@ -1,6 +1,9 @@
-"""TLS and SASL for the blocking client (``client/connection.py``), from settings named
-as librdkafka names them — what the ``odradek`` admin tools read from
-``--command-config`` and ``-X`` (``cli/security.translate_client_config`` turns a Java
+"""TLS and SASL for Odradek's own clients. The SASL exchange (``login_steps``) is shared
+by the blocking connection (``client/connection.py``) and the asyncio one brokers use
+with each other (``client/aio.py``, set up from the broker's inter-broker listener by
+``server/tls.py``). The blocking client takes its settings named as librdkafka names
+them — what the ``odradek`` admin tools read from ``--command-config`` and ``-X``
+(``cli/security.translate_client_config`` turns a Java
 client's properties into these): ``security.protocol``, ``ssl.ca.location``,
 ``ssl.certificate.location``, ``ssl.key.location``, ``ssl.key.password``,
 ``ssl.endpoint.identification.algorithm`` (``https``, the default, checks the broker's
@@ -15,7 +18,8 @@ mechanism's tokens travel in SaslAuthenticate requests; SCRAM's client side is t
 from __future__ import annotations
 
 import ssl
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from odradek.client.codec import KafkaClientError
@@ -52,40 +56,76 @@ def tls_context(settings: Mapping[str, str]) -> ssl.SSLContext | None:
     return context
 
 
-def login(request: Callable[[int, Mapping[str, Any]], Any], address: str,
-          settings: Mapping[str, str]) -> None:
-    """Authenticate a new connection (``request`` sends one request on it) when the
-    protocol is SASL_PLAINTEXT or SASL_SSL; KafkaClientError when the broker refuses."""
+@dataclass(frozen=True)
+class SaslLogin:
+    """Who a connection logs in as, and how."""
+
+    mechanism: str
+    username: str
+    password: str = field(repr=False)
+
+    def __post_init__(self) -> None:
+        if self.mechanism not in MECHANISMS:
+            raise KafkaClientError(f"sasl.mechanism={self.mechanism}: Odradek's clients log "
+                                   f"in with {', '.join(MECHANISMS)}")
+
+
+def sasl_login(settings: Mapping[str, str]) -> SaslLogin | None:
+    """The SASL login the settings ask for (None: the protocol is not SASL)."""
     if not protocol(settings).startswith("SASL"):
-        return
+        return None
     mechanism = settings.get("sasl.mechanism", settings.get("sasl.mechanisms", "GSSAPI"))
-    mechanism = mechanism.upper()
-    if mechanism not in MECHANISMS:
-        raise KafkaClientError(f"sasl.mechanism={mechanism}: this tool logs in with "
-                               f"{', '.join(MECHANISMS)}")
     user, password = settings.get("sasl.username"), settings.get("sasl.password")
     if user is None or password is None:
-        raise KafkaClientError(f"{mechanism} needs sasl.username and sasl.password")
-    answer = request(SASL_HANDSHAKE, {"mechanism": mechanism})
-    if answer.error_code:
-        raise KafkaClientError(f"{address} does not accept SASL {mechanism} (it offers "
-                               f"{', '.join(answer.mechanisms) or 'none'})")
+        raise KafkaClientError(f"{mechanism.upper()} needs sasl.username and sasl.password")
+    return SaslLogin(mechanism.upper(), user, password)
 
-    def exchange(token: bytes) -> bytes:
-        reply = request(SASL_AUTHENTICATE, {"auth_bytes": token})
+
+# One request of the exchange: (API key, request data); the step is sent its answer.
+Step = tuple[int, Mapping[str, Any]]
+
+
+def login_steps(login: SaslLogin, address: str) -> Generator[Step, Any, None]:
+    """The SASL exchange as requests to send, each sent back its answer (so that the
+    blocking and the asyncio connection share it); KafkaClientError when refused."""
+    answer = yield SASL_HANDSHAKE, {"mechanism": login.mechanism}
+    if answer.error_code:
+        raise KafkaClientError(f"{address} does not accept SASL {login.mechanism} (it "
+                               f"offers {', '.join(answer.mechanisms) or 'none'})")
+
+    def exchange(token: bytes) -> Generator[Step, Any, bytes]:
+        reply = yield SASL_AUTHENTICATE, {"auth_bytes": token}
         if reply.error_code:
-            raise KafkaClientError(f"cannot log in to {address} as {user}: "
+            raise KafkaClientError(f"cannot log in to {address} as {login.username}: "
                                    f"{reply.error_message or 'authentication failed'}")
         return bytes(reply.auth_bytes)
 
-    if mechanism == "PLAIN":
-        exchange(b"\0" + user.encode() + b"\0" + password.encode())
+    if login.mechanism == "PLAIN":
+        yield from exchange(b"\0" + login.username.encode() + b"\0" + login.password.encode())
         return
     from scramp import ScramClient, ScramException
 
-    client = ScramClient([mechanism], user, password)
+    client = ScramClient([login.mechanism], login.username, login.password)
+    server_first = yield from exchange(client.get_client_first().encode())
     try:
-        client.set_server_first(exchange(client.get_client_first().encode()).decode())
-        client.set_server_final(exchange(client.get_client_final().encode()).decode())
+        client.set_server_first(server_first.decode())
+        server_final = yield from exchange(client.get_client_final().encode())
+        client.set_server_final(server_final.decode())
     except ScramException as exc:
         raise KafkaClientError(f"SCRAM with {address}: {exc}") from None
+
+
+def login(request: Callable[[int, Mapping[str, Any]], Any], address: str,
+          settings: Mapping[str, str]) -> None:
+    """Authenticate a new blocking connection (``request`` sends one request on it)
+    when the settings' protocol is SASL_PLAINTEXT or SASL_SSL."""
+    sasl = sasl_login(settings)
+    if sasl is None:
+        return
+    steps = login_steps(sasl, address)
+    try:
+        step = next(steps)
+        while True:
+            step = steps.send(request(*step))
+    except StopIteration:
+        pass

@@ -57,6 +57,7 @@ from odradek.server.cluster_metadata import ClusterMetadata
 from odradek.server.config import DYNAMIC_BROKER_SETTINGS, SETTINGS, ConfigError
 from odradek.server.controller import Controller
 from odradek.server.errors import error_code
+from odradek.server.inter_broker import inter_broker_client
 from odradek.server.metadata import META_PROPERTIES, Topic, TopicError, validate_topic_name
 from odradek.server.replica_manager import ReplicaManager
 from odradek.storage.config import LogConfig
@@ -106,6 +107,8 @@ class ClusterNode:
         self.config = broker.config
         self.node_id: int = broker.node_id
         self.store = store
+        # How this broker connects to the others (inter-broker listener's TLS and SASL).
+        self.inter_broker = inter_broker_client(self.config)
         self.connect_string: str = self.config["zookeeper.connect"]
         self.cluster_id = ""
         self.metadata: ClusterMetadata = None  # type: ignore[assignment]  # from start()
@@ -719,7 +722,7 @@ class ClusterNode:
             conn = self._marker_conns.get(leader)
             if conn is not None and not conn.closed:
                 return conn
-            conn = await AsyncBrokerConnection.open(
+            conn = await self.inter_broker.open(
                 info.host, info.port, client_id=f"broker-{self.node_id}-txn-markers",
                 timeout_s=self.config["replica.socket.timeout.ms"] / 1000)
             self._marker_conns[leader] = conn

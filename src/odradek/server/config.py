@@ -636,14 +636,6 @@ def _main_listener(values: dict[str, Any], host: str, port: int, listen_given: b
     inter = values["inter.broker.listener.name"]
     if inter and inter not in names:
         raise ConfigError(f"inter.broker.listener.name {inter} is not a listener")
-    if given and values["zookeeper.connect"]:
-        protocols = parse_protocol_map("listener.security.protocol.map",
-                                       values["listener.security.protocol.map"])
-        chosen = inter or ("PLAINTEXT" if "PLAINTEXT" in names else given[0][0])
-        if protocols[chosen] != "PLAINTEXT":
-            raise ConfigError(f"inter.broker.listener.name: the listener {chosen} is "
-                              f"{protocols[chosen]}, and brokers talk to each other in "
-                              "plaintext only so far; give them a PLAINTEXT listener")
     for name in per_listener:
         listener = _listener_setting(name)[0]
         if listener not in names:

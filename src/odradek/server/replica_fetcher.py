@@ -175,7 +175,7 @@ class ReplicaFetcher:
         if self._conn is not None and (self._conn.closed or endpoint != self._endpoint):
             await self._close()
         if self._conn is None:
-            self._conn = await AsyncBrokerConnection.open(
+            self._conn = await self.manager.node.inter_broker.open(
                 info.host, info.port, client_id=f"broker-{self.manager.me}-fetcher-{self.index}",
                 timeout_s=self.socket_timeout_s)
             self._endpoint = endpoint

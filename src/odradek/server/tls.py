@@ -50,7 +50,7 @@ def server_context(config: BrokerConfig, listener: str) -> ssl.SSLContext:
             ctx.set_ciphers(ciphers.replace(",", ":"))
         except ssl.SSLError as exc:
             raise ConfigError(f"ssl.cipher.suites {ciphers!r}: {exc}") from None
-    _load_keystore(ctx, listener, get)
+    load_keystore(ctx, listener, get)
     ctx.verify_mode = _CLIENT_AUTH[get("ssl.client.auth")]
     trust_file, trust_text = get("ssl.truststore.location"), get("ssl.truststore.certificates")
     if trust_file or trust_text:
@@ -65,7 +65,7 @@ def server_context(config: BrokerConfig, listener: str) -> ssl.SSLContext:
     return ctx
 
 
-def _load_keystore(ctx: ssl.SSLContext, listener: str, get: Callable[[str], Any]) -> None:
+def load_keystore(ctx: ssl.SSLContext, listener: str, get: Callable[[str], Any]) -> None:
     location = get("ssl.keystore.location")
     chain, key = get("ssl.keystore.certificate.chain"), get("ssl.keystore.key")
     password = get("ssl.key.password") or None

@@ -1,0 +1,92 @@
+"""Where the security state lives (``server.documents``): a file of the data directory on
+one node, a znode shared by a cluster's brokers (here on ``MemoryStore``, the store
+contract's in-memory twin): what one broker writes the others see, concurrent writers
+lose nothing, and a write that cannot be saved changes nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from odradek.cluster.store import MemoryStore, MemoryTree
+from odradek.server.documents import DocumentError, FileDocument, StoreDocument
+
+
+def add(name: str):
+    def change(value: dict) -> dict:
+        return {"names": [*value.get("names", []), name]}
+    return change
+
+
+def test_a_file_document_is_saved_whole_and_read_back(tmp_path: Path) -> None:
+    doc = FileDocument(str(tmp_path), "acls", mode=0o600)
+    seen: list[dict] = []
+    doc.on_change = seen.append
+    asyncio.run(doc.update(add("a")))
+    asyncio.run(doc.update(add("b")))
+    assert seen == [{"names": ["a"]}, {"names": ["a", "b"]}]
+    assert json.loads((tmp_path / "acls.json").read_text()) == {"names": ["a", "b"]}
+    assert os.stat(tmp_path / "acls.json").st_mode & 0o777 == 0o600
+    assert FileDocument(str(tmp_path), "acls").value == {"names": ["a", "b"]}
+
+
+def test_a_file_document_that_cannot_be_written_is_left_as_it_was(tmp_path: Path) -> None:
+    doc = FileDocument(str(tmp_path), "quotas")
+    asyncio.run(doc.update(add("a")))
+    # The file's place taken by a directory: the rename onto it fails (as a full disk or
+    # a read-only directory would fail the write, an OSError either way).
+    (tmp_path / "quotas.json").unlink()
+    (tmp_path / "quotas.json").mkdir()
+    with pytest.raises(DocumentError, match="cannot write"):
+        asyncio.run(doc.update(add("b")))
+    assert doc.value == {"names": ["a"]}
+
+
+def test_a_refused_change_saves_nothing(tmp_path: Path) -> None:
+    doc = FileDocument(str(tmp_path), "acls")
+
+    def refuse(value: dict) -> dict:
+        raise ValueError("no")
+
+    with pytest.raises(ValueError):
+        asyncio.run(doc.update(refuse))
+    assert not (tmp_path / "acls.json").exists() and doc.value == {}
+
+
+def test_brokers_share_a_store_document_and_concurrent_writers_lose_nothing() -> None:
+    tree = MemoryTree()
+
+    async def body() -> None:
+        stores = [MemoryStore(tree) for _ in range(3)]
+        for store in stores:
+            await store.start(5)
+        docs = [StoreDocument(store, "acls") for store in stores]
+        for doc in docs:
+            await doc.start(5)
+        assert all(doc.value == {} for doc in docs)
+        heard: list[dict] = []
+        docs[2].on_change = heard.append
+        # Two brokers write at once: each write is conditional on what it read, and
+        # the loser reads again, so both names are kept.
+        await asyncio.gather(docs[0].update(add("from-1")), docs[1].update(add("from-2")))
+        names = sorted(docs[0].value["names"] if len(docs[0].value["names"]) == 2
+                       else docs[1].value["names"])
+        assert names == ["from-1", "from-2"]
+        for _ in range(100):  # the third broker hears of it by its watch
+            if heard and sorted(heard[-1]["names"]) == names:
+                break
+            await asyncio.sleep(0.01)
+        assert sorted(docs[2].value["names"]) == names
+        restarted = StoreDocument(stores[2], "acls")  # a broker starting later reads it
+        await restarted.start(5)
+        assert sorted(restarted.value["names"]) == names
+        for doc in [*docs, restarted]:
+            doc.stop()
+        for store in stores:
+            await store.close()
+
+    asyncio.run(body())
