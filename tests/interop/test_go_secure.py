@@ -1,13 +1,17 @@
-"""The Go clients franz-go and sarama over SASL_SSL with SCRAM (issue 18) against an
+"""The Go clients franz-go and sarama over TLS and SASL (issue 18) against an
 ``odradek serve`` process set up as tests/interop/test_sasl.py's broker is (its
 ``broker_args``, ``add_scram_users`` and ``ca``).
 
 The programs are test_go_clients.py's (tests/interop/go, built by scripts/fetch_go.sh),
-given ``-tls-ca`` (the test CA's PEM certificate) and ``-sasl-mechanism``,
-``-sasl-user``, ``-sasl-password``, which every client of the scenario uses:
+given ``-tls-ca`` (the test CA's PEM certificate), ``-tls-cert``/``-tls-key`` and
+``-sasl-mechanism``, ``-sasl-user``, ``-sasl-password``, which every client of the
+scenario uses:
 
-- the produce scenario (every codec, read back by partition) over SASL_SSL with
-  SCRAM-SHA-512 (dave), checked as test_go_clients.py checks it over PLAINTEXT;
+- the produce scenario (every codec, read back by partition), checked as
+  test_go_clients.py checks it over PLAINTEXT, over mutual TLS (``-tls-cert``,
+  ``-tls-key``: a certificate from the test CA), SASL_PLAINTEXT with PLAIN (alice) and
+  SASL_SSL with SCRAM-SHA-256 (carol) and SCRAM-SHA-512 (dave), and OAUTHBEARER with a
+  JWT the test signed (``-sasl-token``; tests/interop/test_oauthbearer.py's broker);
 - a wrong password: the program fails with an authentication error, the broker refuses
   the login and serves nothing.
 """
@@ -21,7 +25,8 @@ import pytest
 
 from .conftest import BrokerProcess, run_tool, start_broker
 from .test_go_clients import RUN_TIMEOUT, check_produce, require_program, run_go
-from .test_sasl import add_scram_users, broker_args, ca  # noqa: F401 - ca: the fixture
+from .test_oauthbearer import idp, jwks, oauth_broker  # noqa: F401 - fixtures
+from .test_sasl import add_scram_users, ca, mutual_tls_args  # noqa: F401 - ca: the fixture
 
 pytestmark = pytest.mark.interop
 
@@ -31,7 +36,7 @@ PROGRAMS = ["franz", "sarama"]
 @pytest.fixture(scope="module")
 def secure_broker(tmp_path_factory: pytest.TempPathFactory,
                   ca) -> Iterator[BrokerProcess]:  # noqa: F811 - the fixture
-    with start_broker(tmp_path_factory.mktemp("odradek-data"), *broker_args(ca[1])) as broker:
+    with start_broker(tmp_path_factory.mktemp("odradek-data"), *mutual_tls_args(ca)) as broker:
         add_scram_users(broker.bootstrap)
         yield broker
 
@@ -41,14 +46,41 @@ def scram_flags(ca, user: str, password: str) -> list[str]:  # noqa: F811 - the 
             "-sasl-user", user, "-sasl-password", password]
 
 
+def security_flags(ca, kind: str) -> tuple[str, list[str]]:  # noqa: F811 - its value
+    """(listener, program flags) of one way to connect."""
+    trust = ["-tls-ca", str(ca[0].cert)]
+    if kind == "mtls":
+        client = ca[0].issue("go-client", "CN=go-client,O=tests")
+        return "MTLS", [*trust, "-tls-cert", str(client.cert), "-tls-key", str(client.key)]
+    if kind == "plain":
+        return "SASL_PLAINTEXT", ["-sasl-mechanism", "PLAIN", "-sasl-user", "alice",
+                                  "-sasl-password", "alice-secret"]
+    if kind == "scram-sha-256":
+        return "SASL_SSL", [*trust, "-sasl-mechanism", "SCRAM-SHA-256", "-sasl-user", "carol",
+                            "-sasl-password", "carol-secret"]
+    return "SASL_SSL", scram_flags(ca, "dave", "dave-secret")
+
+
+@pytest.mark.parametrize("kind", ["mtls", "plain", "scram-sha-256", "scram-sha-512"])
 @pytest.mark.parametrize("program", PROGRAMS)
-def test_go_client_produces_and_reads_back_over_sasl_ssl_with_scram_sha_512(
-        secure_broker, ca, program):  # noqa: F811 - the fixture
-    topic = f"go-secure-{program}"
+def test_go_client_produces_and_reads_back_securely(secure_broker, ca,  # noqa: F811
+                                                    program, kind):
+    topic = f"go-secure-{program}-{kind}"
+    listener, flags = security_flags(ca, kind)
     result = run_go(program, "produce", secure_broker, topic,
-                    bootstrap=secure_broker.listener("SASL_SSL"),
-                    extra=scram_flags(ca, "dave", "dave-secret"))
+                    bootstrap=secure_broker.listener(listener), extra=flags)
     check_produce(result, secure_broker, topic, program)
+
+
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_go_client_logs_in_with_oauthbearer(oauth_broker, idp, program):  # noqa: F811
+    """A JWT the test signed (tests/interop/test_oauthbearer.py's broker and identity
+    provider) as franz-go's oauth.Auth and sarama's AccessTokenProvider."""
+    topic = f"go-oauth-{program}"
+    result = run_go(program, "produce", oauth_broker, topic,
+                    bootstrap=oauth_broker.listener("SASL_PLAINTEXT"),
+                    extra=["-sasl-mechanism", "OAUTHBEARER", "-sasl-token", idp.token(program)])
+    check_produce(result, oauth_broker, topic, program)
 
 
 @pytest.mark.parametrize("program", PROGRAMS)

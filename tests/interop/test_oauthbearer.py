@@ -157,6 +157,21 @@ def test_kafka_python_produces_and_consumes_with_a_token_provider(oauth_broker, 
         round_trips.expected(RECORDS))
 
 
+def test_kafkajs_produces_and_consumes_with_a_token_provider(oauth_broker, idp):
+    from .test_kafkajs import installed_kafkajs
+
+    messages = [{"key": f"k{i}", "value": f"v{i}"} for i in range(RECORDS)]
+    answer = installed_kafkajs().run(oauth_broker, [
+        {"op": "createTopic", "topic": "oauth-kafkajs", "partitions": 1},
+        {"op": "produce", "topic": "oauth-kafkajs", "codec": "none", "messages": messages},
+        {"op": "consumeGroup", "topic": "oauth-kafkajs", "groupId": "oauth-kafkajs",
+         "count": RECORDS},
+    ], bootstrap=oauth_broker.listener("SASL_PLAINTEXT"),
+        sasl={"mechanism": "oauthbearer", "token": idp.token("carol")})
+    assert [m["value"] for m in answer["results"][2]["messages"]] == [
+        f"v{i}" for i in range(RECORDS)]
+
+
 def test_aiokafka_produces_and_consumes_with_a_token_provider(oauth_broker, idp):
     from aiokafka.abc import AbstractTokenProvider
 

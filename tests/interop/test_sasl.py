@@ -74,6 +74,20 @@ def broker_args(keystore: Path, **extra: str) -> list[str]:
     return [a for k, v in settings.items() for a in ("--override", f"{k}={v}")]
 
 
+MUTUAL_LISTENERS = ("PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,"
+                    "SASL_SSL://127.0.0.1:0,MTLS://127.0.0.1:0")
+
+
+def mutual_tls_args(ca: tuple[TestCA, Path]) -> list[str]:
+    """broker_args with every listener kind: SSL one-way and MTLS, an SSL listener that
+    requires a client certificate from the test CA."""
+    return broker_args(ca[1], listeners=MUTUAL_LISTENERS, **{
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,"
+        "SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL,MTLS:SSL",
+        "listener.name.mtls.ssl.client.auth": "required",
+        "listener.name.mtls.ssl.truststore.location": str(ca[0].cert)})
+
+
 def add_scram_users(bootstrap: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     futures = admin.alter_user_scram_credentials([
@@ -160,29 +174,36 @@ def test_kafka_python_logs_in_with_plain_and_scram(sasl_broker, ca):
             RECORDS), (listener, mechanism)
 
 
-def test_aiokafka_logs_in_with_scram_over_sasl_ssl(sasl_broker, ca):
+def test_aiokafka_logs_in_with_plain_and_scram(sasl_broker, ca):
     from aiokafka.helpers import create_ssl_context
 
-    conf = {"bootstrap_servers": sasl_broker.listener("SASL_SSL"),
-            "security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-256",
-            "sasl_plain_username": "carol", "sasl_plain_password": "carol-secret",
-            "ssl_context": create_ssl_context(cafile=str(ca[0].cert))}
-    assert round_trips.aiokafka(conf, "sasl", b"aiokafka", RECORDS) == round_trips.expected(
-        RECORDS)
+    for listener, mechanism, user, password in LOGINS:
+        conf = {"bootstrap_servers": sasl_broker.listener(listener),
+                "security_protocol": listener, "sasl_mechanism": mechanism,
+                "sasl_plain_username": user, "sasl_plain_password": password}
+        if listener == "SASL_SSL":
+            conf["ssl_context"] = create_ssl_context(cafile=str(ca[0].cert))
+        tag = f"aiokafka-{listener}-{mechanism}".encode()
+        assert round_trips.aiokafka(conf, "sasl", tag, RECORDS) == round_trips.expected(
+            RECORDS), (listener, mechanism)
 
 
-def test_kcat_logs_in_with_scram_over_sasl_ssl(sasl_broker, ca):
+def test_kcat_logs_in_with_plain_and_scram(sasl_broker, ca):
     kcat = require_tool("kcat", installable=shutil.which("apt-get") is not None,
                         install_hint="scripts/test.sh installs it (apt-get install kcat)")
-    auth = ["-X", "security.protocol=SASL_SSL", "-X", f"ssl.ca.location={ca[0].cert}",
-            "-X", "sasl.mechanism=SCRAM-SHA-512", "-X", "sasl.username=dave",
-            "-X", "sasl.password=dave-secret"]
-    bootstrap = sasl_broker.listener("SASL_SSL")
-    run_tool([kcat, "-P", "-b", bootstrap, "-t", "sasl-kcat", *auth],
-             input="".join(f"kcat-{i}\n" for i in range(RECORDS)))
-    out = run_tool([kcat, "-C", "-b", bootstrap, "-t", "sasl-kcat", "-o", "beginning",
-                    "-c", str(RECORDS), "-e", "-q", *auth])
-    assert sorted(out.stdout.split()) == sorted(f"kcat-{i}" for i in range(RECORDS))
+    for listener, mechanism, user, password in LOGINS:
+        auth = ["-X", f"security.protocol={listener}", "-X", f"sasl.mechanism={mechanism}",
+                "-X", f"sasl.username={user}", "-X", f"sasl.password={password}"]
+        if listener == "SASL_SSL":
+            auth += ["-X", f"ssl.ca.location={ca[0].cert}"]
+        bootstrap = sasl_broker.listener(listener)
+        topic = f"sasl-kcat-{listener}-{mechanism}".lower()
+        run_tool([kcat, "-P", "-b", bootstrap, "-t", topic, *auth],
+                 input="".join(f"kcat-{i}\n" for i in range(RECORDS)))
+        out = run_tool([kcat, "-C", "-b", bootstrap, "-t", topic, "-o", "beginning",
+                        "-c", str(RECORDS), "-e", "-q", *auth])
+        assert sorted(out.stdout.split()) == sorted(f"kcat-{i}" for i in range(RECORDS)), (
+            listener, mechanism)
 
 
 def test_scram_credentials_are_described_deleted_and_kept_over_a_restart(
@@ -336,15 +357,12 @@ def test_plain_socket_on_sasl_ssl_gets_no_kafka_answer(sasl_broker):
     assert data == b"" or data[0] == 21  # nothing, or a TLS alert
 
 
-@pytest.mark.parametrize("listener,mechanism,user,password", [
-    ("SASL_SSL", "scram-sha-512", "dave", "dave-secret"),
-    ("SASL_PLAINTEXT", "plain", "alice", "alice-secret"),
-])
+@pytest.mark.parametrize("listener,mechanism,user,password", LOGINS)
 def test_kafkajs_logs_in_and_round_trips(sasl_broker, ca, listener, mechanism, user,
                                          password):
     kafkajs: KafkaJS = installed_kafkajs()
     security: dict[str, object] = {
-        "sasl": {"mechanism": mechanism, "username": user, "password": password}}
+        "sasl": {"mechanism": mechanism.lower(), "username": user, "password": password}}
     if listener == "SASL_SSL":
         security["ssl"] = {"ca": str(ca[0].cert)}
     topic = f"kafkajs-{listener}-{mechanism}".lower()

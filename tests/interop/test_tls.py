@@ -31,6 +31,7 @@ from tests.certs import Issued, TestCA
 
 from . import round_trips
 from .conftest import BrokerProcess, require_tool, run_tool, start_broker
+from .test_kafkajs import installed_kafkajs
 
 pytestmark = pytest.mark.interop
 
@@ -131,6 +132,43 @@ def test_kafka_python_produces_and_consumes_over_tls(tls_broker: BrokerProcess,
     assert round_trips.kafka_python(conf, "tls-kafka-python", b"tls", RECORDS, PAD) == EXPECTED
 
 
+def test_kafka_python_produces_and_consumes_over_mutual_tls(tls_broker: BrokerProcess,
+                                                            certs: Certs):
+    bootstrap = tls_broker.listener("MTLS")
+    conf = {"bootstrap_servers": bootstrap, "security_protocol": "SSL",
+            "ssl_cafile": str(certs.ca.cert), "ssl_certfile": str(certs.alice.cert),
+            "ssl_keyfile": str(certs.alice.key)}
+    create_topic(bootstrap, "mtls-kafka-python", **librdkafka_tls(certs, certs.alice))
+    assert round_trips.kafka_python(conf, "mtls-kafka-python", b"tls", RECORDS, PAD) == EXPECTED
+
+
+def test_kcat_and_kafkajs_produce_and_consume_over_mutual_tls(tls_broker: BrokerProcess,
+                                                              certs: Certs):
+    bootstrap = tls_broker.listener("MTLS")
+    kcat = require_tool("kcat", installable=shutil.which("apt-get") is not None,
+                        install_hint="scripts/test.sh installs it (apt-get install kcat)")
+    tls = ["-X", "security.protocol=SSL", "-X", f"ssl.ca.location={certs.ca.cert}",
+           "-X", f"ssl.certificate.location={certs.alice.cert}",
+           "-X", f"ssl.key.location={certs.alice.key}"]
+    create_topic(bootstrap, "mtls-kcat", **librdkafka_tls(certs, certs.alice))
+    run_tool([kcat, "-P", "-b", bootstrap, "-t", "mtls-kcat", *tls],
+             input="".join(f"kcat-{i}\n" for i in range(RECORDS)))
+    out = run_tool([kcat, "-C", "-b", bootstrap, "-t", "mtls-kcat", "-o", "beginning",
+                    "-c", str(RECORDS), "-e", "-q", *tls])
+    assert sorted(out.stdout.split()) == sorted(f"kcat-{i}" for i in range(RECORDS))
+
+    messages = [{"key": f"k{i}", "value": f"v{i}"} for i in range(RECORDS)]
+    answer = installed_kafkajs().run(tls_broker, [
+        {"op": "createTopic", "topic": "mtls-kafkajs", "partitions": 1},
+        {"op": "produce", "topic": "mtls-kafkajs", "codec": "none", "messages": messages},
+        {"op": "consumeGroup", "topic": "mtls-kafkajs", "groupId": "mtls-kafkajs",
+         "count": RECORDS},
+    ], bootstrap=bootstrap, ssl={"ca": str(certs.ca.cert), "cert": str(certs.alice.cert),
+                                 "key": str(certs.alice.key)})
+    assert [m["value"] for m in answer["results"][2]["messages"]] == [
+        f"v{i}" for i in range(RECORDS)]
+
+
 def test_aiokafka_produces_and_consumes_over_mutual_tls(tls_broker: BrokerProcess,
                                                         certs: Certs):
     from aiokafka.helpers import create_ssl_context
@@ -156,6 +194,22 @@ def test_mutual_tls_serves_trusted_client_certificates_only(tls_broker: BrokerPr
     # The broker still serves the trusted client.
     md = AdminClient({"bootstrap.servers": bootstrap, **conf}).list_topics(timeout=WAIT)
     assert "tls-mutual" in md.topics
+
+
+
+def test_a_client_without_a_certificate_is_told_why(tls_broker: BrokerProcess, certs: Certs):
+    """The broker sends the handshake's alert (certificate required) before it closes,
+    as Kafka does, rather than just closing (what asyncio alone would do): clients can
+    say why (the Java client's SslAuthenticationException, tests/interop/test_java_secure)."""
+    host, port = tls_broker.listener("MTLS").rsplit(":", 1)
+    context = ssl.create_default_context(cafile=str(certs.ca.cert))
+    context.minimum_version = ssl.TLSVersion.TLSv1_3  # the alert comes after the handshake
+    with (socket.create_connection((host, int(port)), timeout=WAIT) as raw,
+          context.wrap_socket(raw, server_hostname=host) as tls,
+          pytest.raises(ssl.SSLError, match="CERTIFICATE_REQUIRED")):
+        tls.sendall(API_VERSIONS_V0)
+        tls.recv(1)
+    tls_broker.assert_alive()
 
 
 API_VERSIONS_V0 = struct.pack(">ihhih", 12, 18, 0, 1, -1)  # size, key, version, id, client

@@ -191,9 +191,11 @@ class Broker:
     async def _listen(self) -> None:
         """A server socket per listener (TLS on SSL and SASL_SSL ones); the main listener's
         port becomes ``self.port`` (it may have been 0: any free port)."""
-        from odradek.server.tls import server_context
+        from odradek.server.tls import send_handshake_alerts, server_context
 
         loop = asyncio.get_running_loop()
+        if any(listener.tls for listener in self.config.listeners):
+            send_handshake_alerts()
         for listener in self.config.listeners:
             ctx = server_context(self.config, listener.name) if listener.tls else None
             server = await loop.create_server(

@@ -10,6 +10,7 @@ The principal is the certificate subject's distinguished name as Java prints it
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
@@ -63,6 +64,35 @@ def server_context(config: BrokerConfig, listener: str) -> ssl.SSLContext:
                           "needs ssl.truststore.location or ssl.truststore.certificates")
     principal_rules(get("ssl.principal.mapping.rules"))  # refuse bad rules at start
     return ctx
+
+
+def send_handshake_alerts() -> None:
+    """Make a failed server-side TLS handshake send its alert before the connection closes.
+
+    asyncio (CPython 3.11) aborts the transport when the handshake fails - a client
+    certificate missing, expired or from an unknown CA - with the alert OpenSSL made
+    still in its outgoing buffer: the client sees the connection closed, not why, and
+    retries until it times out. Kafka's brokers send the alert, and Kafka's clients
+    report it (the Java client's SslAuthenticationException). This flushes what OpenSSL
+    wrote before asyncio's own handling goes on; installed once per process, and left
+    out if asyncio's internals are not the ones it knows."""
+    from asyncio import sslproto
+
+    protocol = sslproto.SSLProtocol
+    original = getattr(protocol, "_on_handshake_complete", None)
+    if (original is None or not hasattr(protocol, "_process_outgoing")
+            or getattr(original, "sends_alerts", False)):
+        return
+
+    def _on_handshake_complete(self: Any, handshake_exc: BaseException | None) -> None:
+        if handshake_exc is not None:
+            # The alert, written while the socket is open (the close follows regardless).
+            with contextlib.suppress(Exception):
+                self._process_outgoing()
+        original(self, handshake_exc)
+
+    _on_handshake_complete.sends_alerts = True  # type: ignore[attr-defined]
+    protocol._on_handshake_complete = _on_handshake_complete  # type: ignore[method-assign]
 
 
 def load_keystore(ctx: ssl.SSLContext, listener: str, get: Callable[[str], Any]) -> None:

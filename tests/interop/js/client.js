@@ -27,9 +27,11 @@
 //                                                          key, value, headers, timestamp}]}
 //     A group consumer (kafkajs has no other kind): needs FindCoordinator, JoinGroup, ...
 //
-// Optional security (tests/interop/test_sasl.py): "ssl": {"ca": "/path/ca.pem"} (TLS,
-// the broker's certificate checked against that CA), "sasl": {"mechanism":
-// "plain"|"scram-sha-256"|"scram-sha-512", "username", "password"}.
+// Optional security (tests/interop/test_sasl.py, test_tls.py): "ssl": {"ca": "/path/ca.pem"}
+// (TLS, the broker's certificate checked against that CA; with "cert" and "key" PEM files
+// too for mutual TLS), "sasl": {"mechanism":
+// "plain"|"scram-sha-256"|"scram-sha-512", "username", "password"} or {"mechanism":
+// "oauthbearer", "token"}.
 'use strict'
 
 const fs = require('fs')
@@ -168,8 +170,16 @@ async function main() {
     connectionTimeout: 5000,
     requestTimeout: 15000,
     retry: { retries: plan.retries === undefined ? 2 : plan.retries },
-    ssl: plan.ssl ? { ca: [fs.readFileSync(plan.ssl.ca, 'utf8')] } : undefined,
-    sasl: plan.sasl,
+    ssl: plan.ssl ? {
+      ca: [fs.readFileSync(plan.ssl.ca, 'utf8')],
+      // Mutual TLS: the client's certificate and key (PEM files).
+      ...(plan.ssl.cert ? { cert: fs.readFileSync(plan.ssl.cert, 'utf8'),
+                            key: fs.readFileSync(plan.ssl.key, 'utf8') } : {}),
+    } : undefined,
+    // OAUTHBEARER: the plan carries the token (a JWT the test signed).
+    sasl: plan.sasl && plan.sasl.mechanism === 'oauthbearer'
+      ? { mechanism: 'oauthbearer', oauthBearerProvider: async () => ({ value: plan.sasl.token }) }
+      : plan.sasl,
   })
   const admin = kafka.admin()
   await admin.connect()

@@ -5,6 +5,7 @@ package main
 
 import (
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/oauth"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
@@ -26,6 +27,8 @@ func securityOpts() []kgo.Opt {
 		opts = append(opts, kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha256Mechanism()))
 	case "SCRAM-SHA-512":
 		opts = append(opts, kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha512Mechanism()))
+	case "OAUTHBEARER":
+		opts = append(opts, kgo.SASL(oauth.Auth{Token: *secure.Token}.AsMechanism()))
 	default:
 		secure.UnknownMechanism()
 	}

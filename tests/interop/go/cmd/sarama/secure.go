@@ -38,6 +38,9 @@ func secureConfig(c *sarama.Config) {
 		c.Net.SASL.SCRAMClientGeneratorFunc = func() sarama.SCRAMClient {
 			return &scramClient{hash: scram.HashGeneratorFcn(sha512.New)}
 		}
+	case "OAUTHBEARER":
+		c.Net.SASL.Mechanism = sarama.SASLTypeOAuth
+		c.Net.SASL.TokenProvider = staticToken(*secure.Token)
 	default:
 		secure.UnknownMechanism()
 	}
@@ -61,3 +64,10 @@ func (s *scramClient) Begin(user, password, authzID string) error {
 func (s *scramClient) Step(challenge string) (string, error) { return s.conv.Step(challenge) }
 
 func (s *scramClient) Done() bool { return s.conv.Done() }
+
+// staticToken is sarama's AccessTokenProvider for the -sasl-token flag's JWT.
+type staticToken string
+
+func (t staticToken) Token() (*sarama.AccessToken, error) {
+	return &sarama.AccessToken{Token: string(t)}, nil
+}
