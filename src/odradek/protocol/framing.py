@@ -107,6 +107,11 @@ class FrameDecoder:
         return self._end - self._start + big + self._queued_bytes
 
     @property
+    def frame_missing(self) -> int:
+        """Bytes still to come of a large frame being received (0 between frames)."""
+        return self._big_size - self._big_filled if self._big is not None else 0
+
+    @property
     def queued(self) -> int:
         """Whole frames waiting to be taken."""
         return len(self._frames)

@@ -59,6 +59,10 @@ MAX_QUEUED_BYTES = 4 * 1024 * 1024
 # threshold is a judgement, not a measured optimum). Larger regions go by sendfile, the
 # bytes never entering Python.
 COPY_REGION_MAX_BYTES = 64 * 1024
+# TLS: a margin for what the TLS layer may hold undecrypted (two records of 16 KiB), and
+# the highest SO_RCVLOWAT set (see Connection._wake_for).
+TLS_HELD_BYTES = 32 * 1024
+RCVLOWAT_MAX_BYTES = 1024 * 1024
 
 Response = bytes | list[bytes | FileRegion] | None
 
@@ -93,6 +97,10 @@ class Connection(asyncio.BufferedProtocol):
         self._eof = False
         self._lost = False
         self._sock_fd = -1  # for sendfile straight to the socket
+        # TLS: the raw socket, whose SO_RCVLOWAT asks the kernel to wake the loop only
+        # once most of a large request's rest has arrived (see _wake_for).
+        self._tls_sock: socket.socket | None = None
+        self._rcvlowat = 1
         # Left by a request answered in buffer_updated, for run() to finish before the
         # next request: a long poll still to await (with its frame), or response parts
         # still to send ([] when only a drain is due).
@@ -119,6 +127,7 @@ class Connection(asyncio.BufferedProtocol):
         # socket (regions are read and written through the transport instead).
         tls = self.listener.tls
         self._sock_fd = sock.fileno() if sock is not None and not tls else -1
+        self._tls_sock = sock if tls and sock is not None else None
         self.session = self.broker.new_session(self.listener, transport,
                                                peer[0] if isinstance(peer, tuple) else "")
         self.broker.accept(self)  # runs run() as a task the broker owns
@@ -130,6 +139,8 @@ class Connection(asyncio.BufferedProtocol):
         self.reads += 1
         decoder = self.decoder
         decoder.buffer_updated(nbytes)
+        if self._tls_sock is not None:
+            self._wake_for(decoder.frame_missing)
         if decoder.queued or decoder.error is not None:
             waiter = self._input
             # run() waits for input with nothing in progress, and this is the one frame
@@ -162,6 +173,29 @@ class Connection(asyncio.BufferedProtocol):
         waiter = self._writable
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
+
+    def _wake_for(self, missing: int) -> None:
+        """Under TLS, mid-way through a large request, have the socket report itself
+        readable only once ``missing`` bytes (less what the TLS layer may hold already,
+        TLS_HELD_BYTES) are there, at most RCVLOWAT_MAX_BYTES.
+
+        A TLS client writes a large request as 16 KiB records, one send each, and a loop
+        woken for every few of them spends most of its time going round (measured: 13
+        reads per 1 MB produce request under TLS, 2 in plaintext, where the kernel
+        delivers the request's single write in large pieces). Encrypted bytes are never
+        fewer than the plaintext they carry, so the request's rest always reaches the
+        mark (asyncio's TLS layer drains what it holds by itself when our buffer fills,
+        and a lower mark set then wakes the loop at once if the bytes are there); the
+        end of the stream is reported whatever the mark. Measured (1 MB produce
+        requests of 100-byte records, broker CPU, TLS / plaintext): 3.0x before, 1.9x
+        with it."""
+        want = min(max(missing - TLS_HELD_BYTES, 1), RCVLOWAT_MAX_BYTES)
+        if want != self._rcvlowat and self._tls_sock is not None:
+            self._rcvlowat = want
+            try:
+                self._tls_sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, want)
+            except OSError:
+                self._tls_sock = None  # not supported here: wake per arrival, as before
 
     # --- the request loop ----------------------------------------------------------------
 
