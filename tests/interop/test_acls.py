@@ -308,3 +308,34 @@ def test_describe_cluster_reports_the_operations_one_may_do(acl_broker: BrokerPr
                 ResourceType.BROKER, "kafka-cluster", LITERAL, "User:alice", None,
                 AclOperation.ANY, AclPermissionType.ANY)]).values():
             future.result(WAIT)
+
+
+def test_topics_and_groups_report_the_operations_one_may_do(acl_broker: BrokerProcess):
+    """KIP-430 for topics (Metadata's include_topic_authorized_operations, what
+    librdkafka's describe_topics asks) and groups (DescribeGroups): alice may READ and
+    WRITE "orders" (so DESCRIBE too) and do everything on her prefix's topics; READ on
+    her group (so DESCRIBE). Metadata v10 also answers the cluster's for her."""
+    from confluent_kafka import TopicCollection
+
+    alice = AdminClient(login(acl_broker, "alice"))
+    described = alice.describe_topics(TopicCollection(["orders", "alice-events"]),
+                                       include_authorized_operations=True)
+    ops = {name: set(future.result(WAIT).authorized_operations)
+           for name, future in described.items()}
+    assert ops["orders"] == {AclOperation.READ, AclOperation.WRITE, AclOperation.DESCRIBE}
+    assert ops["alice-events"] == {
+        AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE, AclOperation.DELETE,
+        AclOperation.ALTER, AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS}
+    port = int(acl_broker.listener("SASL_PLAINTEXT").rsplit(":", 1)[1])
+    with WireClient(port) as client:
+        assert plain_login(client, "alice", "alice-secret").error_code.value == 0
+        answer = client.request(15, 5, {"groups": ["alice-group"],
+                                        "include_authorized_operations": True})
+        assert {op for op in range(16) if answer.groups[0].authorized_operations & (1 << op)
+                } == {3, 8}  # READ, DESCRIBE
+        answer = client.request(3, 10, {"topics": [{"name": "orders"}],
+                                        "include_cluster_authorized_operations": True,
+                                        "include_topic_authorized_operations": False})
+        assert answer.cluster_authorized_operations == 0  # nothing on the cluster
+        assert answer.topics[0].topic_authorized_operations == -(2**31)  # not asked

@@ -186,9 +186,10 @@ class Connection(asyncio.BufferedProtocol):
         fewer than the plaintext they carry, so the request's rest always reaches the
         mark (asyncio's TLS layer drains what it holds by itself when our buffer fills,
         and a lower mark set then wakes the loop at once if the bytes are there); the
-        end of the stream is reported whatever the mark. Measured (1 MB produce
-        requests of 100-byte records, broker CPU, TLS / plaintext): 3.0x before, 1.9x
-        with it."""
+        end of the stream is reported whatever the mark. Measured (broker CPU per
+        record, TLS / plaintext, ~1 MB produce requests of 100-byte records from a
+        producer process of its own): 3.0x before, 1.9x with it; bench/security_bench.py's
+        load, whose reads were large already, 2.2x either way."""
         want = min(max(missing - TLS_HELD_BYTES, 1), RCVLOWAT_MAX_BYTES)
         if want != self._rcvlowat and self._tls_sock is not None:
             self._rcvlowat = want

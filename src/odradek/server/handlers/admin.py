@@ -27,9 +27,11 @@ from odradek.server.errors import error_code
 from odradek.server.handlers.base import (
     CLUSTER,
     CLUSTER_AUTHORIZATION_FAILED,
+    NO_AUTHORIZED_OPERATIONS,
     TOPIC_AUTHORIZATION_FAILED,
     Api,
     allowed,
+    authorized_operations,
     respond,
 )
 from odradek.server.handlers.metadata import brokers, controller_id
@@ -86,11 +88,6 @@ _OP_NAMES = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT
 # The broker setting each topic config defaults to (log.retention.ms -> retention.ms).
 _BROKER_SETTING_OF = {s.topic_name: s for s in SETTINGS.values() if s.topic_name}
 
-# AclOperation codes that apply to the cluster resource, reported (those the principal
-# may do) when a client asks for cluster_authorized_operations (KIP-430).
-_CLUSTER_OPERATIONS = (5, 7, 8, 9, 10, 11, 12)  # CREATE, ALTER, DESCRIBE, CLUSTER_ACTION,
-# DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE
-NO_AUTHORIZED_OPERATIONS = -(2**31)  # "not requested"
 
 BROKERS_ENDPOINT = 1  # DescribeCluster v1 endpoint_type: brokers (2 = controllers)
 UNSUPPORTED_ENDPOINT_TYPE = 115
@@ -486,9 +483,8 @@ async def describe_cluster(broker: Broker, request: Request) -> bytes:
     elif body.include_cluster_authorized_operations:
         # KIP-430: the operations the principal may do on the cluster (all of them
         # without an authorizer).
-        data["cluster_authorized_operations"] = sum(
-            1 << op for op in _CLUSTER_OPERATIONS
-            if allowed(broker, request, Operation(op), ResourceType.CLUSTER, CLUSTER))
+        data["cluster_authorized_operations"] = authorized_operations(
+            broker, request, ResourceType.CLUSTER, CLUSTER)
     return respond(request, data)
 
 

@@ -63,6 +63,26 @@ def allowed(broker: Broker, request: Request, operation: Operation,
     return authorizer is None or authorizer.allows(request, operation, resource_type, name)
 
 
+# KIP-430: the AclOperation codes a resource type supports, reported as a bit field of
+# those the principal may do when a client asks for authorized operations (Kafka's
+# AclEntry.supportedOperations; all of them without an authorizer).
+SUPPORTED_OPERATIONS = {
+    ResourceType.TOPIC: (3, 4, 5, 6, 7, 8, 10, 11),  # READ, WRITE, CREATE, DELETE, ALTER,
+    # DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS
+    ResourceType.GROUP: (3, 6, 8),  # READ, DELETE, DESCRIBE
+    ResourceType.CLUSTER: (5, 7, 8, 9, 10, 11, 12),  # CREATE, ALTER, DESCRIBE,
+    # CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE
+}
+NO_AUTHORIZED_OPERATIONS = -(2**31)  # the field's value when they were not asked for
+
+
+def authorized_operations(broker: Broker, request: Request, resource_type: ResourceType,
+                          name: str) -> int:
+    """The bit field of the operations ``request``'s principal may do on a resource."""
+    return sum(1 << op for op in SUPPORTED_OPERATIONS[resource_type]
+               if allowed(broker, request, Operation(op), resource_type, name))
+
+
 def throttle(request: Request, ms: int) -> int:
     """Note that ``request``'s client is to be throttled for ``ms`` (client quotas: the
     connection is muted that long once the response is sent); returns the throttle its

@@ -27,7 +27,7 @@ from odradek.security.acls import Operation, ResourceType
 from odradek.server.coordinator_runtime import CoordinatorUnavailable
 from odradek.server.groups import topic_metadata
 from odradek.server.handlers.base import GROUP_AUTHORIZATION_FAILED, Api, allowed, respond
-from odradek.server.handlers.groups import NOT_REQUESTED, _client_host, group_runtime
+from odradek.server.handlers.groups import _client_host, group_operations, group_runtime
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
@@ -98,7 +98,7 @@ async def consumer_group_describe(broker: Broker, request: Request) -> bytes:
         {"error_code": d.error_code, "error_message": d.error_message,
          "group_id": d.group_id, "group_state": d.state, "group_epoch": d.group_epoch,
          "assignment_epoch": d.assignment_epoch, "assignor_name": d.assignor_name,
-         "authorized_operations": NOT_REQUESTED,
+         "authorized_operations": group_operations(broker, request, d.group_id),
          "members": [{
              "member_id": m.member_id, "instance_id": m.instance_id, "rack_id": m.rack_id,
              "member_epoch": m.member_epoch, "client_id": m.client_id,

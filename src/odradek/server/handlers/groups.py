@@ -52,19 +52,26 @@ from odradek.server.groups import GroupRuntime
 from odradek.server.handlers.base import (
     CLUSTER,
     GROUP_AUTHORIZATION_FAILED,
+    NO_AUTHORIZED_OPERATIONS,
     TOPIC_AUTHORIZATION_FAILED,
     UNKNOWN_TOPIC_OR_PARTITION,
     Api,
     allowed,
+    authorized_operations,
     respond,
 )
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
 
-# DescribeGroups/ListGroups: the authorized operations field when they were not asked for.
-NOT_REQUESTED = -2147483648
 CLASSIC = "classic"  # ListGroups v5 group type
+
+
+def group_operations(broker: Broker, request: Request, group_id: str) -> int:
+    """KIP-430: the group's operations the principal may do, when the request asks."""
+    if not getattr(request.body, "include_authorized_operations", False):
+        return NO_AUTHORIZED_OPERATIONS
+    return authorized_operations(broker, request, ResourceType.GROUP, group_id)
 
 
 def group_runtime(broker: Broker) -> GroupRuntime:
@@ -411,7 +418,8 @@ async def describe_groups(broker: Broker, request: Request) -> bytes:
     return respond(request, {"throttle_time": 0, "groups": [
         {"error_code": d.error_code, "error_message": message,
          "group_id": d.group_id, "group_state": d.state, "protocol_type": d.protocol_type,
-         "protocol_data": d.protocol_name, "authorized_operations": NOT_REQUESTED,
+         "protocol_data": d.protocol_name,
+         "authorized_operations": group_operations(broker, request, d.group_id),
          "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
                       "client_id": m.client_id, "client_host": m.client_host,
                       "member_metadata": m.metadata, "member_assignment": m.assignment}

@@ -19,9 +19,11 @@ from odradek.security.acls import Operation, ResourceType
 from odradek.server.handlers.base import (
     CLUSTER,
     LEADER_EPOCH,
+    NO_AUTHORIZED_OPERATIONS,
     TOPIC_AUTHORIZATION_FAILED,
     Api,
     allowed,
+    authorized_operations,
     respond,
 )
 from odradek.server.metadata import Topic, TopicError, validate_topic_name
@@ -48,7 +50,7 @@ def topic_entry(broker: Broker, topic: Topic) -> dict[str, Any]:
              "offline_replicas": []}
             for p in range(topic.partitions)
         ],
-        "topic_authorized_operations": -2147483648,
+        "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS,
     }
 
 
@@ -71,7 +73,7 @@ def _cluster_topic_entry(broker: Broker, topic: Topic) -> dict[str, Any]:
         })
     return {"error_code": 0, "name": topic.name, "topic_id": topic.topic_id,
             "is_internal": topic.internal, "partitions": partitions,
-            "topic_authorized_operations": -2147483648}
+            "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS}
 
 
 def listener_name(broker: Broker, request: Request) -> str:
@@ -164,14 +166,22 @@ async def handle(broker: Broker, request: Request) -> bytes:
                 topics.append({"error_code": LEADER_NOT_AVAILABLE, "name": name,
                                "topic_id": topic.topic_id, "partitions": []})
                 continue
-        topics.append(topic_entry(broker, topic))
+        entry = topic_entry(broker, topic)
+        if getattr(body, "include_topic_authorized_operations", False):  # v8+, KIP-430
+            entry["topic_authorized_operations"] = authorized_operations(
+                broker, request, ResourceType.TOPIC, name)
+        topics.append(entry)
+    cluster_operations = NO_AUTHORIZED_OPERATIONS
+    if getattr(body, "include_cluster_authorized_operations", False):  # v8-10
+        cluster_operations = authorized_operations(broker, request, ResourceType.CLUSTER,
+                                                   CLUSTER)
     return respond(request, {
         "throttle_time": 0,
         "brokers": brokers(broker, request),
         "cluster_id": broker.metadata.cluster_id,
         "controller_id": controller_id(broker),
         "topics": topics,
-        "cluster_authorized_operations": -2147483648,
+        "cluster_authorized_operations": cluster_operations,
     })
 
 
