@@ -247,3 +247,35 @@ def test_librdkafka_re_authenticates_with_fresh_tokens(tmp_path: Path, idp, jwks
         assert high - low == sent
         assert len(issued) >= 3  # fresh tokens, used to re-authenticate
         assert "closing connection" not in "".join(broker.stderr_lines), broker.output()
+
+
+def test_a_jwks_endpoint_over_https_is_trusted_through_the_jaas_truststore(
+        tmp_path: Path, idp):
+    """Kafka's JAAS options for the JWKS endpoint's TLS: with
+    ``ssl.truststore.location`` (a PEM CA) on the listener's OAUTHBEARER login module the
+    broker fetches the keys over HTTPS and accepts the token; without it (the system's
+    CAs, which do not know the test CA) the keys cannot be fetched and the token is
+    refused."""
+    from tests.certs import TestCA
+
+    ca = TestCA(tmp_path / "ca")
+    keystore = ca.issue("idp", "CN=localhost", server=True).keystore()
+    module = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+    with JwksServer(idp, tls=keystore) as https:
+        for trusted in (True, False):
+            jaas = (f'{module} required ssl.truststore.type="PEM" '
+                    f'ssl.truststore.location="{ca.cert}";' if trusted else
+                    f"{module} required;")
+            with start_broker(tmp_path / f"data-{trusted}", *broker_args(
+                    https.url, **{"listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config":
+                                  jaas})) as broker:
+                conf = rdkafka(broker, lambda: idp.token("frank"))
+                admin = AdminClient({**conf, "socket.timeout.ms": 5000})
+                if trusted:
+                    assert TOPIC not in admin.list_topics(timeout=WAIT).topics  # served
+                else:
+                    with pytest.raises(KafkaException):
+                        admin.list_topics(timeout=5)
+                    assert any("certificate verify failed" in line.lower() or
+                               "ssl" in line.lower() for line in broker.stderr_lines), (
+                        broker.output()[-3000:])

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import ssl
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -84,9 +85,10 @@ class IdentityProvider:
 
 
 class JwksServer:
-    """The provider's JWKS over HTTP on 127.0.0.1 (a thread), counting requests."""
+    """The provider's JWKS over HTTP on 127.0.0.1 (a thread), counting requests; over
+    HTTPS with ``tls`` (a PEM keystore: key and certificate chain)."""
 
-    def __init__(self, idp: IdentityProvider) -> None:
+    def __init__(self, idp: IdentityProvider, tls: Path | None = None) -> None:
         self.idp = idp
         self.requests = 0
         owner = self
@@ -105,7 +107,13 @@ class JwksServer:
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/jwks.json"
+        scheme = "http"
+        if tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(tls)
+            self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+            scheme = "https"
+        self.url = f"{scheme}://127.0.0.1:{self.server.server_address[1]}/jwks.json"
         self.thread = threading.Thread(target=self.server.serve_forever,
                                        kwargs={"poll_interval": 0.1}, daemon=True)
 

@@ -34,6 +34,7 @@ import asyncio
 import json
 import logging
 import re
+import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -93,12 +94,27 @@ class OAuthSettings:
     scope_claim: str = "scope"
     clock_skew_s: int = 30
     refresh_ms: int = 3_600_000
+    # The JWKS endpoint's TLS: Kafka's JAAS options on the OAUTHBEARER login module
+    # (``ssl.truststore.location`` of a PEM file, ``ssl.endpoint.identification.algorithm``);
+    # without a truststore the system's CAs are trusted.
+    jwks_truststore: str = ""
+    jwks_check_hostname: bool = True
 
     @classmethod
-    def from_lookup(cls, get: Callable[[str], Any]) -> OAuthSettings:
-        """From Kafka's setting names; ``get(name)`` gives a setting's value."""
+    def from_lookup(cls, get: Callable[[str], Any],
+                    jaas_options: dict[str, str] | None = None) -> OAuthSettings:
+        """From Kafka's setting names; ``get(name)`` gives a setting's value,
+        ``jaas_options`` are the options of the listener's OAUTHBEARER JAAS line."""
         p = "sasl.oauthbearer."
+        options = jaas_options or {}
+        truststore_type = options.get("ssl.truststore.type", "PEM").upper()
+        if truststore_type != "PEM":
+            raise ValueError(f"oauthbearer.sasl.jaas.config: ssl.truststore.type="
+                             f"{truststore_type}: only PEM truststores are read")
         return cls(
+            jwks_truststore=options.get("ssl.truststore.location", ""),
+            jwks_check_hostname=options.get("ssl.endpoint.identification.algorithm",
+                                            "https").lower() == "https",
             jwks_url=str(get(p + "jwks.endpoint.url") or ""),
             audience=tuple(a.strip() for a in str(get(p + "expected.audience") or "")
                            .split(",") if a.strip()),
@@ -163,7 +179,8 @@ class JwksKeys:
     kept; refreshed every ``refresh_ms``, on an unknown ``kid``, never on the caller's
     thread once there are keys (see the module docstring)."""
 
-    def __init__(self, url: str, refresh_ms: int, *, timeout: float = FETCH_TIMEOUT) -> None:
+    def __init__(self, url: str, refresh_ms: int, *, timeout: float = FETCH_TIMEOUT,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         if not url.lower().startswith(("https://", "http://", "file:")):
             raise ValueError("sasl.oauthbearer.jwks.endpoint.url must be an https://, "
                              f"http:// or file: URL, got {url!r}")
@@ -174,7 +191,8 @@ class JwksKeys:
         self._file = (Path(url2pathname(urlparse(url).path))
                       if url.lower().startswith("file:") else None)
         self._client = (None if self._file is not None
-                        else PyJWKClient(url, cache_jwk_set=False, timeout=timeout))
+                        else PyJWKClient(url, cache_jwk_set=False, timeout=timeout,
+                                         ssl_context=ssl_context))
         self._keys: list[tuple[PyJWK, dict[str, Any]]] | None = None
         self._fetched_at = 0.0  # monotonic, of the last successful fetch
         self._generation = 0  # successful fetches so far
@@ -373,7 +391,12 @@ def validator_for(settings: OAuthSettings) -> JwtValidator:
     with _VALIDATORS_LOCK:
         validator = _VALIDATORS.get(settings)
         if validator is None:
-            validator = JwtValidator(settings, JwksKeys(settings.jwks_url, settings.refresh_ms))
+            context = None
+            if settings.jwks_truststore or not settings.jwks_check_hostname:
+                context = ssl.create_default_context(cafile=settings.jwks_truststore or None)
+                context.check_hostname = settings.jwks_check_hostname
+            validator = JwtValidator(settings, JwksKeys(settings.jwks_url, settings.refresh_ms,
+                                                        ssl_context=context))
             _VALIDATORS[settings] = validator
         return validator
 

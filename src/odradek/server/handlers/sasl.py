@@ -17,6 +17,7 @@ credential APIs (KIP-554).
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from odradek.protocol.codec import Request
@@ -27,7 +28,13 @@ from odradek.security.oauth import (
     OAuthSettings,
     validator_for,
 )
-from odradek.security.sasl import PLAIN, PlainAuthenticator, ScramAuthenticator, plain_users
+from odradek.security.sasl import (
+    PLAIN,
+    PlainAuthenticator,
+    ScramAuthenticator,
+    parse_jaas,
+    plain_users,
+)
 from odradek.security.scram import (
     MAX_ITERATIONS,
     MECHANISM_CODES,
@@ -46,6 +53,8 @@ from odradek.server.handlers.base import (
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
+
+log = logging.getLogger(__name__)
 
 UNKNOWN_SERVER_ERROR = -1
 UNSUPPORTED_SASL_MECHANISM = 33
@@ -89,8 +98,14 @@ def _authenticator(broker: Broker, listener: str, mechanism: str) -> Any:
         jaas = broker.config.for_listener(listener, "plain.sasl.jaas.config")
         return PlainAuthenticator(plain_users(jaas) if jaas else {})
     if mechanism == OAUTHBEARER:
-        settings = OAuthSettings.from_lookup(
-            lambda name: broker.config.for_listener(listener, name))
+        jaas = broker.config.for_listener(listener, "oauthbearer.sasl.jaas.config")
+        try:
+            settings = OAuthSettings.from_lookup(
+                lambda name: broker.config.for_listener(listener, name),
+                parse_jaas(jaas)[1] if jaas else None)
+        except ValueError as exc:  # every token is refused until the setting is mended
+            log.error("listener %s: OAUTHBEARER is misconfigured: %s", listener, exc)
+            return OAuthBearerAuthenticator(None)
         return OAuthBearerAuthenticator(validator_for(settings) if settings.jwks_url else None)
     return ScramAuthenticator(mechanism, lambda user: broker.credentials.get(user, mechanism))
 
