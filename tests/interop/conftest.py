@@ -82,6 +82,13 @@ class BrokerProcess:
                 return f"{match.group(2)}:{match.group(3)}"
         raise AssertionError(f"no listener {name} in the banner\n{self.output()}")
 
+    def metrics_url(self) -> str:
+        """The banner's "metrics http://HOST:PORT/metrics" (metrics.listen)."""
+        for line in self.stdout_lines:
+            if line.startswith("metrics http://"):
+                return line.split(" ", 1)[1].strip()
+        raise AssertionError(f"no metrics line in the banner\n{self.output()}")
+
     def assert_alive(self) -> None:
         code = self.process.poll()
         assert code is None, f"broker exited early with code {code}\n{self.output()}"

@@ -48,6 +48,28 @@ def test_logs_are_found_again_after_a_clean_restart(tmp_path):
         assert [manager.get_log("page-views", p).log_end_offset for p in range(3)] == [1, 2, 3]
 
 
+def test_the_start_log_line_says_whether_the_directory_is_new_clean_or_recovered(
+        tmp_path, caplog):
+    """A first start says the directory is new (there was no shutdown before it), a start
+    after close() that the stop was clean, one after a crash (no close) that logs were
+    recovered."""
+    import logging
+
+    def opened() -> str:
+        return [r.getMessage() for r in caplog.records if r.getMessage().startswith("opened")][-1]
+
+    with caplog.at_level(logging.INFO, logger="odradek.storage.manager"):
+        manager = LogManager.open(str(tmp_path))
+        assert opened().endswith("(a new data directory)")
+        manager.get_or_create_log("t", 0).append(make_batch(1))
+        manager.close()
+        manager = LogManager.open(str(tmp_path))
+        assert opened() == f"opened 1 logs in {tmp_path} (clean shutdown before)"
+        manager._release_lock()  # a crash: the lock goes with the process, no marker
+        LogManager.open(str(tmp_path)).close()
+        assert opened().endswith("(unclean shutdown before: logs recovered)")
+
+
 def test_recovery_points_and_log_starts_are_checkpointed(tmp_path):
     with LogManager.open(str(tmp_path)) as manager:
         lg = manager.get_or_create_log("events", 0)

@@ -141,6 +141,9 @@ def _serve(args: argparse.Namespace) -> int:
         for listener in config.listeners:
             lines.append(f"listener {listener.name}://{listener.host}:"
                          f"{broker.listener_ports[listener.name]} ({listener.protocol})")
+        if broker.metrics_port is not None:
+            host = config["metrics.listen"].rpartition(":")[0] or "0.0.0.0"
+            lines.append(f"metrics http://{host}:{broker.metrics_port}/metrics")
         # Last, in the same write: tools wait for this line to know the broker is ready.
         lines.append(f"Odradek {__version__} listening on {broker.host}:{broker.port}")
         sys.stdout.write("\n".join(lines) + "\n")

@@ -37,6 +37,7 @@ from odradek.server.group_commit import GroupCommit
 from odradek.server.groups import ClientViewOfInternalLog, GroupRuntime
 from odradek.server.handlers.base import NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION
 from odradek.server.metadata import MetadataStore, Topic, TopicError
+from odradek.server.metrics import BrokerStats, MetricsServer
 from odradek.server.purgatory import FetchPurgatory
 from odradek.server.quotas import ClientQuotas
 from odradek.server.session import Session
@@ -90,6 +91,10 @@ class Broker:
         # With authorizer.class.name, from start(); None: every request is allowed.
         self.authorizer: Authorizer | None = None
         self.quotas: ClientQuotas | None = None  # client quotas, from start()
+        # With metrics.listen: the hot paths' counters (server.metrics), else None.
+        self.stats: BrokerStats | None = BrokerStats() if config["metrics.listen"] else None
+        self._metrics: MetricsServer | None = None
+        self._serving = False  # set once start() is done (/readyz)
         self._documents: list[Document] = []  # the security state's, to stop
         self._duties: LogDuties | None = None
         self.groups: GroupRuntime | None = None  # consumer groups, from start()
@@ -155,7 +160,12 @@ class Broker:
             self._idle_sweep = asyncio.get_running_loop().create_task(self._close_idle())
             if self.cluster is not None:
                 await self.cluster.register()  # the port is known: others may find us
+            if cfg["metrics.listen"]:
+                host, _, port = cfg["metrics.listen"].rpartition(":")
+                self._metrics = MetricsServer(self, host.strip("[]") or "0.0.0.0", int(port))
         except BaseException:
+            if self._metrics is not None:
+                self._metrics.stop()
             for server in self._servers:
                 server.close()
             if self._idle_sweep is not None:
@@ -172,6 +182,7 @@ class Broker:
                 self._duties.stop()
             self.logs.close()
             raise
+        self._serving = True
         log.info("listening on %s, data in %s", ", ".join(
             f"{lst.name}://{lst.host}:{self.listener_ports[lst.name]}"
             for lst in cfg.listeners), self.logs.data_dir)
@@ -231,6 +242,8 @@ class Broker:
         if self.cluster is not None:
             await self.cluster.controlled_shutdown()
         self.stopping = True
+        if self._metrics is not None:
+            self._metrics.stop()
         for server in self._servers:
             server.close()
         if self._idle_sweep is not None:
@@ -276,11 +289,31 @@ class Broker:
             for conn in list(self._connections.values()):
                 conn.close_if_idle(now)
 
+    def connections(self) -> list[Connection]:
+        return list(self._connections.values())
+
+    def not_ready(self) -> str | None:
+        """Why /readyz says not ready (None: ready): starting, stopping, or the cluster's
+        reason (not registered, catching up)."""
+        if self.stopping:
+            return "stopping"
+        if not self._serving:
+            return "starting: logs are being recovered or listeners opened"
+        if self.cluster is not None:
+            return self.cluster.not_ready()
+        return None
+
+    @property
+    def metrics_port(self) -> int | None:
+        return self._metrics.port if self._metrics is not None else None
+
     def accept(self, conn: Connection) -> None:
         """Start the request loop of a connection just made (its protocol calls this)."""
         if self.stopping:
             conn.close()
             return
+        if self.stats is not None:
+            self.stats.connection_created(conn.listener.name)
         task = asyncio.get_running_loop().create_task(conn.run())
         self._connections[task] = conn
         task.add_done_callback(self._connections.pop)

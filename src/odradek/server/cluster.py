@@ -542,6 +542,40 @@ class ClusterNode:
             self.replicas.configs_changed(name)
         return Topic(name, topic.topic_id, topic.partitions, dict(configs), topic.internal)
 
+    # --- health (metrics, /readyz) ---------------------------------------------------------------
+
+    def health(self) -> dict[str, int]:
+        """ReplicaManager's and the controller's partition counts, as Kafka's metrics
+        name them (server.metrics); the offline count only on the controller, as Kafka."""
+        replicas = self.replicas
+        leaders = [p for p in replicas.leaders.values() if p.repl is not None]
+        md = self.metadata
+        controller = md.controller_id == self.node_id
+        return {
+            "partitions": len(replicas.partitions),
+            "leaders": len(leaders),
+            "under_replicated": sum(1 for p in leaders
+                                    if len(p.repl.isr) < len(p.replicas)),  # type: ignore[union-attr]
+            "under_min_isr": sum(1 for p in leaders if len(p.repl.isr)  # type: ignore[union-attr]
+                                 < p.log.config.min_insync_replicas),
+            "active_controller": int(controller),
+            "offline": sum(1 for s in md.states.values() if s.leader not in md.brokers)
+            if controller else 0,
+        }
+
+    def not_ready(self) -> str | None:
+        """Why this broker should not take traffic yet (None: it may): not registered,
+        or out of the ISR of partitions it holds (catching up)."""
+        if not self.registered.is_set():
+            return "not registered in the cluster yet"
+        md = self.metadata
+        behind = sum(1 for tp in self.replicas.partitions
+                     if (state := md.states.get(tp)) is not None
+                     and self.node_id not in state.isr)
+        if behind:
+            return f"catching up: not in the ISR of {behind} partition(s)"
+        return None
+
     # --- dynamic broker configs ----------------------------------------------------------------
 
     def dynamic_setting(self, name: str) -> tuple[str, str] | None:

@@ -158,6 +158,16 @@ def _csv(name: str, raw: Any) -> str:
     return ",".join(x.strip() for x in str(raw).split(",") if x.strip())
 
 
+def _address(name: str, raw: Any) -> str:
+    """HOST:PORT, or empty for off."""
+    text = str(raw).strip()
+    if text:
+        _host, sep, port = text.rpartition(":")
+        if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+            raise ConfigError(f"{name} must be HOST:PORT (or empty: off), got {text!r}")
+    return text
+
+
 def _jwks_url(name: str, raw: Any) -> str:
     value = str(raw).strip()
     if value and not value.lower().startswith(("https://", "http://", "file:")):
@@ -197,6 +207,8 @@ _SETTINGS = [
     Setting("socket.request.max.bytes", 104857600, _int(1024),
             "largest request frame; checked before anything is allocated"),
     Setting("connections.max.idle.ms", 600000, _int(1), "close connections idle this long"),
+    Setting("metrics.listen", "", _address,
+            "HOST:PORT serving Prometheus /metrics, /healthz and /readyz (empty: off)"),
     Setting("queued.max.requests", 500, _int(1), "requests read ahead per connection"),
     Setting("log.segment.bytes", 1073741824, _int(14), "segment size", "segment.bytes"),
     Setting("log.roll.ms", 604800000, _int(1), "segment age", "segment.ms"),

@@ -105,6 +105,7 @@ class Connection(asyncio.BufferedProtocol):
         # next request: a long poll still to await (with its frame), or response parts
         # still to send ([] when only a drain is due).
         self._parked: tuple[bytes | memoryview, Awaitable[Response]] | None = None
+        self._parked_request: tuple[int, float] = (0, 0.0)  # its API key and start
         self._unsent: list[bytes | FileRegion] | None = None
         # Idle detection without a timer per wait: reads are counted, and the broker's
         # sweep (reap_idle) closes a connection whose count has not moved for
@@ -221,6 +222,7 @@ class Connection(asyncio.BufferedProtocol):
         except Exception:  # ProtocolError or worse: run() meets it again, as it would
             return False
         self.decoder.next_frame()  # taken: this frame is answered here or parked for run()
+        started = time.perf_counter()
         quotas = broker.quotas
         limit = (quotas.request_limit(request)
                  if quotas is not None and quotas.active else None)
@@ -235,6 +237,7 @@ class Connection(asyncio.BufferedProtocol):
                 response = handle_now(broker, request)
             if response is not None and not isinstance(response, (bytes, list)):
                 self._parked = (frame, response)
+                self._parked_request = (request.api_key, started)
                 frame = b""  # recycled by run() once the parked request is done
                 if hasattr(response, "sender"):  # it can hand its answer over when made
                     response.sender = self._send_parked
@@ -246,6 +249,9 @@ class Connection(asyncio.BufferedProtocol):
                         self._wake_input()
                 if session is not None and session.throttle_ms:
                     self._mute()
+                if broker.stats is not None:
+                    broker.stats.request(request.api_key,
+                                         (time.perf_counter() - started) * 1000)
         except Exception as exc:
             self._closing_after(exc)
         finally:
@@ -339,6 +345,10 @@ class Connection(asyncio.BufferedProtocol):
                 response = await awaitable
                 if response is not None:
                     await self._send(response)
+                stats = self.broker.stats
+                if stats is not None:
+                    api_key, started = self._parked_request
+                    stats.request(api_key, (time.perf_counter() - started) * 1000)
             finally:
                 self.in_request = False
                 self.decoder.recycle(frame)
@@ -414,6 +424,7 @@ class Connection(asyncio.BufferedProtocol):
 
     async def _handle(self, frame: bytes | memoryview) -> None:
         broker = self.broker
+        started = time.perf_counter()
         if self.session is not None and self.session.raw_sasl:
             await self._raw_sasl_token(bytes(frame))
             return
@@ -451,6 +462,8 @@ class Connection(asyncio.BufferedProtocol):
             response = await handler(broker, request)
         if response is not None:
             await self._send(response)
+        if broker.stats is not None:
+            broker.stats.request(request.api_key, (time.perf_counter() - started) * 1000)
         if session is not None and session.close_after_response:
             assert self.transport is not None
             self.transport.close()  # not abort(): the answer saying why goes out first

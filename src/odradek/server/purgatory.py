@@ -44,6 +44,10 @@ class FetchPurgatory:
                 if not waiters:
                     del self._waiters[tp]
 
+    def size(self) -> int:
+        """Fetches waiting (Kafka's Fetch purgatory size)."""
+        return len({id(w) for waiters in self._waiters.values() for w in waiters})
+
     def wake_all(self) -> None:
         """Wake every waiting fetch (at shutdown: they answer with what they have)."""
         for tp in list(self._waiters):

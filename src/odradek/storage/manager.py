@@ -163,7 +163,10 @@ class LogManager:
     def _open_logs(self) -> None:
         marker = os.path.join(self.data_dir, CLEAN_SHUTDOWN_FILE)
         self.had_clean_shutdown = os.path.exists(marker)
-        recovery = checkpoint.read_checkpoint(os.path.join(self.data_dir, RECOVERY_POINT_FILE))
+        recovery_file = os.path.join(self.data_dir, RECOVERY_POINT_FILE)
+        # Never opened before: no marker, and no checkpoint (every open writes one).
+        new = not self.had_clean_shutdown and not os.path.exists(recovery_file)
+        recovery = checkpoint.read_checkpoint(recovery_file)
         starts = checkpoint.read_checkpoint(os.path.join(self.data_dir, LOG_START_FILE))
         hws = checkpoint.read_checkpoint(os.path.join(self.data_dir, REPLICATION_OFFSET_FILE))
         self._hw_file_has_entries = bool(hws)
@@ -216,8 +219,10 @@ class LogManager:
             os.unlink(marker)
             checkpoint.fsync_dir(self.data_dir)
         self.write_checkpoints()
-        log.info("opened %d logs in %s (%s shutdown before)", len(self.logs), self.data_dir,
-                 "clean" if self.had_clean_shutdown else "unclean")
+        log.info("opened %d logs in %s (%s)", len(self.logs), self.data_dir,
+                 "a new data directory" if new and not self.logs else
+                 "clean shutdown before" if self.had_clean_shutdown else
+                 "unclean shutdown before: logs recovered")
 
     def close(self) -> None:
         """Flush and close every log, write the checkpoints and the clean-shutdown

@@ -65,6 +65,7 @@ from odradek.storage.txn_index import AbortedTxn
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
+    from odradek.server.metrics import BrokerStats
     from odradek.server.quotas import ClientQuotas
     from odradek.server.replica_manager import HostedPartition
 
@@ -434,6 +435,7 @@ def handle_now(broker: Broker, request: Request
     quotas = broker.quotas
     if quotas is not None and (not quotas.active or body.replica_id >= 0):
         quotas = None  # follower fetches are not client fetches: no consumer quota
+    stats = broker.stats if body.replica_id < 0 else None  # consumers' (metrics.listen)
     if quotas is not None and (cap := quotas.fetch_max_bytes(request)) is not None:
         max_bytes = min(max_bytes, cap)  # no more than the quota allows over its window
     if body.replica_id >= 0 and broker.cluster is not None:
@@ -484,8 +486,8 @@ def handle_now(broker: Broker, request: Request
             max_wait_s = min(max_wait_s, quota_wait[0])
         if max_wait_s > 0:
             return _DelayedFetch(broker, request, wanted, read, min_bytes, max_wait_s,
-                                 results, session, incremental, quotas)
-    return _answer(request, results, session, incremental, quotas)
+                                 results, session, incremental, quotas, stats)
+    return _answer(request, results, session, incremental, quotas, stats)
 
 
 async def handle(broker: Broker, request: Request) -> list[bytes | FileRegion] | None:
@@ -505,15 +507,16 @@ class _DelayedFetch:
     consumer that keeps up parks here, so this is per-request cost."""
 
     __slots__ = ("broker", "future", "incremental", "min_bytes", "partitions", "quotas",
-                 "read", "request", "results", "sender", "session", "timer")
+                 "read", "request", "results", "sender", "session", "stats", "timer")
 
     def __init__(self, broker: Broker, request: Request, wanted: list[Wanted],
                  read: Callable[[], tuple[list[PartitionResult], int]], min_bytes: int,
                  max_wait_s: float, results: list[PartitionResult],
                  session: FetchSession | None, incremental: bool,
-                 quotas: ClientQuotas | None) -> None:
+                 quotas: ClientQuotas | None, stats: BrokerStats | None) -> None:
         self.broker = broker
         self.quotas = quotas
+        self.stats = stats
         self.request = request
         self.read = read  # the consumer's or the follower's read, again
         self.min_bytes = min_bytes
@@ -551,7 +554,7 @@ class _DelayedFetch:
                 return
             self._forget()
             response = _answer(self.request, self.results, self.session, self.incremental,
-                               self.quotas)
+                               self.quotas, self.stats)
         except Exception as exc:  # never into the appender's request: this fetch fails
             self._forget()
             self.future.set_exception(exc)
@@ -571,20 +574,30 @@ class _DelayedFetch:
 
 
 def _answer(request: Request, results: list[PartitionResult], session: FetchSession | None,
-            incremental: bool, quotas: ClientQuotas | None = None
-            ) -> list[bytes | FileRegion]:
+            incremental: bool, quotas: ClientQuotas | None = None,
+            stats: BrokerStats | None = None) -> list[bytes | FileRegion]:
     throttle_ms = 0
+    throttled = False
     if quotas is not None:
         # consumer_byte_rate: over it, the answer carries no records (Kafka's throttled
         # response: the client fetches them again once its throttle has passed).
         size = sum(r.region.length for r in results if r.region is not None)
         throttle_ms = throttle(request, quotas.fetch(request, size))
-        if throttle_ms and size:
-            return encode_fetch_response(
-                request, [], session.session_id if session is not None else 0,
-                throttle_ms=throttle_ms)
+        throttled = bool(throttle_ms and size)
     elif request.session is not None:
         throttle_ms = request.session.throttle_ms  # a request quota's, if any
+    if stats is not None:  # BrokerTopicMetrics, per partition read as Kafka counts them
+        for r in results:
+            tstats = stats.topic(r.topic)
+            tstats.fetches += 1
+            if r.error:
+                tstats.failed_fetch += 1
+            elif r.region is not None and not throttled:
+                tstats.bytes_out += r.region.length
+    if throttled:
+        return encode_fetch_response(request, [],
+                                     session.session_id if session is not None else 0,
+                                     throttle_ms=throttle_ms)
     if session is not None:
         partitions = session.partitions
         if incremental:

@@ -187,9 +187,11 @@ def _produce(broker: Broker, request: Request) -> _Steps:
     # producer_byte_rate: the request's bytes count whatever becomes of them (Kafka's).
     throttle_ms = (throttle(request, quotas.produce(request, request.size))
                    if quotas is not None and quotas.active else 0)
+    stats = broker.stats
     for topic_data in body.topic_data:
         name = topic_data.name
         partitions: list[PartitionAnswer] = []
+        tstats = stats.topic(name) if stats is not None else None  # metrics.listen
         for index, records in topic_data.partition_data:
             lg = get_log(name, index)
             if bad_acks:
@@ -229,6 +231,9 @@ def _produce(broker: Broker, request: Request) -> _Steps:
                 else:
                     if not info.duplicate:
                         notify((name, index))
+                        if tstats is not None:
+                            tstats.messages_in += info.last_offset - info.first_offset + 1
+                            tstats.bytes_in += len(records)
                     entry = (index, 0, info.first_offset, info.log_append_time,
                              info.log_start_offset, None)
                     if replicas is not None:
@@ -239,6 +244,10 @@ def _produce(broker: Broker, request: Request) -> _Steps:
                                 name, index, info.last_offset + 1))
             if entry[1]:
                 failures.append(f"{name}-{index}: {entry[5]}")
+            if tstats is not None:
+                tstats.produces += 1
+                if entry[1]:
+                    tstats.failed_produce += 1
             partitions.append(entry)
         responses.append((name, partitions))
     if replication is not None and any(w is not None for w in replication.waits):

@@ -1,0 +1,354 @@
+"""Prometheus metrics with Kafka's names (issue 19), ``/healthz`` and ``/readyz``.
+
+With ``metrics.listen=HOST:PORT`` the broker serves, on a thread of its own (the
+``prometheus_client`` library's WSGI exposition on the standard library's server):
+
+- ``/metrics``: the Prometheus text format, named as the Prometheus JMX exporter's
+  Kafka rules render Kafka's JMX metrics (``kafka_server_brokertopicmetrics_messagesin_total
+  {topic=...}``, ``kafka_network_requestmetrics_requests_total{request=...}``, ...), and
+  consumer lag as kafka-exporter names it (``kafka_consumergroup_lag``); docs/operations.md
+  lists them with their Kafka counterparts;
+- ``/healthz``: 200 while the process serves HTTP at all;
+- ``/readyz``: 200 once the broker serves (logs recovered, listeners open; in a cluster
+  registered, and in the ISR of every partition it holds), else 503 with the reason.
+
+What the hot paths do is count: ``BrokerStats`` holds plain integers that the produce and
+fetch handlers and the connections add to on the event loop's thread, per partition of
+a request and per request - never per record. Everything else (log sizes and offsets,
+connections, purgatory, groups, lag, the cluster's partition health) is read when
+Prometheus scrapes: the scrape's thread asks the event loop for a snapshot and waits
+for it, so no broker state is read from two threads. Without ``metrics.listen`` the
+broker has no ``BrokerStats`` and the handlers' only cost is one ``is None`` test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import logging
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+from prometheus_client import CollectorRegistry, make_wsgi_app
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+)
+from prometheus_client.exposition import ThreadingWSGIServer
+
+if TYPE_CHECKING:
+    from odradek.server.broker import Broker
+
+log = logging.getLogger(__name__)
+
+# Request time buckets, milliseconds (Kafka's TotalTimeMs, as a histogram).
+TIME_BUCKETS_MS = (0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0,
+                   2500.0, 5000.0, 10000.0, 30000.0)
+SNAPSHOT_TIMEOUT_S = 5.0
+
+# Kafka's names of the APIs (RequestMetrics' request label), for the ones served.
+API_NAMES = {
+    0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "OffsetCommit",
+    9: "OffsetFetch", 10: "FindCoordinator", 11: "JoinGroup", 12: "Heartbeat",
+    13: "LeaveGroup", 14: "SyncGroup", 15: "DescribeGroups", 16: "ListGroups",
+    17: "SaslHandshake", 18: "ApiVersions", 19: "CreateTopics", 20: "DeleteTopics",
+    21: "DeleteRecords", 22: "InitProducerId", 23: "OffsetForLeaderEpoch",
+    24: "AddPartitionsToTxn", 25: "AddOffsetsToTxn", 26: "EndTxn", 27: "WriteTxnMarkers",
+    28: "TxnOffsetCommit", 29: "DescribeAcls", 30: "CreateAcls", 31: "DeleteAcls",
+    32: "DescribeConfigs", 33: "AlterConfigs", 35: "DescribeLogDirs", 36: "SaslAuthenticate",
+    37: "CreatePartitions", 42: "DeleteGroups", 43: "ElectLeaders",
+    44: "IncrementalAlterConfigs", 45: "AlterPartitionReassignments",
+    46: "ListPartitionReassignments", 47: "OffsetDelete", 48: "DescribeClientQuotas",
+    49: "AlterClientQuotas", 50: "DescribeUserScramCredentials",
+    51: "AlterUserScramCredentials", 60: "DescribeCluster", 61: "DescribeProducers",
+    65: "DescribeTransactions", 66: "ListTransactions", 68: "ConsumerGroupHeartbeat",
+    69: "ConsumerGroupDescribe",
+}
+
+
+class TopicStats:
+    """One topic's BrokerTopicMetrics counters."""
+
+    __slots__ = ("bytes_in", "bytes_out", "failed_fetch", "failed_produce", "fetches",
+                 "messages_in", "produces")
+
+    def __init__(self) -> None:
+        self.messages_in = self.bytes_in = self.bytes_out = 0
+        self.produces = self.failed_produce = self.fetches = self.failed_fetch = 0
+
+
+class RequestStats:
+    """One API's request count and total-time histogram (non-cumulative buckets)."""
+
+    __slots__ = ("buckets", "count", "sum_ms")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.sum_ms = 0.0
+        self.buckets = [0] * (len(TIME_BUCKETS_MS) + 1)
+
+
+class BrokerStats:
+    """The counters the hot paths add to (on the event loop's thread only)."""
+
+    def __init__(self) -> None:
+        self.topics: dict[str, TopicStats] = {}
+        self.requests: dict[int, RequestStats] = {}
+        self.connections_created: dict[str, int] = {}
+
+    def topic(self, name: str) -> TopicStats:
+        stats = self.topics.get(name)
+        if stats is None:
+            stats = self.topics[name] = TopicStats()
+        return stats
+
+    def request(self, api_key: int, ms: float) -> None:
+        stats = self.requests.get(api_key)
+        if stats is None:
+            stats = self.requests[api_key] = RequestStats()
+        stats.count += 1
+        stats.sum_ms += ms
+        stats.buckets[bisect.bisect_left(TIME_BUCKETS_MS, ms)] += 1
+
+    def connection_created(self, listener: str) -> None:
+        self.connections_created[listener] = self.connections_created.get(listener, 0) + 1
+
+
+@dataclass
+class Snapshot:
+    """What a scrape reports, taken on the event loop's thread."""
+
+    topics: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    requests: dict[int, tuple[int, float, list[int]]] = field(default_factory=dict)
+    connections_created: dict[str, int] = field(default_factory=dict)
+    connections: dict[str, int] = field(default_factory=dict)
+    logs: list[tuple[str, int, int, int, int]] = field(default_factory=list)
+    purgatory_fetch: int = 0
+    groups: int = 0
+    transactions: int = 0
+    lag: list[tuple[str, str, int, int, int]] = field(default_factory=list)
+    cluster: dict[str, int] | None = None
+    ready: str | None = "starting"  # None: ready; else why not
+
+
+def take_snapshot(broker: Broker) -> Snapshot:
+    """Read everything a scrape reports (call on the event loop's thread)."""
+    snap = Snapshot()
+    stats = broker.stats
+    if stats is not None:
+        snap.topics = {t: (s.messages_in, s.bytes_in, s.bytes_out, s.produces,
+                           s.failed_produce, s.fetches, s.failed_fetch)
+                       for t, s in stats.topics.items()}
+        snap.requests = {k: (s.count, s.sum_ms, list(s.buckets))
+                         for k, s in stats.requests.items()}
+        snap.connections_created = dict(stats.connections_created)
+    for conn in broker.connections():
+        name = conn.listener.name
+        snap.connections[name] = snap.connections.get(name, 0) + 1
+    logs = broker.logs
+    if logs is not None:
+        for (topic, partition), lg in list(logs.logs.items()):
+            snap.logs.append((topic, partition, lg.size_bytes, lg.log_start_offset,
+                              lg.log_end_offset))
+    snap.purgatory_fetch = broker.purgatory.size()
+    if broker.groups is not None:
+        for coordinator in list(broker.groups.coordinators.values()):
+            snap.groups += len(coordinator.groups) + len(coordinator.consumer_groups)
+            snap.lag.extend(_lag(broker, coordinator))
+    if broker.transactions is not None:
+        snap.transactions = sum(len(getattr(c, "transactions", ()))
+                                for c in broker.transactions.coordinators.values())
+    if broker.cluster is not None:
+        snap.cluster = broker.cluster.health()
+    snap.ready = broker.not_ready()
+    return snap
+
+
+def _lag(broker: Broker, coordinator: Any) -> Iterator[tuple[str, str, int, int, int]]:
+    """(group, topic, partition, committed offset, lag) of every committed offset whose
+    partition this broker holds: the lag is the high watermark less the offset."""
+    assert broker.logs is not None
+    for groups in (coordinator.groups, coordinator.consumer_groups):
+        for group_id, group in list(groups.items()):
+            for (topic, partition), committed in list(group.offsets.items()):
+                lg = broker.logs.get_log(topic, partition)
+                if lg is None:
+                    continue
+                yield (group_id, topic, partition, committed.offset,
+                       max(0, lg.high_watermark - committed.offset))
+
+
+class BrokerCollector:
+    """A prometheus_client collector: each scrape takes a snapshot on the broker's loop."""
+
+    def __init__(self, broker: Broker, loop: asyncio.AbstractEventLoop) -> None:
+        self.broker = broker
+        self.loop = loop
+
+    def snapshot(self) -> Snapshot:
+        async def take() -> Snapshot:
+            return take_snapshot(self.broker)
+        return asyncio.run_coroutine_threadsafe(take(), self.loop).result(SNAPSHOT_TIMEOUT_S)
+
+    def collect(self) -> Iterable[Any]:
+        snap = self.snapshot()
+        yield from _topic_families(snap)
+        yield from _request_families(snap)
+        yield from _broker_families(snap)
+
+
+def _topic_families(snap: Snapshot) -> Iterator[Any]:
+    names = ("messagesin", "bytesin", "bytesout", "totalproducerequests",
+             "failedproducerequests", "totalfetchrequests", "failedfetchrequests")
+    helps = ("records appended", "bytes of produce requests' records appended",
+             "record bytes sent to consumers", "produce requests (per topic)",
+             "produce requests refused", "consumer fetch requests (per topic)",
+             "consumer fetch requests refused")
+    families = [CounterMetricFamily(f"kafka_server_brokertopicmetrics_{n}", h,
+                                    labels=["topic"]) for n, h in zip(names, helps,
+                                                                      strict=True)]
+    for topic, values in sorted(snap.topics.items()):
+        for family, value in zip(families, values, strict=True):
+            family.add_metric([topic], value)
+    yield from families
+
+
+def _request_families(snap: Snapshot) -> Iterator[Any]:
+    requests = CounterMetricFamily("kafka_network_requestmetrics_requests",
+                                   "requests answered", labels=["request"])
+    times = HistogramMetricFamily("kafka_network_requestmetrics_totaltimems",
+                                  "time from a request's arrival to its answer, ms",
+                                  labels=["request"])
+    for key, (count, sum_ms, buckets) in sorted(snap.requests.items()):
+        name = API_NAMES.get(key, str(key))
+        requests.add_metric([name], count)
+        cumulative, total = [], 0
+        for bound, n in zip([*map(str, TIME_BUCKETS_MS), "+Inf"], buckets, strict=True):
+            total += n
+            cumulative.append((bound, total))
+        times.add_metric([name], cumulative, sum_ms)
+    yield requests
+    yield times
+
+
+def _broker_families(snap: Snapshot) -> Iterator[Any]:
+    created = CounterMetricFamily("kafka_server_socketservermetrics_connection_creation",
+                                  "connections accepted", labels=["listener"])
+    for name, n in sorted(snap.connections_created.items()):
+        created.add_metric([name], n)
+    yield created
+    count = GaugeMetricFamily("kafka_server_socketservermetrics_connection_count",
+                              "open connections", labels=["listener"])
+    for name, n in sorted(snap.connections.items()):
+        count.add_metric([name], n)
+    yield count
+    gauges = {
+        "size": GaugeMetricFamily("kafka_log_log_size", "partition log size, bytes",
+                                  labels=["topic", "partition"]),
+        "start": GaugeMetricFamily("kafka_log_log_logstartoffset", "log start offset",
+                                   labels=["topic", "partition"]),
+        "end": GaugeMetricFamily("kafka_log_log_logendoffset", "log end offset",
+                                 labels=["topic", "partition"]),
+    }
+    for topic, partition, size, start, end in sorted(snap.logs):
+        labels = [topic, str(partition)]
+        gauges["size"].add_metric(labels, size)
+        gauges["start"].add_metric(labels, start)
+        gauges["end"].add_metric(labels, end)
+    yield from gauges.values()
+    purgatory = GaugeMetricFamily("kafka_server_delayedoperationpurgatory_purgatorysize",
+                                  "requests waiting", labels=["delayedOperation"])
+    purgatory.add_metric(["Fetch"], snap.purgatory_fetch)
+    yield purgatory
+    yield GaugeMetricFamily("kafka_coordinator_group_groupmetadatamanager_numgroups",
+                            "groups coordinated here", value=snap.groups)
+    yield GaugeMetricFamily(
+        "kafka_coordinator_transaction_transactionstatemanager_numtransactions",
+        "transactional ids coordinated here", value=snap.transactions)
+    lag = GaugeMetricFamily("kafka_consumergroup_lag", "high watermark less the group's "
+                            "committed offset", labels=["consumergroup", "topic", "partition"])
+    current = GaugeMetricFamily("kafka_consumergroup_current_offset",
+                                "the group's committed offset",
+                                labels=["consumergroup", "topic", "partition"])
+    for group, topic, partition, offset, behind in sorted(snap.lag):
+        labels = [group, topic, str(partition)]
+        lag.add_metric(labels, behind)
+        current.add_metric(labels, offset)
+    yield lag
+    yield current
+    if snap.cluster is not None:
+        names = {
+            "partitions": ("kafka_server_replicamanager_partitioncount",
+                           "partitions this broker holds a replica of"),
+            "leaders": ("kafka_server_replicamanager_leadercount", "partitions it leads"),
+            "under_replicated": ("kafka_server_replicamanager_underreplicatedpartitions",
+                                 "partitions it leads with fewer in-sync replicas than "
+                                 "replicas"),
+            "under_min_isr": ("kafka_server_replicamanager_underminisrpartitioncount",
+                              "partitions it leads with fewer in-sync replicas than "
+                              "min.insync.replicas"),
+            "active_controller": ("kafka_controller_kafkacontroller_activecontrollercount",
+                                  "1 on the controller"),
+            "offline": ("kafka_controller_kafkacontroller_offlinepartitionscount",
+                        "partitions without a live leader (the controller's count)"),
+        }
+        for key, (name, text) in names.items():
+            yield GaugeMetricFamily(name, text, value=snap.cluster.get(key, 0))
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class MetricsServer:
+    """The HTTP endpoint of ``metrics.listen``: a thread serving ``/metrics``,
+    ``/healthz`` and ``/readyz`` until ``stop``."""
+
+    def __init__(self, broker: Broker, host: str, port: int) -> None:
+        self.broker = broker
+        self.collector = BrokerCollector(broker, asyncio.get_running_loop())
+        registry = CollectorRegistry()
+        registry.register(self.collector)
+        metrics_app = make_wsgi_app(registry)
+
+        def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+            path = environ.get("PATH_INFO", "")
+            if path == "/metrics":
+                return metrics_app(environ, start_response)  # type: ignore[no-any-return]
+            if path == "/healthz":
+                return _text(start_response, "200 OK", "ok\n")
+            if path == "/readyz":
+                try:
+                    why = self.collector.snapshot().ready
+                except Exception as exc:  # the loop did not answer in time
+                    why = f"no answer from the broker: {exc!r}"
+                if why is None:
+                    return _text(start_response, "200 OK", "ready\n")
+                return _text(start_response, "503 Service Unavailable", f"not ready: {why}\n")
+            return _text(start_response, "404 Not Found",
+                         "not found: /metrics, /healthz and /readyz are served\n")
+
+        self.server = make_server(host, port, app, ThreadingWSGIServer,
+                                  handler_class=_QuietHandler)
+        self.port: int = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever,
+                                       kwargs={"poll_interval": 0.5},
+                                       name="odradek-metrics", daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(5)
+
+
+def _text(start_response: Callable[..., Any], status: str, body: str) -> list[bytes]:
+    data = body.encode()
+    start_response(status, [("Content-Type", "text/plain; charset=utf-8"),
+                            ("Content-Length", str(len(data)))])
+    return [data]
