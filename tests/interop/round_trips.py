@@ -101,3 +101,19 @@ def aiokafka(conf: dict[str, Any], topic: str, tag: bytes, n: int, pad: int = 0
             await consumer.stop()
 
     return asyncio.run(run())
+
+
+def kafkajs(broker: Any, topic: str, n: int, **security: Any) -> list[str]:
+    """kafkajs (tests/interop/js/client.js) creates ``topic``, produces ``n`` records
+    valued ``v0``, ``v1``, ... and reads them back through a group of its own (kafkajs
+    has no other consumer); the values read, in order. ``security``: the plan's
+    ``bootstrap``, ``ssl`` and ``sasl`` (client.js's security settings)."""
+    from .test_kafkajs import installed_kafkajs
+
+    messages = [{"key": f"k{i}", "value": f"v{i}"} for i in range(n)]
+    answer = installed_kafkajs().run(broker, [
+        {"op": "createTopic", "topic": topic, "partitions": 1},
+        {"op": "produce", "topic": topic, "codec": "none", "messages": messages},
+        {"op": "consumeGroup", "topic": topic, "groupId": f"{topic}-group", "count": n},
+    ], **security)
+    return [m["value"] for m in answer["results"][2]["messages"]]

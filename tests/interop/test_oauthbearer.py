@@ -158,17 +158,9 @@ def test_kafka_python_produces_and_consumes_with_a_token_provider(oauth_broker, 
 
 
 def test_kafkajs_produces_and_consumes_with_a_token_provider(oauth_broker, idp):
-    from .test_kafkajs import installed_kafkajs
-
-    messages = [{"key": f"k{i}", "value": f"v{i}"} for i in range(RECORDS)]
-    answer = installed_kafkajs().run(oauth_broker, [
-        {"op": "createTopic", "topic": "oauth-kafkajs", "partitions": 1},
-        {"op": "produce", "topic": "oauth-kafkajs", "codec": "none", "messages": messages},
-        {"op": "consumeGroup", "topic": "oauth-kafkajs", "groupId": "oauth-kafkajs",
-         "count": RECORDS},
-    ], bootstrap=oauth_broker.listener("SASL_PLAINTEXT"),
-        sasl={"mechanism": "oauthbearer", "token": idp.token("carol")})
-    assert [m["value"] for m in answer["results"][2]["messages"]] == [
+    assert round_trips.kafkajs(
+        oauth_broker, "oauth-kafkajs", RECORDS, bootstrap=oauth_broker.listener("SASL_PLAINTEXT"),
+        sasl={"mechanism": "oauthbearer", "token": idp.token("carol")}) == [
         f"v{i}" for i in range(RECORDS)]
 
 

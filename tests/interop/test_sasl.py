@@ -42,7 +42,6 @@ from tests.wire import WireClient, closed_by_peer, encode_request
 
 from . import round_trips
 from .conftest import BrokerProcess, require_tool, run_tool, start_broker
-from .test_kafkajs import KafkaJS, installed_kafkajs
 
 pytestmark = pytest.mark.interop
 
@@ -360,18 +359,11 @@ def test_plain_socket_on_sasl_ssl_gets_no_kafka_answer(sasl_broker):
 @pytest.mark.parametrize("listener,mechanism,user,password", LOGINS)
 def test_kafkajs_logs_in_and_round_trips(sasl_broker, ca, listener, mechanism, user,
                                          password):
-    kafkajs: KafkaJS = installed_kafkajs()
     security: dict[str, object] = {
         "sasl": {"mechanism": mechanism.lower(), "username": user, "password": password}}
     if listener == "SASL_SSL":
         security["ssl"] = {"ca": str(ca[0].cert)}
     topic = f"kafkajs-{listener}-{mechanism}".lower()
-    messages = [{"key": f"k{i}", "value": f"v{i}"} for i in range(RECORDS)]
-    answer = kafkajs.run(sasl_broker, [
-        {"op": "createTopic", "topic": topic, "partitions": 1},
-        {"op": "produce", "topic": topic, "codec": "none", "messages": messages},
-        {"op": "consumeGroup", "topic": topic, "groupId": f"{topic}-group",
-         "count": RECORDS},
-    ], bootstrap=sasl_broker.listener(listener), **security)
-    got = answer["results"][2]["messages"]
-    assert [m["value"] for m in got] == [f"v{i}" for i in range(RECORDS)]
+    assert round_trips.kafkajs(sasl_broker, topic, RECORDS,
+                               bootstrap=sasl_broker.listener(listener), **security) == [
+        f"v{i}" for i in range(RECORDS)]

@@ -31,7 +31,6 @@ from tests.certs import Issued, TestCA
 
 from . import round_trips
 from .conftest import BrokerProcess, require_tool, run_tool, start_broker
-from .test_kafkajs import installed_kafkajs
 
 pytestmark = pytest.mark.interop
 
@@ -188,16 +187,10 @@ def test_kcat_and_kafkajs_produce_and_consume_over_mutual_tls(tls_broker: Broker
                     "-c", str(RECORDS), "-e", "-q", *tls])
     assert sorted(out.stdout.split()) == sorted(f"kcat-{i}" for i in range(RECORDS))
 
-    messages = [{"key": f"k{i}", "value": f"v{i}"} for i in range(RECORDS)]
-    answer = installed_kafkajs().run(tls_broker, [
-        {"op": "createTopic", "topic": "mtls-kafkajs", "partitions": 1},
-        {"op": "produce", "topic": "mtls-kafkajs", "codec": "none", "messages": messages},
-        {"op": "consumeGroup", "topic": "mtls-kafkajs", "groupId": "mtls-kafkajs",
-         "count": RECORDS},
-    ], bootstrap=bootstrap, ssl={"ca": str(certs.ca.cert), "cert": str(certs.alice.cert),
-                                 "key": str(certs.alice.key)})
-    assert [m["value"] for m in answer["results"][2]["messages"]] == [
-        f"v{i}" for i in range(RECORDS)]
+    assert round_trips.kafkajs(
+        tls_broker, "mtls-kafkajs", RECORDS, bootstrap=bootstrap,
+        ssl={"ca": str(certs.ca.cert), "cert": str(certs.alice.cert),
+             "key": str(certs.alice.key)}) == [f"v{i}" for i in range(RECORDS)]
 
 
 def test_aiokafka_produces_and_consumes_over_mutual_tls(tls_broker: BrokerProcess,

@@ -409,6 +409,44 @@ def test_garbage_body_after_a_valid_header_closes_the_connection(name: str) -> N
         check_healthy(b.port)
 
 
+def _s(text: str) -> bytes:
+    return struct.pack(">h", len(text)) + text.encode()
+
+
+# Requests with an array the schema does not allow to be null sent as null (-1), one per
+# API where mutated real-client traffic once got such a null past decoding into a handler
+# (issue 21): refused at decode now, naming the field, as Kafka's generated readers do.
+NULL_ARRAYS = {
+    "ListOffsets v1 topics": (raw_header(2, 1) + struct.pack(">ii", -1, -1), "topics"),
+    "OffsetCommit v2 topics": (raw_header(8, 2) + _s("g") + struct.pack(">i", 1) + _s("m")
+                               + struct.pack(">qi", -1, -1), "topics"),
+    "OffsetFetch v1 topics": (raw_header(9, 1) + _s("g") + struct.pack(">i", -1), "topics"),
+    "DescribeGroups v0 groups": (raw_header(15, 0) + struct.pack(">i", -1), "groups"),
+    "CreateTopics v2 topics": (raw_header(19, 2) + struct.pack(">ii?", -1, 1000, False),
+                               "topics"),
+    "AddPartitionsToTxn v0 topics": (raw_header(24, 0) + _s("txn")
+                                     + struct.pack(">qhi", 1, 0, -1), "v3_and_below_topics"),
+    "ConsumerGroupDescribe v0 group_ids": (raw_header(69, 0, flexible=True)
+                                           + b"\x00\x00\x00", "group_ids"),
+}
+
+
+@pytest.mark.parametrize("name", list(NULL_ARRAYS))
+def test_a_null_where_the_schema_allows_none_is_refused_at_decode(
+        name: str, caplog: pytest.LogCaptureFixture) -> None:
+    frame, field = NULL_ARRAYS[name]
+    with caplog.at_level("WARNING"), running_broker() as b:
+        sock = connect(b.port)
+        send_ignoring_reset(sock, sized(frame))
+        assert assert_closed_by_broker(sock) == b""
+        sock.close()
+        check_healthy(b.port)
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any(f"non-nullable field {field} was serialized as null" in w
+               for w in warnings), warnings
+    assert not [r for r in caplog.records if r.levelname == "ERROR"], caplog.text
+
+
 # --- many connections, slow readers ------------------------------------------------------
 
 

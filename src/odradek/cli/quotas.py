@@ -21,7 +21,7 @@ import argparse
 import sys
 from typing import Any
 
-from odradek.cli.tools import ToolError, _bootstrap
+from odradek.cli.tools import ToolError, _bootstrap, report_errors
 
 QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage")
 USER, CLIENT_ID = "user", "client-id"
@@ -103,35 +103,32 @@ def _number(value: float) -> str:
 
 def run_quotas_command(args: argparse.Namespace) -> int:
     name = f"quotas {args.quotas_command}"
-    try:
-        entity = _entity(args)
-        if args.quotas_command != "list" and not entity:
-            print(f"odradek {name}: name the entity: --user NAME, --user-default, "
-                  "--client-id ID or --client-id-default", file=sys.stderr)
-            return 2
-        with _connect(args) as conn:
-            if args.quotas_command == "list":
-                return _list(conn, entity)
-            if args.quotas_command == "set":
-                ops = [{"key": k, "value": v, "remove": False} for k, v in args.values]
-            else:
-                keys = args.keys or sorted(_described(conn, entity, strict=True).get(
-                    tuple(sorted(entity)), {}))
-                if not keys:
-                    raise ToolError(f"{describe_entity(entity)} has no quotas to remove")
-                ops = [{"key": k, "value": 0.0, "remove": True} for k in keys]
-            _alter(conn, entity, ops)
-            action = "set" if args.quotas_command == "set" else "removed"
-            print(f"Quotas {action} for {describe_entity(entity)}: " + ", ".join(
-                f"{o['key']}={_number(o['value'])}" if not o["remove"] else o["key"]
-                for o in ops))
-            return 0
-    except ToolError as exc:
-        print(f"odradek {name}: {exc}", file=sys.stderr)
-        return exc.code
-    except KeyboardInterrupt:
-        print(f"odradek {name}: interrupted", file=sys.stderr)
-        return 130
+    entity = _entity(args)
+    if args.quotas_command != "list" and not entity:
+        print(f"odradek {name}: name the entity: --user NAME, --user-default, "
+              "--client-id ID or --client-id-default", file=sys.stderr)
+        return 2
+    return report_errors(name, lambda: _run(args, entity))
+
+
+def _run(args: argparse.Namespace, entity: list[tuple[str, str | None]]) -> int:
+    with _connect(args) as conn:
+        if args.quotas_command == "list":
+            return _list(conn, entity)
+        if args.quotas_command == "set":
+            ops = [{"key": k, "value": v, "remove": False} for k, v in args.values]
+        else:
+            keys = args.keys or sorted(_described(conn, entity, strict=True).get(
+                tuple(sorted(entity)), {}))
+            if not keys:
+                raise ToolError(f"{describe_entity(entity)} has no quotas to remove")
+            ops = [{"key": k, "value": 0.0, "remove": True} for k in keys]
+        _alter(conn, entity, ops)
+        action = "set" if args.quotas_command == "set" else "removed"
+        print(f"Quotas {action} for {describe_entity(entity)}: " + ", ".join(
+            f"{o['key']}={_number(o['value'])}" if not o["remove"] else o["key"]
+            for o in ops))
+        return 0
 
 
 class _connect:

@@ -47,6 +47,7 @@ from odradek.cli.tools import (
     _new_client,
     _positive,
     _reason,
+    report_errors,
 )
 
 MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -210,14 +211,7 @@ def run_security_command(args: argparse.Namespace) -> int:
     handlers = {("users", "add"): _users_add, ("users", "list"): _users_list,
                 ("users", "remove"): _users_remove, ("acls", "add"): _acls_add,
                 ("acls", "list"): _acls_list, ("acls", "remove"): _acls_remove}
-    try:
-        return handlers[(args.command, action)](args)
-    except ToolError as exc:
-        print(f"odradek {name}: {exc}", file=sys.stderr)
-        return exc.code
-    except KeyboardInterrupt:
-        print(f"odradek {name}: interrupted", file=sys.stderr)
-        return 130
+    return report_errors(name, lambda: handlers[(args.command, action)](args))
 
 
 class _Admin:

@@ -227,17 +227,23 @@ def run_tool(args: argparse.Namespace) -> int | None:
         print(f"odradek {name}: needs the confluent-kafka package "
               "(pip install confluent-kafka)", file=sys.stderr)
         return 1
+    return report_errors(name, lambda: handler(args))
+
+
+# --- shared --------------------------------------------------------------------------
+
+
+def report_errors(name: str, run: Callable[[], int]) -> int:
+    """Run a console command: its exit code, or a ToolError's message on stderr as one
+    line (``odradek NAME: ...``) and its code; Ctrl-C is 130."""
     try:
-        return handler(args)
+        return run()
     except ToolError as exc:
         print(f"odradek {name}: {exc}", file=sys.stderr)
         return exc.code
     except KeyboardInterrupt:
         print(f"odradek {name}: interrupted", file=sys.stderr)
         return 130
-
-
-# --- shared --------------------------------------------------------------------------
 
 
 def _bootstrap(args: argparse.Namespace) -> str:

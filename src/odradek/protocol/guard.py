@@ -97,24 +97,37 @@ def _skip_fixed(size: int) -> Step:
     return step
 
 
-def _skip_sized(flexible: bool, legacy_length: str) -> Step:
+def _null(name: str | None) -> ClaimError:
+    return ClaimError(f"non-nullable field {name} was serialized as null")
+
+
+def _skip_sized(flexible: bool, legacy_length: str, null_name: str | None = None) -> Step:
+    """A string or bytes field; ``null_name``: the field's name when it may not be null
+    in this version (a null is then refused, as Kafka's generated readers refuse it)."""
     def step(w: _Walk, pos: int) -> int:
         if flexible:
             n, pos = w.uvarint(pos)
+            if n == 0 and null_name is not None:
+                raise _null(null_name)
             return pos if n == 0 else w.need(pos, n - 1)
         n, pos = (w.int16 if legacy_length == "int16" else w.int32)(pos)
+        if n < 0 and null_name is not None:
+            raise _null(null_name)
         return pos if n < 0 else w.need(pos, n)
 
     return step
 
 
-def _skip_array(flexible: bool, element: Step) -> Step:
+def _skip_array(flexible: bool, element: Step, null_name: str | None = None) -> Step:
+    """An array; ``null_name`` as for ``_skip_sized``."""
     def step(w: _Walk, pos: int) -> int:
         if flexible:
             n, pos = w.uvarint(pos)
             n -= 1
         else:
             n, pos = w.int32(pos)
+        if n < 0 and null_name is not None:
+            raise _null(null_name)
         if n <= 0:
             return pos
         w.count(n, pos)
@@ -152,13 +165,13 @@ def _skip_tagged(known: frozenset[int]) -> Step:
     return step
 
 
-def _primitive(kafka_type: str, flexible: bool) -> Step:
+def _primitive(kafka_type: str, flexible: bool, null_name: str | None = None) -> Step:
     if kafka_type in _FIXED:
         return _skip_fixed(_FIXED[kafka_type])
     if kafka_type == "string":
-        return _skip_sized(flexible, "int16")
+        return _skip_sized(flexible, "int16", null_name)
     if kafka_type in ("bytes", "records"):
-        return _skip_sized(flexible, "int32")
+        return _skip_sized(flexible, "int32", null_name)
     raise TypeError(f"unknown kafka_type {kafka_type!r}")
 
 
@@ -175,6 +188,10 @@ def _plan(cls: type) -> Step:
             continue  # tagged fields live in the tagged section at the end
         hint = hints[field.name]
         kafka_type = field.metadata.get("kafka_type")
+        # kio types a field that may be null in this version as Optional (the schema's
+        # nullableVersions): a null anywhere else is refused here, before any handler
+        # sees it.
+        null_name = None if type(None) in typing.get_args(hint) else field.name
         args = [a for a in typing.get_args(hint) if a is not type(None)]
         origin = typing.get_origin(hint)
         if origin is not tuple and args and typing.get_origin(args[0]) is tuple:
@@ -183,7 +200,7 @@ def _plan(cls: type) -> Step:
             element_type = typing.get_args(hint)[0]
             element = (_plan(element_type) if dataclasses.is_dataclass(element_type)
                        else _primitive(kafka_type or "", flexible))
-            steps.append(_skip_array(flexible, element))
+            steps.append(_skip_array(flexible, element, null_name))
         elif kafka_type in _FIXED:
             # Consecutive fixed-size fields are checked as one run of bytes.
             if steps and isinstance(steps[-1], int):
@@ -194,7 +211,7 @@ def _plan(cls: type) -> Step:
             # The request header's client id is a classic string in every header version
             # ("flexibleVersions": "none" in RequestHeader.json), even in header v2.
             legacy = cls.__name__ == "RequestHeader" and field.name == "client_id"
-            steps.append(_primitive(kafka_type, flexible and not legacy))
+            steps.append(_primitive(kafka_type, flexible and not legacy, null_name))
         else:
             nested = hint if dataclasses.is_dataclass(hint) else next(
                 a for a in args if dataclasses.is_dataclass(a))

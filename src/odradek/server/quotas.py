@@ -89,8 +89,7 @@ class ClientQuotas:
     def _load(self, value: dict[str, Any]) -> None:
         quotas: dict[Entity, dict[str, float]] = {}
         for item in value.get("quotas", []):
-            key: Entity = tuple(sorted((t, n) for t, n in item["entity"]))
-            quotas[key] = {k: float(v) for k, v in item["values"].items()}
+            quotas[_entity_of(item)] = {k: float(v) for k, v in item["values"].items()}
         self.quotas = quotas
         self.active = bool(quotas)
         self.version += 1
@@ -105,8 +104,7 @@ class ClientQuotas:
         changes = list(changes)
 
         def change(value: dict[str, Any]) -> dict[str, Any]:
-            quotas = {tuple(sorted((t, n) for t, n in item["entity"])): dict(item["values"])
-                      for item in value.get("quotas", [])}
+            quotas = {_entity_of(item): dict(item["values"]) for item in value.get("quotas", [])}
             for target, ops in changes:
                 values = quotas.setdefault(target, {})
                 for key, number in ops.items():
@@ -204,6 +202,11 @@ class ClientQuotas:
     def record_request_time(self, limit: tuple[SensorKey, float], seconds: float) -> None:
         """Time the broker spent on a request, as percent-seconds of one thread."""
         self._record(REQUEST_PERCENTAGE, limit, seconds * 100)
+
+
+def _entity_of(item: dict[str, Any]) -> Entity:
+    """The entity of one stored quota (its [type, name] pairs, as JSON keeps them)."""
+    return tuple(sorted((t, n) for t, n in item["entity"]))
 
 
 def _sort_key(item: tuple[Entity, Any]) -> tuple[str, ...]:
