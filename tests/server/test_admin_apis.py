@@ -573,3 +573,22 @@ def test_a_single_node_needs_no_election_and_moves_nothing(node: RunningBroker) 
         assert kadmin.list_partition_reassignments() == {}
     finally:
         kadmin.close()
+
+
+def test_an_excessively_large_topic_operation_is_refused_whole(node: RunningBroker) -> None:
+    """As Kafka's controller: a CreateTopics or CreatePartitions that would make more than
+    10,000 partitions (records) at once is refused with POLICY_VIOLATION, and nothing of
+    it is created (found by the fuzz tier: a mutated partition count of 65,539 ran the
+    broker out of file descriptors)."""
+    from confluent_kafka.admin import NewPartitions, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    with pytest.raises(KafkaException, match="POLICY_VIOLATION"):
+        admin.create_topics([NewTopic("huge", 10_000, 1)])["huge"].result(30)
+    assert "huge" not in admin.list_topics(timeout=30).topics
+    admin.create_topics([NewTopic("grows", 1, 1)])["grows"].result(30)
+    with pytest.raises(KafkaException, match="excessively large batch"):
+        admin.create_partitions([NewPartitions("grows", 10_002)])["grows"].result(30)
+    assert len(admin.list_topics(timeout=30).topics["grows"].partitions) == 1
+    admin.create_partitions([NewPartitions("grows", 3)])["grows"].result(30)  # a sane one
+    assert len(admin.list_topics(timeout=30).topics["grows"].partitions) == 3

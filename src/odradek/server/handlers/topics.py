@@ -38,6 +38,22 @@ UNKNOWN_TOPIC_ID = 100
 INVALID_TOPIC_EXCEPTION = 17
 
 
+# Kafka's controller refuses an operation that would write more than this many metadata
+# records at once (QuorumController.MAX_RECORDS_PER_USER_OP: a topic is one, each of its
+# partitions one) with POLICY_VIOLATION for the whole request. Here it also bounds what
+# one request can make the broker create (each partition is a log: files, descriptors).
+MAX_RECORDS_PER_USER_OP = 10_000
+TOO_LARGE = "Unable to perform excessively large batch operation."
+
+
+def _too_large(request: Request, entries: list[dict[str, Any]]) -> bytes:
+    """The answer refusing every topic of an operation over MAX_RECORDS_PER_USER_OP."""
+    for entry in entries:
+        entry.update(error_code=_code("POLICY_VIOLATION"), error_message=TOO_LARGE)
+    key = "topics" if request.api_key == 19 else "results"
+    return respond(request, {"throttle_time": 0, key: entries})
+
+
 def _code(name: str) -> int:
     from kio.schema.errors import ErrorCode
 
@@ -55,6 +71,14 @@ async def create_topics(broker: Broker, request: Request) -> bytes:
         results.append({"name": name, "error_code": _code("INVALID_REQUEST"),
                         "error_message": "Duplicate topic name.", "num_partitions": -1,
                         "replication_factor": -1, "configs": None})
+    default = broker.config["num.partitions"]
+    records = sum(1 + (len(t.assignments) if t.assignments else
+                       default if t.num_partitions == -1 else max(t.num_partitions, 0))
+                  for t in body.topics)
+    if records > MAX_RECORDS_PER_USER_OP:
+        return _too_large(request, [
+            {"name": t.name, "num_partitions": -1, "replication_factor": -1, "configs": None}
+            for t in body.topics])
     for t in body.topics:
         if t.name in duplicated:
             continue
@@ -155,6 +179,10 @@ async def create_partitions(broker: Broker, request: Request) -> bytes:
     body = request.body
     results = []
     grown: dict[str, int] = {}  # name -> partitions
+    added = sum(max(t.count - (topic.partitions if (topic := broker.topic(t.name)) else 0), 0)
+                for t in body.topics)
+    if added > MAX_RECORDS_PER_USER_OP:
+        return _too_large(request, [{"name": t.name} for t in body.topics])
     for t in body.topics:
         entry: dict[str, Any] = {"name": t.name, "error_code": 0, "error_message": None}
         if not allowed(broker, request, Operation.ALTER, ResourceType.TOPIC, t.name):
