@@ -373,9 +373,15 @@ def test_perf_tests_send_and_consume_every_record(
     consumed = tool("ConsumerPerformance", "--bootstrap-server", bootstrap,
                     "--topic", "tools-perf", "--num-records", str(records),
                     "--timeout", "60000", jvm_args=[])
-    header, values = consumed.stdout.strip().splitlines()[-2:]
-    stats = dict(zip([h.strip() for h in header.split(",")],
-                     [v.strip() for v in values.split(",")], strict=True))
+    # The table: a header line starting "start.time" and its values after it (other
+    # lines, such as a JVM or tool warning, may come before or after).
+    lines = consumed.stdout.strip().splitlines()
+    at = next((i for i, line in enumerate(lines) if line.startswith("start.time")), None)
+    assert at is not None and at + 1 < len(lines), consumed.stdout + consumed.stderr
+    names = [h.strip() for h in lines[at].split(",")]
+    values = [v.strip() for v in lines[at + 1].split(",")]
+    assert len(names) == len(values), consumed.stdout + consumed.stderr
+    stats = dict(zip(names, values, strict=True))
     assert int(stats["data.consumed.in.nMsg"]) == records
     assert float(stats["data.consumed.in.MB"]) == pytest.approx(records * size / 2**20,
                                                                  abs=1e-4)

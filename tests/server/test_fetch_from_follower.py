@@ -77,6 +77,7 @@ class FakeBroker:
         self.cluster = FakeCluster(self)
         self.authorizer = None  # no ACLs: every request allowed
         self.quotas = None  # no client quotas
+        self.stats = None  # no metrics
         self.root = root
 
     def get_log(self, topic: str, partition: int) -> Log | None:
