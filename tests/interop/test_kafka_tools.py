@@ -352,6 +352,10 @@ def test_kafka_configs_sets_and_describes_client_quotas(odradek_server: BrokerPr
     tool("ConfigCommand", *server, "--alter", *alice,
          "--delete-config", "producer_byte_rate,request_percentage")
     assert describe(*alice) == []
+    # The module's other tests share the broker: no client may stay held to 2 kB/s.
+    tool("ConfigCommand", *server, "--alter", "--entity-type", "clients", "--entity-default",
+         "--delete-config", "consumer_byte_rate")
+    assert describe("--entity-type", "clients", "--entity-default") == []
 
 
 # --- kafka-producer-perf-test / kafka-consumer-perf-test -------------------------------
