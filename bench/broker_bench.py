@@ -221,6 +221,9 @@ class Broker:
     """One broker process of ``kind`` on a free port of 127.0.0.1, stopped by ``stop()``;
     ready when constructed. ``startup_s``: from its spawn to ``answers_kafka_protocol``."""
 
+    # More `odradek serve` arguments (metrics_bench.py: metrics.listen).
+    extra_args: tuple[str, ...] = ()
+
     def __init__(self, kind: str, tmp_root: str) -> None:
         self.kind = kind
         self.data_dir = tempfile.mkdtemp(prefix=f"{kind}-", dir=tmp_root)
@@ -240,7 +243,7 @@ class Broker:
         self.bootstrap = f"127.0.0.1:{self.port}"
         if self.kind == ODRADEK:
             cmd = [sys.executable, "-m", "odradek", "serve", "--listen", self.bootstrap,
-                   "--data-dir", os.path.join(self.data_dir, "data")]
+                   "--data-dir", os.path.join(self.data_dir, "data"), *self.extra_args]
         else:
             url = f"tcp://{self.bootstrap}"
             cmd = [tansu_binary(), "broker", "--listener-url", url,

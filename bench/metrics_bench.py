@@ -25,7 +25,6 @@ import argparse
 import datetime
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import urllib.request
@@ -46,24 +45,9 @@ class MetricsBroker(broker_bench.Broker):
 
     def __init__(self, tmp_root: str, on: bool) -> None:
         self.metrics_port = free_port() if on else None
+        if on:
+            self.extra_args = ("--override", f"metrics.listen=127.0.0.1:{self.metrics_port}")
         super().__init__(ODRADEK, tmp_root)
-
-    def _start_process(self) -> None:
-        if self.metrics_port is None:
-            return super()._start_process()
-        # broker_bench's command line, with the setting added.
-        original = subprocess.Popen
-        port = self.metrics_port
-
-        def popen(cmd: list[str], *args: Any, **kwargs: Any) -> Any:
-            return original([*cmd, "--override", f"metrics.listen=127.0.0.1:{port}"],
-                            *args, **kwargs)
-
-        subprocess.Popen = popen  # type: ignore[assignment,misc]
-        try:
-            return super()._start_process()
-        finally:
-            subprocess.Popen = original  # type: ignore[misc]
 
 
 def one_broker(on: bool, args: argparse.Namespace, tmp_root: str) -> dict[str, Any]:

@@ -20,6 +20,7 @@ called with it after each change, local or from another broker.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import json
 import logging
@@ -44,7 +45,7 @@ class DocumentError(Exception):
     """The change could not be saved (the cause is in the message); nothing changed."""
 
 
-class Document:
+class Document(abc.ABC):
     """One document; see the module docstring. Subclasses store it."""
 
     def __init__(self, name: str) -> None:
@@ -52,16 +53,16 @@ class Document:
         self.value: Content = {}
         self.on_change: Callable[[Content], None] | None = None
 
-    async def start(self) -> None:
+    async def start(self) -> None:  # noqa: B027 - a file document has nothing to start
         """Load the current content (before the broker serves)."""
 
-    def stop(self) -> None:
+    def stop(self) -> None:  # noqa: B027 - nor anything to stop
         """Stop following changes."""
 
+    @abc.abstractmethod
     async def update(self, change: Change) -> Content:
         """Apply ``change`` (a function from the current content to the new one; it may
         raise to refuse) and save; returns the new content, already in force here."""
-        raise NotImplementedError
 
     def _changed(self, value: Content) -> None:
         self.value = value

@@ -65,9 +65,6 @@ class Limits:
     request: tuple[SensorKey, float] | None
 
 
-NO_LIMITS = Limits(None, None, None)
-
-
 def _now_ms() -> float:
     return time.monotonic() * 1000
 
@@ -138,8 +135,6 @@ class ClientQuotas:
         limits = Limits(resolve(quotas, PRODUCER_BYTE_RATE, user, client),
                         resolve(quotas, CONSUMER_BYTE_RATE, user, client),
                         resolve(quotas, REQUEST_PERCENTAGE, user, client))
-        if limits == Limits(None, None, None):
-            limits = NO_LIMITS
         session.quota_limits = (self.version, client, limits)
         return limits
 
