@@ -21,25 +21,45 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    ElectionType,
+    Producer,
+    TopicCollection,
+    TopicPartition,
+)
 from confluent_kafka.admin import (
+    AclBinding,
     AclBindingFilter,
     AclOperation,
     AclPermissionType,
     AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
     ConfigResource,
     NewPartitions,
     NewTopic,
+    OffsetSpec,
     ResourcePatternType,
     ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
 )
 
+from odradek.server.handlers import HANDLERS
 from odradek.testing import running_broker
 from tests.fuzz.proxy import RecordingProxy
+from tests.wire import WireClient
 
 CORPUS = Path(__file__).parent / "corpus" / "requests.bin"
 PER_VERSION = 6
 WAIT = 30.0
+PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+              'username="fz" password="fz-secret" user_fz="fz-secret";')
+SCRAM_USERS = {"fz-256": ScramMechanism.SCRAM_SHA_256, "fz-512": ScramMechanism.SCRAM_SHA_512}
 
 
 def confluent(bootstrap: str) -> None:
@@ -100,6 +120,118 @@ def confluent(bootstrap: str) -> None:
     admin.delete_topics(["fz-gone"])["fz-gone"].result(WAIT)
 
 
+def settle(result: object) -> None:
+    """Wait for an admin call's future(s); failures are fine: the request is wanted."""
+    futures = result.values() if isinstance(result, dict) else [result]
+    for future in futures:
+        with contextlib.suppress(Exception):
+            future.result(WAIT)  # type: ignore[attr-defined]
+
+
+def confluent_admin(bootstrap: str) -> None:
+    """The admin operations the first pass leaves out: ACLs, configs, SCRAM credentials,
+    leader elections, offsets, group deletion."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    acl = AclBinding(ResourceType.TOPIC, "fz", ResourcePatternType.LITERAL, "User:fz", "*",
+                     AclOperation.READ, AclPermissionType.ALLOW)
+    settle(admin.create_acls([acl]))
+    settle(admin.delete_acls([AclBindingFilter(
+        ResourceType.TOPIC, "fz", ResourcePatternType.MATCH, None, None, AclOperation.ANY,
+        AclPermissionType.ANY)]))
+    settle(admin.alter_configs([ConfigResource(ConfigResource.Type.TOPIC, "fz",
+                                               set_config={"retention.ms": "86400000"})]))
+    settle(admin.incremental_alter_configs([ConfigResource(
+        ConfigResource.Type.TOPIC, "fz", incremental_configs=[
+            ConfigEntry("retention.ms", "90000000",
+                        incremental_operation=AlterConfigOpType.SET),
+            ConfigEntry("cleanup.policy", None,
+                        incremental_operation=AlterConfigOpType.DELETE)])]))
+    settle(admin.alter_user_scram_credentials([
+        UserScramCredentialUpsertion(user, ScramCredentialInfo(mechanism, 4096),
+                                     b"fz-secret")
+        for user, mechanism in SCRAM_USERS.items()]))
+    settle(admin.describe_user_scram_credentials(list(SCRAM_USERS)))
+    settle(admin.describe_user_scram_credentials())
+    settle(admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("fz", 0)]))
+    settle(admin.list_offsets({TopicPartition("fz", 0): OffsetSpec.latest(),
+                               TopicPartition("fz", 1): OffsetSpec.earliest()}))
+    settle(admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
+        "fz-kafka-python", [TopicPartition("fz", 0, 1)])]))
+    settle(admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions("fz-classic")]))
+    settle(admin.describe_topics(TopicCollection(["fz"])))
+    settle(admin.delete_consumer_groups(["fz-aiokafka"]))
+    settle(admin.alter_user_scram_credentials([
+        UserScramCredentialDeletion("nobody", ScramMechanism.SCRAM_SHA_512)]))
+
+
+def sasl_clients(bootstrap: str) -> None:
+    """SaslHandshake and SaslAuthenticate: librdkafka logs in with PLAIN and both SCRAMs
+    (and once with a wrong password), then produces."""
+    logins = [("PLAIN", "fz", "fz-secret"), ("PLAIN", "fz", "wrong")]
+    logins += [(m.name.replace("_", "-"), user, "fz-secret")
+               for user, m in SCRAM_USERS.items()]
+    for mechanism, user, password in logins:
+        producer = Producer({"bootstrap.servers": bootstrap,
+                             "security.protocol": "SASL_PLAINTEXT",
+                             "sasl.mechanism": mechanism, "sasl.username": user,
+                             "sasl.password": password, "message.timeout.ms": 5000})
+        producer.produce("fz", value=b"sasl")
+        producer.flush(6)
+
+
+# The APIs no client above sends: by hand, at every version the broker serves, through
+# the test suite's wire client (kio's encoders: the bytes a Java client would send).
+BY_HAND: dict[int, dict] = {
+    23: {"replica_id": -1, "topics": [{"topic": "fz", "partitions": [
+        {"partition": 0, "current_leader_epoch": 0, "leader_epoch": 0}]}]},
+    27: {"markers": [{"producer_id": 1000, "producer_epoch": 0, "transaction_result": True,
+                      "topics": [{"name": "fz", "partition_indexes": [0]}],
+                      "coordinator_epoch": 0}]},
+    35: {"topics": [{"topic": "fz", "partitions": [0, 1]}]},
+    45: {"timeout": 1000, "topics": [{"name": "fz", "partitions": [
+        {"partition_index": 0, "replicas": [1]}, {"partition_index": 1, "replicas": None}]}]},
+    46: {"timeout": 1000, "topics": [{"name": "fz", "partition_indexes": [0]}]},
+    47: {"group_id": "fz-classic", "topics": [{"name": "fz", "partitions": [
+        {"partition_index": 0}]}]},
+    60: {"include_cluster_authorized_operations": True},
+    61: {"topics": [{"name": "fz", "partition_indexes": [0, 1]}]},
+    65: {"transactional_ids": ["fz-txn", "nobody"]},
+    66: {"state_filters": ["Ongoing"], "producer_id_filters": [], "duration_filter": -1},
+}
+
+
+def exchange(client: WireClient, key: int, version: int, body: dict) -> None:
+    """Send one request and wait for its answer, undecoded (kio cannot read every
+    answer: a DescribeProducers timestamp of -1, for one)."""
+    client.send(key, version, body)
+    size = struct.unpack(">i", client._read(4))[0]
+    client._read(size)
+
+
+def by_hand(bootstrap: str) -> None:
+    port = int(bootstrap.rpartition(":")[2])
+    for key, body in BY_HAND.items():
+        api = HANDLERS[key]
+        for version in range(api.min_version, api.max_version + 1):
+            with WireClient(port, timeout=WAIT) as client:
+                exchange(client, key, version, body)
+    with WireClient(port, timeout=WAIT) as client:  # DescribeLogDirs: every directory
+        exchange(client, 35, HANDLERS[35].max_version, {"topics": None})
+
+
+def sasl_by_hand(bootstrap: str) -> None:
+    """Every version of SaslHandshake, and of SaslAuthenticate after a v1 handshake (a
+    PLAIN login), on connections of their own."""
+    port = int(bootstrap.rpartition(":")[2])
+    for version in range(HANDLERS[17].min_version, HANDLERS[17].max_version + 1):
+        with WireClient(port, timeout=WAIT) as client:
+            exchange(client, 17, version, {"mechanism": "PLAIN"})
+    for version in range(HANDLERS[36].min_version, HANDLERS[36].max_version + 1):
+        with WireClient(port, timeout=WAIT) as client:
+            exchange(client, 17, 1, {"mechanism": "PLAIN"})
+            exchange(client, 36, version, {"auth_bytes": b"\0fz\0fz-secret"})
+
+
 def python_clients(bootstrap: str) -> None:
     from kafka import KafkaConsumer, KafkaProducer
 
@@ -147,22 +279,32 @@ def own_client(bootstrap: str) -> None:
 
 
 def main() -> None:
-    proxy = RecordingProxy()
-    # The broker advertises the proxy: clients reach it through the proxy only.
-    with running_broker(**{"group.initial.rebalance.delay.ms": 0,
-                           "advertised.listeners": f"PLAINTEXT://{proxy.address}"}) as broker:
+    proxy, sasl_proxy = RecordingProxy(), RecordingProxy()
+    # The broker advertises the proxies: clients reach it through them only.
+    with running_broker(**{
+            "group.initial.rebalance.delay.ms": 0,
+            "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+            "advertised.listeners": f"PLAINTEXT://{proxy.address},"
+                                    f"SASL_PLAINTEXT://{sasl_proxy.address}"}) as broker:
         proxy.forward_to(broker.bootstrap)
+        sasl_proxy.forward_to(f"127.0.0.1:{broker.broker.listener_ports['SASL_PLAINTEXT']}")
         try:
             confluent(proxy.address)
             python_clients(proxy.address)
             own_client(proxy.address)
+            confluent_admin(proxy.address)
+            sasl_clients(sasl_proxy.address)
+            sasl_by_hand(sasl_proxy.address)
+            by_hand(proxy.address)
             time.sleep(0.5)
         finally:
             proxy.close()
+            sasl_proxy.close()
     kept: list[bytes] = []
     seen: set[bytes] = set()
     per_version: Counter[tuple[int, int]] = Counter()
-    for frame in proxy.frames:
+    for frame in proxy.frames + sasl_proxy.frames:
         if len(frame) < 8:
             continue
         key, version = struct.unpack(">hh", frame[:4])
@@ -179,6 +321,7 @@ def main() -> None:
     print(f"{len(kept)} frames, {CORPUS.stat().st_size:,} bytes, {len(keys)} API keys: "
           + ", ".join(f"{k}:" + "/".join(str(v) for kk, v in sorted(per_version) if kk == k)
                       for k in keys))
+    print("served but not recorded:", sorted(set(HANDLERS) - set(keys)) or "none")
 
 
 if __name__ == "__main__":
