@@ -6,13 +6,14 @@ unread. /healthz and /readyz answer for orchestrators."""
 
 from __future__ import annotations
 
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
 from .conftest import BrokerProcess, start_broker
@@ -92,6 +93,62 @@ def test_counters_gauges_and_lag_say_what_clients_did(metrics_broker: BrokerProc
                     (("listener", "PLAINTEXT"),))] >= 2
     # No cluster: the ReplicaManager/controller gauges are not reported.
     assert not any(name.startswith("kafka_controller_") for name, _ in samples)
+
+
+LONG_POLL_MS = 1000
+SPLIT = ("requestqueuetimems", "localtimems", "remotetimems", "responsesendtimems")
+
+
+def request_time(samples, request: str, name: str) -> tuple[float, float]:  # type: ignore[no-untyped-def]
+    """(count, sum) of one API's RequestMetrics time histogram."""
+    labels = (("request", request),)
+    return (samples[(f"kafka_network_requestmetrics_{name}_count", labels)],
+            samples[(f"kafka_network_requestmetrics_{name}_sum", labels)])
+
+
+def test_request_time_split_shows_long_polls_as_remote_and_requests_behind_them_as_queued(
+        tmp_path: Path):
+    """A consumer long-polls an empty partition (fetch.wait.max.ms=1 s): each Fetch
+    spends its second parked in the purgatory - remote time - and almost nothing in
+    its handler's own steps. Watermark queries on the same connection wait behind those
+    long polls (requests are answered in order): queue time. For every API the four
+    parts add up to the total."""
+    with start_broker(tmp_path / "data", "--override", "metrics.listen=127.0.0.1:0") as broker:
+        producer = Producer({"bootstrap.servers": broker.bootstrap})
+        producer.produce("quiet", b"the only record")
+        assert producer.flush(WAIT) == 0
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "pollers",
+                             "fetch.wait.max.ms": LONG_POLL_MS, "enable.auto.commit": False})
+        consumer.assign([TopicPartition("quiet", 0, 1)])  # past the record: nothing to read
+        started = time.monotonic()
+        while time.monotonic() - started < 3 * LONG_POLL_MS / 1000:
+            assert consumer.poll(0.2) is None
+        queries = 4
+        for _ in range(queries):  # ListOffsets (earliest and latest) to the fetch's broker
+            assert consumer.get_watermark_offsets(TopicPartition("quiet", 0), timeout=WAIT,
+                                                  cached=False) == (0, 1)
+        consumer.close()
+        samples = scrape(broker.metrics_url())
+
+    fetches, remote_ms = request_time(samples, "Fetch", "remotetimems")
+    assert fetches >= 3
+    # Every fetch but perhaps the last (cut short by close) waited its full second.
+    assert remote_ms >= 0.9 * LONG_POLL_MS * (fetches - 1)
+    fetch_local = samples[("kafka_network_requestmetrics_localtimems_bucket",
+                           (("le", "100.0"), ("request", "Fetch")))]
+    assert fetch_local == fetches  # the wait is not the handler's work
+    lists, queued_ms = request_time(samples, "ListOffsets", "requestqueuetimems")
+    assert lists >= 2 * queries
+    # Each query's requests went out while a one-second long poll held the connection.
+    assert queued_ms >= LONG_POLL_MS
+    produces, produce_remote_ms = request_time(samples, "Produce", "remotetimems")
+    assert produces >= 1 and produce_remote_ms < 25 * produces  # one node: nothing to wait for
+    for request in ("Fetch", "ListOffsets", "Produce", "Metadata", "ApiVersions"):
+        count, total_ms = request_time(samples, request, "totaltimems")
+        parts = [request_time(samples, request, name) for name in SPLIT]
+        assert all(n == count for n, _ in parts)
+        assert all(ms >= 0 for _, ms in parts)
+        assert abs(sum(ms for _, ms in parts) - total_ms) <= 0.001 * total_ms + 0.1, request
 
 
 def test_health_and_readiness_endpoints(metrics_broker: BrokerProcess):

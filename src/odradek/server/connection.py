@@ -31,6 +31,7 @@ import logging
 import os
 import socket
 import time
+from collections import deque
 from collections.abc import Awaitable, Coroutine, Generator
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +41,7 @@ from odradek.protocol.codec import (
     decode_request,
 )
 from odradek.protocol.framing import FrameDecoder, FrameError
+from odradek.server.metrics import RequestTiming
 from odradek.server.session import Session
 from odradek.storage.log import FileRegion
 
@@ -105,8 +107,13 @@ class Connection(asyncio.BufferedProtocol):
         # next request: a long poll still to await (with its frame), or response parts
         # still to send ([] when only a drain is due).
         self._parked: tuple[bytes | memoryview, Awaitable[Response]] | None = None
-        self._parked_request: tuple[int, float] = (0, 0.0)  # its API key and start
         self._unsent: list[bytes | FileRegion] | None = None
+        # metrics.listen (RequestMetrics' time split, server.metrics.RequestTiming): when
+        # each queued frame was read, oldest first (one entry per frame the decoder
+        # holds), and the moments of the request buffer_updated started that run() is to
+        # finish. None without metrics: then the only cost is that test.
+        self._arrivals: deque[float] | None = deque() if broker.stats is not None else None
+        self._timing: RequestTiming | None = None
         # Idle detection without a timer per wait: reads are counted, and the broker's
         # sweep (reap_idle) closes a connection whose count has not moved for
         # connections.max.idle.ms while it had no request in progress.
@@ -140,6 +147,10 @@ class Connection(asyncio.BufferedProtocol):
         self.reads += 1
         decoder = self.decoder
         decoder.buffer_updated(nbytes)
+        arrivals = self._arrivals
+        if arrivals is not None and decoder.queued > len(arrivals):
+            now = time.perf_counter()  # frames completed by this read: read now
+            arrivals.extend(now for _ in range(decoder.queued - len(arrivals)))
         if self._tls_sock is not None:
             self._wake_for(decoder.frame_missing)
         if decoder.queued or decoder.error is not None:
@@ -222,6 +233,8 @@ class Connection(asyncio.BufferedProtocol):
         except Exception:  # ProtocolError or worse: run() meets it again, as it would
             return False
         self.decoder.next_frame()  # taken: this frame is answered here or parked for run()
+        arrivals = self._arrivals
+        read_at = arrivals.popleft() if arrivals is not None else 0.0
         started = time.perf_counter()
         quotas = broker.quotas
         limit = (quotas.request_limit(request)
@@ -235,23 +248,30 @@ class Connection(asyncio.BufferedProtocol):
                 quotas.record_request_time(limit, time.perf_counter() - started)
             else:
                 response = handle_now(broker, request)
+            timing = None
+            if arrivals is not None:  # metrics.listen: the handler's synchronous part
+                timing = RequestTiming(request.api_key, read_at, started)
+                timing.local = time.perf_counter() - started
             if response is not None and not isinstance(response, (bytes, list)):
                 self._parked = (frame, response)
-                self._parked_request = (request.api_key, started)
+                self._timing = timing
                 frame = b""  # recycled by run() once the parked request is done
                 if hasattr(response, "sender"):  # it can hand its answer over when made
                     response.sender = self._send_parked
                 self._wake_input()
             else:
+                if timing is not None:
+                    timing.ready = started + timing.local
                 if response is not None:
                     self._unsent = self._send_now(response)
                     if self._unsent is not None:
+                        self._timing = timing  # done once run() has sent the rest
+                        timing = None
                         self._wake_input()
                 if session is not None and session.throttle_ms:
                     self._mute()
-                if broker.stats is not None:
-                    broker.stats.request(request.api_key,
-                                         (time.perf_counter() - started) * 1000)
+                if timing is not None and broker.stats is not None:
+                    broker.stats.request_done(timing, time.perf_counter())
         except Exception as exc:
             self._closing_after(exc)
         finally:
@@ -270,6 +290,8 @@ class Connection(asyncio.BufferedProtocol):
         transport = self.transport
         if self._lost or transport is None or transport.is_closing():
             return False
+        if self._timing is not None:
+            self._timing.ready = time.perf_counter()
         try:
             self._unsent = self._send_now(response)  # what the socket did not take: run()
         except Exception:
@@ -315,9 +337,11 @@ class Connection(asyncio.BufferedProtocol):
                     self._resume_reading()
                     await self._wait_for_input()
                     continue
+                arrivals = self._arrivals
+                read_at = arrivals.popleft() if arrivals is not None else 0.0
                 self.in_request = True
                 try:
-                    await self._handle(frame)
+                    await self._handle(frame, read_at)
                 finally:
                     self.in_request = False
                     decoder.recycle(frame)
@@ -336,22 +360,30 @@ class Connection(asyncio.BufferedProtocol):
         """Finish what buffer_updated started: a parked request, or unsent parts."""
         parked, self._parked = self._parked, None
         unsent, self._unsent = self._unsent, None
+        timing = self._timing  # metrics.listen: the request these belong to
         if unsent is not None:
             await self._send_rest(unsent)
         if parked is not None:
             frame, awaitable = parked
             self.in_request = True
             try:
-                response = await awaitable
+                if timing is not None and asyncio.iscoroutine(awaitable):
+                    timed = _Timed(awaitable)  # its own steps are local time
+                    response = await timed
+                    timing.local += timed.seconds
+                else:
+                    response = await awaitable
+                if timing is not None and (response is not None or not timing.ready):
+                    timing.ready = time.perf_counter()
                 if response is not None:
                     await self._send(response)
-                stats = self.broker.stats
-                if stats is not None:
-                    api_key, started = self._parked_request
-                    stats.request(api_key, (time.perf_counter() - started) * 1000)
             finally:
                 self.in_request = False
                 self.decoder.recycle(frame)
+        stats = self.broker.stats
+        if timing is not None and stats is not None and self._unsent is None:
+            self._timing = None  # sent whole (else the next call sends the rest first)
+            stats.request_done(timing, time.perf_counter())
 
     def _mute(self) -> None:
         """KIP-219: the response with its throttle time is out; read nothing more from
@@ -422,9 +454,9 @@ class Connection(asyncio.BufferedProtocol):
             self._reading_paused = False
             self.transport.resume_reading()
 
-    async def _handle(self, frame: bytes | memoryview) -> None:
+    async def _handle(self, frame: bytes | memoryview, read_at: float) -> None:
+        """Answer one request; ``read_at`` is when its frame was read (metrics only)."""
         broker = self.broker
-        started = time.perf_counter()
         if self.session is not None and self.session.raw_sasl:
             await self._raw_sasl_token(bytes(frame))
             return
@@ -450,6 +482,9 @@ class Connection(asyncio.BufferedProtocol):
         quotas = broker.quotas
         limit = (quotas.request_limit(request)
                  if quotas is not None and quotas.active else None)
+        stats = broker.stats
+        timing = (RequestTiming(request.api_key, read_at, time.perf_counter())
+                  if stats is not None else None)
         if limit is not None:
             assert quotas is not None and session is not None
             session.throttle_ms = quotas.request_throttle(limit)
@@ -458,12 +493,18 @@ class Connection(asyncio.BufferedProtocol):
                 response = await timed
             finally:
                 quotas.record_request_time(limit, timed.seconds)
+        elif timing is not None:
+            timed = _Timed(handler(broker, request))
+            response = await timed
         else:
             response = await handler(broker, request)
+        if timing is not None:
+            timing.local = timed.seconds
+            timing.ready = time.perf_counter()
         if response is not None:
             await self._send(response)
-        if broker.stats is not None:
-            broker.stats.request(request.api_key, (time.perf_counter() - started) * 1000)
+        if stats is not None and timing is not None:
+            stats.request_done(timing, time.perf_counter())
         if session is not None and session.close_after_response:
             assert self.transport is not None
             self.transport.close()  # not abort(): the answer saying why goes out first

@@ -45,9 +45,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Request time buckets, milliseconds (Kafka's TotalTimeMs, as a histogram).
-TIME_BUCKETS_MS = (0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0,
-                   2500.0, 5000.0, 10000.0, 30000.0)
+# Request time buckets, milliseconds (Kafka's RequestMetrics times, as histograms; the
+# lowest ones for queue and local times, which are often tens of microseconds).
+TIME_BUCKETS_MS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0,
+                   500.0, 1000.0, 2500.0, 5000.0, 10000.0, 30000.0)
 SNAPSHOT_TIMEOUT_S = 5.0
 
 # Kafka's names of the APIs (RequestMetrics' request label), for the ones served.
@@ -81,15 +82,69 @@ class TopicStats:
         self.produces = self.failed_produce = self.fetches = self.failed_fetch = 0
 
 
-class RequestStats:
-    """One API's request count and total-time histogram (non-cumulative buckets)."""
+class Histogram:
+    """A histogram over TIME_BUCKETS_MS: non-cumulative bucket counts and a sum."""
 
-    __slots__ = ("buckets", "count", "sum_ms")
+    __slots__ = ("buckets", "sum_ms")
+
+    def __init__(self) -> None:
+        self.sum_ms = 0.0
+        self.buckets = [0] * (len(TIME_BUCKETS_MS) + 1)
+
+    def add(self, ms: float) -> None:
+        self.sum_ms += ms
+        self.buckets[bisect.bisect_left(TIME_BUCKETS_MS, ms)] += 1
+
+    def copy(self) -> tuple[float, list[int]]:
+        return self.sum_ms, list(self.buckets)
+
+
+# RequestMetrics' time split, in the order RequestStats.times holds it (the metric name
+# is kafka_network_requestmetrics_<name>).
+REQUEST_TIMES = ("requestqueuetimems", "localtimems", "remotetimems",
+                 "responsesendtimems", "totaltimems")
+
+
+class RequestTiming:
+    """The moments of one request in progress (``time.perf_counter`` seconds), kept by
+    its connection while metrics are on; ``BrokerStats.request_done`` splits its time
+    as Kafka's RequestMetrics does, in Odradek's asyncio terms:
+
+    - queue (RequestQueueTimeMs): from the frame having been read off the socket to the
+      handler starting: decoding it, and waiting behind the connection's earlier
+      requests (answered one at a time, in order). Departure: Kafka stops reading a
+      connection while a request is in flight, so there such a wait is spent in the
+      socket's buffer and counts nowhere;
+    - local (LocalTimeMs): the handler's own steps, the CPU the broker spent on it;
+    - remote (RemoteTimeMs): the rest of the handler's time, while it waited for
+      something other than itself: a long poll parked in the fetch purgatory (the
+      re-read an append makes when it wakes one included), an acks=all produce waiting
+      for its followers, a flush.messages fsync on its thread, a JoinGroup waiting for
+      the group;
+    - send (ResponseSendTimeMs): from the response being ready to its last bytes handed
+      to the socket (or the transport's buffer) with that buffer back under its
+      high-water mark: a slow reader's drain;
+    - total (TotalTimeMs): from read to sent, the sum of the four.
+    """
+
+    __slots__ = ("api_key", "local", "read", "ready", "start")
+
+    def __init__(self, api_key: int, read: float, start: float) -> None:
+        self.api_key = api_key
+        self.read = read  # the frame was read
+        self.start = start  # the handler started
+        self.local = 0.0  # seconds in the handler's own steps
+        self.ready = 0.0  # the response was ready (0: not yet)
+
+
+class RequestStats:
+    """One API's request count and its time split's histograms (REQUEST_TIMES)."""
+
+    __slots__ = ("count", "times")
 
     def __init__(self) -> None:
         self.count = 0
-        self.sum_ms = 0.0
-        self.buckets = [0] * (len(TIME_BUCKETS_MS) + 1)
+        self.times = [Histogram() for _ in REQUEST_TIMES]
 
 
 class BrokerStats:
@@ -106,13 +161,21 @@ class BrokerStats:
             stats = self.topics[name] = TopicStats()
         return stats
 
-    def request(self, api_key: int, ms: float) -> None:
-        stats = self.requests.get(api_key)
+    def request_done(self, timing: RequestTiming, sent: float) -> None:
+        """Count a request whose response was sent (drained) at ``sent``."""
+        stats = self.requests.get(timing.api_key)
         if stats is None:
-            stats = self.requests[api_key] = RequestStats()
+            stats = self.requests[timing.api_key] = RequestStats()
         stats.count += 1
-        stats.sum_ms += ms
-        stats.buckets[bisect.bisect_left(TIME_BUCKETS_MS, ms)] += 1
+        ready = timing.ready or sent
+        handler_s = max(ready - timing.start, 0.0)
+        local_s = min(timing.local, handler_s)
+        queue, local, remote, send, total = stats.times
+        queue.add(max(timing.start - timing.read, 0.0) * 1000)
+        local.add(local_s * 1000)
+        remote.add((handler_s - local_s) * 1000)
+        send.add(max(sent - ready, 0.0) * 1000)
+        total.add(max(sent - timing.read, 0.0) * 1000)
 
     def connection_created(self, listener: str) -> None:
         self.connections_created[listener] = self.connections_created.get(listener, 0) + 1
@@ -123,7 +186,9 @@ class Snapshot:
     """What a scrape reports, taken on the event loop's thread."""
 
     topics: dict[str, tuple[int, ...]] = field(default_factory=dict)
-    requests: dict[int, tuple[int, float, list[int]]] = field(default_factory=dict)
+    # API key -> (count, [(sum, buckets) of each of REQUEST_TIMES])
+    requests: dict[int, tuple[int, list[tuple[float, list[int]]]]] = field(
+        default_factory=dict)
     connections_created: dict[str, int] = field(default_factory=dict)
     connections: dict[str, int] = field(default_factory=dict)
     logs: list[tuple[str, int, int, int, int]] = field(default_factory=list)
@@ -143,7 +208,7 @@ def take_snapshot(broker: Broker) -> Snapshot:
         snap.topics = {t: (s.messages_in, s.bytes_in, s.bytes_out, s.produces,
                            s.failed_produce, s.fetches, s.failed_fetch)
                        for t, s in stats.topics.items()}
-        snap.requests = {k: (s.count, s.sum_ms, list(s.buckets))
+        snap.requests = {k: (s.count, [h.copy() for h in s.times])
                          for k, s in stats.requests.items()}
         snap.connections_created = dict(stats.connections_created)
     for conn in broker.connections():
@@ -220,19 +285,27 @@ def _topic_families(snap: Snapshot) -> Iterator[Any]:
 def _request_families(snap: Snapshot) -> Iterator[Any]:
     requests = CounterMetricFamily("kafka_network_requestmetrics_requests",
                                    "requests answered", labels=["request"])
-    times = HistogramMetricFamily("kafka_network_requestmetrics_totaltimems",
-                                  "time from a request's arrival to its answer, ms",
-                                  labels=["request"])
-    for key, (count, sum_ms, buckets) in sorted(snap.requests.items()):
+    helps = {
+        "requestqueuetimems": "from the request read to its handler starting, ms",
+        "localtimems": "in the handler's own steps, ms",
+        "remotetimems": "the handler waiting (purgatory, replicas, fsyncs), ms",
+        "responsesendtimems": "from the response ready to it sent and drained, ms",
+        "totaltimems": "from the request read to its response sent, ms",
+    }
+    times = [HistogramMetricFamily(f"kafka_network_requestmetrics_{name}", helps[name],
+                                   labels=["request"]) for name in REQUEST_TIMES]
+    bounds = [*map(str, TIME_BUCKETS_MS), "+Inf"]
+    for key, (count, histograms) in sorted(snap.requests.items()):
         name = API_NAMES.get(key, str(key))
         requests.add_metric([name], count)
-        cumulative, total = [], 0
-        for bound, n in zip([*map(str, TIME_BUCKETS_MS), "+Inf"], buckets, strict=True):
-            total += n
-            cumulative.append((bound, total))
-        times.add_metric([name], cumulative, sum_ms)
+        for family, (sum_ms, buckets) in zip(times, histograms, strict=True):
+            cumulative, total = [], 0
+            for bound, n in zip(bounds, buckets, strict=True):
+                total += n
+                cumulative.append((bound, total))
+            family.add_metric([name], cumulative, sum_ms)
     yield requests
-    yield times
+    yield from times
 
 
 def _broker_families(snap: Snapshot) -> Iterator[Any]:
