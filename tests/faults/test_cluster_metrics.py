@@ -3,7 +3,9 @@ a topic with three replicas. The controller counts itself once; the partitions, 
 leaders and their replicas add up across brokers; stopping a broker makes the
 partitions its replica is missing from under-replicated on their leaders, and its
 restart brings the count back to zero once it has caught up - when its /readyz says
-ready."""
+ready. The leaders count those ISR changes: each partition a live broker led lost
+broker 3 from its ISR once (a shrink), and every partition took it back once (an
+expansion). An acks=all produce spends its wait for the followers in remote time."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.cluster_processes import run_cluster
@@ -30,6 +33,16 @@ def gauge(cluster, node: int, name: str) -> float:  # type: ignore[no-untyped-de
 
 def total(cluster, nodes, name: str) -> float:  # type: ignore[no-untyped-def]
     return sum(gauge(cluster, n, name) for n in nodes)
+
+
+def counter(cluster, nodes, name: str) -> float:  # type: ignore[no-untyped-def]
+    """A counter's sum over ``nodes`` (0 where a broker has not reported it yet)."""
+    return sum(scrape(cluster.brokers[n].process.metrics_url()).get((name, ()), 0)
+               for n in nodes)
+
+
+SHRINKS = "kafka_server_replicamanager_isrshrinks_total"
+EXPANDS = "kafka_server_replicamanager_isrexpands_total"
 
 
 def ready(cluster, node: int) -> bool:  # type: ignore[no-untyped-def]
@@ -67,16 +80,36 @@ def test_partition_health_adds_up_and_follows_a_broker_stop(zookeeper: ZooKeeper
         leaders = total(cluster, nodes, "kafka_server_replicamanager_leadercount")
         assert replicas == 3 * leaders  # every partition (internal ones too) on all three
 
-        cluster.stop(3)
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+        for i in range(PARTITIONS * 5):
+            producer.produce("watched", b"replicated", partition=i % PARTITIONS)
+        assert producer.flush(60) == 0
+        produce_remote = (("request", "Produce"),)
+        waited = sum(scrape(cluster.brokers[n].process.metrics_url()).get(
+            ("kafka_network_requestmetrics_remotetimems_sum", produce_remote), 0)
+            for n in nodes)
+        assert waited > 0  # acks=all: each answer waited for two followers' fetches
+
         live = [1, 2]
+        led_by_live = total(cluster, live, "kafka_server_replicamanager_leadercount")
+        shrinks, expands = counter(cluster, nodes, SHRINKS), counter(cluster, nodes, EXPANDS)
+        cluster.stop(3)
         eventually(lambda: total(cluster, live,
                                  "kafka_server_replicamanager_underreplicatedpartitions")
                    == total(cluster, live, "kafka_server_replicamanager_leadercount"),
                    "every partition under-replicated without broker 3")
         assert total(cluster, live, "kafka_controller_kafkacontroller_offlinepartitionscount") == 0
+        # The partitions broker 3 led moved to new leaders (not a shrink of theirs);
+        # those 1 and 2 led lost broker 3 from their ISRs.
+        assert counter(cluster, live, SHRINKS) - shrinks == led_by_live > 0
+        assert counter(cluster, live, EXPANDS) == expands
 
         cluster.start(3)
         eventually(lambda: ready(cluster, 3), "broker 3 ready (back in every ISR)")
         eventually(lambda: total(cluster, nodes,
                                  "kafka_server_replicamanager_underreplicatedpartitions") == 0,
                    "no partition under-replicated after the restart")
+        # Every partition took broker 3 back into its ISR once (broker 3 restarted with
+        # fresh counters: it led nothing while out of the ISRs).
+        assert counter(cluster, nodes, EXPANDS) - expands == leaders
+        assert counter(cluster, nodes, SHRINKS) - shrinks == led_by_live

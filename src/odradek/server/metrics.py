@@ -154,6 +154,9 @@ class BrokerStats:
         self.topics: dict[str, TopicStats] = {}
         self.requests: dict[int, RequestStats] = {}
         self.connections_created: dict[str, int] = {}
+        # A cluster's ISR changes of partitions this broker leads (server.replica_manager).
+        self.isr_shrinks = 0
+        self.isr_expands = 0
 
     def topic(self, name: str) -> TopicStats:
         stats = self.topics.get(name)
@@ -197,6 +200,7 @@ class Snapshot:
     transactions: int = 0
     lag: list[tuple[str, str, int, int, int]] = field(default_factory=list)
     cluster: dict[str, int] | None = None
+    isr_changes: tuple[int, int] = (0, 0)  # shrinks, expands
     ready: str | None = "starting"  # None: ready; else why not
 
 
@@ -211,6 +215,7 @@ def take_snapshot(broker: Broker) -> Snapshot:
         snap.requests = {k: (s.count, [h.copy() for h in s.times])
                          for k, s in stats.requests.items()}
         snap.connections_created = dict(stats.connections_created)
+        snap.isr_changes = (stats.isr_shrinks, stats.isr_expands)
     for conn in broker.connections():
         name = conn.listener.name
         snap.connections[name] = snap.connections.get(name, 0) + 1
@@ -371,6 +376,11 @@ def _broker_families(snap: Snapshot) -> Iterator[Any]:
         }
         for key, (name, text) in names.items():
             yield GaugeMetricFamily(name, text, value=snap.cluster.get(key, 0))
+        shrinks, expands = snap.isr_changes
+        yield CounterMetricFamily("kafka_server_replicamanager_isrshrinks",
+                                  "ISR shrinks of partitions led here", value=shrinks)
+        yield CounterMetricFamily("kafka_server_replicamanager_isrexpands",
+                                  "ISR expansions of partitions led here", value=expands)
 
 
 class _QuietHandler(WSGIRequestHandler):

@@ -250,7 +250,27 @@ class ReplicaManager:
         else:
             self._to_none(part)
 
+    def _count_isr_change(self, part: HostedPartition, isr: tuple[int, ...] | frozenset[int]
+                          ) -> None:
+        """metrics.listen: ReplicaManager's IsrShrinksPerSec / IsrExpandsPerSec, for a
+        partition this broker leads on from ``part.state`` to an ISR of ``isr``.
+
+        Counted whoever wrote the change: this leader (a follower fell behind or caught
+        up) or the controller (a broker died, bounced or is shutting down: here, unlike
+        Kafka 2.x, that always reaches the ISR before the leader's own lag check would,
+        so counting only the leader's writes would miss every stopped broker)."""
+        stats = self.broker.stats
+        old = part.state
+        if stats is None or old is None or part.role is not Role.LEADER:
+            return
+        before, after = set(old.isr), set(isr)
+        if before - after:
+            stats.isr_shrinks += 1
+        if after - before:
+            stats.isr_expands += 1
+
     def _become_leader(self, part: HostedPartition, state: PartitionState) -> None:
+        self._count_isr_change(part, state.isr)  # still the leader, at a new epoch
         self._stop_fetching(part)
         lg = part.log
         start = lg.assign_leader_epoch(state.leader_epoch)
@@ -272,6 +292,7 @@ class ReplicaManager:
     def _same_epoch_update(self, part: HostedPartition, state: PartitionState) -> None:
         """A state of our own epoch with a newer version: our own ISR write coming back,
         or one the store has and we missed (a write whose answer was lost)."""
+        self._count_isr_change(part, state.isr)
         part.state = state
         repl = part.repl
         if repl is not None and repl.pending_isr is None:
@@ -535,6 +556,7 @@ class ReplicaManager:
         if part.repl is not repl:
             return  # resigned meanwhile
         stored = new.changed(version=version)
+        self._count_isr_change(part, isr)
         part.state = stored
         repl.isr_change_stored(isr)
         log.info("%s-%d: ISR %s -> %s (%s)", *tp, sorted(state.isr), sorted(isr), why)
