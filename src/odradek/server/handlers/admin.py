@@ -365,59 +365,79 @@ def _list_items(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
 
 
+# The static defaults of the topic configs: what APPEND and SUBTRACT start from when the
+# topic has no override (Kafka's controller takes the config's default from the topic
+# ConfigDef, not the broker's log.* setting).
+_TOPIC_DEFAULTS = LogConfig().to_kafka()
+
+
+def _null_values(ops: Any) -> None:
+    """Kafka's ConfigAdminManager.preprocess: only DELETE may come without a value."""
+    nulls = [op.name for op in ops if op.config_operation != DELETE and op.value is None]
+    if nulls:
+        raise ConfigRequestError("INVALID_REQUEST",
+                                 "Null value not supported for : " + ", ".join(nulls))
+
+
 def apply_incremental(broker: Broker, topic: Topic, ops: Any) -> dict[str, str]:
-    """The override set after applying IncrementalAlterConfigs' operations in order."""
+    """The override set after applying IncrementalAlterConfigs' operations in order, as
+    Kafka's controller does (ConfigurationControlManager.incrementalAlterConfigResource):
+    APPEND adds the items not in the list yet, SUBTRACT removes the given items, both
+    from the topic's override or else the config's default, and only list configs take
+    them (INVALID_CONFIG otherwise)."""
     configs = dict(topic.configs)
-    broker_defaults = broker.config.log_config().to_kafka()
     known = set(LogConfig.names())
+    _null_values(ops)
     for op in ops:
         name, kind, value = op.name, op.config_operation, op.value
         if kind not in _OP_NAMES:
             raise ConfigRequestError("INVALID_REQUEST",
-                                     f"unknown config operation {kind} for {name}")
-        if name not in known and kind != DELETE:
-            # Deleting a name that is not a topic config is a no-op in Kafka, not an
-            # error (found by the oracle tier, tests/oracle).
-            raise ConfigRequestError("INVALID_CONFIG", f"unknown topic config {name!r}")
-        if kind != DELETE and value is None:
-            raise ConfigRequestError("INVALID_REQUEST",
-                                     f"{_OP_NAMES[kind]} of {name} needs a value, got null")
-        if kind == SET:
-            configs[name] = value
-        elif kind == DELETE:
-            configs.pop(name, None)
-        else:
-            if name not in LIST_CONFIGS:
+                                     f"Unknown operations type {kind}")
+        if kind in (APPEND, SUBTRACT):
+            if name not in LIST_CONFIGS:  # unknown names too: Kafka's message for both
                 raise ConfigRequestError(
                     "INVALID_CONFIG",
-                    f"{_OP_NAMES[kind]} is only allowed for list configs "
-                    f"({', '.join(sorted(LIST_CONFIGS))}); {name} is not one")
-            # The list in effect: the topic's override, else the broker default (Kafka).
-            items = _list_items(configs.get(name, broker_defaults[name]))
+                    f"Can't {_OP_NAMES[kind]} to key {name} because its type is not LIST.")
+            items = _list_items(configs.get(name, _TOPIC_DEFAULTS[name]))
             given = _list_items(value)
             if kind == APPEND:
                 items += [item for item in given if item not in items]
             else:
                 items = [item for item in items if item not in given]
             configs[name] = ",".join(items)
+        elif kind == DELETE:
+            # Deleting a name that is not a topic config is a no-op in Kafka, not an
+            # error (found by the oracle tier, tests/oracle).
+            configs.pop(name, None)
+        elif name not in known:
+            raise ConfigRequestError("INVALID_CONFIG", f"unknown topic config {name!r}")
+        else:
+            configs[name] = value
     return configs
 
 
 def apply_incremental_broker(broker: Broker, resource: str, ops: Any) -> dict[str, str]:
-    """A broker resource's dynamic configs after IncrementalAlterConfigs' operations
-    (SET and DELETE: none of the dynamic broker configs is a list)."""
+    """A broker resource's dynamic configs after IncrementalAlterConfigs' operations:
+    SET and DELETE; APPEND and SUBTRACT are refused as Kafka refuses them for a config
+    that is not a list (none of the dynamic broker configs served here is)."""
     assert broker.cluster is not None
     configs = broker.cluster.broker_configs(resource)
+    _null_values(ops)
     for op in ops:
-        if op.config_operation == SET and op.value is not None:
+        if op.config_operation == SET:
             configs[op.name] = op.value
         elif op.config_operation == DELETE:
             configs.pop(op.name, None)
+        elif op.config_operation in (APPEND, SUBTRACT):
+            if op.name not in SETTINGS:
+                raise ConfigRequestError("INVALID_CONFIG", f"Unknown config name: {op.name}")
+            verb = "append" if op.config_operation == APPEND else "subtract"
+            raise ConfigRequestError(
+                "INVALID_CONFIG",
+                f"Config value {verb} is not allowed for config key: {op.name}")
         else:
             raise ConfigRequestError("INVALID_REQUEST",
-                                     f"{_OP_NAMES.get(op.config_operation, '?')} of "
-                                     f"{op.name}: only SET (with a value) and DELETE apply "
-                                     "to dynamic broker configs")
+                                     f"Unknown operations type {op.config_operation}")
     return configs
 
 
