@@ -450,7 +450,12 @@ def test_the_hand_written_produce_response_matches_kios_encoder_byte_for_byte(ve
              "log_start_offset": 7, "record_errors": [], "error_message": None},
             {"index": 3, "error_code": 45, "base_offset": -1, "log_append_time": -1,
              "log_start_offset": -1, "record_errors": [],
-             "error_message": "producer 4: sequence 9 does not follow 2"}]},
+             "error_message": "producer 4: sequence 9 does not follow 2"},
+            {"index": 4, "error_code": 87, "base_offset": -1, "log_append_time": -1,
+             "log_start_offset": 0, "record_errors": [
+                 {"batch_index": 0, "batch_index_error_message": "no key"},
+                 {"batch_index": 2, "batch_index_error_message": "no kéy"}],
+             "error_message": "One or more records have been rejected"}]},
         {"name": "ünïcode-topic", "partition_responses": [
             {"index": 1, "error_code": 0, "base_offset": 0,
              "log_append_time": 1_700_000_000_123, "log_start_offset": 0,
@@ -460,7 +465,9 @@ def test_the_hand_written_produce_response_matches_kios_encoder_byte_for_byte(ve
     expected = encode_response(0, version, 99, build(response_schema(0, version), {
         "responses": responses, "throttle_time": 0}))
     answers = [(t["name"], [(p["index"], p["error_code"], p["base_offset"],
-                             p["log_append_time"], p["log_start_offset"], p["error_message"])
+                             p["log_append_time"], p["log_start_offset"], p["error_message"],
+                             [(e["batch_index"], e["batch_index_error_message"])
+                              for e in p["record_errors"]])
                             for p in t["partition_responses"]]) for t in responses]
     assert encode_produce_response(request, answers) == expected
 

@@ -325,6 +325,12 @@ def decode_batch(buf: bytes | memoryview, pos: int = 0) -> DecodedBatch:
     return DecodedBatch(header, records)
 
 
+def keyless_records(batch: bytes | memoryview) -> list[int]:
+    """Indexes (in the batch) of the records without a key, in one whole batch; what
+    Kafka's LogValidator refuses in a compacted topic."""
+    return [i for i, record in enumerate(decode_batch(batch).records) if record.key is None]
+
+
 def decode_batches(buf: bytes | memoryview) -> list[DecodedBatch]:
     """Decode every batch in a buffer of whole batches."""
     buf = bytes(buf)

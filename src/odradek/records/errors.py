@@ -22,6 +22,16 @@ class InvalidRecordError(RecordError):
     kafka_error = "INVALID_RECORD"
 
 
+class RecordValidationError(InvalidRecordError):
+    """Records of a batch refused one by one (Kafka's RecordValidationException, KIP-467):
+    INVALID_RECORD for the whole batch, with ``record_errors``, each (index of the record
+    in its batch, message), for the produce response's ``record_errors``."""
+
+    def __init__(self, message: str, record_errors: list[tuple[int, str]]) -> None:
+        super().__init__(message)
+        self.record_errors = record_errors
+
+
 class RecordTooLargeError(RecordError):
     """A batch larger than max.message.bytes (MESSAGE_TOO_LARGE, 10)."""
 

@@ -42,7 +42,11 @@ from typing import NamedTuple
 from odradek.records import batch as rb
 from odradek.records import builder, codecs
 from odradek.records.batch import BatchHeader
-from odradek.records.errors import CorruptRecordError, RecordTooLargeError
+from odradek.records.errors import (
+    CorruptRecordError,
+    RecordTooLargeError,
+    RecordValidationError,
+)
 from odradek.storage.config import LONG_MAX, LogConfig
 from odradek.storage.errors import InvalidOffsetError, KafkaStorageError, OffsetOutOfRangeError
 from odradek.storage.index import IndexCorruptError
@@ -664,6 +668,29 @@ class Log:
             return AppendInfo(first_offset, next_offset - 1, max_timestamp, log_append_time,
                               record_count, self.log_start_offset,
                               tuple([h for _, h in batches]))
+
+    def check_keys(self, records: bytes | bytearray | memoryview) -> None:
+        """What Kafka's LogValidator requires of produced records in a compacted topic
+        (the produce path calls this when ``config.compacts``): a key on each. A batch
+        with keyless records raises RecordValidationError (INVALID_RECORD) with an error
+        per keyless record, in Kafka's words. Corrupt batches raise CorruptRecordError."""
+        view = memoryview(records)
+        end = len(view)
+        pos = 0
+        while pos < end:
+            header = rb.check_frame(view, pos, end)
+            keyless = builder.keyless_records(view[pos : pos + header.size])
+            if keyless:
+                text = ("Compacted topic cannot accept message without key in topic "
+                        f"partition {self.name}")
+                errors = [(index, text) for index in keyless]
+                shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')"
+                                  for i, m in errors[:3])
+                raise RecordValidationError(
+                    f"One or more records have been rejected due to {len(errors)} record "
+                    f"errors in total, and only showing the first three errors at most: "
+                    f"[{shown}]", errors)
+            pos += header.size
 
     def append_marker(
         self,

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from odradek.protocol.codec import Request
 from odradek.protocol.framing import encode_uvarint
 from odradek.records import batch as rb
+from odradek.records.errors import RecordValidationError
 from odradek.security.acls import Operation, ResourceType
 from odradek.server.connection import ConnectionClosed
 from odradek.server.errors import error_code, message
@@ -77,8 +78,10 @@ def _not_in_transaction(broker: Broker, transactional_id: str | None, topic: str
 
 
 # A partition's answer: (index, error code, base offset, log append time, log start
-# offset, error message). A plain tuple: one is made per partition of every request.
-PartitionAnswer = tuple[int, int, int, int, int, str | None]
+# offset, error message, record errors). A plain tuple: one is made per partition of
+# every request. Record errors (KIP-467) are (index of the record in its batch, message).
+RecordErrors = list[tuple[int, str]] | tuple[()]
+PartitionAnswer = tuple[int, int, int, int, int, str | None, RecordErrors]
 
 
 # Refusals by the producer state (out-of-order sequence, duplicate sequence, invalid
@@ -88,7 +91,7 @@ _WITH_LOG_START = frozenset({45, 46, 47, 59})
 
 
 def _failed(index: int, code: int, text: str) -> PartitionAnswer:
-    return index, code, -1, -1, -1, text
+    return index, code, -1, -1, -1, text, ()
 
 
 def handle_now(broker: Broker, request: Request
@@ -215,6 +218,8 @@ def _produce(broker: Broker, request: Request) -> _Steps:
                 entry = _failed(index, code, _ERROR_TEXT[code])
             else:
                 try:
+                    if lg.config.compacts:  # keys required (Kafka's LogValidator)
+                        lg.check_keys(records)
                     info = lg.append(records, flush=False, leader_epoch=LEADER_EPOCH
                                      if replicas is None else replicas.leader_epoch(name, index))
                     if lg.flush_due:  # flush.messages: answered once on disk, fsyncs shared
@@ -226,8 +231,11 @@ def _produce(broker: Broker, request: Request) -> _Steps:
                     log.info("produce to %s-%d from %s refused: %s", name, index,
                              request.client_id, exc)
                     entry = _failed(index, code, message(exc))
-                    if code in _WITH_LOG_START:
-                        entry = (*entry[:4], lg.log_start_offset, entry[5])
+                    if isinstance(exc, RecordValidationError):  # KIP-467, Kafka's
+                        entry = (index, code, -1, -1, lg.log_start_offset, entry[5],
+                                 exc.record_errors)
+                    elif code in _WITH_LOG_START:
+                        entry = (*entry[:4], lg.log_start_offset, *entry[5:])
                 else:
                     if not info.duplicate:
                         notify((name, index))
@@ -235,7 +243,7 @@ def _produce(broker: Broker, request: Request) -> _Steps:
                             tstats.messages_in += info.last_offset - info.first_offset + 1
                             tstats.bytes_in += len(records)
                     entry = (index, 0, info.first_offset, info.log_append_time,
-                             info.log_start_offset, None)
+                             info.log_start_offset, None, ())
                     if replicas is not None:
                         replicas.appended(name, index)  # an ISR of one commits at once
                         if replication is not None:
@@ -281,6 +289,17 @@ def _string(text: str | None, flexible: bool) -> bytes:
     return (encode_uvarint(len(data) + 1) if flexible else _I16.pack(len(data))) + data
 
 
+def _record_errors(errors: RecordErrors, flexible: bool) -> bytes:
+    """The ``record_errors`` array: (batch_index, batch_index_error_message) each."""
+    out = bytearray(encode_uvarint(len(errors) + 1) if flexible else _I32.pack(len(errors)))
+    for index, text in errors:
+        out += _I32.pack(index)
+        out += _string(text, flexible)
+        if flexible:
+            out += b"\x00"
+    return bytes(out)
+
+
 def encode_produce_response(request: Request,
                             responses: list[tuple[str, list[PartitionAnswer]]],
                             throttle_ms: int = 0) -> bytes:
@@ -294,13 +313,16 @@ def encode_produce_response(request: Request,
     for name, partitions in responses:
         out += _string(name, flexible)
         out += encode_uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions))
-        for index, code, base_offset, append_time, start_offset, text in partitions:
+        for index, code, base_offset, append_time, start_offset, text, errors in partitions:
             if version >= 5:
                 out += _PARTITION_V5.pack(index, code, base_offset, append_time, start_offset)
             else:
                 out += _PARTITION_V3.pack(index, code, base_offset, append_time)
             if version >= 8:
-                out += b"\x01" if flexible else _I32.pack(0)  # record_errors: none
+                if errors:
+                    out += _record_errors(errors, flexible)
+                else:
+                    out += b"\x01" if flexible else _I32.pack(0)  # record_errors: none
                 out += _string(text, flexible)
             if flexible:
                 out += b"\x00"
