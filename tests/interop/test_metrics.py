@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
 from .conftest import BrokerProcess, start_broker
@@ -149,6 +150,40 @@ def test_request_time_split_shows_long_polls_as_remote_and_requests_behind_them_
         assert all(n == count for n, _ in parts)
         assert all(ms >= 0 for _, ms in parts)
         assert abs(sum(ms for _, ms in parts) - total_ms) <= 0.001 * total_ms + 0.1, request
+
+
+FLUSH = "kafka_log_logflushstats_logflushrateandtimems"
+
+
+def test_log_flush_times_count_each_fsync_a_produce_waited_for(tmp_path: Path):
+    """A topic with flush.messages=1: each produce (sent one at a time) is answered once
+    on disk, so each makes one flush, timed. A topic with the default (no flush: the
+    page cache and replication are the durability) makes none."""
+    with start_broker(tmp_path / "data", "--override", "metrics.listen=127.0.0.1:0") as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        topics = [NewTopic("synced", 1, 1, config={"flush.messages": "1"}),
+                  NewTopic("cached", 1, 1)]
+        for future in admin.create_topics(topics).values():
+            future.result(WAIT)
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+
+        def produce_one_at_a_time(topic: str, n: int) -> None:
+            for i in range(n):
+                producer.produce(topic, f"record-{i}".encode())
+                assert producer.flush(WAIT) == 0
+
+        before = scrape(broker.metrics_url())
+        produce_one_at_a_time("cached", 20)
+        cached = scrape(broker.metrics_url())
+        produced = 10
+        produce_one_at_a_time("synced", produced)
+        synced = scrape(broker.metrics_url())
+
+    count = (f"{FLUSH}_count", ())
+    assert cached[count] == before[count]
+    assert synced[count] - cached[count] == produced
+    assert synced[(f"{FLUSH}_sum", ())] > cached[(f"{FLUSH}_sum", ())]
+    assert synced[(f"{FLUSH}_bucket", (("le", "+Inf"),))] == synced[count]
 
 
 def test_health_and_readiness_endpoints(metrics_broker: BrokerProcess):

@@ -118,8 +118,10 @@ class Broker:
             # Read first: every log opens (and recovers) with its topic's own settings.
             self.metadata = MetadataStore(os.path.abspath(cfg.data_dir), self.node_id)
         try:
-            self.logs = LogManager.open(cfg.data_dir, default_config=cfg.log_config(),
-                                        topic_config=self.log_config_for, clock=self.clock)
+            self.logs = LogManager.open(
+                cfg.data_dir, default_config=cfg.log_config(),
+                topic_config=self.log_config_for, clock=self.clock,
+                flush_timer=self.stats.log_flush.observe if self.stats is not None else None)
         except BaseException:
             if self.cluster is not None:
                 await self.cluster.stop()

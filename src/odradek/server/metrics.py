@@ -99,6 +99,26 @@ class Histogram:
         return self.sum_ms, list(self.buckets)
 
 
+class FlushTimes(Histogram):
+    """Log flushes' fsync times (Kafka's LogFlushStats LogFlushRateAndTimeMs), added by
+    whichever thread flushes (the duties thread, group commit's, the loop's at close):
+    the storage layer calls ``observe`` through ``Log.flush_timer``; hence the lock."""
+
+    __slots__ = ("lock",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lock = threading.Lock()
+
+    def observe(self, seconds: float) -> None:
+        with self.lock:
+            self.add(seconds * 1000)
+
+    def copy(self) -> tuple[float, list[int]]:
+        with self.lock:
+            return super().copy()
+
+
 # RequestMetrics' time split, in the order RequestStats.times holds it (the metric name
 # is kafka_network_requestmetrics_<name>).
 REQUEST_TIMES = ("requestqueuetimems", "localtimems", "remotetimems",
@@ -157,6 +177,7 @@ class BrokerStats:
         # A cluster's ISR changes of partitions this broker leads (server.replica_manager).
         self.isr_shrinks = 0
         self.isr_expands = 0
+        self.log_flush = FlushTimes()  # the only one added to off the loop's thread
 
     def topic(self, name: str) -> TopicStats:
         stats = self.topics.get(name)
@@ -201,6 +222,7 @@ class Snapshot:
     lag: list[tuple[str, str, int, int, int]] = field(default_factory=list)
     cluster: dict[str, int] | None = None
     isr_changes: tuple[int, int] = (0, 0)  # shrinks, expands
+    log_flush: tuple[float, list[int]] | None = None  # (sum, buckets) of fsync times
     ready: str | None = "starting"  # None: ready; else why not
 
 
@@ -216,6 +238,7 @@ def take_snapshot(broker: Broker) -> Snapshot:
                          for k, s in stats.requests.items()}
         snap.connections_created = dict(stats.connections_created)
         snap.isr_changes = (stats.isr_shrinks, stats.isr_expands)
+        snap.log_flush = stats.log_flush.copy()
     for conn in broker.connections():
         name = conn.listener.name
         snap.connections[name] = snap.connections.get(name, 0) + 1
@@ -299,18 +322,28 @@ def _request_families(snap: Snapshot) -> Iterator[Any]:
     }
     times = [HistogramMetricFamily(f"kafka_network_requestmetrics_{name}", helps[name],
                                    labels=["request"]) for name in REQUEST_TIMES]
-    bounds = [*map(str, TIME_BUCKETS_MS), "+Inf"]
     for key, (count, histograms) in sorted(snap.requests.items()):
         name = API_NAMES.get(key, str(key))
         requests.add_metric([name], count)
         for family, (sum_ms, buckets) in zip(times, histograms, strict=True):
-            cumulative, total = [], 0
-            for bound, n in zip(bounds, buckets, strict=True):
-                total += n
-                cumulative.append((bound, total))
-            family.add_metric([name], cumulative, sum_ms)
+            family.add_metric([name], _cumulative(buckets), sum_ms)
     yield requests
     yield from times
+    if snap.log_flush is not None:
+        flush = HistogramMetricFamily("kafka_log_logflushstats_logflushrateandtimems",
+                                      "time a log flush spent in fsyncs, ms")
+        sum_ms, buckets = snap.log_flush
+        flush.add_metric([], _cumulative(buckets), sum_ms)
+        yield flush
+
+
+def _cumulative(buckets: list[int]) -> list[tuple[str, float]]:
+    """Prometheus' cumulative buckets (le, count) from non-cumulative counts."""
+    out, total = [], 0
+    for bound, n in zip([*map(str, TIME_BUCKETS_MS), "+Inf"], buckets, strict=True):
+        total += n
+        out.append((bound, total))
+    return out
 
 
 def _broker_families(snap: Snapshot) -> Iterator[Any]:

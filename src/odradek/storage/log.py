@@ -886,6 +886,10 @@ class Log:
     # partitions that walk cost 14-40 ms a second on an idle broker). None for a log
     # used on its own.
     flush_watcher: Callable[[Log], None] | None = None
+    # Told the seconds each flush of data took (its segments' fsyncs and the epoch
+    # file's: Kafka's LogFlushStats LogFlushRateAndTimeMs), on the flushing thread. The
+    # log manager sets it (the broker's metrics); None costs one test per flush.
+    flush_timer: Callable[[float], None] | None = None
 
     def _count_unflushed(self, count: int) -> None:
         """Add appended records to what ``flush.messages`` counts (under the log's lock);
@@ -923,10 +927,13 @@ class Log:
                 self.leader_epochs.flush()
                 return
             start = max(0, bisect.bisect_right(self._bases, self.recovery_point) - 1)
+            started = time.perf_counter()
             for segment in self.segments[start:]:
                 segment.flush()
             # Before the recovery point covers the data: recovery trusts the file below it.
             self.leader_epochs.flush()
+            if self.flush_timer is not None:
+                self.flush_timer(time.perf_counter() - started)
             self.recovery_point = end
             self._unflushed_messages = 0
             self._last_flush_ms = self.clock()
@@ -952,6 +959,7 @@ class Log:
                 pending = self.segments[start:]
                 covered = self._unflushed_messages
                 truncations = self._truncations
+            started = time.perf_counter()
             for segment in pending[:-1]:
                 segment.flush()
             last = pending[-1]
@@ -959,6 +967,8 @@ class Log:
             # The epoch file too, off the lock like the segments: flush writes the entries
             # still only in memory, which cover the data below ``end``, and syncs them.
             self.leader_epochs.flush()
+            if self.flush_timer is not None:
+                self.flush_timer(time.perf_counter() - started)
             with self.lock:
                 if truncations != self._truncations:
                     # Cut meanwhile: what was synced may be gone, and the data written
@@ -999,9 +1009,12 @@ class Log:
             start = max(0, bisect.bisect_right(self._bases, self.recovery_point) - 1)
             pending = self.segments[start:-1]
             truncations = self._truncations
+        started = time.perf_counter()
         for segment in pending:
             segment.flush()
         self.leader_epochs.flush()  # before the recovery point covers the rolled data
+        if self.flush_timer is not None:
+            self.flush_timer(time.perf_counter() - started)
         with self.lock:
             if truncations == self._truncations:  # else see sync()
                 self.recovery_point = max(self.recovery_point,

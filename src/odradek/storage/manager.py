@@ -94,8 +94,11 @@ class LogManager:
         clock: Clock = wall_clock_ms,
         max_map_entries: int = DEFAULT_MAX_MAP_ENTRIES,
         recovery_threads: int = DEFAULT_RECOVERY_THREADS,
+        flush_timer: Callable[[float], None] | None = None,
     ) -> None:
         self.data_dir = os.path.abspath(data_dir)
+        # Given to every log (Log.flush_timer): the seconds each flush's fsyncs took.
+        self.flush_timer = flush_timer
         self.default_config = default_config or LogConfig()
         self._topic_config = topic_config
         self.clock = clock
@@ -360,6 +363,7 @@ class LogManager:
         """Put ``lg`` on the flush agenda at its next deadline (sooner than one it has
         there already), and have it report new work itself from now on."""
         lg.flush_watcher = self._on_flush_work
+        lg.flush_timer = self.flush_timer
         self._on_flush_work(lg)
 
     def _on_flush_work(self, lg: Log) -> None:
