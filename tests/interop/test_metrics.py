@@ -6,6 +6,7 @@ unread. /healthz and /readyz answer for orchestrators."""
 
 from __future__ import annotations
 
+import socket
 import time
 import urllib.error
 import urllib.request
@@ -90,7 +91,7 @@ def test_counters_gauges_and_lag_say_what_clients_did(metrics_broker: BrokerProc
     assert samples[("kafka_network_requestmetrics_totaltimems_count", produce)] == count
     assert samples[("kafka_network_requestmetrics_totaltimems_bucket",
                     (("le", "+Inf"), ("request", "Produce")))] == count
-    assert samples[("kafka_server_socketservermetrics_connection_creation_total",
+    assert samples[("kafka_server_socket_server_metrics_connection_creation_total",
                     (("listener", "PLAINTEXT"),))] >= 2
     # No cluster: the ReplicaManager/controller gauges are not reported.
     assert not any(name.startswith("kafka_controller_") for name, _ in samples)
@@ -184,6 +185,43 @@ def test_log_flush_times_count_each_fsync_a_produce_waited_for(tmp_path: Path):
     assert synced[count] - cached[count] == produced
     assert synced[(f"{FLUSH}_sum", ())] > cached[(f"{FLUSH}_sum", ())]
     assert synced[(f"{FLUSH}_bucket", (("le", "+Inf"),))] == synced[count]
+
+
+CREATED = "kafka_server_socket_server_metrics_connection_creation_total"
+OPEN = "kafka_server_socket_server_metrics_connection_count"
+
+
+def test_connections_are_counted_per_listener(tmp_path: Path):
+    """Two listeners: a producer that bootstraps through OUTSIDE is told OUTSIDE's
+    address and connects only there; three sockets opened to PLAINTEXT are three
+    connections created there, open until closed."""
+    with start_broker(tmp_path / "data", "--override", "metrics.listen=127.0.0.1:0",
+                      "--override", "listeners=PLAINTEXT://127.0.0.1:0,OUTSIDE://127.0.0.1:0",
+                      "--override", "listener.security.protocol.map="
+                                    "PLAINTEXT:PLAINTEXT,OUTSIDE:PLAINTEXT") as broker:
+        producer = Producer({"bootstrap.servers": broker.listener("OUTSIDE")})
+        producer.produce("outside", b"through the second listener")
+        assert producer.flush(WAIT) == 0
+        samples = scrape(broker.metrics_url())
+        outside, plaintext = (("listener", "OUTSIDE"),), (("listener", "PLAINTEXT"),)
+        assert samples[(CREATED, outside)] >= 1
+        assert samples[(OPEN, outside)] >= 1  # the producer is still connected
+        assert samples.get((CREATED, plaintext), 0) == 0
+
+        host, port = broker.listener("PLAINTEXT").rsplit(":", 1)
+        sockets = [socket.create_connection((host, int(port)), timeout=WAIT) for _ in range(3)]
+        deadline = time.monotonic() + WAIT
+        while scrape(broker.metrics_url()).get((OPEN, plaintext), 0) < 3:
+            assert time.monotonic() < deadline, "3 connections on PLAINTEXT"
+            time.sleep(0.05)
+        for sock in sockets:
+            sock.close()
+        while scrape(broker.metrics_url()).get((OPEN, plaintext), 0) > 0:
+            assert time.monotonic() < deadline, "PLAINTEXT's connections closed"
+            time.sleep(0.05)
+        samples = scrape(broker.metrics_url())
+        assert samples[(CREATED, plaintext)] == 3
+        producer.flush(0)
 
 
 def test_health_and_readiness_endpoints(metrics_broker: BrokerProcess):

@@ -347,12 +347,14 @@ def _cumulative(buckets: list[int]) -> list[tuple[str, float]]:
 
 
 def _broker_families(snap: Snapshot) -> Iterator[Any]:
-    created = CounterMetricFamily("kafka_server_socketservermetrics_connection_creation",
+    # The exporter's rule for socket-server-metrics keeps the type's hyphens (as
+    # underscores): kafka_server_socket_server_metrics_connection_creation_total.
+    created = CounterMetricFamily("kafka_server_socket_server_metrics_connection_creation",
                                   "connections accepted", labels=["listener"])
     for name, n in sorted(snap.connections_created.items()):
         created.add_metric([name], n)
     yield created
-    count = GaugeMetricFamily("kafka_server_socketservermetrics_connection_count",
+    count = GaugeMetricFamily("kafka_server_socket_server_metrics_connection_count",
                               "open connections", labels=["listener"])
     for name, n in sorted(snap.connections.items()):
         count.add_metric([name], n)
