@@ -111,6 +111,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     from odradek.server.cluster import ClusterStartupError
     from odradek.server.config import ConfigError, load_config
+    from odradek.server.log_setup import configure_logging
     from odradek.server.run import serve
     from odradek.storage import LogDirLockedError
 
@@ -128,6 +129,15 @@ def _serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"odradek serve: {exc}", file=sys.stderr)
         return 2
+    configure_logging(config)  # log.format, log.level, log.level.<logger>
+    json_logs = config["log.format"] == "json"
+
+    def fail(text: str) -> None:
+        """Why the broker did not start: a log record when lines must be JSON."""
+        if json_logs:
+            logging.getLogger("odradek").critical("odradek serve: %s", text)
+        else:
+            print(f"odradek serve: {text}", file=sys.stderr)
 
     def started(broker: object) -> None:
         from odradek.server.broker import Broker
@@ -152,9 +162,9 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         asyncio.run(serve(config, started))
     except (LogDirLockedError, ClusterStartupError) as exc:
-        print(f"odradek serve: {exc}", file=sys.stderr)
+        fail(str(exc))
         return 1
     except OSError as exc:
-        print(f"odradek serve: cannot start: {exc}", file=sys.stderr)
+        fail(f"cannot start: {exc}")
         return 1
     return 0

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from odradek.cluster.replica_selector import RACK_AWARE_SELECTOR, check_selector_class
+from odradek.server.log_setup import FORMATS as LOG_FORMATS
+from odradek.server.log_setup import LEVELS as LOG_LEVELS
 from odradek.storage.config import CLEANUP_POLICIES, COMPRESSION_TYPES, TIMESTAMP_TYPES, LogConfig
 
 ENV_PREFIX = "ODRADEK_"
@@ -185,6 +187,15 @@ def _choice(options: tuple[str, ...]) -> Callable[[str, Any], str]:
     return parse
 
 
+def _log_level(name: str, raw: Any) -> str:
+    """A level name (server.log_setup.LEVELS), upper-cased."""
+    value = str(raw).strip().upper()
+    if value not in LOG_LEVELS:
+        raise ConfigError(f"{name} must be a log level ({', '.join(LOG_LEVELS)}), "
+                          f"got {raw!r}")
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class Setting:
     name: str
@@ -209,6 +220,10 @@ _SETTINGS = [
     Setting("connections.max.idle.ms", 600000, _int(1), "close connections idle this long"),
     Setting("metrics.listen", "", _address,
             "HOST:PORT serving Prometheus /metrics, /healthz and /readyz (empty: off)"),
+    Setting("log.format", "text", _choice(LOG_FORMATS),
+            "log lines as text, or one JSON object each (json)"),
+    Setting("log.level", "INFO", _log_level,
+            "level of the broker's own loggers (odradek.*); log.level.<logger> sets one"),
     Setting("queued.max.requests", 500, _int(1), "requests read ahead per connection"),
     Setting("log.segment.bytes", 1073741824, _int(14), "segment size", "segment.bytes"),
     Setting("log.roll.ms", 604800000, _int(1), "segment age", "segment.ms"),
@@ -422,6 +437,10 @@ _ALIASES = {
 }
 
 
+# Per-logger levels: ``log.level.<logger name>=LEVEL`` (server.log_setup).
+LOGGER_LEVEL_PREFIX = "log.level."
+
+
 # Per-listener settings (Kafka's ``listener.name.<listener>.<setting>``): a listener's
 # own value of these settings, or its JAAS line for a SASL mechanism.
 LISTENER_PREFIX = "listener.name."
@@ -468,6 +487,7 @@ class BrokerConfig:
     values: dict[str, Any] = field(default_factory=lambda: {s.name: s.default for s in _SETTINGS})
     sources: dict[str, str] = field(default_factory=dict)
     listener_values: dict[str, str] = field(default_factory=dict)
+    logger_levels: dict[str, str] = field(default_factory=dict)  # logger name -> level
 
     def __getitem__(self, name: str) -> Any:
         return self.values[name]
@@ -527,6 +547,9 @@ class BrokerConfig:
         rows += [(name, HIDDEN if is_sensitive(name) else value,
                   self.sources.get(name, "default"))
                  for name, value in sorted(self.listener_values.items())]
+        rows += [(f"{LOGGER_LEVEL_PREFIX}{logger}", level,
+                  self.sources.get(f"{LOGGER_LEVEL_PREFIX}{logger}", "default"))
+                 for logger, level in sorted(self.logger_levels.items())]
         return rows
 
 
@@ -540,6 +563,18 @@ def _apply(values: dict[str, Any], sources: dict[str, str], name: str, raw: Any,
         except ConfigError as exc:
             raise ConfigError(f"{exc} (from {source})") from None
         values.setdefault(LISTENER_PREFIX, {})[name] = str(raw)
+        sources[name] = source
+        return
+    if name.startswith(LOGGER_LEVEL_PREFIX):
+        logger = name[len(LOGGER_LEVEL_PREFIX):]
+        if not logger:
+            raise ConfigError(f"{name!r} names no logger: log.level.<logger>=LEVEL "
+                              f"(from {source})")
+        try:
+            level = _log_level(name, raw)
+        except ConfigError as exc:
+            raise ConfigError(f"{exc} (from {source})") from None
+        values.setdefault(LOGGER_LEVEL_PREFIX, {})[logger] = level
         sources[name] = source
         return
     scale = 1
@@ -612,8 +647,9 @@ def load_config(
     if data_dir:
         directory = data_dir
     per_listener = values.pop(LISTENER_PREFIX, {})
+    logger_levels = values.pop(LOGGER_LEVEL_PREFIX, {})
     host, port = _main_listener(values, host, port, listen_given, per_listener)
-    return BrokerConfig(host, port, directory, values, sources, per_listener)
+    return BrokerConfig(host, port, directory, values, sources, per_listener, logger_levels)
 
 
 def _main_listener(values: dict[str, Any], host: str, port: int, listen_given: bool,

@@ -91,6 +91,7 @@ class Connection(asyncio.BufferedProtocol):
         self.idle_s = broker.config["connections.max.idle.ms"] / 1000
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
+        self.client_id: str | None = None  # of the last request run() decoded (for logs)
         self.in_request = False
         self._input: asyncio.Future[None] | None = None  # set when run() waits for bytes
         self._writable: asyncio.Future[None] | None = None  # set when a drain waits
@@ -138,6 +139,10 @@ class Connection(asyncio.BufferedProtocol):
         self._tls_sock = sock if tls and sock is not None else None
         self.session = self.broker.new_session(self.listener, transport,
                                                peer[0] if isinstance(peer, tuple) else "")
+        # Kafka's Acceptor logs accepted connections at DEBUG too (one test per connection).
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("%s: connection accepted on listener %s", self.peer, self.listener.name,
+                      extra=self.log_context())
         self.broker.accept(self)  # runs run() as a task the broker owns
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -273,6 +278,7 @@ class Connection(asyncio.BufferedProtocol):
                 if timing is not None and broker.stats is not None:
                     broker.stats.request_done(timing, time.perf_counter())
         except Exception as exc:
+            self.client_id = request.client_id
             self._closing_after(exc)
         finally:
             self.decoder.recycle(frame)
@@ -303,18 +309,29 @@ class Connection(asyncio.BufferedProtocol):
         self._log_ending(exc)
         self.close()
 
+    def log_context(self) -> dict[str, str]:
+        """This connection's fields for a log record's ``extra=`` (log.format=json):
+        those it knows (no client id before a request, no principal before a session)."""
+        context = {"peer": self.peer, "listener": self.listener.name}
+        if self.client_id is not None:
+            context["client_id"] = self.client_id
+        if self.session is not None:
+            context["principal"] = self.session.principal
+        return context
+
     def _log_ending(self, exc: BaseException) -> None:
         """One line for why this connection ends: the peer's doing (a bad frame or
         request, a protocol violation), the connection's loss, or a bug (with its trace)."""
+        context = self.log_context()
         if isinstance(exc, SessionEnded):
-            log.info("%s: closing connection: %s", self.peer, exc)
+            log.info("%s: closing connection: %s", self.peer, exc, extra=context)
         elif isinstance(exc, (FrameError, ConnectionClosed)):
-            log.warning("%s: closing connection: %s", self.peer, exc)
+            log.warning("%s: closing connection: %s", self.peer, exc, extra=context)
         elif isinstance(exc, (ConnectionError, OSError)):
-            log.info("%s: connection lost: %s", self.peer, exc)
+            log.info("%s: connection lost: %s", self.peer, exc, extra=context)
         else:
             log.error("%s: closing connection after an unexpected error", self.peer,
-                      exc_info=exc)
+                      exc_info=exc, extra=context)
 
     async def run(self) -> None:
         decoder = self.decoder
@@ -435,7 +452,8 @@ class Connection(asyncio.BufferedProtocol):
             return False
         if now - self._quiet_since < self.idle_s:
             return False
-        log.info("%s: idle for %.0f s, closing", self.peer, now - self._quiet_since)
+        log.info("%s: idle for %.0f s, closing", self.peer, now - self._quiet_since,
+                 extra=self.log_context())
         self.close()
         return True
 
@@ -473,6 +491,7 @@ class Connection(asyncio.BufferedProtocol):
             raise ConnectionClosed(str(exc)) from None
         except CorruptRequestError as exc:
             raise ConnectionClosed(str(exc)) from None
+        self.client_id = request.client_id
         session = self.session
         if session is not None:
             refused = session.may_send(request.api_key)

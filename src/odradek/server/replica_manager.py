@@ -283,7 +283,9 @@ class ReplicaManager:
         part.state = state
         self.leaders[part.tp] = part
         log.info("%s-%d: leader at epoch %d from offset %d, ISR %s", *part.tp,
-                 state.leader_epoch, start, sorted(state.isr))
+                 state.leader_epoch, start, sorted(state.isr),
+                 extra=_context(part.tp, role="leader", leader=self.me,
+                                leader_epoch=state.leader_epoch, isr=sorted(state.isr)))
         self._advance_hw(part)
         self.broker.purgatory.notify(part.tp)  # parked fetches see the new epoch
         # Also at a new epoch of the same leadership: the coordinator epoch moves on.
@@ -309,7 +311,9 @@ class ReplicaManager:
         part.state = state
         self._fetcher(state.leader, part.tp).add(part.tp, state.leader_epoch)
         log.info("%s-%d: follower of broker %d at epoch %d", *part.tp, state.leader,
-                 state.leader_epoch)
+                 state.leader_epoch,
+                 extra=_context(part.tp, role="follower", leader=state.leader,
+                                leader_epoch=state.leader_epoch))
 
     def _to_none(self, part: HostedPartition) -> None:
         if part.role is Role.LEADER:
@@ -317,7 +321,8 @@ class ReplicaManager:
         self._stop_fetching(part)
         if part.role is not Role.NONE:
             log.info("%s-%d: no role (leader %s)", *part.tp,
-                     part.state.leader if part.state else "unknown")
+                     part.state.leader if part.state else "unknown",
+                     extra=_context(part.tp, role="none"))
         part.role = Role.NONE
         part.leader_id = -1
 
@@ -327,7 +332,7 @@ class ReplicaManager:
         self._fail_waiters(part, NOT_LEADER_OR_FOLLOWER)
         self._coordinator(part.tp, elect=False)
         self.broker.purgatory.notify(part.tp)  # parked fetches answer NOT_LEADER now
-        log.info("%s-%d: no longer leader", *part.tp)
+        log.info("%s-%d: no longer leader", *part.tp, extra=_context(part.tp, role="resigned"))
 
     def _remove(self, tp: TopicPartition, *, delete_log: bool) -> None:
         part = self.partitions.pop(tp, None)
@@ -551,7 +556,8 @@ class ReplicaManager:
             return
         except (StoreError, NoNodeError) as exc:
             repl.isr_change_failed()
-            log.warning("%s-%d: could not store ISR %s (%s): %s", *tp, sorted(isr), why, exc)
+            log.warning("%s-%d: could not store ISR %s (%s): %s", *tp, sorted(isr), why, exc,
+                        extra=_context(tp, isr=sorted(isr)))
             return
         if part.repl is not repl:
             return  # resigned meanwhile
@@ -559,7 +565,9 @@ class ReplicaManager:
         self._count_isr_change(part, isr)
         part.state = stored
         repl.isr_change_stored(isr)
-        log.info("%s-%d: ISR %s -> %s (%s)", *tp, sorted(state.isr), sorted(isr), why)
+        log.info("%s-%d: ISR %s -> %s (%s)", *tp, sorted(state.isr), sorted(isr), why,
+                 extra=_context(tp, leader=self.me, leader_epoch=state.leader_epoch,
+                                isr=sorted(isr), previous_isr=sorted(state.isr)))
         self.metadata.record_state(tp, stored)
         self._advance_hw(part)
 
@@ -580,6 +588,11 @@ class ReplicaManager:
         the high watermark it has from the leader (fetch from follower, KIP-392)."""
         part = self.partitions.get((topic, partition))
         return part if part is not None and part.role is Role.FOLLOWER else None
+
+
+def _context(tp: TopicPartition, **fields: Any) -> dict[str, Any]:
+    """A partition's fields for a log record's ``extra=`` (log.format=json)."""
+    return {"topic": tp[0], "partition": tp[1], **fields}
 
 
 def _done(code: int) -> asyncio.Future[int]:
