@@ -50,7 +50,7 @@ apt_install() {
 # Debian packages the tiers need, installed in one apt-get run when any is missing:
 # kcat (the interop tier), Debian's ZooKeeper (the cluster tier runs a real one as a
 # plain java process: tests/zookeeper.py), node and a compiler for node-gyp (kafkajs-lz4
-# builds lz4).
+# builds lz4), chromium (the console tier).
 missing=()
 command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 [ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
@@ -58,6 +58,8 @@ command -v npm >/dev/null 2>&1 || missing+=(nodejs npm g++ make)
 # iptables: the fault tier's network partitions (tests/netcut.py; it runs as root).
 command -v iptables >/dev/null 2>&1 || [ -x /usr/sbin/iptables ] || [ -x /sbin/iptables ] ||
   missing+=(iptables)
+# Chromium: the console tier's browser (tests/console drives it with Playwright).
+[ -x /usr/bin/chromium ] || missing+=(chromium)
 if [ ${#missing[@]} -gt 0 ]; then
   apt_install "${missing[@]}"
 fi

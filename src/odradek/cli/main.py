@@ -28,6 +28,7 @@ import tempfile
 from collections.abc import Sequence
 
 from odradek import __version__
+from odradek.cli.console import add_console_command, run_console_command
 from odradek.cli.cluster import add_cluster_command, run_cluster_command
 from odradek.cli.pipeline import add_pipeline_command, run_pipeline_command
 from odradek.cli.quotas import add_quotas_command, run_quotas_command
@@ -69,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_reassign_commands(sub)
     add_security_commands(sub)
     add_quotas_command(sub)
+    add_console_command(sub)
     return parser
 
 
@@ -99,6 +101,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_security_command(args)
     if args.command == "quotas":
         return run_quotas_command(args)
+    if args.command == "console":
+        return run_console_command(args)
     code = run_tool(args)
     if code is not None:
         return code
