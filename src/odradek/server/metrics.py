@@ -14,7 +14,12 @@ With ``metrics.listen=HOST:PORT`` the broker serves, on a thread of its own (the
 
 What the hot paths do is count: ``BrokerStats`` holds plain integers that the produce and
 fetch handlers and the connections add to on the event loop's thread, per partition of
-a request and per request - never per record. Everything else (log sizes and offsets,
+a request and per request - never per record: BrokerTopicMetrics, RequestMetrics (each
+request's time split into queue, local, remote and send time: ``RequestTiming`` says
+what each means here), connections per listener, and the replica manager's ISR shrinks
+and expansions. Log flushes' fsync times come from the storage layer through a plain
+callback (``Log.flush_timer``), on whichever thread flushes (``FlushTimes`` locks).
+Everything else (log sizes and offsets,
 connections, purgatory, groups, lag, the cluster's partition health) is read when
 Prometheus scrapes: the scrape's thread asks the event loop for a snapshot and waits
 for it, so no broker state is read from two threads. Without ``metrics.listen`` the

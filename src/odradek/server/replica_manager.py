@@ -256,9 +256,10 @@ class ReplicaManager:
         partition this broker leads on from ``part.state`` to an ISR of ``isr``.
 
         Counted whoever wrote the change: this leader (a follower fell behind or caught
-        up) or the controller (a broker died, bounced or is shutting down: here, unlike
-        Kafka 2.x, that always reaches the ISR before the leader's own lag check would,
-        so counting only the leader's writes would miss every stopped broker)."""
+        up) or the controller (a broker died, bounced or is shutting down). Kafka counts
+        only the leader's own writes; here the controller takes a stopped broker out of
+        every ISR at once (a crashed one at its session's expiry), before the leader's
+        lag check would, so that count would miss the commonest shrink."""
         stats = self.broker.stats
         old = part.state
         if stats is None or old is None or part.role is not Role.LEADER:
