@@ -238,8 +238,6 @@ class Connection(asyncio.BufferedProtocol):
         except Exception:  # ProtocolError or worse: run() meets it again, as it would
             return False
         self.decoder.next_frame()  # taken: this frame is answered here or parked for run()
-        arrivals = self._arrivals
-        read_at = arrivals.popleft() if arrivals is not None else 0.0
         started = time.perf_counter()
         quotas = broker.quotas
         limit = (quotas.request_limit(request)
@@ -253,10 +251,16 @@ class Connection(asyncio.BufferedProtocol):
                 quotas.record_request_time(limit, time.perf_counter() - started)
             else:
                 response = handle_now(broker, request)
+            # metrics.listen: the handler's synchronous part is local time (without
+            # metrics this block is the one test per request).
             timing = None
-            if arrivals is not None:  # metrics.listen: the handler's synchronous part
-                timing = RequestTiming(request.api_key, read_at, started)
-                timing.local = time.perf_counter() - started
+            arrivals = self._arrivals
+            if arrivals is not None:
+                timing = RequestTiming(request.api_key, arrivals.popleft(), started)
+                now = time.perf_counter()
+                timing.local = now - started
+                if response is None or isinstance(response, (bytes, list)):
+                    timing.ready = now
             if response is not None and not isinstance(response, (bytes, list)):
                 self._parked = (frame, response)
                 self._timing = timing
@@ -265,8 +269,6 @@ class Connection(asyncio.BufferedProtocol):
                     response.sender = self._send_parked
                 self._wake_input()
             else:
-                if timing is not None:
-                    timing.ready = started + timing.local
                 if response is not None:
                     self._unsent = self._send_now(response)
                     if self._unsent is not None:
