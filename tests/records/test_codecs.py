@@ -241,6 +241,40 @@ def test_mutated_stream_decompresses_or_raises_record_error_only(codec, payload,
         codecs.decompress(codec, bytes(compressed))
 
 
+# --- decompression bombs (issue 21) -------------------------------------------------------
+
+
+def zstd_rle_frame(blocks: int) -> bytes:
+    """A zstd frame of ``blocks`` RLE blocks of 128 KiB: 4 bytes each (32,768:1), and no
+    content size in its header (a decoder learns the size only by decompressing)."""
+    out = bytearray(struct.pack("<I", 0xFD2FB528) + bytes([0x00, 0x58]))
+    for i in range(blocks):
+        header = (i == blocks - 1) | (1 << 1) | (128 * 1024 << 3)  # last, RLE, size
+        out += header.to_bytes(3, "little") + b"\0"
+    return bytes(out)
+
+
+def test_a_zstd_bomb_is_refused_past_the_decompressed_limit():
+    mib = 1024 * 1024
+    assert codecs.decompress(codecs.ZSTD, zstd_rle_frame(8), max_bytes=mib) == bytes(mib)
+    with pytest.raises(CorruptRecordError, match="decompresses to more than"):
+        codecs.decompress(codecs.ZSTD, zstd_rle_frame(9), max_bytes=mib)
+
+
+@pytest.mark.parametrize("codec", COMPRESSED, ids=[codecs.NAMES[c] for c in COMPRESSED])
+def test_output_over_the_limit_is_refused_and_at_the_limit_kept(codec):
+    data = bytes(300_000)
+    compressed = codecs.compress(codec, data)
+    assert codecs.decompress(codec, compressed, max_bytes=len(data)) == data
+    if codec != codecs.SNAPPY:  # snappy cannot pass ~64:1: not bounded
+        with pytest.raises(CorruptRecordError, match="decompresses to more than"):
+            codecs.decompress(codec, compressed, max_bytes=len(data) - 1)
+
+
+def test_the_default_limit_is_far_above_any_client_batch():
+    assert codecs.MAX_DECOMPRESSED_BYTES >= 64 * 1024 * 1024
+
+
 # --- unknown codecs -----------------------------------------------------------------------
 
 

@@ -10,6 +10,8 @@
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
+from typing import Any
 
 import cramjam
 
@@ -45,22 +47,58 @@ def compress(codec: int, data: bytes) -> bytes:
     raise UnsupportedCompressionError(f"unknown compression codec id {codec}")
 
 
-def decompress(codec: int, data: bytes | memoryview) -> bytes:
-    """Decompress a batch's records section; a damaged stream is CorruptRecordError."""
+# The most one batch's records may decompress to. Kafka sets no such bound (its broker
+# streams the records out of a compressed batch), but here a batch is decompressed whole
+# (produce to a topic with its own compression.type or a compacted one, markers, the
+# cleaner, readers), and a few bytes of gzip or zstd can stand for gigabytes: zstd's RLE
+# blocks reach 32,768:1, so a 1 MiB produce request could have asked for 32 GiB (found
+# while fuzzing the codecs, issue 21). Far above what clients batch (librdkafka's
+# batch.size is 1 MB by default, the Java client's 16 KiB of compressed bytes). Snappy
+# needs no bound: its format cannot pass ~64:1.
+MAX_DECOMPRESSED_BYTES = 256 * 1024 * 1024
+_FIRST_OUTPUT_BYTES = 64 * 1024  # the first output buffer (or 8x the input, if larger)
+_OUTPUT_FULL = "failed to write whole buffer"  # cramjam's words for an output buffer too small
+
+
+def decompress(codec: int, data: bytes | memoryview,
+               max_bytes: int = MAX_DECOMPRESSED_BYTES) -> bytes:
+    """Decompress a batch's records section; a damaged stream, or one that decompresses to
+    more than ``max_bytes``, is CorruptRecordError."""
     if codec == NONE:
         return bytes(data)
     try:
         if codec == GZIP:
-            return bytes(cramjam.gzip.decompress(data))
+            return _bounded(cramjam.gzip.decompress_into, data, max_bytes, codec)
         if codec == SNAPPY:
             return _snappy_decompress(bytes(data))
         if codec == LZ4:
-            return bytes(cramjam.lz4.decompress(data))
+            return _bounded(cramjam.lz4.decompress_into, data, max_bytes, codec)
         if codec == ZSTD:
-            return bytes(cramjam.zstd.decompress(data))
+            return _bounded(cramjam.zstd.decompress_into, data, max_bytes, codec)
     except cramjam.DecompressionError as exc:
         raise CorruptRecordError(f"{NAMES[codec]} data does not decompress: {exc}") from exc
     raise UnsupportedCompressionError(f"unknown compression codec id {codec}")
+
+
+def _bounded(decompress_into: Callable[[Any, bytearray], int], data: bytes | memoryview,
+             max_bytes: int, codec: int) -> bytes:
+    """Decompress into buffers growing 4x (one byte more than the size tried: a full buffer
+    says the output may be larger) until the output fits, or is over ``max_bytes``."""
+    size = min(max_bytes, max(_FIRST_OUTPUT_BYTES, 8 * len(data)))
+    while True:
+        out = bytearray(size + 1)
+        try:
+            n = decompress_into(data, out)
+        except cramjam.DecompressionError as exc:
+            if _OUTPUT_FULL not in str(exc):
+                raise
+            n = size + 1
+        if n <= size:
+            return bytes(memoryview(out)[:n])
+        if size >= max_bytes:
+            raise CorruptRecordError(
+                f"{NAMES[codec]} data decompresses to more than {max_bytes} bytes")
+        size = min(max_bytes, 4 * size)
 
 
 def _xerial_compress(data: bytes) -> bytes:
