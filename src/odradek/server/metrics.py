@@ -199,12 +199,13 @@ class BrokerStats:
         ready = timing.ready or sent
         handler_s = max(ready - timing.start, 0.0)
         local_s = min(timing.local, handler_s)
-        queue, local, remote, send, total = stats.times
-        queue.add(max(timing.start - timing.read, 0.0) * 1000)
-        local.add(local_s * 1000)
-        remote.add((handler_s - local_s) * 1000)
-        send.add(max(sent - ready, 0.0) * 1000)
-        total.add(max(sent - timing.read, 0.0) * 1000)
+        # In REQUEST_TIMES' order, ms; Histogram.add inlined (per request, with metrics).
+        for histogram, ms in zip(stats.times, (
+                max(timing.start - timing.read, 0.0) * 1000, local_s * 1000,
+                (handler_s - local_s) * 1000, max(sent - ready, 0.0) * 1000,
+                max(sent - timing.read, 0.0) * 1000), strict=True):
+            histogram.sum_ms += ms
+            histogram.buckets[bisect.bisect_left(TIME_BUCKETS_MS, ms)] += 1
 
     def connection_created(self, listener: str) -> None:
         self.connections_created[listener] = self.connections_created.get(listener, 0) + 1
