@@ -6,7 +6,8 @@
   scripts/test.sh) through Playwright for Python, with no browser download: Playwright
   is given the executable. ``page`` is a fresh page per test, whose ``confirm()``
   dialogs the test answers itself (``page.on("dialog", ...)``).
-- ``SCREENSHOTS``: with ``ODRADEK_CONSOLE_SCREENSHOTS=DIR`` the tests save the pictures
+- ``SCREENSHOTS``: with ``CONSOLE_SCREENSHOTS=DIR`` (not ODRADEK_...: the broker reads those
+  as settings) the tests save the pictures
   docs/console.md shows (``shot(page, name)``); otherwise ``shot`` does nothing.
 """
 
@@ -31,7 +32,7 @@ from tests.interop.conftest import _drain, _stop, require_tool
 CHROMIUM = "/usr/bin/chromium"
 STARTUP_TIMEOUT = 30.0
 _ADDRESS = re.compile(r"console (http://\S+) for ")
-SCREENSHOTS = os.environ.get("ODRADEK_CONSOLE_SCREENSHOTS")
+SCREENSHOTS = os.environ.get("CONSOLE_SCREENSHOTS")
 # What Chromium needs on this machine (closed network, root, no GPU): the flags
 # FIELD-NOTES and the machine notes give.
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -112,7 +113,7 @@ def page(browser: Any) -> Iterator[Any]:
 
 
 def shot(page: Any, name: str) -> None:
-    """Save a screenshot for docs/console.md when ODRADEK_CONSOLE_SCREENSHOTS is set."""
+    """Save a screenshot for docs/console.md when CONSOLE_SCREENSHOTS is set."""
     if SCREENSHOTS:
         Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(Path(SCREENSHOTS) / f"console-{name}.png"), full_page=True)

@@ -199,6 +199,7 @@ def test_topics_made_changed_and_deleted_from_the_page(page: Any, broker: Broker
     page.on("dialog", lambda d: d.accept() if answers.pop(0) else d.dismiss())
 
     page.goto(console.url + "/topics")
+    shot(page, "topics")
     page.fill("#create-topic input[name=name]", "payments")
     page.fill("#create-topic input[name=partitions]", "3")
     page.fill("#create-topic textarea[name=configs]", "retention.ms=86400000")
