@@ -51,9 +51,10 @@ def produce_and_send_a_bad_frame(bootstrap: str, host: str, port: int) -> str:
 
 
 def test_json_lines_with_one_logger_at_debug_and_the_rest_at_warning(tmp_path: Path):
-    with start_broker(tmp_path / "data", "--override", "log.format=json",
-                      "--override", "log.level=WARNING",
-                      "--override", f"log.level.{CONNECTION}=DEBUG") as broker:
+    config = tmp_path / "broker.toml"  # per-logger levels from the file, as from flags
+    config.write_text(f'"log.level.{CONNECTION}" = "debug"\n"log.level" = "WARN"\n')
+    with start_broker(tmp_path / "data", "--config", str(config),
+                      "--override", "log.format=json") as broker:
         bad_peer = produce_and_send_a_bad_frame(broker.bootstrap, broker.host, broker.port)
         time.sleep(0.2)  # the broker's warning line reaches the pipe
     logged = records(broker.stderr_lines)
