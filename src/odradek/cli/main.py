@@ -28,8 +28,8 @@ import tempfile
 from collections.abc import Sequence
 
 from odradek import __version__
-from odradek.cli.console import add_console_command, run_console_command
 from odradek.cli.cluster import add_cluster_command, run_cluster_command
+from odradek.cli.console import add_console_command, run_console_command
 from odradek.cli.pipeline import add_pipeline_command, run_pipeline_command
 from odradek.cli.quotas import add_quotas_command, run_quotas_command
 from odradek.cli.reassign import add_reassign_commands, run_reassign_command
