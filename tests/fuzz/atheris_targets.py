@@ -21,6 +21,10 @@ Targets:
 - ``decode_batch``: ``records.builder.decode_batch`` after the length and CRC-32C are
   made right (so the fuzzer gets past the checksum into the records), refusals
   RecordError.
+- ``sasl``: the server side of PLAIN, SCRAM-SHA-256/512 (client-first fuzzed, or
+  client-final after a correct client-first) and OAUTHBEARER's initial response
+  (``security/``), refusals AuthenticationFailed (ValueError from the OAUTHBEARER
+  parser).
 - ``codecs``: ``records.codecs.decompress`` (first byte picks the codec id) under a
   1 MiB output bound it must keep, and every codec's round trip of the same bytes;
   refusals RecordError.
@@ -48,11 +52,16 @@ import cramjam
 # Instrumented for coverage: the code under test (and kio's readers, which decode every
 # request but Produce and Fetch). Modules imported before this point are not instrumented.
 with atheris.instrument_imports(include=["odradek.protocol", "odradek.records",
-                                         "kio.serial"]):
+                                         "odradek.security", "kio.serial", "scramp"]):
+    import scramp
+
     from odradek.protocol import codec, fetch, framing, produce
     from odradek.protocol.reader import DecodeError
     from odradek.records import batch, builder, codecs
     from odradek.records.errors import RecordError
+    from odradek.security.oauth import parse_initial_response
+    from odradek.security.sasl import PlainAuthenticator, ScramAuthenticator
+    from odradek.security.scram import AuthenticationFailed, from_password
 
 CORPUS = Path(__file__).parent / "corpus" / "requests.bin"
 _SIZE = struct.Struct(">i")
@@ -161,6 +170,46 @@ def fuzz_codecs(data: bytes) -> None:
         assert codecs.decompress(c, codecs.compress(c, payload)) == payload, codecs.NAMES[c]
 
 
+SASL_USER, SASL_PASSWORD = "fz", "fz-secret"
+SASL_MODES = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "SCRAM-SHA-256 final",
+              "SCRAM-SHA-512 final", "OAUTHBEARER")
+
+
+SCRAM_CREDENTIALS = {m: from_password(m, SASL_PASSWORD, 4096, b"fz-salt-of-16-b")
+                     for m in ("SCRAM-SHA-256", "SCRAM-SHA-512")}
+
+
+def fuzz_sasl(data: bytes) -> None:
+    """The server side of SASL logins. First byte: the mode (``SASL_MODES``); the rest: the
+    client's token - for PLAIN, SCRAM's client-first and OAUTHBEARER's initial response -
+    or, in the "final" modes, bytes laid over a correct SCRAM client-final (its first byte
+    says where) after a correct client-first."""
+    if not data:
+        return
+    mode, token = SASL_MODES[data[0] % len(SASL_MODES)], data[1:]
+    mechanism = mode.split()[0]
+    try:
+        if mode == "PLAIN":
+            PlainAuthenticator({SASL_USER: SASL_PASSWORD}).step(token)
+        elif mode == "OAUTHBEARER":
+            with contextlib.suppress(ValueError):
+                parse_initial_response(token)
+        elif not mode.endswith("final"):
+            server = ScramAuthenticator(mechanism, {SASL_USER: SCRAM_CREDENTIALS[mechanism]}.get)
+            server.step(token)
+        else:
+            server = ScramAuthenticator(mechanism, {SASL_USER: SCRAM_CREDENTIALS[mechanism]}.get)
+            client = scramp.ScramClient([mechanism], SASL_USER, SASL_PASSWORD)
+            client.set_server_first(server.step(client.get_client_first().encode())[0].decode())
+            final = bytearray(client.get_client_final().encode())
+            if token:
+                at = token[0] % len(final)
+                final[at:at + len(token) - 1] = token[1:]
+            server.step(bytes(final))
+    except AuthenticationFailed:
+        pass
+
+
 @dataclass(frozen=True)
 class Target:
     run: Callable[[bytes], None]
@@ -219,6 +268,13 @@ def codec_seeds() -> list[bytes]:
     return out
 
 
+def sasl_seeds() -> list[bytes]:
+    client = scramp.ScramClient(["SCRAM-SHA-256"], SASL_USER, SASL_PASSWORD)
+    first = client.get_client_first().encode()
+    return [b"\0\0fz\0fz-secret", b"\0fz\0fz\0wrong", b"\1" + first, b"\2" + first,
+            b"\3\0", b"\4\x10p=AAAA", b"\5n,a=fz,\x01auth=Bearer a.b.c\x01\x01"]
+
+
 def framing_seeds() -> list[bytes]:
     data = CORPUS.read_bytes()
     return [bytes([step]) + data[:4096] for step in (0, 3, 63, 255)]
@@ -232,6 +288,7 @@ TARGETS: dict[str, Target] = {
     "record_batches": Target(fuzz_record_batches, recorded_batches),
     "decode_batch": Target(fuzz_decode_batch, recorded_batches),
     "codecs": Target(fuzz_codecs, codec_seeds),
+    "sasl": Target(fuzz_sasl, lambda: sasl_seeds()),
 }
 
 
