@@ -92,6 +92,13 @@ def test_browsing_the_messages_a_producer_wrote(page: Any, broker: BrokerProcess
                     "timestamp": base + 20_000})
     _produce(broker, "orders", records)
 
+    # Sizes, from DescribeLogDirs: what the broker's segment files hold.
+    on_disk = sum(f.stat().st_size for f in broker.data_dir.glob("orders-*/*.log"))
+    page.goto(console.url + "/topics")
+    size = page.locator("#topics tr[data-topic=orders] td.size")
+    assert size.get_attribute("title").startswith(f"{on_disk} bytes")
+    assert on_disk > 0 and size.inner_text() == f"{on_disk} B"
+
     page.goto(console.url + "/topics/orders/messages")
     offsets = _column(page, "messages", "td:nth-child(2)")
     assert len(offsets) == 11

@@ -27,6 +27,7 @@ from odradek.client.codec import (
     ALTER_PARTITION_REASSIGNMENTS,
     API_VERSIONS,
     DESCRIBE_CLIENT_QUOTAS,
+    DESCRIBE_LOG_DIRS,
     ELECT_LEADERS,
     FETCH,
     LIST_OFFSETS,
@@ -54,8 +55,10 @@ __all__ = [
 # v1-7 (one offset per partition, isolation level from v2). Kafka 4 serves all of them.
 # The admin requests a controller answers (client/admin.py): ElectLeaders v1-2 (the
 # election type), the reassignment APIs at their first versions; the client quota APIs
-# (KIP-546) and, for SASL listeners, SaslHandshake v1 and SaslAuthenticate.
+# (KIP-546), DescribeLogDirs v1-4 (the web console's partition sizes; Kafka 4 dropped
+# v0) and, for SASL listeners, SaslHandshake v1 and SaslAuthenticate.
 SPOKEN = {FETCH: (4, 12), METADATA: (1, 12), LIST_OFFSETS: (1, 7), ELECT_LEADERS: (1, 2),
+          DESCRIBE_LOG_DIRS: (1, 4),
           ALTER_PARTITION_REASSIGNMENTS: (0, 0), LIST_PARTITION_REASSIGNMENTS: (0, 0),
           DESCRIBE_CLIENT_QUOTAS: (0, 1), ALTER_CLIENT_QUOTAS: (0, 1), **secure.SPOKEN}
 # Errors after which the partition's leader is looked up again (the Java consumer's

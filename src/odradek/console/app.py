@@ -73,7 +73,7 @@ class Sampler:
         series.points.append((now, value))
 
     async def sample(self) -> None:
-        topics = await run_in_threadpool(self.view.topics, True)
+        topics = await run_in_threadpool(self.view.topics, True, False)
         groups = await run_in_threadpool(self.view.groups)
         now = time.time()
         for t in topics:
@@ -106,6 +106,20 @@ def lag_chart(series: Series | None, width: int = 640, height: int = 160) -> dic
         for t, v in points)
     return {"points": coords, "width": width, "height": height, "max": int(top),
             "samples": len(points), "span": round(t1 - t0), "last": int(points[-1][1])}
+
+
+def human_bytes(size: int | None) -> str:
+    """1536 -> '1.5 KiB'; None (not known) -> '-'."""
+    if size is None:
+        return "-"
+    if size < 1024:
+        return f"{size} B"
+    value = size / 1024
+    for unit in ("KiB", "MiB", "GiB"):
+        if value < 1024:
+            return f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} TiB"
 
 
 def _int(text: str | None, name: str, minimum: int | None = None) -> int | None:
@@ -161,6 +175,7 @@ def create_app(view: KafkaView, *, sample_interval: float = 5.0,
     """The console application over one cluster view."""
     templates = Jinja2Templates(directory=str(HERE / "templates"))
     templates.env.globals.update(render_bytes=render_bytes, title=title, quote=quote)
+    templates.env.filters["bytes"] = human_bytes
     sampler = Sampler(view, sample_interval)
 
     def page(request: Request, name: str, status: int = 200, **context: Any) -> Response:
@@ -242,7 +257,7 @@ def create_app(view: KafkaView, *, sample_interval: float = 5.0,
         limit = min(_int(q.get("limit"), "limit", 1) or 50, 1000)
         mode = q.get("format", "auto")
         contains = q.get("contains", "")
-        info = await call(view.topic, name)
+        info = await call(view.topic, name, False)
         found, scanned = await call(view.messages, name, partition, offset=offset,
                                     timestamp_ms=timestamp, limit=limit, contains=contains)
         return page(request, "messages.html", topic=info, messages=found, scanned=scanned,

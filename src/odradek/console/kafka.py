@@ -3,7 +3,9 @@
 ``KafkaView`` is the console's one door to the cluster: confluent-kafka's ``AdminClient``
 (DescribeCluster, Metadata, ListOffsets, DescribeConfigs, IncrementalAlterConfigs,
 CreateTopics, DeleteTopics, ListGroups, DescribeGroups / ConsumerGroupDescribe,
-OffsetFetch, OffsetCommit through AlterConsumerGroupOffsets), a ``Producer`` for records
+OffsetFetch, OffsetCommit through AlterConsumerGroupOffsets), DescribeLogDirs on
+Odradek's own blocking Kafka client (confluent-kafka's Admin API has no call for it;
+partition sizes come from there), a ``Producer`` for records
 written from the page and short-lived ``Consumer``s, assigned by hand and never
 committing, for the message browser. Nothing here knows it may be talking to Odradek:
 the same calls work against Apache Kafka.
@@ -40,6 +42,9 @@ from confluent_kafka.admin import (
     OffsetSpec,
     ResourceType,
 )
+
+from odradek.client.codec import DESCRIBE_LOG_DIRS, KafkaClientError
+from odradek.client.connection import BrokerConnection
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +128,7 @@ class PartitionInfo:
     start: int = 0
     end: int = 0
     error: str | None = None
+    size: int | None = None  # bytes in the leader's log (None: not known)
 
     @property
     def messages(self) -> int:
@@ -146,6 +152,11 @@ class TopicInfo:
     @property
     def messages(self) -> int:
         return sum(p.messages for p in self.partitions)
+
+    @property
+    def size(self) -> int | None:
+        sizes = [p.size for p in self.partitions]
+        return None if None in sizes else sum(s or 0 for s in sizes)
 
     @property
     def end_total(self) -> int:
@@ -294,18 +305,53 @@ class KafkaView:
                 except KafkaException as exc:
                     parts[tp.topic, tp.partition].error = _error(exc).name
 
-    def topics(self, internal: bool = False) -> list[TopicInfo]:
+    def _fill_sizes(self, topics: list[TopicInfo]) -> None:
+        """Each partition's size in its leader's log, from DescribeLogDirs to the leaders
+        (sizes stay unknown where a broker cannot be asked: a SASL mechanism Odradek's
+        client lacks, no DESCRIBE on the cluster)."""
+        leaders = {p.leader for t in topics for p in t.partitions if p.leader >= 0}
+        if not leaders:
+            return
+        described = _wait(self.admin.describe_cluster(request_timeout=self.timeout),
+                          self.timeout + 1)
+        addresses = {n.id: (n.host, n.port) for n in described.nodes}
+        wanted = {(t.name, p.partition): (p, p.leader) for t in topics for p in t.partitions}
+        security = {k: str(v) for k, v in self.config.items()
+                    if k.startswith(("security.", "ssl.", "sasl."))}
+        for leader in leaders & addresses.keys():
+            try:
+                conn = BrokerConnection(*addresses[leader], client_id="odradek-console",
+                                        timeout_s=self.timeout, security=security)
+                try:
+                    answer = conn.request(DESCRIBE_LOG_DIRS, {"topics": None})
+                finally:
+                    conn.close()
+            except KafkaClientError as exc:
+                log.info("no partition sizes from broker %d: %s", leader, exc)
+                continue
+            for result in answer.results:
+                for t in result.topics:
+                    for part in t.partitions:
+                        found = wanted.get((t.name, part.partition_index))
+                        if found and found[1] == leader and not part.is_future_key:
+                            found[0].size = (found[0].size or 0) + part.partition_size
+
+    def topics(self, internal: bool = False, sizes: bool = True) -> list[TopicInfo]:
         topics = [t for t in self._metadata() if internal or not t.internal]
         self._fill_offsets(topics)
+        if sizes:
+            self._fill_sizes(topics)
         return topics
 
-    def topic(self, name: str) -> TopicInfo:
+    def topic(self, name: str, sizes: bool = True) -> TopicInfo:
         # Metadata for all topics, not for this one: asking by name lets a broker with
         # auto.create.topics.enable create it, and a page view must not make a topic.
         found = [t for t in self._metadata() if t.name == name]
         if not found:
             raise ConsoleError("UNKNOWN_TOPIC_OR_PART", f"no topic {name!r}", 404)
         self._fill_offsets(found)
+        if sizes:
+            self._fill_sizes(found)
         return found[0]
 
     def configs(self, topic: str) -> list[ConfigInfo]:
@@ -378,7 +424,7 @@ class KafkaView:
         keeps the records whose key or value holds that text; at most ``MAX_SCAN``
         records are read for one page.
         """
-        info = self.topic(topic)
+        info = self.topic(topic, sizes=False)
         chosen = [p for p in info.partitions
                   if (partition is None or p.partition == partition) and p.leader >= 0]
         if partition is not None and not chosen:
@@ -506,7 +552,7 @@ class KafkaView:
                 "NON_EMPTY_GROUP", f"offsets can only be reset while group {group_id!r} "
                 f"is inactive, but it is {group.state.lower()} with {len(group.members)} "
                 "member(s)", 409)
-        info = self.topic(topic)
+        info = self.topic(topic, sizes=False)
         if to == "earliest":
             targets = {p.partition: p.start for p in info.partitions}
         elif to == "latest":
