@@ -122,7 +122,12 @@ def human_bytes(size: int | None) -> str:
     return f"{value:.1f} TiB"
 
 
-def _int(text: str | None, name: str, minimum: int | None = None) -> int | None:
+INT16_MAX, INT32_MAX, INT64_MAX = 2**15 - 1, 2**31 - 1, 2**63 - 1
+
+
+def _int(text: str | None, name: str, minimum: int = 0,
+         maximum: int = INT32_MAX) -> int | None:
+    """A whole number from a form or query, within the bounds of its Kafka field."""
     if text is None or text.strip() == "":
         return None
     try:
@@ -130,8 +135,9 @@ def _int(text: str | None, name: str, minimum: int | None = None) -> int | None:
     except ValueError:
         raise ConsoleError("INVALID_REQUEST", f"{name} must be a whole number, got "
                            f"{text!r}", 400) from None
-    if minimum is not None and value < minimum:
-        raise ConsoleError("INVALID_REQUEST", f"{name} must be at least {minimum}", 400)
+    if not minimum <= value <= maximum:
+        raise ConsoleError("INVALID_REQUEST", f"{name} must be from {minimum} to "
+                           f"{maximum}, got {value}", 400)
     return value
 
 
@@ -141,8 +147,11 @@ def _timestamp_ms(text: str | None) -> int | None:
     if text is None or not text.strip():
         return None
     text = text.strip()
-    if text.lstrip("-").isdigit():
-        return int(text)
+    try:
+        return _int(text, "a time in ms since the epoch", 0, INT64_MAX)
+    except ConsoleError:
+        if text.lstrip("+-").isdigit():
+            raise
     try:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
@@ -150,7 +159,10 @@ def _timestamp_ms(text: str | None) -> int | None:
                            "epoch or 2026-11-26T10:00:00)", 400) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)  # the pages show times in UTC
-    return int(moment.timestamp() * 1000)
+    ms = int(moment.timestamp() * 1000)
+    if ms < 0:
+        raise ConsoleError("INVALID_REQUEST", f"{text!r} is before 1970", 400)
+    return ms
 
 
 def _headers(text: str) -> list[tuple[str, bytes]]:
@@ -207,7 +219,8 @@ def create_app(view: KafkaView, *, sample_interval: float = 5.0,
                        if line.strip())
         await call(view.create_topic, name,
                    _int(_text(form, "partitions"), "partitions", 1) or 1,
-                   _int(_text(form, "replication_factor"), "replication factor", 1) or -1,
+                   _int(_text(form, "replication_factor"), "replication factor", 1,
+                        INT16_MAX) or -1,
                    configs)
         return _redirect(request, f"/topics/{quote(name, safe='')}")
 
@@ -242,7 +255,7 @@ def create_app(view: KafkaView, *, sample_interval: float = 5.0,
         key = _text(form, "key")
         value = _text(form, "value")
         partition, offset = await call(
-            view.produce, name, _int(_text(form, "partition"), "partition", 0),
+            view.produce, name, _int(_text(form, "partition"), "partition"),
             key.encode() if key else None, value.encode() if value is not None else None,
             _headers(_text(form, "headers") or ""))
         return _redirect(request, f"/topics/{quote(name, safe='')}?produced="
@@ -251,8 +264,8 @@ def create_app(view: KafkaView, *, sample_interval: float = 5.0,
     async def messages(request: Request) -> Response:
         name = request.path_params["name"]
         q = request.query_params
-        partition = _int(q.get("partition"), "partition", 0)
-        offset = _int(q.get("offset"), "offset", 0)
+        partition = _int(q.get("partition"), "partition")
+        offset = _int(q.get("offset"), "offset", 0, INT64_MAX)
         timestamp = _timestamp_ms(q.get("timestamp"))
         limit = min(_int(q.get("limit"), "limit", 1) or 50, 1000)
         mode = q.get("format", "auto")
@@ -282,7 +295,7 @@ def create_app(view: KafkaView, *, sample_interval: float = 5.0,
         form = await request.form()
         to = str(form.get("to", ""))
         raw = _text(form, "value")
-        value = _timestamp_ms(raw) if to == "timestamp" else _int(raw, "offset", 0)
+        value = _timestamp_ms(raw) if to == "timestamp" else _int(raw, "offset", 0, INT64_MAX)
         moved = await call(view.reset_offsets, group_id, str(form.get("topic", "")), to,
                            value)
         summary = ",".join(f"{p}:{o}" for p, o in moved)
