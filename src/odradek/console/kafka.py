@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -252,6 +253,7 @@ class KafkaView:
         self.timeout = timeout
         self.admin = AdminClient({**self.config, "logger": log})
         self._producer: Producer | None = None
+        self._lock = threading.Lock()
 
     def close(self) -> None:
         if self._producer is not None:
@@ -391,8 +393,9 @@ class KafkaView:
     def produce(self, topic: str, partition: int | None, key: bytes | None,
                 value: bytes | None, headers: list[tuple[str, bytes]]) -> tuple[int, int]:
         """Write one record and wait for its acknowledgement: (partition, offset)."""
-        if self._producer is None:
-            self._producer = Producer({**self.config, "logger": log, "linger.ms": 0})
+        with self._lock:  # pages are served on several threads
+            if self._producer is None:
+                self._producer = Producer({**self.config, "logger": log, "linger.ms": 0})
         outcome: list[Any] = []
         kwargs: dict[str, Any] = {"key": key, "value": value, "headers": headers or None,
                                   "on_delivery": lambda err, msg: outcome.append((err, msg))}
