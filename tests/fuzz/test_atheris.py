@@ -11,6 +11,7 @@ Long runs are by hand (docs/operations.md, "Robustness"): ``-max_total_time=3600
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -39,3 +40,8 @@ def test_decoder_refuses_fuzzed_bytes_only_with_its_own_errors(target: str,
     found = [p.name for p in tmp_path.iterdir() if p.name != "corpus"]
     assert result.returncode == 0 and not found, (
         f"atheris target {target} found {found}:\n{result.stderr[-4000:]}")
+
+
+def test_every_atheris_target_runs_in_ci() -> None:
+    source = (ROOT / "tests" / "fuzz" / "atheris_targets.py").read_text()
+    assert set(re.findall(r'^    "(\w+)": Target\(', source, re.MULTILINE)) == set(TARGETS)
