@@ -187,7 +187,7 @@ def mutated_login(port: int, rng: random.Random, donors: list[bytes]) -> str:
     """One login with one frame mutated; what was done ("MECHANISM KIND@FRAME")."""
     mechanism = rng.choice(sorted(USERS))
     steps = login(mechanism, rng.choice((0, 1, 1, 1)), rng.randint(0, 2))
-    target = rng.randrange(5)  # the frame to mutate (a login has 2 to 4 frames)
+    target = rng.randrange(3 if mechanism == "PLAIN" else 4)  # the frame to mutate
     kind = "none"  # the login ended (refused, or done) before the frame to mutate
     deadline = time.monotonic() + ANSWER_BOUND_S
     with socket.create_connection(("127.0.0.1", port), timeout=ANSWER_BOUND_S) as sock:
