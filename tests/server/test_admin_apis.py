@@ -33,7 +33,8 @@ from confluent_kafka.admin import (
     OffsetSpec,
 )
 
-from odradek.server.config import SETTINGS
+from odradek.server.config import DYNAMIC_BROKER_SETTINGS, SETTINGS
+from odradek.server.dynamic_configs import STORED_ONLY
 from odradek.storage import checkpoint
 from odradek.storage.config import LogConfig
 from odradek.storage.manager import LOG_START_FILE
@@ -157,15 +158,16 @@ def test_describe_configs_of_unknown_topic_is_unknown_topic_error(node: RunningB
     assert kafka_error(exc_info).code() == KafkaError.UNKNOWN_TOPIC_OR_PART
 
 
-def test_broker_configs_are_listed_read_only_under_kafka_names() -> None:
+def test_broker_configs_are_listed_under_kafka_names_dynamic_ones_writable() -> None:
     with running_broker(**{"num.partitions": 3}) as running:
         admin = admin_for(running)
         resource = ConfigResource("broker", str(running.broker.node_id))
 
         configs = admin.describe_configs([resource])[resource].result(TIMEOUT)
 
-        assert set(configs) == set(SETTINGS)
-        assert all(entry.is_read_only for entry in configs.values())
+        assert set(configs) == set(SETTINGS) | set(STORED_ONLY)
+        assert {n for n, e in configs.items() if not e.is_read_only} == (
+            DYNAMIC_BROKER_SETTINGS | set(STORED_ONLY))
         assert configs["num.partitions"].value == "3"
         assert configs["num.partitions"].source == ConfigSource.STATIC_BROKER_CONFIG.value
         assert configs["log.retention.ms"].source == ConfigSource.DEFAULT_CONFIG.value
@@ -266,17 +268,17 @@ def test_invalid_config_is_refused_with_a_message_naming_it(
     assert topic_configs(admin, "strict")["retention.ms"].value == DEFAULT_RETENTION_MS
 
 
-def test_a_single_nodes_broker_configs_cannot_be_altered(node: RunningBroker) -> None:
+def test_a_single_nodes_read_only_broker_configs_cannot_be_altered(node: RunningBroker) -> None:
     admin = admin_for(node)
     resource = ConfigResource("broker", "0", incremental_configs=[
-        ConfigEntry("log.retention.ms", "1000", incremental_operation=AlterConfigOpType.SET)])
+        ConfigEntry("node.id", "7", incremental_operation=AlterConfigOpType.SET)])
 
     with pytest.raises(KafkaException) as exc_info:
         admin.incremental_alter_configs([resource])[resource].result(TIMEOUT)
 
     error = kafka_error(exc_info)
     assert error.code() == KafkaError.INVALID_REQUEST
-    assert "a single node has no dynamic broker configs" in error.str()
+    assert "Cannot update these configs dynamically: Set(node.id)" in error.str()
 
 
 # --- IncrementalAlterConfigs -----------------------------------------------------------------

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from odradek.coordinator import consumer_records as cr
@@ -95,6 +95,10 @@ class _HeartbeatError(Exception):
         self.error_code = error_code
 
 
+def _no_group_configs(group_id: str) -> Mapping[str, str]:
+    return {}
+
+
 class ConsumerProtocol:
     """Mixed into ``GroupCoordinator``; see the module docstring."""
 
@@ -105,6 +109,10 @@ class ConsumerProtocol:
     consumer_heartbeat_interval_ms: int
     consumer_assignors: tuple[str, ...]
     topics: Mapping[str, TopicInfo]
+    # A group's group configs (Kafka's GroupConfig, set by IncrementalAlterConfigs on
+    # the group): consumer.session.timeout.ms and consumer.heartbeat.interval.ms over
+    # the broker's group.consumer.* settings. Set by the owner; none by default.
+    group_configs: Callable[[str], Mapping[str, str]]
 
     def _new_uuid(self) -> str: ...  # pragma: no cover
     def _effects(self, now_ms: int) -> Effects: ...  # pragma: no cover
@@ -120,10 +128,21 @@ class ConsumerProtocol:
         self.consumer_session_timeout_ms = session_timeout_ms
         self.consumer_heartbeat_interval_ms = heartbeat_interval_ms
         self.consumer_assignors = tuple(assignors)
+        self.group_configs = _no_group_configs
         unknown = [a for a in self.consumer_assignors if a not in ASSIGNORS]
         if unknown or not self.consumer_assignors:
             raise ValueError(f"unknown assignors {unknown}; known: {sorted(ASSIGNORS)}")
         self.topics = {}
+
+    def session_timeout_ms(self, group_id: str) -> int:
+        """The group's consumer.session.timeout.ms, else the broker's."""
+        value = self.group_configs(group_id).get("consumer.session.timeout.ms")
+        return self.consumer_session_timeout_ms if value is None else int(value)
+
+    def heartbeat_interval_ms(self, group_id: str) -> int:
+        """The group's consumer.heartbeat.interval.ms, else the broker's."""
+        value = self.group_configs(group_id).get("consumer.heartbeat.interval.ms")
+        return self.consumer_heartbeat_interval_ms if value is None else int(value)
 
     # --- ConsumerGroupHeartbeat ------------------------------------------------------
 
@@ -313,7 +332,7 @@ class ConsumerProtocol:
             assignment = {t: sorted(ps) for t, ps in member.assigned.items()}
         return ConsumerHeartbeatResult(
             NONE, None, member.member_id, member.member_epoch,
-            self.consumer_heartbeat_interval_ms, assignment)
+            self.heartbeat_interval_ms(group_id), assignment)
 
     def _joining_member(self, group: ConsumerGroup, member_id: str, instance_id: str | None
                         ) -> tuple[ConsumerMember, bool]:
@@ -410,7 +429,7 @@ class ConsumerProtocol:
 
     def _arm_consumer_timers(self, group: ConsumerGroup, member: ConsumerMember,
                              now_ms: int) -> None:
-        member.session_deadline = now_ms + self.consumer_session_timeout_ms
+        member.session_deadline = now_ms + self.session_timeout_ms(group.group_id)
         self._schedule(member.session_deadline, CG_SESSION, group, member.member_id)
         if member.state is MemberState.UNREVOKED_PARTITIONS:
             if member.rebalance_deadline_epoch != member.member_epoch or (

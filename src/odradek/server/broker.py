@@ -29,10 +29,17 @@ from odradek.protocol.framing import BufferPool
 from odradek.protocol.messages import build
 from odradek.server import authorizer, credentials, quotas
 from odradek.server.authorizer import Authorizer
-from odradek.server.config import BrokerConfig, Listener
+from odradek.server.config import SETTINGS, BrokerConfig, Listener
 from odradek.server.connection import Connection, Response
 from odradek.server.credentials import CredentialStore
 from odradek.server.documents import Document, FileDocument, StoreDocument
+from odradek.server.dynamic_configs import (
+    BROKER_DOCUMENT,
+    GROUP_DOCUMENT,
+    BrokerConfigStore,
+    GroupConfigStore,
+    validate_broker_configs,
+)
 from odradek.server.group_commit import GroupCommit
 from odradek.server.groups import ClientViewOfInternalLog, GroupRuntime
 from odradek.server.handlers.base import NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION
@@ -91,6 +98,10 @@ class Broker:
         # With authorizer.class.name, from start(); None: every request is allowed.
         self.authorizer: Authorizer | None = None
         self.quotas: ClientQuotas | None = None  # client quotas, from start()
+        # Dynamic broker configs of a single node (a cluster's are in ZooKeeper) and
+        # every group's group configs (server.dynamic_configs), from start().
+        self._broker_configs: BrokerConfigStore | None = None
+        self.group_configs: GroupConfigStore | None = None
         # With metrics.listen: the hot paths' counters (server.metrics), else None.
         self.stats: BrokerStats | None = BrokerStats() if config["metrics.listen"] else None
         self._metrics: MetricsServer | None = None
@@ -115,6 +126,9 @@ class Broker:
         if cfg.clustered:
             await self._join_cluster()
         else:
+            # Before the logs open: they start from the dynamic topic-config defaults.
+            self._broker_configs = BrokerConfigStore(
+                FileDocument(cfg.data_dir, BROKER_DOCUMENT))
             # Read first: every log opens (and recovers) with its topic's own settings.
             self.metadata = MetadataStore(os.path.abspath(cfg.data_dir), self.node_id)
         try:
@@ -149,6 +163,7 @@ class Broker:
             if cfg["authorizer.class.name"]:
                 self.authorizer = Authorizer(cfg, await self._document(authorizer.DOCUMENT))
             self.quotas = ClientQuotas(cfg, await self._document(quotas.DOCUMENT))
+            self.group_configs = GroupConfigStore(await self._document(GROUP_DOCUMENT))
             # Groups are loaded before the listener starts: no request sees them loading.
             self.groups = GroupRuntime(self)
             self.groups.start()
@@ -369,8 +384,57 @@ class Broker:
         session = request.session
         return session.listener if session is not None else None
 
-    def log_config_for(self, topic: str) -> LogConfig:
+    # --- dynamic broker configs (server.dynamic_configs) --------------------------------
+
+    def broker_configs(self, resource: str) -> dict[str, str]:
+        """The dynamic configs set on broker ``resource`` ("" is the cluster default)."""
+        if self.cluster is not None:
+            return self.cluster.broker_configs(resource)
+        return self._broker_configs.get(resource) if self._broker_configs else {}
+
+    def dynamic_setting(self, name: str) -> tuple[str, str] | None:
+        """(value, "broker" or "default") of a setting set dynamically; else None."""
+        for resource, source in ((str(self.node_id), "broker"), ("", "default")):
+            value = self.broker_configs(resource).get(name)
+            if value is not None:
+                return value, source
+        return None
+
+    def setting(self, name: str) -> Any:
+        """A broker setting as it applies now: dynamic, else static."""
+        dynamic = self.dynamic_setting(name)
+        return self.config[name] if dynamic is None else SETTINGS[name].parse(name, dynamic[0])
+
+    async def set_broker_configs(self, resource: str, configs: dict[str, str], *,
+                                 validate_only: bool = False) -> None:
+        """Replace the dynamic configs of broker ``resource`` (validated as Kafka does);
+        in force here before this returns."""
+        validate_broker_configs(resource, configs)
+        if validate_only:
+            return
+        if self.cluster is not None:
+            await self.cluster.set_broker_configs(resource, configs)
+        else:
+            assert self._broker_configs is not None
+            await self._broker_configs.set(resource, configs)
+            self.dynamic_configs_changed()
+
+    def dynamic_configs_changed(self) -> None:
+        """Dynamic topic-config defaults reach the open logs."""
+        if self.logs is None:
+            return
+        for topic in {t for t, _ in list(self.logs.logs)}:
+            self.logs.update_config(topic, self.log_config_for(topic))
+
+    def _log_defaults(self) -> LogConfig:
+        """The topic-level defaults: log.* settings, dynamic ones over static ones."""
         base = self.config.log_config()
+        dynamic = {s.topic_name: self.setting(s.name) for s in SETTINGS.values()
+                   if s.topic_name and self.dynamic_setting(s.name) is not None}
+        return LogConfig.from_kafka(dynamic, base) if dynamic else base
+
+    def log_config_for(self, topic: str) -> LogConfig:
+        base = self._log_defaults()
         meta = self.metadata.topics.get(topic) if self.metadata else None
         return LogConfig.from_kafka(meta.configs, base) if meta and meta.configs else base
 

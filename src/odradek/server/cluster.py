@@ -54,7 +54,7 @@ from odradek.cluster.store import (
 )
 from odradek.coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from odradek.server.cluster_metadata import ClusterMetadata
-from odradek.server.config import DYNAMIC_BROKER_SETTINGS, SETTINGS, ConfigError
+from odradek.server.config import SETTINGS
 from odradek.server.controller import Controller
 from odradek.server.errors import error_code
 from odradek.server.inter_broker import inter_broker_client
@@ -599,22 +599,11 @@ class ClusterNode:
         """The dynamic configs stored for a broker resource ("" is the cluster default)."""
         return dict(self.metadata.broker_configs.get(resource or zk.DEFAULT_BROKER, {}))
 
-    async def set_broker_configs(self, resource: str, configs: Mapping[str, str], *,
-                                 validate_only: bool = False) -> None:
+    async def set_broker_configs(self, resource: str, configs: Mapping[str, str]) -> None:
         """Replace the dynamic configs of broker ``resource`` ("" for the cluster
         default): /config/brokers/N or /config/brokers/<default>, as Kafka stores them.
-        Every broker watches its own and the default, and applies them at once."""
-        for name, value in configs.items():
-            if name not in DYNAMIC_BROKER_SETTINGS:
-                raise TopicError("INVALID_REQUEST",
-                                 f"cannot update {name} dynamically; dynamic broker configs "
-                                 f"are {', '.join(sorted(DYNAMIC_BROKER_SETTINGS))}")
-            try:
-                SETTINGS[name].parse(name, value)
-            except ConfigError as exc:
-                raise TopicError("INVALID_CONFIG", str(exc)) from None
-        if validate_only:
-            return
+        Every broker watches its own and the default, and applies them at once. The
+        caller has validated them (``Broker.set_broker_configs``)."""
         key = resource or zk.DEFAULT_BROKER
         path = zk.broker_config_path(key)
         data = zk.config_to_json(configs)

@@ -187,6 +187,12 @@ def _choice(options: tuple[str, ...]) -> Callable[[str, Any], str]:
     return parse
 
 
+def _cleanup_policy(name: str, raw: Any) -> str:
+    """A list in Kafka, in any order: "delete,compact" is "compact,delete"."""
+    value = ",".join(sorted({p.strip() for p in str(raw).split(",") if p.strip()}))
+    return _choice(CLEANUP_POLICIES)(name, value if value else str(raw))
+
+
 def _log_level(name: str, raw: Any) -> str:
     """A level name (server.log_setup.LEVELS), upper-cased."""
     value = str(raw).strip().upper()
@@ -236,7 +242,7 @@ _SETTINGS = [
     Setting("log.flush.interval.ms", 2**63 - 1, _int(0), "fsync after T ms", "flush.ms"),
     Setting("log.retention.ms", 604800000, _int(-1), "time retention", "retention.ms"),
     Setting("log.retention.bytes", -1, _int(-1), "size retention", "retention.bytes"),
-    Setting("log.cleanup.policy", "delete", _choice(CLEANUP_POLICIES), "cleanup policy",
+    Setting("log.cleanup.policy", "delete", _cleanup_policy, "cleanup policy",
             "cleanup.policy"),
     Setting("log.cleaner.delete.retention.ms", 86400000, _int(0), "tombstone retention",
             "delete.retention.ms"),
@@ -274,6 +280,18 @@ _SETTINGS = [
             "KIP-848 consumer groups: a member silent this long is removed"),
     Setting("group.consumer.heartbeat.interval.ms", 5000, _int(1),
             "KIP-848 consumer groups: how often members are told to heartbeat"),
+    Setting("group.consumer.min.session.timeout.ms", 45000, _int(1),
+            "KIP-848 consumer groups: the least consumer.session.timeout.ms a group "
+            "config may set"),
+    Setting("group.consumer.max.session.timeout.ms", 60000, _int(1),
+            "KIP-848 consumer groups: the most consumer.session.timeout.ms a group "
+            "config may set"),
+    Setting("group.consumer.min.heartbeat.interval.ms", 5000, _int(1),
+            "KIP-848 consumer groups: the least consumer.heartbeat.interval.ms a group "
+            "config may set"),
+    Setting("group.consumer.max.heartbeat.interval.ms", 15000, _int(1),
+            "KIP-848 consumer groups: the most consumer.heartbeat.interval.ms a group "
+            "config may set"),
     Setting("group.consumer.assignors", "uniform,range", _assignors,
             "KIP-848 server-side assignors (uniform, range); the first is the default"),
     Setting("offset.metadata.max.bytes", 4096, _int(0),
@@ -423,11 +441,14 @@ _SETTINGS = [
             "see controlled.shutdown.max.retries"),
 ]
 SETTINGS: dict[str, Setting] = {s.name: s for s in _SETTINGS}
-# Settings a cluster's brokers take at run time from AlterConfigs on a broker resource
-# (or the cluster-wide default), stored in /config/brokers (Kafka's dynamic broker
-# configs); every other setting comes from the command line, environment or file.
+# Settings the broker takes at run time from AlterConfigs on a broker resource (or the
+# cluster-wide default), Kafka's dynamic broker configs (server.dynamic_configs): the
+# replication throttle rates and the broker-wide defaults of topic configs (Kafka's
+# DynamicLogConfig); every other setting comes from the command line, environment or
+# file only.
 DYNAMIC_BROKER_SETTINGS = frozenset({"leader.replication.throttled.rate",
-                                     "follower.replication.throttled.rate"})
+                                     "follower.replication.throttled.rate"}
+                                    | {s.name for s in _SETTINGS if s.topic_name})
 # Kafka also accepts coarser units for some settings; they map onto the ms ones.
 _ALIASES = {
     "log.retention.hours": ("log.retention.ms", 3_600_000),

@@ -111,7 +111,7 @@ class GroupRuntime(CoordinatorRuntime):
 
     def _new_coordinator(self, partition: int, leader_epoch: int) -> GroupCoordinator:
         cfg = self.broker.config
-        return GroupCoordinator(
+        coordinator = GroupCoordinator(
             initial_rebalance_delay_ms=cfg["group.initial.rebalance.delay.ms"],
             min_session_timeout_ms=cfg["group.min.session.timeout.ms"],
             max_session_timeout_ms=cfg["group.max.session.timeout.ms"],
@@ -123,6 +123,10 @@ class GroupRuntime(CoordinatorRuntime):
             consumer_heartbeat_interval_ms=cfg["group.consumer.heartbeat.interval.ms"],
             consumer_assignors=cfg["group.consumer.assignors"].split(","),
         )
+        store = self.broker.group_configs
+        if store is not None:  # a group's own session timeout and heartbeat interval
+            coordinator.group_configs = store.overrides
+        return coordinator
 
     @staticmethod
     def _size(coordinator: GroupCoordinator) -> int:

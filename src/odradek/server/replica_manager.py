@@ -175,6 +175,7 @@ class ReplicaManager:
         self.leader_quota.set_rate(self.node.setting("leader.replication.throttled.rate"))
         self.follower_quota.set_rate(
             self.node.setting("follower.replication.throttled.rate"))
+        self.broker.dynamic_configs_changed()  # dynamic topic-config defaults
 
     # --- replication throttles ---------------------------------------------------------------
 

@@ -5,8 +5,13 @@ Configs: a topic's settings are its overrides (``Topic.configs``, persisted in t
 metadata file) over the broker's ``log.*`` defaults, under Kafka's names. Describing one
 reports where each value comes from, with Kafka's config sources: a topic override is
 DYNAMIC_TOPIC_CONFIG, a broker setting given in the file, environment or command line is
-STATIC_BROKER_CONFIG, anything else DEFAULT_CONFIG. Broker settings are static here (no
-dynamic broker configs): they can be described, not altered.
+STATIC_BROKER_CONFIG, anything else DEFAULT_CONFIG.
+
+Broker resources (a broker id, or "" for the cluster-wide default) take Kafka's dynamic
+broker configs, and group resources (type 32) Kafka's group configs; what is accepted,
+how it is validated and where it is kept is in server.dynamic_configs. A dynamic value
+is DYNAMIC_BROKER_CONFIG (set on this broker) or DYNAMIC_DEFAULT_BROKER_CONFIG (set on
+the cluster default); a group config set on the group is GROUP_CONFIG.
 
 AlterConfigs replaces a topic's whole override set (configs it does not name go back to
 the broker default, as in Kafka); IncrementalAlterConfigs (KIP-339) edits it key by key.
@@ -23,10 +28,20 @@ from typing import TYPE_CHECKING, Any
 from odradek.protocol.codec import Request
 from odradek.security.acls import Operation, ResourceType
 from odradek.server.config import DYNAMIC_BROKER_SETTINGS, SETTINGS, Setting
+from odradek.server.dynamic_configs import (
+    GROUP_CONFIG_DOCS,
+    GROUP_CONFIGS,
+    STORED_ONLY,
+    STORED_ONLY_DOC,
+    DynamicConfigError,
+    group_config_defaults,
+    validate_group_configs,
+)
 from odradek.server.errors import error_code
 from odradek.server.handlers.base import (
     CLUSTER,
     CLUSTER_AUTHORIZATION_FAILED,
+    GROUP_AUTHORIZATION_FAILED,
     NO_AUTHORIZED_OPERATIONS,
     TOPIC_AUTHORIZATION_FAILED,
     Api,
@@ -44,6 +59,7 @@ if TYPE_CHECKING:
 # ConfigResource.Type (the resource_type field)
 TOPIC = 2
 BROKER = 4
+GROUP = 32
 
 # DescribeConfigsResponse.ConfigSource
 DYNAMIC_TOPIC_CONFIG = 1
@@ -51,6 +67,7 @@ DYNAMIC_BROKER_CONFIG = 2
 DYNAMIC_DEFAULT_BROKER_CONFIG = 3
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
+GROUP_CONFIG = 8
 
 # ConfigDef.Type as DescribeConfigs v3+ reports it (KIP-569)
 UNKNOWN_TYPE, BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST = range(8)
@@ -158,6 +175,11 @@ def describe_topic(broker: Broker, topic: Topic, keys: set[str] | None, *,
         if name in topic.configs:
             synonyms.append({"name": name, "value": value, "source": DYNAMIC_TOPIC_CONFIG})
         if setting is not None:
+            dynamic = broker.dynamic_setting(setting.name)
+            if dynamic is not None:  # a dynamic broker config (this broker's or default)
+                synonyms.append({"name": setting.name, "value": dynamic[0],
+                                 "source": DYNAMIC_BROKER_CONFIG if dynamic[1] == "broker"
+                                 else DYNAMIC_DEFAULT_BROKER_CONFIG})
             if setting.name in sources:
                 synonyms.append({"name": setting.name, "value": _text(broker.config[setting.name]),
                                  "source": STATIC_BROKER_CONFIG})
@@ -172,31 +194,49 @@ def describe_topic(broker: Broker, topic: Topic, keys: set[str] | None, *,
     return entries
 
 
+def _dynamic_type(name: str) -> int:
+    """The ConfigDef type of a dynamic broker config (an Odradek setting or not)."""
+    return STORED_ONLY[name].type if name in STORED_ONLY else _setting_type(SETTINGS[name])
+
+
 def describe_broker(broker: Broker, keys: set[str] | None, *, include_synonyms: bool,
                     include_documentation: bool) -> list[dict[str, Any]]:
     entries = []
-    cluster = broker.cluster
-    dynamic = cluster.broker_configs(str(broker.node_id)) if cluster is not None else {}
-    defaults = cluster.broker_configs("") if cluster is not None else {}
+    dynamic = broker.broker_configs(str(broker.node_id))
+    defaults = broker.broker_configs("")
+
+    def synonyms_of(name: str, static: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        # In order of precedence, the one in effect first (as Kafka lists them).
+        out = []
+        if name in dynamic:
+            out.append({"name": name, "value": dynamic[name], "source": DYNAMIC_BROKER_CONFIG})
+        if name in defaults:
+            out.append({"name": name, "value": defaults[name],
+                        "source": DYNAMIC_DEFAULT_BROKER_CONFIG})
+        return out + static
+
     for setting in SETTINGS.values():
         if keys is not None and setting.name not in keys:
             continue
-        synonyms = []
-        if setting.name in dynamic:
-            synonyms.append({"name": setting.name, "value": dynamic[setting.name],
-                             "source": DYNAMIC_BROKER_CONFIG})
-        if setting.name in defaults:
-            synonyms.append({"name": setting.name, "value": defaults[setting.name],
-                             "source": DYNAMIC_DEFAULT_BROKER_CONFIG})
+        static = []
         if setting.name in broker.config.sources:
-            synonyms.append({"name": setting.name, "value": _text(broker.config[setting.name]),
-                             "source": STATIC_BROKER_CONFIG})
-        synonyms.append({"name": setting.name, "value": _text(setting.default),
-                         "source": DEFAULT_CONFIG})
+            static.append({"name": setting.name, "value": _text(broker.config[setting.name]),
+                           "source": STATIC_BROKER_CONFIG})
+        static.append({"name": setting.name, "value": _text(setting.default),
+                       "source": DEFAULT_CONFIG})
+        synonyms = synonyms_of(setting.name, static)
         entries.append(_entry(
             setting.name, synonyms[0]["value"], synonyms[0]["source"], _setting_type(setting),
-            synonyms, setting.doc, read_only=setting.name not in DYNAMIC_BROKER_SETTINGS
-            or cluster is None, include_synonyms=include_synonyms,
+            synonyms, setting.doc, read_only=setting.name not in DYNAMIC_BROKER_SETTINGS,
+            include_synonyms=include_synonyms, include_documentation=include_documentation))
+    for name, spec in STORED_ONLY.items():
+        if keys is not None and name not in keys:
+            continue
+        synonyms = synonyms_of(name, [{"name": name, "value": spec.default,
+                                       "source": DEFAULT_CONFIG}])
+        entries.append(_entry(
+            name, synonyms[0]["value"], synonyms[0]["source"], spec.type, synonyms,
+            STORED_ONLY_DOC, read_only=False, include_synonyms=include_synonyms,
             include_documentation=include_documentation))
     return entries
 
@@ -205,15 +245,38 @@ def describe_broker_defaults(broker: Broker, keys: set[str] | None, *,
                              include_synonyms: bool,
                              include_documentation: bool) -> list[dict[str, Any]]:
     """The cluster-wide dynamic broker configs (resource name ""): those set."""
-    defaults = broker.cluster.broker_configs("") if broker.cluster is not None else {}
     entries = []
-    for name, value in sorted(defaults.items()):
-        if (keys is not None and name not in keys) or name not in SETTINGS:
+    for name, value in sorted(broker.broker_configs("").items()):
+        if (keys is not None and name not in keys) or not (
+                name in SETTINGS or name in STORED_ONLY):
             continue
         synonyms = [{"name": name, "value": value, "source": DYNAMIC_DEFAULT_BROKER_CONFIG}]
-        entries.append(_entry(name, value, DYNAMIC_DEFAULT_BROKER_CONFIG,
-                              _setting_type(SETTINGS[name]), synonyms, SETTINGS[name].doc,
-                              read_only=False, include_synonyms=include_synonyms,
+        doc = SETTINGS[name].doc if name in SETTINGS else STORED_ONLY_DOC
+        entries.append(_entry(name, value, DYNAMIC_DEFAULT_BROKER_CONFIG, _dynamic_type(name),
+                              synonyms, doc, read_only=False,
+                              include_synonyms=include_synonyms,
+                              include_documentation=include_documentation))
+    return entries
+
+
+def describe_group(broker: Broker, group_id: str, keys: set[str] | None, *,
+                   include_synonyms: bool, include_documentation: bool
+                   ) -> list[dict[str, Any]]:
+    """A group's configs (any group id, existing or not, as in Kafka): its own values
+    (GROUP_CONFIG), else the broker's defaults (DEFAULT_CONFIG)."""
+    own = broker.group_configs.get(group_id) if broker.group_configs is not None else {}
+    defaults = group_config_defaults(broker.config.values)
+    entries = []
+    for name in GROUP_CONFIGS:
+        if keys is not None and name not in keys:
+            continue
+        synonyms = []
+        if name in own:
+            synonyms.append({"name": name, "value": own[name], "source": GROUP_CONFIG})
+        synonyms.append({"name": name, "value": str(defaults[name]), "source": DEFAULT_CONFIG})
+        entries.append(_entry(name, synonyms[0]["value"], synonyms[0]["source"], INT,
+                              synonyms, GROUP_CONFIG_DOCS[name], read_only=False,
+                              include_synonyms=include_synonyms,
                               include_documentation=include_documentation))
     return entries
 
@@ -226,11 +289,11 @@ def _check_broker_name(broker: Broker, name: str) -> None:
         node = int(name)
     except ValueError:
         raise ConfigRequestError("INVALID_REQUEST",
-                                 f"broker id must be an integer, got {name!r}") from None
+                                 f"Node id must be an integer, but it is: {name}") from None
     if node != broker.node_id:
         raise ConfigRequestError("INVALID_REQUEST",
-                                 f"unexpected broker id {node}: this is broker "
-                                 f"{broker.node_id}")
+                                 f"Unexpected broker id, expected {broker.node_id}, but "
+                                 f"received {name}")
 
 
 def _require_topic(broker: Broker, name: str) -> Topic:
@@ -267,15 +330,20 @@ async def describe_configs(broker: Broker, request: Request) -> bytes:
                     include_documentation=include_documentation)
             elif res.resource_type == BROKER:
                 _check_broker_name(broker, res.resource_name)
-                # "" asks for the cluster-wide dynamic defaults (none on a single node).
+                # "" asks for the cluster-wide dynamic defaults.
                 describe = describe_broker if res.resource_name != "" else \
                     describe_broker_defaults
                 entry["configs"] = describe(broker, keys, include_synonyms=include_synonyms,
                                            include_documentation=include_documentation)
+            elif res.resource_type == GROUP:
+                _check_group_name(res.resource_name)
+                entry["configs"] = describe_group(
+                    broker, res.resource_name, keys, include_synonyms=include_synonyms,
+                    include_documentation=include_documentation)
             else:
                 raise ConfigRequestError("INVALID_REQUEST",
                                          f"resource type {res.resource_type} is not supported")
-        except (ConfigRequestError, TopicError) as exc:
+        except (ConfigRequestError, DynamicConfigError, TopicError) as exc:
             entry.update(_failure(exc))
         results.append(entry)
     return respond(request, {"throttle_time": 0, "results": results})
@@ -291,6 +359,10 @@ def _config_refusal(broker: Broker, request: Request, res: Any, operation: Opera
         if not allowed(broker, request, operation, ResourceType.TOPIC, res.resource_name):
             return {"error_code": TOPIC_AUTHORIZATION_FAILED,
                     "error_message": "Topic authorization failed."}
+    elif res.resource_type == GROUP:
+        if not allowed(broker, request, operation, ResourceType.GROUP, res.resource_name):
+            return {"error_code": GROUP_AUTHORIZATION_FAILED,
+                    "error_message": "Group authorization failed."}
     elif not allowed(broker, request, operation, ResourceType.CLUSTER, CLUSTER):
         return {"error_code": CLUSTER_AUTHORIZATION_FAILED,
                 "error_message": "Cluster authorization failed."}
@@ -308,10 +380,8 @@ def _check_alterable(broker: Broker, res: Any, duplicates: set[tuple[int, str]])
                                  f"resource {res.resource_name!r} appears more than once")
     if res.resource_type == BROKER:
         _check_broker_name(broker, res.resource_name)
-        if broker.cluster is None:
-            raise ConfigRequestError(
-                "INVALID_REQUEST", "a single node has no dynamic broker configs; its "
-                "settings come from the config file, environment or command line")
+    elif res.resource_type == GROUP:
+        _check_group_name(res.resource_name)
     elif res.resource_type != TOPIC:
         raise ConfigRequestError("INVALID_REQUEST",
                                  f"resource type {res.resource_type} is not supported")
@@ -343,13 +413,18 @@ async def _alter(broker: Broker, request: Request,
         try:
             _check_alterable(broker, res, duplicates)
             if res.resource_type == BROKER:
-                assert broker.cluster is not None
-                await broker.cluster.set_broker_configs(
+                await broker.set_broker_configs(
                     res.resource_name, new_configs(res), validate_only=body.validate_only)
+            elif res.resource_type == GROUP:
+                configs = new_configs(res)
+                validate_group_configs(broker.config.values, configs)
+                if not body.validate_only:
+                    assert broker.group_configs is not None
+                    await broker.group_configs.set(res.resource_name, configs)
             else:
                 await broker.set_topic_configs_anywhere(res.resource_name, new_configs(res),
                                                         validate_only=body.validate_only)
-        except (ConfigRequestError, TopicError) as exc:
+        except (ConfigRequestError, DynamicConfigError, TopicError) as exc:
             entry.update(_failure(exc))
         responses.append(entry)
     return respond(request, {"throttle_time": 0, "responses": responses})
@@ -416,36 +491,75 @@ def apply_incremental(broker: Broker, topic: Topic, ops: Any) -> dict[str, str]:
     return configs
 
 
-def apply_incremental_broker(broker: Broker, resource: str, ops: Any) -> dict[str, str]:
-    """A broker resource's dynamic configs after IncrementalAlterConfigs' operations:
-    SET and DELETE; APPEND and SUBTRACT are refused as Kafka refuses them for a config
-    that is not a list (none of the dynamic broker configs served here is)."""
-    assert broker.cluster is not None
-    configs = broker.cluster.broker_configs(resource)
+def _default_text(name: str) -> str:
+    """A dynamic broker config's default as Kafka prints it (APPEND/SUBTRACT start)."""
+    if name in STORED_ONLY:
+        return STORED_ONLY[name].default or ""
+    return _text(SETTINGS[name].default)
+
+
+def _apply_keyed(current: dict[str, str], ops: Any, list_type: Callable[[str], bool],
+                 default: Callable[[str], str]) -> dict[str, str]:
+    """Kafka's ConfigAdminManager.prepareIncrementalConfigs: SET and DELETE on any
+    config; APPEND and SUBTRACT only on a LIST one (else INVALID_CONFIG), from its value
+    on the resource or else its default."""
+    configs = dict(current)
     _null_values(ops)
     for op in ops:
-        if op.config_operation == SET:
+        kind = op.config_operation
+        if kind == SET:
             configs[op.name] = op.value
-        elif op.config_operation == DELETE:
+        elif kind == DELETE:
             configs.pop(op.name, None)
-        elif op.config_operation in (APPEND, SUBTRACT):
-            if op.name not in SETTINGS:
-                raise ConfigRequestError("INVALID_CONFIG", f"Unknown config name: {op.name}")
-            verb = "append" if op.config_operation == APPEND else "subtract"
-            raise ConfigRequestError(
-                "INVALID_CONFIG",
-                f"Config value {verb} is not allowed for config key: {op.name}")
+        elif kind in (APPEND, SUBTRACT):
+            verb = "append" if kind == APPEND else "subtract"
+            if not list_type(op.name):
+                raise ConfigRequestError(
+                    "INVALID_CONFIG",
+                    f"Config value {verb} is not allowed for config key: {op.name}")
+            items = _list_items(configs.get(op.name, default(op.name)))
+            given = _list_items(op.value)
+            if kind == APPEND:
+                items += [item for item in given if item not in items]
+            else:
+                items = [item for item in items if item not in given]
+            configs[op.name] = ",".join(items)
         else:
-            raise ConfigRequestError("INVALID_REQUEST",
-                                     f"Unknown operations type {op.config_operation}")
+            raise ConfigRequestError("INVALID_REQUEST", f"Unknown operations type {kind}")
     return configs
 
 
+def apply_incremental_broker(broker: Broker, resource: str, ops: Any) -> dict[str, str]:
+    """A broker resource's dynamic configs after IncrementalAlterConfigs' operations."""
+    for op in ops:
+        if op.config_operation in (APPEND, SUBTRACT) and not (
+                op.name in SETTINGS or op.name in STORED_ONLY):
+            raise ConfigRequestError("INVALID_CONFIG", f"Unknown config name: {op.name}")
+    return _apply_keyed(broker.broker_configs(resource), ops,
+                        lambda name: _dynamic_type(name) == LIST, _default_text)
+
+
+def apply_incremental_group(broker: Broker, group_id: str, ops: Any) -> dict[str, str]:
+    """A group's configs after IncrementalAlterConfigs' operations (none is a list)."""
+    current = broker.group_configs.get(group_id) if broker.group_configs is not None else {}
+    return _apply_keyed(current, ops, lambda name: False, lambda name: "")
+
+
+def _check_group_name(name: str) -> None:
+    if not name:
+        raise ConfigRequestError("INVALID_REQUEST", "Group name must not be empty.")
+
+
 async def incremental_alter_configs(broker: Broker, request: Request) -> bytes:
-    return await _alter(broker, request, lambda res: apply_incremental(
-        broker, _require_topic(broker, res.resource_name), res.configs)
-        if res.resource_type == TOPIC else
-        apply_incremental_broker(broker, res.resource_name, res.configs))
+    def new_configs(res: Any) -> dict[str, str]:
+        if res.resource_type == TOPIC:
+            return apply_incremental(broker, _require_topic(broker, res.resource_name),
+                                     res.configs)
+        if res.resource_type == GROUP:
+            return apply_incremental_group(broker, res.resource_name, res.configs)
+        return apply_incremental_broker(broker, res.resource_name, res.configs)
+
+    return await _alter(broker, request, new_configs)
 
 
 async def describe_log_dirs(broker: Broker, request: Request) -> bytes:
