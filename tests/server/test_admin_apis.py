@@ -594,3 +594,47 @@ def test_an_excessively_large_topic_operation_is_refused_whole(node: RunningBrok
     assert len(admin.list_topics(timeout=30).topics["grows"].partitions) == 1
     admin.create_partitions([NewPartitions("grows", 3)])["grows"].result(30)  # a sane one
     assert len(admin.list_topics(timeout=30).topics["grows"].partitions) == 3
+
+
+# --- many partitions at once ------------------------------------------------------------
+
+
+def _readable(client: WireClient) -> bool:
+    import select
+
+    return bool(select.select([client.sock], [], [], 0)[0])
+
+
+def test_other_clients_are_served_while_thousands_of_partitions_are_made(
+        node: RunningBroker) -> None:
+    """Each new partition log is file work; a CreatePartitions for a thousand of them is
+    done in slices, so a second client's request is answered before it ends (the fuzz
+    tier's finding: 8,195 partitions once held every client for 9 s)."""
+    with Wire(node.port) as admin, Wire(node.port) as other:
+        created = admin.request(19, 7, {"topics": [{"name": "wide", "num_partitions": 1,
+                                                    "replication_factor": 1}],
+                                        "timeout_ms": 10_000})
+        assert created.topics[0].error_code == 0
+        admin.send(37, 3, {"topics": [{"name": "wide", "count": 1000}],
+                           "timeout_ms": 30_000, "validate_only": False})
+        assert other.request(18, 3, {"client_software_name": "t",
+                                     "client_software_version": "1"}).error_code == 0
+        assert not _readable(admin), "CreatePartitions ended before the other client's turn"
+        grown = admin.receive(37, 3)
+        assert grown.results[0].error_code == 0
+    assert node.broker.topic("wide").partitions == 1000
+    assert all(node.broker.logs.get_log("wide", p) is not None for p in range(1000))
+
+
+def test_a_topic_deleted_while_its_partitions_are_made_leaves_no_logs(
+        node: RunningBroker) -> None:
+    with Wire(node.port) as admin, Wire(node.port) as other:
+        admin.request(19, 7, {"topics": [{"name": "brief", "num_partitions": 1,
+                                          "replication_factor": 1}], "timeout_ms": 10_000})
+        admin.send(37, 3, {"topics": [{"name": "brief", "count": 1000}],
+                           "timeout_ms": 30_000, "validate_only": False})
+        deleted = other.request(20, 6, {"topics": [{"name": "brief"}], "timeout_ms": 10_000})
+        assert deleted.responses[0].error_code == 0
+        admin.receive(37, 3)
+    assert node.broker.topic("brief") is None
+    assert not [d for d in os.listdir(node.broker.logs.data_dir) if d.startswith("brief-")]

@@ -64,6 +64,8 @@ HandlerNow = Callable[["Broker", Request], Response | Awaitable[Response]]
 # How long a stopping broker waits for requests in flight (a long-poll fetch is woken at
 # once; a produce finishes its append) before it closes their connections anyway.
 STOP_GRACE_S = 10.0
+# Partition logs a topic change creates between two turns of the event loop.
+LOGS_PER_STEP = 64
 # The idle-connection sweep runs at most this often: a connection is closed at most this
 # much after connections.max.idle.ms (Kafka's default is 10 minutes). Each wake-up of an
 # idle broker's event loop costs ~0.3 ms of CPU on a small VM; a sweep a second was a
@@ -480,7 +482,11 @@ class Broker:
                     raise TopicError("INVALID_REPLICA_ASSIGNMENT",
                                      f"partition {p} assigned to brokers {list(replicas)}; "
                                      f"only {self.node_id} exists")
-            return self.create_topic(name, partitions, configs, validate_only=validate_only)
+            topic = self._register_topic(name, partitions, configs, validate_only)
+            if not validate_only:
+                await self._open_logs(name, topic.partitions)
+                log.info("created topic %s with %d partition(s)", name, topic.partitions)
+            return topic
         return await self.cluster.create_topic(name, partitions, replication_factor, configs,
                                                assignment=assignment,
                                                validate_only=validate_only)
@@ -498,7 +504,11 @@ class Broker:
                 if list(replicas) != [self.node_id]:
                     raise TopicError("INVALID_REPLICA_ASSIGNMENT",
                                      f"only broker {self.node_id} exists")
-            return self.add_partitions(name, count, validate_only=validate_only)
+            assert self.metadata is not None
+            topic = self.metadata.add_partitions(name, count, validate_only=validate_only)
+            if not validate_only:
+                await self._open_logs(name, topic.partitions)
+            return topic
         return await self.cluster.add_partitions(name, count, assignment,
                                                  validate_only=validate_only)
 
@@ -508,13 +518,34 @@ class Broker:
             return self.set_topic_configs(name, configs, validate_only=validate_only)
         return await self.cluster.set_configs(name, configs, validate_only=validate_only)
 
+    async def _open_logs(self, name: str, partitions: int) -> None:
+        """Create (or open) a topic's partition logs, letting the event loop serve others
+        every ``LOGS_PER_STEP``: a new log costs about a millisecond of file work, and a
+        request for thousands of partitions must not hold every client for seconds (the
+        fuzz tier's finding). A topic deleted or recreated meanwhile ends it."""
+        assert self.logs is not None
+        topic = self.topic(name)
+        for partition in range(partitions):
+            if partition and partition % LOGS_PER_STEP == 0:
+                await asyncio.sleep(0)
+                if self.topic(name) is not topic:
+                    return
+            self.logs.get_or_create_log(name, partition)
+
+    def _register_topic(self, name: str, partitions: int | None,
+                        configs: dict[str, str] | None, validate_only: bool) -> Topic:
+        assert self.metadata is not None
+        count = self.config["num.partitions"] if partitions is None or partitions < 0 else (
+            partitions)
+        return self.metadata.create_topic(name, count, configs, validate_only=validate_only)
+
     def create_topic(self, name: str, partitions: int | None = None,
                      configs: dict[str, str] | None = None, *,
                      validate_only: bool = False) -> Topic:
-        assert self.metadata is not None and self.logs is not None
-        count = self.config["num.partitions"] if partitions is None or partitions < 0 else (
-            partitions)
-        topic = self.metadata.create_topic(name, count, configs, validate_only=validate_only)
+        """Create a topic and its logs at once (auto-creation; CreateTopics goes through
+        ``create_topic_anywhere``, which yields while it makes many logs)."""
+        assert self.logs is not None
+        topic = self._register_topic(name, partitions, configs, validate_only)
         if not validate_only:
             for partition in range(topic.partitions):
                 self.logs.get_or_create_log(name, partition)
@@ -527,14 +558,6 @@ class Broker:
         for partition in range(topic.partitions):
             self.logs.delete_log(name, partition)
         log.info("deleted topic %s", name)
-        return topic
-
-    def add_partitions(self, name: str, count: int, *, validate_only: bool = False) -> Topic:
-        assert self.metadata is not None and self.logs is not None
-        topic = self.metadata.add_partitions(name, count, validate_only=validate_only)
-        if not validate_only:
-            for partition in range(topic.partitions):
-                self.logs.get_or_create_log(name, partition)
         return topic
 
     def set_topic_configs(self, name: str, configs: dict[str, str], *,
