@@ -124,6 +124,14 @@ class Cluster:
         self.brokers[node] = ClusterBroker(node, self.root / f"broker-{node}")
         self.start(node)
         self.wait_for(lambda: node in self.live_brokers(), 60, f"broker {node} registered")
+        # And known to every broker's Metadata answer: librdkafka sends a broker resource's
+        # configs to that broker, and one it has not heard of from the broker it asked it
+        # waits for until its next metadata refresh (minutes) - the CI flake of
+        # test_reassignment's controller failover.
+        count = len(self.live_brokers())
+        self.wait_for(lambda: all(self.brokers_seen_by(n) == count
+                                  for n in self.live_brokers()), 60,
+                      f"every broker listing broker {node}")
         return self.brokers[node]
 
     def brokers_seen_by(self, node: int) -> int:

@@ -260,13 +260,9 @@ def test_a_move_survives_a_controller_failover(cluster: Cluster) -> None:
         cluster.wait_for(lambda: cluster.controller() not in (-1, controller), 30,
                          "a new controller")
         # kafka-python's admin client keeps the controller it found: a new one, as an
-        # operator running the tool again would, pointed at the brokers still running
-        # (kafka-python's bootstrap timed out now and then on the stopped one's address).
+        # operator running the tool again would.
         kadmin.close()
-        kadmin = KafkaAdminClient(
-            bootstrap_servers=",".join(b.bootstrap for n, b in cluster.brokers.items()
-                                       if n != controller),
-            request_timeout_ms=30_000)
+        kadmin = _kafka_admin(cluster)
         ongoing = kadmin.list_partition_reassignments()
         assert list(ongoing) == [KTopicPartition("handover", 0)]  # ~10 s of data to move
         assert ongoing[KTopicPartition("handover", 0)]["adding_replicas"] == [4]

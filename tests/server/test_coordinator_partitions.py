@@ -403,6 +403,7 @@ class FakeBroker:
         self.purgatory = FetchPurgatory()
         self.groups: GroupRuntime | None = None
         self.transactions: TxnRuntime | None = None
+        self.group_configs = None  # no KIP-848 group configs set (Broker's before start)
         for topic in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, "t"):
             self.metadata.create_topic(topic, 4, {}, internal=topic != "t")
             for partition in range(4):
