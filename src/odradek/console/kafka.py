@@ -254,6 +254,7 @@ class KafkaView:
         self.admin = AdminClient({**self.config, "logger": log})
         self._producer: Producer | None = None
         self._lock = threading.Lock()
+        self._addresses: dict[int, tuple[str, int]] = {}
 
     def close(self) -> None:
         if self._producer is not None:
@@ -280,6 +281,9 @@ class KafkaView:
             meta = self.admin.list_topics(timeout=self.timeout)
         except KafkaException as exc:
             raise _error(exc) from None
+        # The brokers' addresses, for the requests librdkafka has no call for (one dict
+        # replaced whole: pages on other threads read it).
+        self._addresses = {b.id: (b.host, b.port) for b in meta.brokers.values()}
         topics = []
         for name, t in sorted(meta.topics.items()):
             if t.error is not None and t.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
@@ -314,9 +318,7 @@ class KafkaView:
         leaders = {p.leader for t in topics for p in t.partitions if p.leader >= 0}
         if not leaders:
             return
-        described = _wait(self.admin.describe_cluster(request_timeout=self.timeout),
-                          self.timeout + 1)
-        addresses = {n.id: (n.host, n.port) for n in described.nodes}
+        addresses = self._addresses  # from the Metadata answer the topics came from
         wanted = {(t.name, p.partition): (p, p.leader) for t in topics for p in t.partitions}
         security = {k: str(v) for k, v in self.config.items()
                     if k.startswith(("security.", "ssl.", "sasl."))}
