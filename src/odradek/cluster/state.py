@@ -16,11 +16,18 @@ znodes finds them here, with two additions named where they are defined:
     /latest_producer_id_block                     the last block of producer ids handed out
 
 Everything here is pure: dataclasses, JSON (de)serialisation and paths; no I/O.
+
+A znode is written by other brokers (or other tools, or a hand with zkCli), so its
+bytes are input like a request's: every parser here refuses what is not the layout
+above with one error type, ``ZnodeFormatError``, naming what was wrong, and callers
+treat the entry as absent (docs/operations.md, "Robustness"). The fuzz tier feeds them
+arbitrary bytes (tests/fuzz/atheris_targets.py, ``znodes``).
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import json
 import uuid
 from collections.abc import Mapping
@@ -81,11 +88,93 @@ def _dumps(data: Mapping[str, Any]) -> bytes:
     return json.dumps(data, separators=(",", ":"), sort_keys=True).encode()
 
 
+class ZnodeFormatError(ValueError):
+    """A znode's bytes are not the layout Kafka (and Odradek) write there. The message
+    names the field and what was wrong with it; the caller names the znode's path."""
+
+
+# Value ranges of the fields, Kafka's types: a broker id, epoch or partition count is an
+# int32 there and goes into int32 fields of responses here; producer ids and broker
+# epochs (ZooKeeper session ids) are int64. Out of range is refused on reading, not
+# left to fail (OverflowError) in a response encoder later.
+INT32 = (-(1 << 31), (1 << 31) - 1)
+INT64 = (-(1 << 63), (1 << 63) - 1)
+PORT = (0, 65535)
+
+
 def _loads(raw: bytes) -> dict[str, Any]:
-    value = json.loads(raw.decode())
+    """A znode's bytes as a JSON object (Kafka's are UTF-8 JSON objects)."""
+    if not isinstance(raw, bytes | bytearray):
+        raise ZnodeFormatError(f"expected bytes, got {type(raw).__name__}")
+    try:
+        value = json.loads(bytes(raw).decode())
+    except UnicodeDecodeError as exc:
+        raise ZnodeFormatError(f"not UTF-8: {exc.reason} at byte {exc.start}") from None
+    except ValueError as exc:  # JSONDecodeError; an integer of too many digits
+        raise ZnodeFormatError(f"not JSON: {exc}") from None
+    except RecursionError:
+        raise ZnodeFormatError("not JSON: nested too deeply") from None
     if not isinstance(value, dict):
-        raise ValueError(f"expected a JSON object, got {raw[:80]!r}")
+        raise ZnodeFormatError(f"expected a JSON object, got {raw[:80]!r}")
     return value
+
+
+def _int(value: Any, what: str, bounds: tuple[int, int] = INT32) -> int:
+    """An integer field: a JSON number without a fraction, or a string of one (Kafka
+    writes some, e.g. the producer id block's, as strings), within ``bounds``."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ZnodeFormatError(f"{what}: expected an integer, got {_show(value)}")
+    try:
+        number = int(value)
+    except ValueError:
+        raise ZnodeFormatError(f"{what}: expected an integer, got {_show(value)}") from None
+    if not bounds[0] <= number <= bounds[1]:
+        raise ZnodeFormatError(f"{what}: {number} is outside [{bounds[0]}, {bounds[1]}]")
+    return number
+
+
+def _str(value: Any, what: str) -> str:
+    if not isinstance(value, str):
+        raise ZnodeFormatError(f"{what}: expected a string, got {_show(value)}")
+    return value
+
+
+def _object(value: Any, what: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ZnodeFormatError(f"{what}: expected a JSON object, got {_show(value)}")
+    return value
+
+
+def _ints(value: Any, what: str) -> tuple[int, ...]:
+    """A list of broker ids."""
+    if not isinstance(value, list):
+        raise ZnodeFormatError(f"{what}: expected a list of broker ids, got {_show(value)}")
+    return tuple(_int(b, what) for b in value)
+
+
+def _field(data: Mapping[str, Any], key: str) -> Any:
+    if key not in data:
+        raise ZnodeFormatError(f"no {key!r} field")
+    return data[key]
+
+
+def _show(value: Any) -> str:
+    """A field's value for an error message, cut short (a znode may hold 1 MB)."""
+    try:
+        text = json.dumps(value)
+    except (RecursionError, ValueError, TypeError):  # nested deeper than dumps goes
+        text = type(value).__name__
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def broker_id(name: str) -> int | None:
+    """The broker id a child of /brokers/ids or /admin/controlled_shutdown names, None
+    if it names none. ASCII digits only: ``str.isdigit`` also holds for "²", which
+    ``int`` refuses."""
+    if not (name.isascii() and name.isdigit()) or len(name) > 10:
+        return None
+    number = int(name)
+    return number if number <= INT32[1] else None
 
 
 # --- brokers ---------------------------------------------------------------------------
@@ -129,18 +218,31 @@ class BrokerInfo:
 
     @classmethod
     def from_json(cls, node_id: int, raw: bytes, epoch: int = -1) -> BrokerInfo:
+        """Kafka's BrokerIdZNode (versions 1-5); ZnodeFormatError if it is not one."""
         data = _loads(raw)
-        protocols = data.get("listener_security_protocol_map") or {}
+        protocols = _object(data.get("listener_security_protocol_map") or {},
+                            "listener_security_protocol_map")
+        endpoints = data.get("endpoints") or []
+        if not isinstance(endpoints, list):
+            raise ZnodeFormatError(f"endpoints: expected a list, got {_show(endpoints)}")
         listeners = []
-        for endpoint in data.get("endpoints") or ():
-            name, _, hostport = endpoint.partition("://")
-            ep_host, _, ep_port = hostport.rpartition(":")
-            listeners.append((name, protocols.get(name, name), ep_host, int(ep_port)))
+        for endpoint in endpoints:
+            # NAME://host:port, the host maybe empty or a bracketed IPv6 address.
+            name, sep, hostport = _str(endpoint, "endpoints").partition("://")
+            ep_host, colon, ep_port = hostport.rpartition(":")
+            if not sep or not colon or not name:
+                raise ZnodeFormatError(f"endpoints: {_show(endpoint)} is not NAME://host:port")
+            proto = _str(protocols.get(name, name), f"listener_security_protocol_map.{name}")
+            listeners.append((name, proto, ep_host, _int(ep_port, "endpoints port", PORT)))
         host, port = data.get("host"), data.get("port")
         if not host or port in (None, -1):
             # Kafka writes host/port only for PLAINTEXT; endpoints always.
+            if not listeners:
+                raise ZnodeFormatError("neither host and port nor endpoints")
             _, _, host, port = listeners[0]
-        return cls(node_id, str(host), int(port), data.get("rack"), epoch, tuple(listeners))
+        rack = data.get("rack")
+        return cls(node_id, _str(host, "host"), _int(port, "port", PORT),
+                   None if rack is None else _str(rack, "rack"), epoch, tuple(listeners))
 
 
 # --- topics ----------------------------------------------------------------------------
@@ -203,19 +305,32 @@ class TopicAssignment:
 
     @classmethod
     def from_json(cls, name: str, raw: bytes) -> TopicAssignment:
+        """Kafka's TopicZNode (versions 1-3); ZnodeFormatError if it is not one."""
         data = _loads(raw)
         text = data.get("topic_id")
         if text:
-            topic_id = uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+            # Kafka's Uuid.toString: 16 bytes, URL-safe base64 without padding.
+            try:
+                topic_id = uuid.UUID(bytes=base64.urlsafe_b64decode(
+                    _str(text, "topic_id") + "=" * (-len(text) % 4)))
+            except (ValueError, binascii.Error):
+                raise ZnodeFormatError(f"topic_id: {_show(text)} is not a base64 UUID") from None
         else:
             # A topic written without an id (Kafka before 2.8): derive a stable one.
             topic_id = uuid.uuid5(uuid.NAMESPACE_URL, f"odradek-topic:{name}")
-        parts = data.get("partitions", {})
-        replicas = tuple(tuple(int(b) for b in parts[str(p)]) for p in range(len(parts)))
+        parts = _object(data.get("partitions", {}), "partitions")
+        if set(parts) != {str(p) for p in range(len(parts))}:
+            raise ZnodeFormatError(f"partitions: the keys {_show(sorted(parts)[:8])} are not "
+                                   f"0..{len(parts) - 1}")
+        replicas = tuple(_ints(parts[str(p)], f"partitions.{p}") for p in range(len(parts)))
 
         def per_partition(key: str) -> dict[int, tuple[int, ...]]:
-            return {int(p): tuple(int(b) for b in r)
-                    for p, r in (data.get(key) or {}).items() if r}
+            out = {}
+            for p, r in _object(data.get(key) or {}, key).items():
+                partition = _int(p, key, (0, len(replicas) - 1))
+                if r:
+                    out[partition] = _ints(r, f"{key}.{p}")
+            return out
 
         return cls(name, topic_id, replicas, per_partition("adding_replicas"),
                    per_partition("removing_replicas"))
@@ -226,9 +341,16 @@ def config_to_json(configs: Mapping[str, str]) -> bytes:
 
 
 def config_from_json(raw: bytes | None) -> dict[str, str]:
+    """Kafka's ConfigEntityZNode (a topic's or a broker's overrides); none if empty.
+    Values are strings in Kafka's; other JSON scalars are taken as their text, as before."""
     if not raw:
         return {}
-    return {str(k): str(v) for k, v in _loads(raw).get("config", {}).items()}
+    out = {}
+    for key, value in _object(_loads(raw).get("config", {}), "config").items():
+        if isinstance(value, dict | list):
+            raise ZnodeFormatError(f"config.{key}: expected a string, got {_show(value)}")
+        out[str(key)] = str(value)
+    return out
 
 
 # --- partition state --------------------------------------------------------------------
@@ -261,10 +383,14 @@ class PartitionState:
 
     @classmethod
     def from_json(cls, raw: bytes, version: int) -> PartitionState:
+        """Kafka's TopicPartitionStateZNode; ZnodeFormatError if it is not one."""
         data = _loads(raw)
-        return cls(int(data["leader"]), int(data["leader_epoch"]),
-                   tuple(int(b) for b in data["isr"]), int(data.get("controller_epoch", 0)),
-                   int(data.get("leader_broker_epoch", -1)), version)
+        return cls(_int(_field(data, "leader"), "leader"),
+                   _int(_field(data, "leader_epoch"), "leader_epoch"),
+                   _ints(_field(data, "isr"), "isr"),
+                   _int(data.get("controller_epoch", 0), "controller_epoch"),
+                   _int(data.get("leader_broker_epoch", -1), "leader_broker_epoch", INT64),
+                   version)
 
     def changed(self, **changes: Any) -> PartitionState:
         return replace(self, **changes)
@@ -277,10 +403,15 @@ def producer_id_block_to_json(broker: int, start: int, end: int) -> bytes:
 
 
 def producer_id_block_from_json(raw: bytes | None) -> tuple[int, int] | None:
+    """Kafka's ProducerIdBlockZNode: (first, last) of the block, None if empty."""
     if not raw:
         return None
     data = _loads(raw)
-    return int(data["block_start"]), int(data["block_end"])
+    start = _int(_field(data, "block_start"), "block_start", INT64)
+    end = _int(_field(data, "block_end"), "block_end", INT64)
+    if not 0 <= start <= end:
+        raise ZnodeFormatError(f"block [{start}, {end}] is not a block of producer ids")
+    return start, end
 
 
 def cluster_id_to_json(cluster_id: str) -> bytes:
@@ -288,7 +419,11 @@ def cluster_id_to_json(cluster_id: str) -> bytes:
 
 
 def cluster_id_from_json(raw: bytes) -> str:
-    return str(_loads(raw)["id"])
+    """Kafka's ClusterIdZNode."""
+    cluster_id = _str(_field(_loads(raw), "id"), "id")
+    if not cluster_id:
+        raise ZnodeFormatError("id: empty")
+    return cluster_id
 
 
 def controller_to_json(node_id: int, timestamp_ms: int) -> bytes:
@@ -296,6 +431,25 @@ def controller_to_json(node_id: int, timestamp_ms: int) -> bytes:
 
 
 def controller_from_json(raw: bytes | None) -> int:
+    """Kafka's ControllerZNode: the controller's broker id, -1 if there is none."""
     if not raw:
         return -1
-    return int(_loads(raw)["brokerid"])
+    return _int(_field(_loads(raw), "brokerid"), "brokerid")
+
+
+def controller_epoch_to_json(epoch: int) -> bytes:
+    return str(epoch).encode()
+
+
+def controller_epoch_from_json(raw: bytes) -> int:
+    """Kafka's ControllerEpochZNode: the epoch as decimal text (not JSON), at least 0
+    and below int32's end, so that the next controller's epoch is an int32 too."""
+    if not isinstance(raw, bytes | bytearray):
+        raise ZnodeFormatError(f"expected bytes, got {type(raw).__name__}")
+    try:
+        text = bytes(raw).decode("ascii").strip()
+    except UnicodeDecodeError:
+        raise ZnodeFormatError(f"controller epoch {bytes(raw)[:40]!r} is not ASCII") from None
+    if not text.isdigit() or len(text) > 10:
+        raise ZnodeFormatError(f"controller epoch {text[:40]!r} is not a number")
+    return _int(text, "controller epoch", (0, INT32[1] - 1))

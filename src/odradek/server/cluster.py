@@ -70,6 +70,9 @@ log = logging.getLogger(__name__)
 
 # Producer ids are reserved from ZooKeeper this many at a time (Kafka's block size).
 PRODUCER_ID_BLOCK = 1000
+# How often a broker retries reserving producer ids while the last block's znode does
+# not parse: a few ERROR lines a minute, not one per second.
+PRODUCER_ID_FORMAT_RETRY_S = 15.0
 # How long a broker waits for another broker's registration of its node.id to go away
 # (a previous run of itself, killed less than a session timeout ago) beyond the session
 # timeout, before it concludes that a live broker holds the id.
@@ -143,7 +146,13 @@ class ClusterNode:
         self.replicas = ReplicaManager(self)
         self.metadata.listeners = [self.replicas, self.controller]
         await self.metadata.start(timeout_s=60)
-        self._pid_block = await self._reserve_block()
+        try:
+            self._pid_block = await self._reserve_block()
+        except zk.ZnodeFormatError as exc:
+            # Serve without producer ids (InitProducerId answers "retry") rather than
+            # not at all; the background reservation keeps trying.
+            log.error("cannot reserve producer ids: %s: %s", zk.PRODUCER_ID_BLOCK_PATH, exc)
+            self._prefetch_block()
 
     def start_replicas(self) -> None:
         """Take up the roles the store gives (after the coordinator runtimes exist)."""
@@ -172,6 +181,10 @@ class ClusterNode:
                 return zk.cluster_id_from_json(data)
             except NoNodeError:
                 pass
+            except zk.ZnodeFormatError as exc:
+                # Kafka's broker does not start either: which cluster this data belongs
+                # to is unknown, and writing a new id would split the cluster in two.
+                raise ClusterStartupError(f"{zk.CLUSTER_ID_PATH} is corrupt: {exc}") from None
             # Another broker may be first: then its id is read on the next round.
             with contextlib.suppress(NodeExistsError):
                 await self.store.create(zk.CLUSTER_ID_PATH,
@@ -240,7 +253,7 @@ class ClusterNode:
             try:
                 other = BrokerInfo.from_json(self.node_id, holder)
                 who = f"{other.host}:{other.port}"
-            except (ValueError, KeyError):
+            except zk.ZnodeFormatError:
                 who = "an unknown address"
             if time.monotonic() > deadline:
                 raise ClusterStartupError(
@@ -483,7 +496,12 @@ class ClusterNode:
             except NoNodeError:
                 raise TopicError("UNKNOWN_TOPIC_OR_PARTITION",
                                  f"topic {name!r} does not exist") from None
-            current = TopicAssignment.from_json(name, data)
+            try:
+                current = TopicAssignment.from_json(name, data)
+            except zk.ZnodeFormatError as exc:
+                log.error("cannot add partitions to %s: %s: %s", name, zk.topic_path(name), exc)
+                raise TopicError("UNKNOWN_SERVER_ERROR",
+                                 f"{zk.topic_path(name)} is corrupt: {exc}") from None
             if count <= current.partitions:
                 raise TopicError("INVALID_PARTITIONS",
                                  f"topic {name!r} has {current.partitions} partitions; the new "
@@ -669,6 +687,12 @@ class ClusterNode:
                 except StoreError as exc:
                     log.warning("cannot reserve producer ids: %s; retrying", exc)
                     await asyncio.sleep(1)
+                except zk.ZnodeFormatError as exc:
+                    # Handing out ids without knowing the last block could reuse some:
+                    # wait for an operator to fix the znode, one ERROR line a while.
+                    log.error("cannot reserve producer ids: %s: %s; retrying in %.0f s",
+                              zk.PRODUCER_ID_BLOCK_PATH, exc, PRODUCER_ID_FORMAT_RETRY_S)
+                    await asyncio.sleep(PRODUCER_ID_FORMAT_RETRY_S)
 
         self._pid_fetch = asyncio.get_running_loop().create_task(fetch())
 

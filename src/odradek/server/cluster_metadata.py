@@ -11,7 +11,13 @@ no second channel to keep consistent (docs/architecture.md, "The cluster").
 
 Every change is applied on the event loop (the store delivers callbacks there) and then
 reported to the listener, which reacts (the replica manager changes roles, the
-controller re-decides). ``topics`` holds the same ``Topic`` objects as the single
+controller re-decides).
+
+A znode whose bytes do not parse (``ZnodeFormatError``: another broker's bug, a hand
+with zkCli) is logged as one ERROR line naming its path and treated as absent: a new
+topic or state is not taken up, one known before keeps its last good value (dropping it
+would have the replica manager delete the partition's log), and everything else is
+served as before. ``topics`` holds the same ``Topic`` objects as the single
 node's ``MetadataStore``, so handlers read either the same way.
 """
 
@@ -154,9 +160,10 @@ class ClusterMetadata:
             children = self._broker_children
             brokers: dict[int, BrokerInfo] = {}
             for child in children:
-                if not child.isdigit():
+                node = zk.broker_id(child)
+                if node is None:
                     continue
-                path = zk.broker_path(int(child))
+                path = zk.broker_path(node)
                 try:
                     data, _ = await self.store.get(path)
                     owner = await self.store.ephemeral_owner(path)
@@ -166,9 +173,9 @@ class ClusterMetadata:
                     log.warning("cannot read broker registration %s: %s", path, exc)
                     continue
                 try:
-                    brokers[int(child)] = BrokerInfo.from_json(int(child), data, owner or -1)
-                except (ValueError, KeyError) as exc:
-                    log.warning("ignoring broker registration %s: %s", path, exc)
+                    brokers[node] = BrokerInfo.from_json(node, data, owner or -1)
+                except zk.ZnodeFormatError as exc:
+                    log.error("ignoring broker registration %s: %s", path, exc)
             if children is not self._broker_children:
                 return  # a newer event is queued behind the lock; it reads again
             if brokers != self.brokers:
@@ -179,15 +186,16 @@ class ClusterMetadata:
             self._fired("brokers")
 
     def _on_shutdowns(self, children: list[str]) -> None:
-        self.shutting_down = frozenset(int(c) for c in children if c.isdigit())
+        self.shutting_down = frozenset(b for b in map(zk.broker_id, children) if b is not None)
         self._notify_changed()
 
     def _on_broker_config(self, name: str, data: bytes | None) -> None:
         self._fired(("broker config", name))
         try:
             configs = zk.config_from_json(data)
-        except (ValueError, KeyError) as exc:
-            log.warning("ignoring the dynamic configs of broker %s: %s", name, exc)
+        except zk.ZnodeFormatError as exc:
+            log.error("ignoring the dynamic broker configs in %s: %s",
+                      zk.broker_config_path(name), exc)
             return
         if self.broker_configs.get(name, {}) != configs:
             self.broker_configs[name] = configs
@@ -198,7 +206,8 @@ class ClusterMetadata:
     def _on_controller(self, data: bytes | None, _version: int) -> None:
         try:
             self.controller_id = zk.controller_from_json(data)
-        except (ValueError, KeyError):
+        except zk.ZnodeFormatError as exc:
+            log.error("ignoring %s: %s", zk.CONTROLLER_PATH, exc)
             self.controller_id = -1
         self._notify_changed()
         self._fired("controller")
@@ -229,8 +238,8 @@ class ClusterMetadata:
             return
         try:
             assignment = TopicAssignment.from_json(name, data)
-        except (ValueError, KeyError) as exc:
-            log.warning("ignoring topic %s: %s", name, exc)
+        except zk.ZnodeFormatError as exc:
+            log.error("ignoring topic %s: %s: %s", name, zk.topic_path(name), exc)
             return
         old = self.assignments.get(name)
         self.assignments[name] = assignment
@@ -252,8 +261,9 @@ class ClusterMetadata:
         self._fired(("config", name))
         try:
             configs = zk.config_from_json(data)
-        except (ValueError, KeyError) as exc:
-            log.warning("ignoring the config of topic %s: %s", name, exc)
+        except zk.ZnodeFormatError as exc:
+            log.error("ignoring the config of topic %s: %s: %s", name, zk.config_path(name),
+                      exc)
             return
         if name not in self._topic_watches:
             return
@@ -278,8 +288,9 @@ class ClusterMetadata:
             return
         try:
             state = PartitionState.from_json(data, version)
-        except (ValueError, KeyError) as exc:
-            log.warning("ignoring the state of %s-%d: %s", tp[0], tp[1], exc)
+        except zk.ZnodeFormatError as exc:
+            log.error("ignoring the state of %s-%d: %s: %s", tp[0], tp[1],
+                      zk.state_path(*tp), exc)
             return
         old = self.states.get(tp)
         if old is not None and old.version >= version and old.leader_epoch >= state.leader_epoch:

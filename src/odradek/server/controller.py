@@ -21,6 +21,10 @@ electing for the same reason).
 
 Departure from Kafka: the controller sends no LeaderAndIsr/UpdateMetadata/StopReplica
 requests; brokers watch the state znodes it writes (server/cluster_metadata.py).
+
+A znode it reads that does not parse (``ZnodeFormatError``) is logged as one ERROR line
+naming its path, and that partition (or reassignment) is left alone; the event goes on
+with the others, so one corrupt state cannot keep the rest of the cluster leaderless.
 """
 
 from __future__ import annotations
@@ -56,6 +60,11 @@ T = TypeVar("T")
 WRITE_ATTEMPTS = 5
 # Pause before an event that failed on a store error (ZooKeeper unreachable) is retried.
 RETRY_BACKOFF_S = 0.5
+# How long a broker that won the election but found /controller_epoch unreadable waits
+# before it gives /controller up (Kafka's triggerControllerMove): every broker retries
+# the election then, so a corrupt epoch costs one ERROR line per this interval, not a
+# busy loop of elections, until an operator fixes the znode.
+CORRUPT_EPOCH_BACKOFF_S = 10.0
 # How long a stopping controller waits for its tasks to end.
 STOP_TIMEOUT_S = 5.0
 # ElectLeaders election types (KIP-460).
@@ -102,7 +111,7 @@ class Controller:
         if self.stopped:
             return
         holder = -1
-        with contextlib.suppress(ValueError, KeyError):
+        with contextlib.suppress(zk.ZnodeFormatError):  # the metadata cache logs it
             holder = zk.controller_from_json(data)
         if self.active and holder != self.me:
             self._resign(f"the /controller znode now names broker {holder}")
@@ -120,8 +129,15 @@ class Controller:
             return
         try:
             await self._bump_epoch()
-        except StoreError as exc:
-            log.warning("won the controller election but could not bump the epoch: %s", exc)
+        except (StoreError, zk.ZnodeFormatError) as exc:
+            if isinstance(exc, zk.ZnodeFormatError):
+                log.error("won the controller election but cannot read %s: %s; giving the "
+                          "election up in %.0f s", zk.CONTROLLER_EPOCH_PATH, exc,
+                          CORRUPT_EPOCH_BACKOFF_S)
+                await asyncio.sleep(CORRUPT_EPOCH_BACKOFF_S)
+            else:
+                log.warning("won the controller election but could not bump the epoch: %s",
+                            exc)
             with contextlib.suppress(StoreError):
                 await self.store.delete(zk.CONTROLLER_PATH)
             return
@@ -143,17 +159,19 @@ class Controller:
                 data, version = await self.store.get(zk.CONTROLLER_EPOCH_PATH)
             except NoNodeError:
                 try:
-                    await self.store.create(zk.CONTROLLER_EPOCH_PATH, b"1")
+                    await self.store.create(zk.CONTROLLER_EPOCH_PATH,
+                                            zk.controller_epoch_to_json(1))
                     self.epoch, self._epoch_version = 1, 0
                     return
                 except NodeExistsError:
                     continue
+            epoch = zk.controller_epoch_from_json(data) + 1
             try:
                 new_version = await self.store.set(zk.CONTROLLER_EPOCH_PATH,
-                                                   str(int(data) + 1).encode(), version)
+                                                   zk.controller_epoch_to_json(epoch), version)
             except BadVersionError:
                 continue
-            self.epoch, self._epoch_version = int(data) + 1, new_version
+            self.epoch, self._epoch_version = epoch, new_version
             return
 
     def _resign(self, why: str) -> None:
@@ -368,7 +386,11 @@ class Controller:
                 data, version = await self.store.get(path)
             except NoNodeError:
                 return  # the topic was deleted meanwhile
-            state = PartitionState.from_json(data, version)
+            try:
+                state = PartitionState.from_json(data, version)
+            except zk.ZnodeFormatError as exc:
+                log.error("controller: leaving %s-%d alone: %s: %s", tp[0], tp[1], path, exc)
+                return
             new = decide(tp, state)
             if new is None:
                 return
@@ -430,7 +452,7 @@ class Controller:
 
     async def _controlled_shutdown(self) -> None:
         metadata = self.node.metadata
-        wanted = {int(c) for c in self._pending_shutdowns if c.isdigit()}
+        wanted = {b for b in map(zk.broker_id, self._pending_shutdowns) if b is not None}
         leaving = {b for b in wanted if b in metadata.brokers} - self._shutting_down
         self._shutting_down = (self._shutting_down & wanted) | leaving
         if not leaving:
@@ -582,7 +604,13 @@ class Controller:
             except NoNodeError:
                 raise ReassignmentError("UNKNOWN_TOPIC_OR_PARTITION",
                                         f"topic {topic} does not exist") from None
-            assignment = TopicAssignment.from_json(topic, data)
+            try:
+                assignment = TopicAssignment.from_json(topic, data)
+            except zk.ZnodeFormatError as exc:
+                log.error("controller: cannot reassign %s: %s: %s", topic,
+                          zk.topic_path(topic), exc)
+                raise ReassignmentError("UNKNOWN_SERVER_ERROR",
+                                        f"{zk.topic_path(topic)} is corrupt: {exc}") from None
             ops = []
             for p, target in targets.items():
                 if p >= assignment.partitions:
@@ -595,7 +623,12 @@ class Controller:
                     raw, version = await store.get(zk.state_path(topic, p))
                 except NoNodeError:
                     continue  # no state yet: the new assignment is all it needs
-                state = PartitionState.from_json(raw, version)
+                try:
+                    state = PartitionState.from_json(raw, version)
+                except zk.ZnodeFormatError as exc:
+                    raise ReassignmentError(
+                        "UNKNOWN_SERVER_ERROR",
+                        f"{zk.state_path(topic, p)} is corrupt: {exc}") from None
                 ops.append(Op.set(zk.state_path(topic, p),
                                   reassignment.started(state, self.epoch).to_json(), version))
             try:
@@ -633,8 +666,18 @@ class Controller:
                     raw, state_version = await store.get(zk.state_path(*tp))
                 except NoNodeError:
                     break  # deleted meanwhile
-                assignment = TopicAssignment.from_json(tp[0], data)
-                state = PartitionState.from_json(raw, state_version)
+                try:
+                    assignment = TopicAssignment.from_json(tp[0], data)
+                except zk.ZnodeFormatError as exc:
+                    log.error("controller: cannot finish reassigning %s-%d: %s: %s", *tp,
+                              zk.topic_path(tp[0]), exc)
+                    break
+                try:
+                    state = PartitionState.from_json(raw, state_version)
+                except zk.ZnodeFormatError as exc:
+                    log.error("controller: cannot finish reassigning %s-%d: %s: %s", *tp,
+                              zk.state_path(*tp), exc)
+                    break
                 if tp[1] >= assignment.partitions or not assignment.reassigning(tp[1]):
                     break
                 target = assignment.target(tp[1])

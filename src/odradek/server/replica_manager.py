@@ -578,7 +578,12 @@ class ReplicaManager:
             data, version = await self.node.store.get(zk.state_path(*tp))
         except StoreError:
             return
-        self.metadata.record_state(tp, PartitionState.from_json(data, version))
+        try:
+            state = PartitionState.from_json(data, version)
+        except zk.ZnodeFormatError as exc:
+            log.error("%s-%d: ignoring %s: %s", *tp, zk.state_path(*tp), exc)
+            return
+        self.metadata.record_state(tp, state)
 
     # --- for the fetch handler ------------------------------------------------------------------
 
