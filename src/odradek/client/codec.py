@@ -20,6 +20,8 @@ from kio.schema.errors import ErrorCode
 from kio.schema.index import api_key_map
 from kio.serial import entity_reader, entity_writer
 
+from odradek.protocol.guard import check_claims
+
 PRODUCE = 0
 FETCH = 1
 LIST_OFFSETS = 2
@@ -87,13 +89,23 @@ def decode_response(payload: bytes, api_key: int, version: int, correlation_id: 
                     address: str) -> Any:
     """The body of a response frame (size prefix removed) to request ``correlation_id``
     of ``api_key`` at ``version``; KafkaClientError naming ``address`` if it is another
-    request's answer or does not decode."""
+    request's answer or does not decode.
+
+    The answer comes from another broker (a follower's Fetch from its leader), so it is
+    input like a request: before kio decodes it, the same walk the broker makes over
+    requests (protocol/guard.py) checks every count and length against the bytes there
+    (kio's native readers reserve memory for a claimed count before reading: 2**31
+    elements claimed in a few bytes would abort the process) and refuses nulls where the
+    schema has none (kio reads any array of count -1 as None, and the fetcher iterating
+    ``responses`` would fail on it: found by the fuzz tier, ``fetch_response``)."""
     correlation = CORRELATION.unpack_from(payload)[0]
     if correlation != correlation_id:
         raise KafkaClientError(f"{address} answered request {correlation}, "
                                f"not {correlation_id}")
     response = load_response_schema(api_key, version)
     try:
+        used, payload = check_claims(response.__header_schema__, payload, 0)
+        _, payload = check_claims(response, payload, used)
         _, used = reader(response.__header_schema__)(payload, 0)
         answer, _ = reader(response)(payload, used)
     except Exception as exc:  # kio raises several kinds on bad input; all mean this
