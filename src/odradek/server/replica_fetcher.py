@@ -28,6 +28,8 @@ from kio.schema.errors import ErrorCode
 from odradek.client.aio import AsyncBrokerConnection, KafkaClientError
 from odradek.client.codec import FETCH, OFFSET_FOR_LEADER_EPOCH
 from odradek.cluster.state import TopicPartition
+from odradek.records.errors import RecordError
+from odradek.storage.errors import InvalidOffsetError
 
 if TYPE_CHECKING:
     from odradek.server.replica_manager import ReplicaManager
@@ -347,8 +349,19 @@ class ReplicaFetcher:
                     continue
                 if tp in throttled and p.records:
                     quota.record(len(p.records), time.monotonic())
-                manager.follower_append(tp, wanted[tp][1], p.records, p.high_watermark,
-                                        p.log_start_offset)
+                try:
+                    manager.follower_append(tp, wanted[tp][1], p.records, p.high_watermark,
+                                            p.log_start_offset)
+                except (RecordError, InvalidOffsetError) as exc:
+                    # Batches this follower cannot take (corrupt, or not continuing its
+                    # log): nothing of them was written. As Kafka's fetcher does with a
+                    # CorruptRecordException: one line, this partition backs off, the
+                    # others in the answer are appended and the session goes on (before,
+                    # the whole answer was dropped and the connection reopened, with a
+                    # traceback each time).
+                    log.error("%s-%d: cannot append what leader %d sent at offset %d: %s",
+                              tp[0], tp[1], self.leader_id, wanted[tp][1], exc)
+                    st.not_before = time.monotonic() + self.backoff_s
 
     def _reset_session(self) -> None:
         self._session_id = 0

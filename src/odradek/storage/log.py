@@ -622,6 +622,13 @@ class Log:
                         )
                     if not batches:
                         first_offset = base
+                    if header.is_control and header.producer_id >= 0:
+                        # A marker is decoded after the write (its producer's state
+                        # moves): one that does not decode is refused now, before anything
+                        # is written, not after (the fuzz tier's follower_batches found
+                        # a refused append that had moved the log end). Markers are rare:
+                        # this costs nothing on the hot path.
+                        builder.decode_batch(bytes(view[pos : pos + size]))
                     if header.partition_leader_epoch > latest_epoch:
                         latest_epoch = header.partition_leader_epoch
                         if new_epochs is None:
