@@ -104,8 +104,11 @@ def decode_response(payload: bytes, api_key: int, version: int, correlation_id: 
                                f"not {correlation_id}")
     response = load_response_schema(api_key, version)
     try:
-        used, payload = check_claims(response.__header_schema__, payload, 0)
-        _, payload = check_claims(response, payload, used)
+        # No element cap beyond the bytes: an answer is as large as what was asked
+        # (a big cluster's Metadata holds more than a request may).
+        used, payload = check_claims(response.__header_schema__, payload, 0,
+                                     max_elements=len(payload))
+        _, payload = check_claims(response, payload, used, max_elements=len(payload))
         _, used = reader(response.__header_schema__)(payload, 0)
         answer, _ = reader(response)(payload, used)
     except Exception as exc:  # kio raises several kinds on bad input; all mean this

@@ -38,12 +38,13 @@ class ClaimError(ValueError):
 
 
 class _Walk:
-    __slots__ = ("buf", "edits", "elements", "end")
+    __slots__ = ("buf", "edits", "elements", "end", "max_elements")
 
-    def __init__(self, buf: bytes, end: int) -> None:
+    def __init__(self, buf: bytes, end: int, max_elements: int = MAX_ELEMENTS) -> None:
         self.buf = buf
         self.end = end
         self.elements = 0
+        self.max_elements = max_elements
         # (start, end, replacement): tagged sections rewritten without unknown tags.
         self.edits: list[tuple[int, int, bytes]] = []
 
@@ -80,8 +81,8 @@ class _Walk:
         if n > self.end - pos:
             raise ClaimError(f"an array claims {n} elements with {self.end - pos} bytes left")
         self.elements += n
-        if self.elements > MAX_ELEMENTS:
-            raise ClaimError(f"a request may hold at most {MAX_ELEMENTS} array elements")
+        if self.elements > self.max_elements:
+            raise ClaimError(f"a message may hold at most {self.max_elements} array elements")
 
 
 Step = Callable[[_Walk, int], int]
@@ -230,12 +231,13 @@ def _plan(cls: type) -> Step:
     return skip_entity
 
 
-def check_claims(cls: type, buf: bytes, offset: int = 0) -> tuple[int, bytes]:
+def check_claims(cls: type, buf: bytes, offset: int = 0, *,
+                 max_elements: int = MAX_ELEMENTS) -> tuple[int, bytes]:
     """Walk one ``cls`` entity at ``offset``. Returns where it ends and the buffer to
     decode: ``buf`` itself, or a copy without tagged fields the schema does not know.
     Raises ClaimError when a claimed length or count exceeds the bytes left, or the
-    request is too big."""
-    walk = _Walk(buf, len(buf))
+    message holds more than ``max_elements`` array elements."""
+    walk = _Walk(buf, len(buf), max_elements)
     end = _plan(cls)(walk, offset)
     if not walk.edits:
         return end, buf
