@@ -88,13 +88,16 @@ if p.flush(120):
 """
 
 
-def serve(src: Path, data_dir: str, partitions: int = 1) -> tuple[subprocess.Popen[bytes], str]:
+def serve(src: Path, data_dir: str, partitions: int = 1,
+          extra_args: Sequence[str] = ()) -> tuple[subprocess.Popen[bytes], str]:
+    """``odradek serve`` from source tree ``src`` (``extra_args``: more of its options),
+    with the load's topic of ``partitions`` made; the process and its address."""
     port = free_port()
     bootstrap = f"127.0.0.1:{port}"
     out = open(data_dir + ".out", "wb")  # noqa: SIM115 (lives as long as the broker)
     proc = subprocess.Popen(
         [sys.executable, "-m", "odradek", "serve", "--listen", bootstrap, "--data-dir",
-         data_dir], env={**os.environ, "PYTHONPATH": str(src)}, stdout=out,
+         data_dir, *extra_args], env={**os.environ, "PYTHONPATH": str(src)}, stdout=out,
         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     deadline = time.monotonic() + 30
     while b"listening on" not in Path(data_dir + ".out").read_bytes():
@@ -158,13 +161,7 @@ def spaced_fetch(bootstrap: str, records: int, pid: int, gap_ms: float) -> float
     port = int(bootstrap.rsplit(":", 1)[1])
     batches = max(1, records // SPACED_BATCH)
     produce_raw(port, [(TOPIC, 0)], batches * SPACED_BATCH, b"x" * 100, SPACED_BATCH, 1)
-    frames = [encode_request(1, 12, i, {
-        "replica_id": -1, "max_wait": 500, "min_bytes": 1, "max_bytes": 50 << 20,
-        "isolation_level": 1, "session_id": 0, "session_epoch": -1,
-        "topics": [{"topic": TOPIC, "partitions": [{
-            "partition": 0, "fetch_offset": i * SPACED_BATCH, "partition_max_bytes": 1 << 20,
-            "log_start_offset": -1, "current_leader_epoch": -1}]}]})
-        for i in range(batches)]
+    frames = [fetch_frame(i, i * SPACED_BATCH) for i in range(batches)]
     hog = subprocess.Popen([sys.executable, "-c", HOG,
                             str(batches * (gap_ms / 1000 + 0.01) + 30)])
     try:
@@ -173,15 +170,31 @@ def spaced_fetch(bootstrap: str, records: int, pid: int, gap_ms: float) -> float
             time.sleep(0.5)  # the hog's start is not the broker's cost
             cpu0 = proc_cpu_s(pid)
             for frame in frames:
-                sock.sendall(frame)
-                (size,) = struct.unpack(">i", recv_exactly(sock, 4))
-                if len(recv_exactly(sock, size)) < SPACED_BATCH * 100:
-                    raise RuntimeError("a fetch returned less than a batch")
+                fetch_one(sock, frame)
                 time.sleep(gap_ms / 1000)
             return proc_cpu_s(pid) - cpu0
     finally:
         hog.kill()
         hog.wait()
+
+
+def fetch_frame(correlation_id: int, offset: int) -> bytes:
+    """A raw Fetch v12 of partition 0 from ``offset``, as librdkafka asks (read_committed,
+    1 MiB per partition)."""
+    return encode_request(1, 12, correlation_id, {
+        "replica_id": -1, "max_wait": 500, "min_bytes": 1, "max_bytes": 50 << 20,
+        "isolation_level": 1, "session_id": 0, "session_epoch": -1,
+        "topics": [{"topic": TOPIC, "partitions": [{
+            "partition": 0, "fetch_offset": offset, "partition_max_bytes": 1 << 20,
+            "log_start_offset": -1, "current_leader_epoch": -1}]}]})
+
+
+def fetch_one(sock: socket.socket, frame: bytes) -> None:
+    """Send one ``fetch_frame`` and read its answer, which must hold a whole batch."""
+    sock.sendall(frame)
+    (size,) = struct.unpack(">i", recv_exactly(sock, 4))
+    if len(recv_exactly(sock, size)) < SPACED_BATCH * 100:
+        raise RuntimeError("a fetch returned less than a batch")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -404,6 +404,18 @@ def produce_raw(port: int, targets: list[tuple[str, int]], n: int, value: bytes,
     code fails the run. With ``same_batches`` the batches hold ``per_batch`` records at
     every partition count instead (requests to fewer partitions are smaller): only the
     number of partitions differs."""
+    frames, requests = raw_produce_frames(targets, n, value, per_batch, per_request,
+                                          same_batches)
+    with socket.create_connection(("127.0.0.1", port), timeout=REQUEST_TIMEOUT_S) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        send_raw_produce(sock, frames, 0, requests, in_flight)
+
+
+def raw_produce_frames(targets: list[tuple[str, int]], n: int, value: bytes,
+                       per_batch: int, per_request: int, same_batches: bool = False
+                       ) -> tuple[list[bytearray], int]:
+    """``produce_raw``'s requests: the distinct frames (request ``i`` is frame ``i`` mod
+    their number) and how many requests carry the ``n`` records."""
     per_request = max(1, min(per_request, len(targets))) if same_batches else per_request
     per_message = per_batch * per_request
     per_request = max(1, min(per_request, len(targets)))
@@ -421,30 +433,35 @@ def produce_raw(port: int, targets: list[tuple[str, int]], n: int, value: bytes,
             "transactional_id": None, "acks": 1, "timeout": 30_000,
             "topic_data": [{"name": t, "partition_data": parts}
                            for t, parts in topics.items()]})))
-    with socket.create_connection(("127.0.0.1", port), timeout=REQUEST_TIMEOUT_S) as sock:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        outstanding = 0
+    return frames, requests
 
-        def answer() -> None:
-            size = struct.unpack(">i", recv_exactly(sock, 4))[0]
-            _, body = decode_response(0, 3, recv_exactly(sock, size))
-            for topic in body.responses:
-                for part in topic.partition_responses:
-                    if part.error_code != 0:
-                        raise RuntimeError(f"produce error {part.error_code} for "
-                                           f"{topic.name}-{part.index}")
 
-        for i in range(requests):
-            frame = frames[i % len(frames)]
-            struct.pack_into(">i", frame, 8, i + 1)  # correlation id: after size, key, version
-            sock.sendall(frame)
-            outstanding += 1
-            if outstanding == in_flight:
-                answer()
-                outstanding -= 1
-        while outstanding:
+def send_raw_produce(sock: socket.socket, frames: list[bytearray], start: int, count: int,
+                     in_flight: int = RAW_IN_FLIGHT) -> None:
+    """Send requests ``start`` to ``start + count`` of ``raw_produce_frames``' on ``sock``,
+    ``in_flight`` outstanding, and read every answer (an error code fails the run)."""
+
+    def answer() -> None:
+        size = struct.unpack(">i", recv_exactly(sock, 4))[0]
+        _, body = decode_response(0, 3, recv_exactly(sock, size))
+        for topic in body.responses:
+            for part in topic.partition_responses:
+                if part.error_code != 0:
+                    raise RuntimeError(f"produce error {part.error_code} for "
+                                       f"{topic.name}-{part.index}")
+
+    outstanding = 0
+    for i in range(start, start + count):
+        frame = frames[i % len(frames)]
+        struct.pack_into(">i", frame, 8, i + 1)  # correlation id: after size, key, version
+        sock.sendall(frame)
+        outstanding += 1
+        if outstanding == in_flight:
             answer()
             outstanding -= 1
+    while outstanding:
+        answer()
+        outstanding -= 1
 
 
 # --- part 1: partitions ---------------------------------------------------------------

@@ -41,7 +41,7 @@ from odradek.protocol.codec import (
     decode_request,
 )
 from odradek.protocol.framing import FrameDecoder, FrameError
-from odradek.server.metrics import RequestTiming
+from odradek.server.metrics import T_LOCAL, T_READY, RequestTiming, new_timing
 from odradek.server.session import Session
 from odradek.storage.log import FileRegion
 
@@ -155,7 +155,7 @@ class Connection(asyncio.BufferedProtocol):
         arrivals = self._arrivals
         if arrivals is not None and decoder.queued > len(arrivals):
             now = time.perf_counter()  # frames completed by this read: read now
-            arrivals.extend(now for _ in range(decoder.queued - len(arrivals)))
+            arrivals.extend([now] * (decoder.queued - len(arrivals)))
         if self._tls_sock is not None:
             self._wake_for(decoder.frame_missing)
         if decoder.queued or decoder.error is not None:
@@ -256,11 +256,11 @@ class Connection(asyncio.BufferedProtocol):
             timing = None
             arrivals = self._arrivals
             if arrivals is not None:
-                timing = RequestTiming(request.api_key, arrivals.popleft(), started)
                 now = time.perf_counter()
-                timing.local = now - started
-                if response is None or isinstance(response, (bytes, list)):
-                    timing.ready = now
+                # new_timing written out (see server.metrics.RequestTiming)
+                timing = [request.api_key, arrivals.popleft(), started, now - started,
+                          now if response is None or isinstance(response, (bytes, list))
+                          else 0.0, 0.0]
             if response is not None and not isinstance(response, (bytes, list)):
                 self._parked = (frame, response)
                 self._timing = timing
@@ -299,7 +299,7 @@ class Connection(asyncio.BufferedProtocol):
         if self._lost or transport is None or transport.is_closing():
             return False
         if self._timing is not None:
-            self._timing.ready = time.perf_counter()
+            self._timing[T_READY] = time.perf_counter()
         try:
             self._unsent = self._send_now(response)  # what the socket did not take: run()
         except Exception:
@@ -389,11 +389,11 @@ class Connection(asyncio.BufferedProtocol):
                 if timing is not None and asyncio.iscoroutine(awaitable):
                     timed = _Timed(awaitable)  # its own steps are local time
                     response = await timed
-                    timing.local += timed.seconds
+                    timing[T_LOCAL] += timed.seconds
                 else:
                     response = await awaitable
-                if timing is not None and (response is not None or not timing.ready):
-                    timing.ready = time.perf_counter()
+                if timing is not None and (response is not None or not timing[T_READY]):
+                    timing[T_READY] = time.perf_counter()
                 if response is not None:
                     await self._send(response)
             finally:
@@ -504,7 +504,7 @@ class Connection(asyncio.BufferedProtocol):
         limit = (quotas.request_limit(request)
                  if quotas is not None and quotas.active else None)
         stats = broker.stats
-        timing = (RequestTiming(request.api_key, read_at, time.perf_counter())
+        timing = (new_timing(request.api_key, read_at, time.perf_counter())
                   if stats is not None else None)
         if limit is not None:
             assert quotas is not None and session is not None
@@ -520,8 +520,8 @@ class Connection(asyncio.BufferedProtocol):
         else:
             response = await handler(broker, request)
         if timing is not None:
-            timing.local = timed.seconds
-            timing.ready = time.perf_counter()
+            timing[T_LOCAL] = timed.seconds
+            timing[T_READY] = time.perf_counter()
         if response is not None:
             await self._send(response)
         if stats is not None and timing is not None:
