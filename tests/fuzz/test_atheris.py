@@ -1,5 +1,6 @@
 """The fuzz tier's coverage-guided part in CI: each atheris target (tests/fuzz/
-atheris_targets.py: request decoders, framing, record batches, codecs, SASL) runs for
+atheris_targets.py: request decoders, framing, record batches, codecs, SASL, and what
+a broker reads from other brokers: Fetch answers, a follower's appends, znodes) runs for
 ``ATHERIS_RUNS`` inputs (default 3,000: a few seconds each), seeded from the recorded
 corpus, in a process of its own (atheris instruments modules as they are first imported,
 and a finding ends the process). A finding fails the test with libFuzzer's report and the
@@ -23,7 +24,7 @@ pytest.importorskip("atheris")
 # atheris_targets.TARGETS' names. Not imported from there: that module instruments the
 # decoders as it imports them, which must happen in the fuzzing process, not in pytest's.
 TARGETS = ("codecs", "decode_batch", "decode_fetch", "decode_produce", "decode_request",
-           "framing", "record_batches", "sasl")
+           "fetch_response", "follower_batches", "framing", "record_batches", "sasl", "znodes")
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = int(os.environ.get("ATHERIS_RUNS", "3000"))
 
