@@ -333,6 +333,20 @@ def test_a_corrupt_batch_is_refused_with_corrupt_message_and_nothing_is_stored(b
     assert broker.broker.get_log("careful", 0).log_end_offset == 0
 
 
+def test_a_batch_with_an_unknown_codec_id_is_refused_and_nothing_is_stored(broker):
+    create(broker.bootstrap, "codecs")
+    bad = bytearray(builder.build_simple([b"payload"]))
+    attributes = struct.unpack_from(">h", bad, rb.ATTRIBUTES_AT)[0]
+    struct.pack_into(">h", bad, rb.ATTRIBUTES_AT, attributes | 0x05)  # codec 5: no such
+    struct.pack_into(">I", bad, rb.CRC_AT, rb.compute_crc(bad))  # a sound batch otherwise
+    with WireClient(broker.port) as c:
+        response = c.request(0, 9, {"acks": 1, "timeout": 5000, "topic_data": [
+            {"name": "codecs", "partition_data": [{"index": 0, "records": bytes(bad)}]}]})
+        part = response.responses[0].partition_responses[0]
+        assert part.error_code.name == "unsupported_compression_type"
+    assert broker.broker.get_log("codecs", 0).log_end_offset == 0
+
+
 def test_a_topic_with_compression_type_stores_what_it_says_whatever_clients_send(broker):
     create(broker.bootstrap, "squeezed", **{"compression.type": "zstd"})
     producer = Producer({"bootstrap.servers": broker.bootstrap, "compression.type": "lz4"})

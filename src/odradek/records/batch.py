@@ -16,7 +16,11 @@ from typing import NamedTuple
 
 import crc32c as _crc32c
 
-from odradek.records.errors import CorruptRecordError, InvalidRecordError
+from odradek.records.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    UnsupportedCompressionError,
+)
 
 # One struct for the whole fixed layout; big-endian as everything in Kafka.
 HEADER = struct.Struct(
@@ -63,6 +67,7 @@ MAGIC_V2 = 2
 
 # Attribute bits (DefaultRecordBatch in Kafka).
 COMPRESSION_MASK = 0x07
+MAX_CODEC_ID = 4  # zstd; records.codecs names the five
 TIMESTAMP_TYPE_BIT = 0x08  # 0 = CreateTime, 1 = LogAppendTime
 TRANSACTIONAL_BIT = 0x10
 CONTROL_BIT = 0x20
@@ -182,6 +187,10 @@ def check_producer_batch(header: BatchHeader) -> None:
 
     A producer's batch numbers its records 0..n-1, so lastOffsetDelta must be count - 1,
     and it may not be empty. Control batches come only from transaction coordinators.
+    Its codec id must be one of the five (0-4): an unknown one is refused here, where the
+    batch is not otherwise decompressed, so that no reader (follower or consumer) meets
+    it later. Kafka fails such a batch while validating it (UNKNOWN_SERVER_ERROR, from
+    an IllegalArgumentException); the specific UNSUPPORTED_COMPRESSION_TYPE says more.
     """
     if header.record_count == 0:
         raise InvalidRecordError("a produced batch must hold at least one record")
@@ -192,6 +201,8 @@ def check_producer_batch(header: BatchHeader) -> None:
         )
     if header.is_control:
         raise InvalidRecordError("clients may not produce control batches")
+    if header.compression > MAX_CODEC_ID:
+        raise UnsupportedCompressionError(f"unknown compression codec id {header.compression}")
 
 
 def iter_headers(
