@@ -197,6 +197,16 @@ def fetch_one(sock: socket.socket, frame: bytes) -> None:
         raise RuntimeError("a fetch returned less than a batch")
 
 
+def add_load_options(ap: argparse.ArgumentParser) -> None:
+    """The options of the raw-produce and spaced-fetch loads (metrics_bench.py has them too)."""
+    ap.add_argument("--raw-batch", type=int, default=100,
+                    help="records per batch of the raw-produce load (100)")
+    ap.add_argument("--raw-partitions", type=int, default=100,
+                    help="partitions of the raw-produce load's topic (100)")
+    ap.add_argument("--gap-ms", type=float, default=40.0,
+                    help="pause between the spaced-fetch load's fetches (40)")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     ap.add_argument("--before", required=True, help="git revision to compare against")
@@ -206,12 +216,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--producers", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--raw-batch", type=int, default=100,
-                    help="records per batch of the raw-produce load (100)")
-    ap.add_argument("--raw-partitions", type=int, default=100,
-                    help="partitions of the raw-produce load's topic (100)")
-    ap.add_argument("--gap-ms", type=float, default=40.0,
-                    help="pause between the spaced-fetch load's fetches (40)")
+    add_load_options(ap)
     args = ap.parse_args(argv)
     partitions = args.raw_partitions if args.load == "raw-produce" else 1
     tmp = tempfile.mkdtemp(prefix="odradek-ab-")

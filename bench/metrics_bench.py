@@ -208,12 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "kcat-consume", "paired-produce", "paired-fetch"],
                     help="confluent (default): broker_bench.py's producer and consumer; "
                     "the rest: ab_bench.py's loads of the same names")
-    ap.add_argument("--raw-batch", type=int, default=100,
-                    help="records per batch of the raw-produce load (100)")
-    ap.add_argument("--raw-partitions", type=int, default=100,
-                    help="partitions of the raw-produce load's topic (100)")
-    ap.add_argument("--gap-ms", type=float, default=40.0,
-                    help="pause between the spaced-fetch load's fetches (40)")
+    ab_bench.add_load_options(ap)
     ap.add_argument("--dir", default="/tmp")
     ap.add_argument("--out", default=None,
                     help="results file (bench/results/metrics.json, or "
