@@ -43,6 +43,7 @@ paired-fetch]``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import os
 import socket
@@ -119,7 +120,13 @@ def paired(args: argparse.Namespace, tmp_root: str) -> dict[str, dict[str, Any]]
     """Both brokers at once, one client alternating between them (the paired- loads)."""
     ports = {"off": None, "on": free_port()}
     procs: dict[str, Any] = {}
-    try:
+    with contextlib.ExitStack() as cleanup:
+        @cleanup.callback
+        def stop_brokers() -> None:
+            for proc, _ in procs.values():
+                proc.terminate()
+                proc.wait(60)
+
         for side, port in ports.items():
             extra = ("--override", f"metrics.listen=127.0.0.1:{port}") if port else ()
             partitions = args.raw_partitions if args.load == "paired-produce" else 1
@@ -127,8 +134,8 @@ def paired(args: argparse.Namespace, tmp_root: str) -> dict[str, dict[str, Any]]
                                          tempfile.mkdtemp(dir=tmp_root), partitions, extra)
         socks = {}
         for side, (_, bootstrap) in procs.items():
-            socks[side] = socket.create_connection(
-                ("127.0.0.1", int(bootstrap.rsplit(":", 1)[1])), timeout=30)
+            socks[side] = cleanup.enter_context(socket.create_connection(
+                ("127.0.0.1", int(bootstrap.rsplit(":", 1)[1])), timeout=30))
             socks[side].setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         pids = {side: proc.pid for side, (proc, _) in procs.items()}
         cpu = (_paired_produce if args.load == "paired-produce" else _paired_fetch)(
@@ -138,13 +145,7 @@ def paired(args: argparse.Namespace, tmp_root: str) -> dict[str, dict[str, Any]]
             for side in cpu}
         assert ports["on"] is not None
         result["on"].update(scrape_cost(ports["on"], pids["on"], args.scrapes))
-        for sock in socks.values():
-            sock.close()
         return result
-    finally:
-        for proc, _ in procs.values():
-            proc.terminate()
-            proc.wait(60)
 
 
 def _paired_produce(args: argparse.Namespace, socks: dict[str, socket.socket],
