@@ -90,3 +90,76 @@ def test_brokers_share_a_store_document_and_concurrent_writers_lose_nothing() ->
             await store.close()
 
     asyncio.run(body())
+
+
+def test_a_znode_written_wrong_by_hand_is_ignored_and_the_last_good_content_stays() -> None:
+    """An operator's zkCli writes /odradek/acls by hand: not JSON, a JSON list, an ACL
+    whose operation does not exist. The broker (its real Authorizer) logs each once and
+    keeps the ACLs it had; a later good write is applied; a change through the broker
+    while the znode holds garbage is refused with DocumentError, writing nothing."""
+    import logging
+
+    from odradek.security.acls import Acl, Operation, PatternType, Permission, ResourceType
+    from odradek.server.authorizer import Authorizer
+    from odradek.server.config import BrokerConfig
+
+    def acl(operation: str) -> dict:
+        return {"resource_type": "TOPIC", "name": "t", "pattern_type": "LITERAL",
+                "principal": "User:alice", "host": "*", "operation": operation,
+                "permission": "ALLOW"}
+
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    handler = Keep(logging.ERROR)
+    logging.getLogger("odradek.server.documents").addHandler(handler)
+    tree = MemoryTree()
+
+    async def body() -> None:
+        writer, reader = MemoryStore(tree), MemoryStore(tree)
+        await writer.start(5)
+        await reader.start(5)
+        await writer.ensure_path("/odradek")
+        await writer.create("/odradek/acls", json.dumps({"acls": [acl("READ")]}).encode())
+        doc = StoreDocument(reader, "acls")
+        await doc.start(5)
+        authorizer = Authorizer(BrokerConfig({}), doc)
+        read = Acl(ResourceType.TOPIC, "t", PatternType.LITERAL, "User:alice", "*",
+                   Operation.READ, Permission.ALLOW)
+
+        async def written(data: bytes, good: bool = False) -> None:
+            """Write the znode; wait until the reader applied it or logged it ignored."""
+            before = len(records)
+            await writer.set("/odradek/acls", data)
+            for _ in range(200):
+                if len(records) > before or (good and json.loads(data) == doc.value):
+                    return
+                await asyncio.sleep(0.01)
+
+        for bad in (b"{not json", b"[1, 2]", json.dumps({"acls": [acl("PAINT")]}).encode()):
+            await written(bad)
+            assert list(authorizer.acls) == [read], bad
+            assert doc.value == {"acls": [acl("READ")]}
+        assert [r.getMessage().split(":")[0] for r in records] == [
+            "ignoring it", "ignoring it", "ignoring /odradek/acls"]
+        assert all(r.exc_info is None for r in records)  # one line each, no traceback
+        assert "PAINT" in records[-1].getMessage()
+
+        await writer.set("/odradek/acls", b"[]")
+        with pytest.raises(DocumentError, match="not an object; fix or delete the znode"):
+            await doc.update(add("x"))
+        assert (await writer.get("/odradek/acls"))[0] == b"[]"
+
+        await written(json.dumps({"acls": [acl("WRITE")]}).encode(), good=True)
+        assert [a.operation for a in authorizer.acls] == [Operation.WRITE]
+        doc.stop()
+        await writer.close()
+        await reader.close()
+
+    try:
+        asyncio.run(body())
+    finally:
+        logging.getLogger("odradek.server.documents").removeHandler(handler)

@@ -65,9 +65,14 @@ class Document(abc.ABC):
         raise to refuse) and save; returns the new content, already in force here."""
 
     def _changed(self, value: Content) -> None:
-        self.value = value
+        """Put ``value`` in force; if the owner cannot load it, the old one stays."""
+        old, self.value = self.value, value
         if self.on_change is not None:
-            self.on_change(value)
+            try:
+                self.on_change(value)
+            except BaseException:
+                self.value = old
+                raise
 
 
 class FileDocument(Document):
@@ -113,16 +118,35 @@ class StoreDocument(Document):
             self._watch = None
 
     def _on_data(self, data: bytes | None, _version: int) -> None:
+        # The znode is anyone's to write (an operator's zkCli, another program): content
+        # this broker cannot load is logged once and ignored, the last good content stays
+        # in force, and the watch goes on (a later good write is applied).
         try:
-            value = json.loads(data) if data else {}
-        except ValueError as exc:
-            log.error("ignoring %s: not JSON (%s)", self.path, exc)
-            return
+            value = self._readable(data or b"")
+            if value != self.value:
+                self._changed(value)
+        except DocumentError as exc:
+            log.error("ignoring it: %s (the content before it stays in force)", exc)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            log.error("ignoring %s: its content cannot be loaded (%s: %s); the content "
+                      "before it stays in force", self.path, type(exc).__name__, exc)
         finally:
             if self._loaded is not None:
                 self._loaded.set()
-        if value != self.value:
-            self._changed(value)
+
+    def _readable(self, data: bytes) -> Content:
+        """The stored content for a change to start from; DocumentError if the znode
+        holds something else than a JSON object (written by someone else than a broker):
+        the change is refused rather than built on it."""
+        try:
+            value = json.loads(data) if data else {}
+        except ValueError as exc:
+            raise DocumentError(f"{self.path} holds content that is not JSON ({exc}); "
+                                "fix or delete the znode") from None
+        if not isinstance(value, dict):
+            raise DocumentError(f"{self.path} holds a JSON {type(value).__name__}, "
+                                "not an object; fix or delete the znode")
+        return value
 
     async def update(self, change: Change) -> Content:
         from odradek.cluster.store import (
@@ -138,7 +162,7 @@ class StoreDocument(Document):
                     data, version = await self.store.get(self.path)
                 except NoNodeError:
                     data, version = b"", -1
-                new = change(json.loads(data) if data else {})
+                new = change(self._readable(data))
                 raw = json.dumps(new, separators=(",", ":"), sort_keys=True).encode()
                 if version < 0:
                     await self.store.ensure_path(DOCUMENTS_PATH)
