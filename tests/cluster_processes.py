@@ -143,6 +143,35 @@ class Cluster:
                              "socket.timeout.ms": 5000})
         return len(admin.list_topics(timeout=5).brokers)
 
+    def leaders_seen_by(self, node: int, topic: str) -> dict[int, int]:
+        """Partition -> leader as ``node``'s own Metadata answer has them (-1: none yet;
+        empty: it does not know the topic). The project's client, which asks exactly
+        that broker (plaintext clusters only)."""
+        from odradek.client.metadata import fetch_metadata
+
+        found = fetch_metadata(self.brokers[node].bootstrap, topics=[topic],
+                               timeout_s=5).topics.get(topic)
+        return {} if found is None else {p.partition: p.leader for p in found.partitions}
+
+    def wait_for_topic_everywhere(self, topic: str, partitions: int,
+                                  timeout_s: float = 30) -> None:
+        """Until every running broker's Metadata lists ``topic`` with a leader for each
+        partition (as Kafka's TestUtils.createTopic waits for the metadata to reach every
+        broker): the controller has elected them, the others hear of it through their
+        ZooKeeper watches a moment later. A client starting in that moment learns of a
+        topic without partitions from whichever broker it asks first."""
+        assert not self.client_settings, "a secured cluster: ask through a logged-in client"
+
+        def known() -> bool:
+            for node, broker in self.brokers.items():
+                if broker.running:
+                    leaders = self.leaders_seen_by(node, topic)
+                    if len(leaders) != partitions or min(leaders.values()) < 0:
+                        return False
+            return True
+
+        self.wait_for(known, timeout_s, f"every broker's metadata for {topic}")
+
     def stop(self, node: int) -> None:
         """SIGTERM and a clean exit (code 0), as start_broker checks."""
         broker = self.brokers[node]

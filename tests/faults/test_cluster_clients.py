@@ -27,12 +27,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 import shutil
 import subprocess
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -225,9 +226,59 @@ class ConfluentRun(ClientRun):
             consumer.close()
 
 
+class _RecentLines(logging.Handler):
+    """The last lines a Python client library logged, for a failure's details."""
+
+    def __init__(self, keep: int, only: tuple[str, ...] = ("",)) -> None:
+        super().__init__(logging.INFO)
+        self.lines: deque[str] = deque(maxlen=keep)
+        self.only = only  # logger name prefixes
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.name.startswith(self.only):
+            self.lines.append(f"{record.created:.3f} {record.threadName} {record.name} "
+                          f"{record.levelname} {record.getMessage()[:300]}")
+
+
 class KafkaPythonRun(ClientRun):
+    """kafka-python's own log (INFO and up: joins, generations, assignments, resets) is
+    kept while it runs and shown with a failure."""
+
     def targets(self) -> list[Callable[[], None]]:
         return [self.produce, self.consume]
+
+    def start(self) -> ClientRun:
+        # The group's story apart: the producer's lines would crowd it out.
+        self._recent = (_RecentLines(80, ("kafka.coordinator", "kafka.consumer")),
+                        _RecentLines(40))
+        library = logging.getLogger("kafka")
+        self._level = library.level
+        library.setLevel(logging.INFO)
+        for handler in self._recent:
+            library.addHandler(handler)
+        return super().start()
+
+    def _forget_log(self) -> None:
+        library = logging.getLogger("kafka")
+        for handler in self._recent:
+            library.removeHandler(handler)
+        library.setLevel(self._level)
+
+    def abort(self) -> None:
+        super().abort()
+        self._forget_log()
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._forget_log()
+
+    def summary(self) -> str:
+        group, everything = self._recent
+        return "\n".join([super().summary(), "--- kafka-python's group and consumer log ---",
+                          *group.lines, "--- kafka-python's last lines ---",
+                          *everything.lines])
 
     def produce(self) -> None:
         from kafka import KafkaProducer
@@ -443,6 +494,8 @@ def create_topic(cluster: Cluster, topic: str) -> dict[int, int]:
             time.sleep(0.2)
     cluster.wait_for(lambda: all(cluster.leader(topic, p) > 0 for p in range(PARTITIONS)),
                      30, f"leaders of {topic}")
+    # The clients start right after: every broker they may ask first knows the topic.
+    cluster.wait_for_topic_everywhere(topic, PARTITIONS)
     return {p: cluster.leader(topic, p) for p in range(PARTITIONS)}
 
 
