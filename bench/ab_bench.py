@@ -89,17 +89,20 @@ if p.flush(120):
 
 
 def serve(src: Path, data_dir: str, partitions: int = 1,
-          extra_args: Sequence[str] = ()) -> tuple[subprocess.Popen[bytes], str]:
-    """``odradek serve`` from source tree ``src`` (``extra_args``: more of its options),
-    with the load's topic of ``partitions`` made; the process and its address."""
+          extra_args: Sequence[str] = (), prefix: Sequence[str] = (),
+          start_timeout_s: float = 30) -> tuple[subprocess.Popen[bytes], str]:
+    """``odradek serve`` from source tree ``src`` (``extra_args``: more of its options;
+    ``prefix``: a command it runs under, metrics_bench.py's valgrind), with the load's
+    topic of ``partitions`` made; the process and its address."""
     port = free_port()
     bootstrap = f"127.0.0.1:{port}"
     out = open(data_dir + ".out", "wb")  # noqa: SIM115 (lives as long as the broker)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "odradek", "serve", "--listen", bootstrap, "--data-dir",
-         data_dir, *extra_args], env={**os.environ, "PYTHONPATH": str(src)}, stdout=out,
+        [*prefix, sys.executable, "-m", "odradek", "serve", "--listen", bootstrap,
+         "--data-dir", data_dir, *extra_args],
+        env={**os.environ, "PYTHONPATH": str(src)}, stdout=out,
         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + start_timeout_s
     while b"listening on" not in Path(data_dir + ".out").read_bytes():
         if proc.poll() is not None or time.monotonic() > deadline:
             raise RuntimeError(f"broker from {src} did not start")

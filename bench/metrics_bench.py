@@ -35,9 +35,18 @@ fetches (the same batch from one broker, then the other, ``--gap-ms`` between pa
 caches swept). On this shared 2-core machine these are the figures to trust: the
 sequential loads' per-round ratios spread by tens of percent.
 
+The ``count-`` loads count instead of timing: both brokers run under valgrind's
+callgrind (``valgrind`` from Debian), instrumented only during the load's requests, and
+the figure is instructions per request, metrics on against off. ``count-produce`` is
+``paired-produce``'s requests, ``count-fetch`` ``paired-fetch``'s fetches (without the
+pauses and the cache sweeper: instructions do not depend on them). Instructions are what
+the code does; seconds add what the caches make of it, which the paired loads show.
+A broker starts in a few minutes under callgrind, so use fewer records
+(``--records 390000``: 50 fetches; ``100000``: 100 produce requests).
+
 Run: ``.venv/bin/python bench/metrics_bench.py [--records 1000000] [--rounds 4]
 [--load confluent|raw-produce|spaced-fetch|kcat-produce|kcat-consume|paired-produce|
-paired-fetch]``.
+paired-fetch|count-produce|count-fetch]``.
 """
 
 from __future__ import annotations
@@ -46,11 +55,13 @@ import argparse
 import contextlib
 import datetime
 import os
+import shutil
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from collections.abc import Sequence
@@ -185,6 +196,99 @@ def _paired_fetch(args: argparse.Namespace, socks: dict[str, socket.socket],
         hog.wait()
 
 
+VALGRIND_START_S = 900  # a broker's start under callgrind: its imports run ~50x slower
+
+
+def counted(args: argparse.Namespace, tmp_root: str) -> dict[str, dict[str, Any]]:
+    """The ``count-`` loads: both brokers under valgrind's callgrind, instrumentation off
+    until the timed part (the records of ``count-fetch`` are written before it), on for
+    exactly its requests, then dumped: the instructions (callgrind's Ir, every thread of
+    the process) per request, metrics on against off. Deterministic where CPU seconds on
+    this shared machine are not (same hash seed, same requests); it counts the work the
+    code does, not what cold caches make it cost (the paired- loads show that)."""
+    procs: dict[str, Any] = {}
+    out = {side: os.path.join(tmp_root, f"callgrind.{side}") for side in ("off", "on")}
+    prefix = {side: ("valgrind", "--tool=callgrind", "--instr-atstart=no",
+                     f"--callgrind-out-file={out[side]}") for side in out}
+    os.environ["PYTHONHASHSEED"] = "0"  # the brokers' dicts and sets alike in both runs
+    with contextlib.ExitStack() as cleanup:
+        @cleanup.callback
+        def stop_brokers() -> None:
+            for proc, _ in procs.values():
+                proc.terminate()
+                proc.wait(120)
+
+        def start(side: str) -> None:
+            extra = (("--override", f"metrics.listen=127.0.0.1:{free_port()}")
+                     if side == "on" else ())
+            partitions = args.raw_partitions if args.load == "count-produce" else 1
+            procs[side] = ab_bench.serve(ab_bench.REPO / "src", tempfile.mkdtemp(dir=tmp_root),
+                                         partitions, extra, prefix[side], VALGRIND_START_S)
+
+        starters = [threading.Thread(target=start, args=(side,)) for side in out]
+        for t in starters:
+            t.start()
+        for t in starters:
+            t.join()
+        if set(procs) != set(out):
+            raise RuntimeError("a broker did not start under valgrind")
+        socks = {}
+        for side, (_, bootstrap) in procs.items():
+            socks[side] = cleanup.enter_context(socket.create_connection(
+                ("127.0.0.1", int(bootstrap.rsplit(":", 1)[1])), timeout=600))
+            socks[side].setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        pids = {side: proc.pid for side, (proc, _) in procs.items()}
+        if args.load == "count-fetch":
+            batch = ab_bench.SPACED_BATCH
+            requests = max(1, args.records // batch)
+            frames, produces = scale_bench.raw_produce_frames(
+                [(ab_bench.TOPIC, 0)], requests * batch, b"x" * 100, batch, 1)
+            for sock in socks.values():  # the records to read, uncounted
+                scale_bench.send_raw_produce(sock, frames, 0, produces)
+            fetches = [ab_bench.fetch_frame(i, i * batch) for i in range(requests)]
+
+            def load(side: str) -> None:
+                for frame in fetches:
+                    ab_bench.fetch_one(socks[side], frame)
+        else:
+            targets = [(ab_bench.TOPIC, p) for p in range(args.raw_partitions)]
+            frames, requests = scale_bench.raw_produce_frames(
+                targets, args.records, b"x" * 100, args.raw_batch, 10, same_batches=True)
+
+            def load(side: str) -> None:
+                scale_bench.send_raw_produce(socks[side], frames, 0, requests)
+
+        result: dict[str, dict[str, Any]] = {}
+        for side in out:
+            subprocess.run(["callgrind_control", "-i", "on", str(pids[side])], check=True,
+                           capture_output=True)
+            load(side)
+            subprocess.run(["callgrind_control", "-i", "off", str(pids[side])], check=True,
+                           capture_output=True)
+            subprocess.run(["callgrind_control", "-d", str(pids[side])], check=True,
+                           capture_output=True)
+            instructions = _dumped_instructions(out[side])
+            if args.keep_dumps:  # for callgrind_annotate: where the difference is
+                os.makedirs(args.keep_dumps, exist_ok=True)
+                for dump in Path(out[side]).parent.glob(Path(out[side]).name + ".*"):
+                    shutil.copy(dump, args.keep_dumps)
+            result[side] = {args.load: {
+                "instructions_per_request": instructions / requests, "requests": requests,
+                "instructions_per_record": instructions / args.records}}
+        return result
+
+
+def _dumped_instructions(prefix: str) -> int:
+    """Ir of the last dump of the callgrind run writing ``prefix``.N: its ``totals:``
+    line (its ``summary:`` says 0 when the dump is asked for with instrumentation off)."""
+    dumps = sorted(Path(prefix).parent.glob(Path(prefix).name + ".*"),
+                   key=lambda p: int(p.suffix[1:]))
+    for line in reversed(dumps[-1].read_text().splitlines()):
+        if line.startswith("totals:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no instruction total in {dumps[-1]}")
+
+
 def scrape_cost(port: int, pid: int, scrapes: int) -> dict[str, Any]:
     """Broker CPU milliseconds per scrape of /metrics, over ``scrapes`` in a row."""
     url = f"http://127.0.0.1:{port}/metrics"
@@ -206,11 +310,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--scrapes", type=int, default=50, help="scrapes timed per round (50)")
     ap.add_argument("--load", default="confluent",
                     choices=["confluent", "raw-produce", "spaced-fetch", "kcat-produce",
-                             "kcat-consume", "paired-produce", "paired-fetch"],
+                             "kcat-consume", "paired-produce", "paired-fetch", "count-produce",
+                             "count-fetch"],
                     help="confluent (default): broker_bench.py's producer and consumer; "
                     "the rest: ab_bench.py's loads of the same names")
     ab_bench.add_load_options(ap)
     ap.add_argument("--dir", default="/tmp")
+    ap.add_argument("--keep-dumps", default=None, metavar="DIR",
+                    help="count- loads: copy callgrind's dumps here (callgrind_annotate)")
     ap.add_argument("--out", default=None,
                     help="results file (bench/results/metrics.json, or "
                     "metrics_LOAD.json for another load)")
@@ -227,6 +334,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.load.startswith("kcat"):
             Path(records_file).write_bytes((b"x" * 100 + b"\n") * args.records)
         for i in range(args.rounds):
+            if args.load.startswith("count"):
+                note(f"round {i + 1}/{args.rounds}: metrics off and on, under callgrind")
+                rounds.append(counted(args, tmp_root))
+                note("  " + ", ".join(
+                    f"{side} {rounds[-1][side][args.load]['instructions_per_request']:,.0f}"
+                    for side in ("off", "on")) + " instructions per request")
+                continue
             if args.load.startswith("paired"):
                 note(f"round {i + 1}/{args.rounds}: metrics off and on side by side")
                 rounds.append(paired(args, tmp_root))
@@ -244,25 +358,30 @@ def main(argv: Sequence[str] | None = None) -> int:
                 note("  " + ", ".join(f"{w} {r[w]['broker_cpu_s_per_m']:.3f}"
                                       for w in workloads) + " broker CPU s per M")
             rounds.append(round_result)
+    counting = args.load.startswith("count")
+    figure, unit = (("instructions_per_request", "instructions per request") if counting
+                    else ("broker_cpu_s_per_m", "broker CPU s per M"))
     summary: dict[str, Any] = {}
-    lines = ["| workload | broker CPU s per M, off | on | on / off (median of rounds) | "
+    lines = [f"| workload | {unit}, off | on | on / off (median of rounds) | "
              "per-round ratios |", "|---|---:|---:|---:|---|"]
     for workload in workloads:
-        off = [r["off"][workload]["broker_cpu_s_per_m"] for r in rounds]
-        on = [r["on"][workload]["broker_cpu_s_per_m"] for r in rounds]
+        off = [r["off"][workload][figure] for r in rounds]
+        on = [r["on"][workload][figure] for r in rounds]
         ratios = [b / a for a, b in zip(off, on, strict=True)]
         summary[workload] = {"off": statistics.median(off), "on": statistics.median(on),
                              "ratio": statistics.median(ratios), "ratios": ratios}
-        lines.append(f"| {workload} | {statistics.median(off):.3f} | "
-                     f"{statistics.median(on):.3f} | {statistics.median(ratios):.3f} | "
+        shown = ",.0f" if counting else ".3f"
+        lines.append(f"| {workload} | {statistics.median(off):{shown}} | "
+                     f"{statistics.median(on):{shown}} | {statistics.median(ratios):.3f} | "
                      + ", ".join(f"{x:.3f}" for x in ratios) + " |")
     both = statistics.median([summary[w]["ratio"] for w in workloads])
-    scrape_ms = [r["on"]["scrape_cpu_ms"] for r in rounds]
-    summary["scrape_cpu_ms"] = statistics.median(scrape_ms)
-    lines.append("")
-    lines.append(f"one scrape of /metrics ({rounds[0]['on']['scrape_bytes']:,} bytes): "
-                 f"{statistics.median(scrape_ms):.2f} broker CPU ms (median of rounds; "
-                 + ", ".join(f"{x:.2f}" for x in scrape_ms) + ")")
+    if not counting:
+        scrape_ms = [r["on"]["scrape_cpu_ms"] for r in rounds]
+        summary["scrape_cpu_ms"] = statistics.median(scrape_ms)
+        lines.append("")
+        lines.append(f"one scrape of /metrics ({rounds[0]['on']['scrape_bytes']:,} bytes): "
+                     f"{statistics.median(scrape_ms):.2f} broker CPU ms (median of rounds; "
+                     + ", ".join(f"{x:.2f}" for x in scrape_ms) + ")")
     lines.append("target (issue 19): on / off <= 1.03: " + ", ".join(
         f"{w} {'met' if summary[w]['ratio'] <= 1.03 else 'not met'}" for w in workloads))
     results = {"when": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),

@@ -152,20 +152,23 @@ class Connection(asyncio.BufferedProtocol):
         self.reads += 1
         decoder = self.decoder
         decoder.buffer_updated(nbytes)
-        arrivals = self._arrivals
-        if arrivals is not None and decoder.queued > len(arrivals):
-            now = time.perf_counter()  # frames completed by this read: read now
-            arrivals.extend([now] * (decoder.queued - len(arrivals)))
         if self._tls_sock is not None:
             self._wake_for(decoder.frame_missing)
-        if decoder.queued or decoder.error is not None:
+        queued = decoder.queued
+        if queued or decoder.error is not None:
             waiter = self._input
             # run() waits for input with nothing in progress, and this is the one frame
-            # waiting: answering it here keeps the order of answers.
-            if (decoder.queued == 1 and waiter is not None and not waiter.done()
+            # waiting: answering it here keeps the order of answers (its read time is
+            # when _try_now starts it: no queue time).
+            if (queued == 1 and waiter is not None and not waiter.done()
                     and decoder.error is None and self._answer_now()):
                 return
-            if (decoder.queued >= MAX_QUEUED_REQUESTS or decoder.queued_bytes >= MAX_QUEUED_BYTES
+            arrivals = self._arrivals
+            if arrivals is not None and queued > len(arrivals):
+                # metrics.listen: frames completed by this read, left to run(): read now.
+                now = time.perf_counter()
+                arrivals.extend([now] * (queued - len(arrivals)))
+            if (queued >= MAX_QUEUED_REQUESTS or decoder.queued_bytes >= MAX_QUEUED_BYTES
                     or decoder.error is not None):
                 self._pause_reading()
             self._wake_input()
@@ -254,11 +257,11 @@ class Connection(asyncio.BufferedProtocol):
             # metrics.listen: the handler's synchronous part is local time (without
             # metrics this block is the one test per request).
             timing = None
-            arrivals = self._arrivals
-            if arrivals is not None:
+            if self._arrivals is not None:
                 now = time.perf_counter()
-                # new_timing written out (see server.metrics.RequestTiming)
-                timing = [request.api_key, arrivals.popleft(), started, now - started,
+                # new_timing written out (see server.metrics.RequestTiming); read when
+                # started (buffer_updated calls this for the frame it completed).
+                timing = [request.api_key, started, started, now - started,
                           now if response is None or isinstance(response, (bytes, list))
                           else 0.0, 0.0]
             if response is not None and not isinstance(response, (bytes, list)):

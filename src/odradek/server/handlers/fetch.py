@@ -587,8 +587,9 @@ def _answer(request: Request, results: list[PartitionResult], session: FetchSess
     elif request.session is not None:
         throttle_ms = request.session.throttle_ms  # a request quota's, if any
     if stats is not None:  # BrokerTopicMetrics, per partition read as Kafka counts them
+        topics = stats.topics
         for r in results:
-            tstats = stats.topic(r.topic)
+            tstats = topics.get(r.topic) or stats.topic(r.topic)
             tstats.fetches += 1
             if r.error:
                 tstats.failed_fetch += 1
