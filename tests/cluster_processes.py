@@ -87,7 +87,8 @@ class Cluster:
     def bootstrap(self) -> str:
         return ",".join(b.bootstrap for b in self.brokers.values() if b.port)
 
-    def _args(self, broker: ClusterBroker) -> list[str]:
+    def broker_args(self, broker: ClusterBroker) -> list[str]:
+        """`odradek serve` options (after --listen and --data-dir) of ``broker``."""
         settings = {**FAST_SETTINGS, **self.settings,
                     **self.node_settings.get(broker.node_id, {}), "node.id": broker.node_id,
                     "zookeeper.connect": self.connect}
@@ -101,7 +102,7 @@ class Cluster:
         assert not broker.running, f"broker {node} is running"
         broker.data_dir.mkdir(parents=True, exist_ok=True)
         prefix = None if self.cuts is None else self.cuts.prefix(_group_name(node))
-        broker._context = start_broker(broker.data_dir, *self._args(broker),
+        broker._context = start_broker(broker.data_dir, *self.broker_args(broker),
                                        argv_prefix=prefix)
         broker.process = broker._context.__enter__()
         broker.port = broker.process.port

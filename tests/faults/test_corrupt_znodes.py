@@ -6,16 +6,26 @@ controller event or broker dies of it."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.index import load_request_schema
 
-from tests.cluster_processes import Cluster, run_cluster
+from odradek.client.connection import Cluster as ClientCluster
+from odradek.cluster import state as zk
+from odradek.protocol.messages import build
+from odradek.server.cluster import PRODUCER_ID_FORMAT_RETRY_S
+from tests.cluster_processes import Cluster, ClusterBroker, run_cluster
 from tests.zookeeper import ZooKeeperServer
 
 pytestmark = pytest.mark.cluster
+
+INIT_PRODUCER_ID = 22
+COORDINATOR_LOAD_IN_PROGRESS = 14
 
 
 @pytest.fixture
@@ -127,3 +137,64 @@ def test_a_garbage_controller_epoch_holds_elections_off_until_it_is_fixed(
         pair.wait_for(lambda: client.get("/controller_epoch")[0] == b"42", 20, "epoch 42")
     pair.create_topic("after", partitions=1, rf=2)  # the controller places it
     round_trip(pair, "after", b"elected")
+
+
+def init_producer_id(cluster: Cluster, node: int) -> tuple[int, int]:
+    """InitProducerId (idempotent, no transactional id) sent to broker ``node`` itself:
+    (error code, producer id)."""
+    client = ClientCluster(cluster.brokers[node].bootstrap, client_id="corrupt-znodes",
+                           timeout_s=10)
+    try:
+        # v4 as Kafka's clients send it (the project's client does not speak this API).
+        answer = client.any_broker().call(build(load_request_schema(INIT_PRODUCER_ID, 4), {
+            "transactional_id": None, "transaction_timeout": 60_000, "producer_id": -1,
+            "producer_epoch": -1}))
+    finally:
+        client.close()
+    return int(answer.error_code), int(answer.producer_id)
+
+
+def test_a_garbage_producer_id_block_holds_new_ids_back_until_it_is_fixed(
+        pair: Cluster) -> None:
+    """Handing out producer ids without knowing the last block could give two producers
+    the same id: a broker that cannot read /latest_producer_id_block answers
+    InitProducerId with a retriable error (COORDINATOR_LOAD_IN_PROGRESS, which clients
+    retry), logs why in one line, serves everything else, and reserves a block once the
+    znode is fixed - after the fixed block, never inside it."""
+    pair.create_topic("good", partitions=1, rf=2)
+    pair.stop(2)
+    with pair.zk() as client:
+        client.set(zk.PRODUCER_ID_BLOCK_PATH, b'{"version":1,"block_end":"soon"}')
+    pair.start(2)
+    assert_one_line_errors(pair, zk.PRODUCER_ID_BLOCK_PATH, everyone=False)
+    assert error_lines(pair, zk.PRODUCER_ID_BLOCK_PATH)[2], "broker 2 said nothing"
+    assert init_producer_id(pair, 2) == (COORDINATOR_LOAD_IN_PROGRESS, -1)
+    code, pid = init_producer_id(pair, 1)  # its block was reserved before
+    assert code == 0 and pid >= 0
+    round_trip(pair, "good", b"served meanwhile")
+    with pair.zk() as client:
+        client.set(zk.PRODUCER_ID_BLOCK_PATH, zk.producer_id_block_to_json(1, 5000, 5999))
+    pair.wait_for(lambda: init_producer_id(pair, 2)[0] == 0,
+                  PRODUCER_ID_FORMAT_RETRY_S + 20, "broker 2 handing out producer ids")
+    assert init_producer_id(pair, 2)[1] >= 6000
+
+
+def test_a_garbage_cluster_id_stops_a_starting_broker_and_says_why(
+        pair: Cluster, tmp_path: Path) -> None:
+    """Which cluster a broker's data belongs to is /cluster/id's to say: unreadable, a
+    broker starting cannot know, and writing a new id would split the cluster in two.
+    It stops at once, naming the znode (Kafka's broker does not start either); the
+    running brokers go on serving."""
+    pair.create_topic("good", partitions=1, rf=2)
+    with pair.zk() as client:
+        client.set(zk.CLUSTER_ID_PATH, b'{"version":"1","id":7}')
+    newcomer = ClusterBroker(3, tmp_path / "broker-3")
+    newcomer.data_dir.mkdir(parents=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "odradek", "serve", "--listen", "127.0.0.1:0",
+         "--data-dir", str(newcomer.data_dir), *pair.broker_args(newcomer)],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, (done.returncode, done.stdout, done.stderr)
+    assert f"{zk.CLUSTER_ID_PATH} is corrupt" in done.stderr, done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    round_trip(pair, "good", b"still served")
