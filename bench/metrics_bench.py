@@ -143,11 +143,7 @@ def paired(args: argparse.Namespace, tmp_root: str) -> dict[str, dict[str, Any]]
             partitions = args.raw_partitions if args.load == "paired-produce" else 1
             procs[side] = ab_bench.serve(ab_bench.REPO / "src",
                                          tempfile.mkdtemp(dir=tmp_root), partitions, extra)
-        socks = {}
-        for side, (_, bootstrap) in procs.items():
-            socks[side] = cleanup.enter_context(socket.create_connection(
-                ("127.0.0.1", int(bootstrap.rsplit(":", 1)[1])), timeout=30))
-            socks[side].setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        socks = _connect(cleanup, procs, 30)
         pids = {side: proc.pid for side, (proc, _) in procs.items()}
         cpu = (_paired_produce if args.load == "paired-produce" else _paired_fetch)(
             args, socks, pids)
@@ -159,11 +155,39 @@ def paired(args: argparse.Namespace, tmp_root: str) -> dict[str, dict[str, Any]]
         return result
 
 
+def _connect(cleanup: contextlib.ExitStack, procs: dict[str, Any], timeout_s: float
+             ) -> dict[str, socket.socket]:
+    """A client connection to each side's broker, closed with ``cleanup``."""
+    socks = {}
+    for side, (_, bootstrap) in procs.items():
+        socks[side] = cleanup.enter_context(socket.create_connection(
+            ("127.0.0.1", int(bootstrap.rsplit(":", 1)[1])), timeout=timeout_s))
+        socks[side].setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return socks
+
+
+def _produce_requests(args: argparse.Namespace) -> tuple[list[bytearray], int]:
+    """raw-produce's requests: the distinct frames and how many requests to send."""
+    targets = [(ab_bench.TOPIC, p) for p in range(args.raw_partitions)]
+    return scale_bench.raw_produce_frames(targets, args.records, b"x" * 100, args.raw_batch,
+                                          10, same_batches=True)
+
+
+def _fetches(args: argparse.Namespace, socks: dict[str, socket.socket]) -> list[bytes]:
+    """spaced-fetch's fetches, one per batch, after writing the batches to every side
+    (not measured)."""
+    batch = ab_bench.SPACED_BATCH
+    batches = max(1, args.records // batch)
+    frames, requests = scale_bench.raw_produce_frames(
+        [(ab_bench.TOPIC, 0)], batches * batch, b"x" * 100, batch, 1)
+    for sock in socks.values():
+        scale_bench.send_raw_produce(sock, frames, 0, requests)
+    return [ab_bench.fetch_frame(i, i * batch) for i in range(batches)]
+
+
 def _paired_produce(args: argparse.Namespace, socks: dict[str, socket.socket],
                     pids: dict[str, int]) -> dict[str, float]:
-    targets = [(ab_bench.TOPIC, p) for p in range(args.raw_partitions)]
-    frames, requests = scale_bench.raw_produce_frames(
-        targets, args.records, b"x" * 100, args.raw_batch, 10, same_batches=True)
+    frames, requests = _produce_requests(args)
     cpu0 = {side: proc_cpu_s(pid) for side, pid in pids.items()}
     for k, start in enumerate(range(0, requests, PAIRED_CHUNK)):
         for side in (("off", "on") if k % 2 == 0 else ("on", "off")):
@@ -174,15 +198,9 @@ def _paired_produce(args: argparse.Namespace, socks: dict[str, socket.socket],
 
 def _paired_fetch(args: argparse.Namespace, socks: dict[str, socket.socket],
                   pids: dict[str, int]) -> dict[str, float]:
-    batch = ab_bench.SPACED_BATCH
-    batches = max(1, args.records // batch)
-    frames, requests = scale_bench.raw_produce_frames(
-        [(ab_bench.TOPIC, 0)], batches * batch, b"x" * 100, batch, 1)
-    for sock in socks.values():  # the records to read, untimed
-        scale_bench.send_raw_produce(sock, frames, 0, requests)
-    fetches = [ab_bench.fetch_frame(i, i * batch) for i in range(batches)]
+    fetches = _fetches(args, socks)
     hog = subprocess.Popen([sys.executable, "-c", ab_bench.HOG,
-                            str(batches * (args.gap_ms / 1000 + 0.02) + 30)])
+                            str(len(fetches) * (args.gap_ms / 1000 + 0.02) + 30)])
     try:
         time.sleep(0.5)  # the hog's start is not the brokers' cost
         cpu0 = {side: proc_cpu_s(pid) for side, pid in pids.items()}
@@ -232,28 +250,17 @@ def counted(args: argparse.Namespace, tmp_root: str) -> dict[str, dict[str, Any]
             t.join()
         if set(procs) != set(out):
             raise RuntimeError("a broker did not start under valgrind")
-        socks = {}
-        for side, (_, bootstrap) in procs.items():
-            socks[side] = cleanup.enter_context(socket.create_connection(
-                ("127.0.0.1", int(bootstrap.rsplit(":", 1)[1])), timeout=600))
-            socks[side].setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        socks = _connect(cleanup, procs, 600)
         pids = {side: proc.pid for side, (proc, _) in procs.items()}
         if args.load == "count-fetch":
-            batch = ab_bench.SPACED_BATCH
-            requests = max(1, args.records // batch)
-            frames, produces = scale_bench.raw_produce_frames(
-                [(ab_bench.TOPIC, 0)], requests * batch, b"x" * 100, batch, 1)
-            for sock in socks.values():  # the records to read, uncounted
-                scale_bench.send_raw_produce(sock, frames, 0, produces)
-            fetches = [ab_bench.fetch_frame(i, i * batch) for i in range(requests)]
+            fetches = _fetches(args, socks)
+            requests = len(fetches)
 
             def load(side: str) -> None:
                 for frame in fetches:
                     ab_bench.fetch_one(socks[side], frame)
         else:
-            targets = [(ab_bench.TOPIC, p) for p in range(args.raw_partitions)]
-            frames, requests = scale_bench.raw_produce_frames(
-                targets, args.records, b"x" * 100, args.raw_batch, 10, same_batches=True)
+            frames, requests = _produce_requests(args)
 
             def load(side: str) -> None:
                 scale_bench.send_raw_produce(socks[side], frames, 0, requests)
@@ -334,19 +341,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.load.startswith("kcat"):
             Path(records_file).write_bytes((b"x" * 100 + b"\n") * args.records)
         for i in range(args.rounds):
-            if args.load.startswith("count"):
-                note(f"round {i + 1}/{args.rounds}: metrics off and on, under callgrind")
-                rounds.append(counted(args, tmp_root))
-                note("  " + ", ".join(
-                    f"{side} {rounds[-1][side][args.load]['instructions_per_request']:,.0f}"
-                    for side in ("off", "on")) + " instructions per request")
-                continue
-            if args.load.startswith("paired"):
-                note(f"round {i + 1}/{args.rounds}: metrics off and on side by side")
-                rounds.append(paired(args, tmp_root))
-                note("  " + ", ".join(
-                    f"{side} {rounds[-1][side][args.load]['broker_cpu_s_per_m']:.3f}"
-                    for side in ("off", "on")) + " broker CPU s per M")
+            if args.load.startswith(("count", "paired")):  # both brokers in one go
+                counting = args.load.startswith("count")
+                note(f"round {i + 1}/{args.rounds}: metrics off and on, "
+                     + ("under callgrind" if counting else "side by side"))
+                rounds.append((counted if counting else paired)(args, tmp_root))
+                figure, shown, unit = (
+                    ("instructions_per_request", ",.0f", "instructions per request")
+                    if counting else ("broker_cpu_s_per_m", ".3f", "broker CPU s per M"))
+                note("  " + ", ".join(f"{side} {rounds[-1][side][args.load][figure]:{shown}}"
+                                      for side in ("off", "on")) + " " + unit)
                 continue
             order = (False, True) if i % 2 == 0 else (True, False)
             round_result: dict[str, Any] = {}
