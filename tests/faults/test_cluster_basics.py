@@ -125,7 +125,7 @@ def test_a_broker_waits_for_an_unreachable_zookeeper_and_joins_when_it_answers(
         cluster.brokers[1].data_dir.mkdir(parents=True)
         argv = [sys.executable, "-m", "odradek", "serve", "--listen", "127.0.0.1:0",
                 "--data-dir", str(cluster.brokers[1].data_dir),
-                *cluster._args(cluster.brokers[1])]
+                *cluster.broker_args(cluster.brokers[1])]
         process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                    stdin=subprocess.DEVNULL, text=True)
         try:
