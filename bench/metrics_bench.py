@@ -132,11 +132,7 @@ def paired(args: argparse.Namespace, tmp_root: str) -> dict[str, dict[str, Any]]
     ports = {"off": None, "on": free_port()}
     procs: dict[str, Any] = {}
     with contextlib.ExitStack() as cleanup:
-        @cleanup.callback
-        def stop_brokers() -> None:
-            for proc, _ in procs.values():
-                proc.terminate()
-                proc.wait(60)
+        cleanup.callback(_stop_all, procs, 60)
 
         for side, port in ports.items():
             extra = ("--override", f"metrics.listen=127.0.0.1:{port}") if port else ()
@@ -153,6 +149,13 @@ def paired(args: argparse.Namespace, tmp_root: str) -> dict[str, dict[str, Any]]
         assert ports["on"] is not None
         result["on"].update(scrape_cost(ports["on"], pids["on"], args.scrapes))
         return result
+
+
+def _stop_all(procs: dict[str, Any], timeout_s: float) -> None:
+    """Stop every side's broker (the paired and counted loads' way out, whatever it is)."""
+    for proc, _ in procs.values():
+        proc.terminate()
+        proc.wait(timeout_s)
 
 
 def _connect(cleanup: contextlib.ExitStack, procs: dict[str, Any], timeout_s: float
@@ -230,11 +233,7 @@ def counted(args: argparse.Namespace, tmp_root: str) -> dict[str, dict[str, Any]
                      f"--callgrind-out-file={out[side]}") for side in out}
     os.environ["PYTHONHASHSEED"] = "0"  # the brokers' dicts and sets alike in both runs
     with contextlib.ExitStack() as cleanup:
-        @cleanup.callback
-        def stop_brokers() -> None:
-            for proc, _ in procs.values():
-                proc.terminate()
-                proc.wait(120)
+        cleanup.callback(_stop_all, procs, 120)
 
         def start(side: str) -> None:
             extra = (("--override", f"metrics.listen=127.0.0.1:{free_port()}")
