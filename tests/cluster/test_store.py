@@ -11,6 +11,7 @@ which also closes every store the test opened.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -548,3 +549,33 @@ def test_memory_stores_on_different_loops_share_one_tree() -> None:
     assert other_thread["calls"] == [(None, -1), (b"hello", 0)]
     assert other_thread["off_loop"] == 0
     assert other_thread["thread"] != threading.get_ident()
+
+
+def test_a_cancelled_watch_ends_even_when_its_read_swallows_the_cancellation() -> None:
+    # Python 3.11's asyncio.wait_for (in ZooKeeperStore's requests) can swallow a
+    # cancellation whose answer arrives in the same loop step: the read then returns
+    # as if nothing happened. The watch's task must still end, not wait unreferenced
+    # for a poke no one sends (the garbage collector then destroys it pending).
+    from odradek.cluster.store import RefreshingWatch
+
+    async def body() -> None:
+        answer: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        reading = asyncio.Event()
+        delivered: list[int] = []
+
+        async def read(first: bool) -> tuple[int, int]:
+            reading.set()
+            with contextlib.suppress(asyncio.CancelledError):  # swallowed, as wait_for may
+                await answer
+            return 1, 1
+
+        async def available() -> None:
+            return None
+
+        watch = RefreshingWatch("/w", read, delivered.append, available, lambda w: None)
+        await reading.wait()
+        watch.cancel()
+        await asyncio.wait_for(asyncio.shield(watch._task), 2)
+        assert watch._task.done() and delivered == []
+
+    asyncio.run(body())

@@ -249,6 +249,13 @@ class RefreshingWatch(Watch, Generic[T]):
             return
         self.cancelled = True
         self._task.cancel()
+        # Also wake the task: on Python 3.11 asyncio.wait_for (inside a store request
+        # the task may be awaiting) can swallow that cancellation when its answer
+        # arrives in the same loop step, and the task would then wait for a poke that
+        # never comes, unreferenced, until the garbage collector destroys it pending
+        # ("Task was destroyed but it is pending!", seen with topics deleted while
+        # their watches were reading). Set, the event lets the loop see ``cancelled``.
+        self._poked.set()
         self._on_cancel(self)
 
     async def _run(self) -> None:
