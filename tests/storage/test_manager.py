@@ -4,11 +4,12 @@ and the periodic duties (flush.ms, retention, compaction)."""
 from __future__ import annotations
 
 import os
+import uuid
 
 import pytest
 
 from odradek.records import builder
-from odradek.storage import Log, LogConfig, LogManager
+from odradek.storage import Log, LogConfig, LogManager, partition_metadata
 from odradek.storage.checkpoint import read_checkpoint, write_checkpoint
 from odradek.storage.manager import parse_log_dir_name
 
@@ -455,3 +456,44 @@ def test_a_deleted_log_is_dropped_from_the_flush_agenda(tmp_path, visits):
         clock.advance(1000)
         assert manager.flush_due() == 0
         assert visits == []
+
+
+def test_a_log_records_its_topic_id_in_kafkas_partition_metadata_file(tmp_path, monkeypatch):
+    topic_id = uuid.UUID("6c1a5f07-2b1d-4a0a-9a53-1c3f5e6d7b8a")
+    synced = []
+    real = os.fsync
+    with LogManager.open(str(tmp_path)) as manager:
+        monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(os.readlink(
+            f"/proc/self/fd/{fd}")), real(fd)))
+        manager.get_or_create_log("orders", 0, topic_id=topic_id).append(make_batch(2))
+        # Not synced on its own: 10,000 new partitions must not cost 10,000 more fsyncs.
+        assert synced == [str(tmp_path)]
+    text = (tmp_path / "orders-0" / "partition.metadata").read_text()
+    assert text == "version: 0\ntopic_id: bBpfBysdSgqaUxw_Xm17ig\n"  # Kafka's Uuid.toString
+    assert partition_metadata.read(str(tmp_path / "orders-0")) == topic_id
+    with LogManager.open(str(tmp_path)) as manager:
+        assert manager.get_or_create_log("orders", 0, topic_id=topic_id).log_end_offset == 2
+
+
+def test_a_log_of_an_earlier_topic_of_the_same_name_is_deleted_not_served(tmp_path):
+    """A topic deleted while a broker was away and created again under its name: the
+    broker's old directory has the name but not the topic id. Its records must not be
+    served (or followed) as the new topic's: the log is replaced by an empty one."""
+    old_id, new_id = uuid.uuid4(), uuid.uuid4()
+    with LogManager.open(str(tmp_path)) as manager:
+        manager.get_or_create_log("orders", 0, topic_id=old_id).append(make_batch(5))
+    with LogManager.open(str(tmp_path)) as manager:
+        lg = manager.get_or_create_log("orders", 0, topic_id=new_id)
+        assert lg.log_end_offset == 0 and values_in(lg) == []
+        assert partition_metadata.read(lg.directory) == new_id
+        assert manager.get_or_create_log("orders", 0, topic_id=new_id) is lg
+
+
+def test_a_log_from_before_topic_ids_is_adopted_by_its_topic(tmp_path):
+    topic_id = uuid.uuid4()
+    with LogManager.open(str(tmp_path)) as manager:
+        manager.get_or_create_log("orders", 0).append(make_batch(3))  # no id known
+    assert not (tmp_path / "orders-0" / "partition.metadata").exists()
+    with LogManager.open(str(tmp_path)) as manager:
+        assert manager.get_or_create_log("orders", 0, topic_id=topic_id).log_end_offset == 3
+    assert partition_metadata.read(str(tmp_path / "orders-0")) == topic_id

@@ -150,7 +150,8 @@ class Broker:
                 self.metadata.persist()  # only now: the directory is ours
                 for topic in self.metadata.topics.values():
                     for partition in range(topic.partitions):
-                        self.logs.get_or_create_log(topic.name, partition)
+                        self.logs.get_or_create_log(topic.name, partition,
+                                                    topic_id=topic.topic_id)
             self._duties = LogDuties(self.logs, DutyIntervals(
                 retention_check_ms=cfg["log.retention.check.interval.ms"],
                 flush_check_ms=cfg["log.flush.scheduler.interval.ms"],
@@ -530,7 +531,8 @@ class Broker:
                 await asyncio.sleep(0)
                 if self.topic(name) is not topic:
                     return
-            self.logs.get_or_create_log(name, partition)
+            self.logs.get_or_create_log(name, partition,
+                                        topic_id=topic.topic_id if topic else None)
 
     def _register_topic(self, name: str, partitions: int | None,
                         configs: dict[str, str] | None, validate_only: bool) -> Topic:
@@ -548,7 +550,7 @@ class Broker:
         topic = self._register_topic(name, partitions, configs, validate_only)
         if not validate_only:
             for partition in range(topic.partitions):
-                self.logs.get_or_create_log(name, partition)
+                self.logs.get_or_create_log(name, partition, topic_id=topic.topic_id)
             log.info("created topic %s with %d partition(s)", name, topic.partitions)
         return topic
 

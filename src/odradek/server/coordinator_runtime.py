@@ -290,7 +290,7 @@ class CoordinatorRuntime(abc.ABC):
                         topic.partitions, setting, self.num_partitions)
         self.num_partitions = topic.partitions
         for partition in range(topic.partitions):
-            broker.logs.get_or_create_log(self.topic, partition)
+            broker.logs.get_or_create_log(self.topic, partition, topic_id=topic.topic_id)
 
     def partition_count(self) -> int:
         """The internal topic's partition count, which ``partition_for`` divides by. It

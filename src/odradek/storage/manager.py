@@ -12,8 +12,9 @@ Layout (Kafka's, so operators find what they know)::
       cleaner-offset-checkpoint           per partition: where compaction stopped
       <topic>-<partition>/                one directory per partition log: segments
                                           (.log, .index, .timeindex, .txnindex),
-                                          producer-state .snapshot files and
-                                          leader-epoch-checkpoint (see Log)
+                                          producer-state .snapshot files,
+                                          leader-epoch-checkpoint (see Log) and
+                                          partition.metadata (its topic's id)
 
 Replicated logs: the replication layer marks a log replicated (``set_replicated``) and
 moves its high watermark (``Log.set_high_watermark``); ``write_checkpoints`` saves the
@@ -45,7 +46,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from odradek.storage import checkpoint
+from odradek.storage import checkpoint, partition_metadata
 from odradek.storage.cleaner import DEFAULT_MAX_MAP_ENTRIES, CleanResult, LogCleaner
 from odradek.storage.config import LogConfig
 from odradek.storage.errors import LogDirLockedError
@@ -103,6 +104,8 @@ class LogManager:
         self._topic_config = topic_config
         self.clock = clock
         self.logs: dict[TopicPartition, Log] = {}
+        # Each log's topic id (partition.metadata) once read or written.
+        self._topic_ids: dict[TopicPartition, uuid.UUID] = {}
         self._lock_fd: int | None = None
         self._max_map_entries = max_map_entries
         self.cleaner: LogCleaner | None = None
@@ -285,9 +288,17 @@ class LogManager:
         return self.logs.get((topic, partition))
 
     def get_or_create_log(self, topic: str, partition: int,
-                          config: LogConfig | None = None) -> Log:
+                          config: LogConfig | None = None,
+                          topic_id: uuid.UUID | None = None) -> Log:
+        """The partition's log, created if there is none. With ``topic_id``, a log on
+        disk that ``partition.metadata`` says belongs to another topic id (an earlier
+        topic of the same name, deleted while this broker was away) is deleted and a new
+        one created: it must never be served as this topic's."""
         tp = (topic, partition)
         lg = self.logs.get(tp)
+        if lg is not None and topic_id is not None and not self._belongs(lg, tp, topic_id):
+            self.delete_log(topic, partition)
+            lg = None
         if lg is None:
             path = os.path.join(self.data_dir, log_dir_name(topic, partition))
             # A directory made just now holds nothing to recover: opening it as after a
@@ -296,15 +307,42 @@ class LogManager:
             new = not os.path.exists(path)
             lg = Log.open(path, config or self.config_for(topic), clock=self.clock,
                           clean_shutdown=new)
+            if topic_id is not None:
+                partition_metadata.write(path, topic_id)
+                self._topic_ids[tp] = topic_id
             checkpoint.fsync_dir(self.data_dir)
             self.logs[tp] = lg
             self._watch(lg)
         return lg
 
+    def _belongs(self, lg: Log, tp: TopicPartition, topic_id: uuid.UUID) -> bool:
+        """Whether ``lg`` is the log of topic ``topic_id``: its partition.metadata says
+        so, or it has none yet (a log from before topic ids: it is adopted, and the id
+        written) or one that does not parse (adopted too, with a warning: its data is
+        not thrown away on a doubt)."""
+        known = self._topic_ids.get(tp)
+        if known is None:
+            try:
+                known = partition_metadata.read(lg.directory)
+            except partition_metadata.PartitionMetadataError as exc:
+                log.warning("%s-%d: %s does not parse (%s); rewriting it for topic id %s",
+                            *tp, partition_metadata.FILE_NAME, exc, topic_id)
+            if known is None:
+                partition_metadata.write(lg.directory, topic_id)
+                known = topic_id
+            self._topic_ids[tp] = known
+        if known == topic_id:
+            return True
+        log.info("%s-%d: the log here is of topic id %s, an earlier topic of this name "
+                 "(deleted while this broker was away): deleting it for topic id %s",
+                 *tp, known, topic_id)
+        return False
+
     def delete_log(self, topic: str, partition: int) -> bool:
         """Remove a partition's log: renamed ``<dir>.<id>-delete`` first (atomic, so a
         crash cannot resurrect half of it), then removed."""
         lg = self.logs.pop((topic, partition), None)
+        self._topic_ids.pop((topic, partition), None)
         if lg is None:
             return False
         target = f"{lg.directory}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
