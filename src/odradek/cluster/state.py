@@ -67,6 +67,10 @@ def topic_path(topic: str) -> str:
     return f"{TOPICS_PATH}/{topic}"
 
 
+def partitions_path(topic: str) -> str:
+    return f"{TOPICS_PATH}/{topic}/partitions"
+
+
 def partition_path(topic: str, partition: int) -> str:
     return f"{TOPICS_PATH}/{topic}/partitions/{partition}"
 
@@ -77,6 +81,11 @@ def state_path(topic: str, partition: int) -> str:
 
 def config_path(topic: str) -> str:
     return f"{CONFIG_TOPICS_PATH}/{topic}"
+
+
+def delete_marker_path(topic: str) -> str:
+    """/admin/delete_topics/T: the topic's deletion, asked and not yet finished."""
+    return f"{DELETE_TOPICS_PATH}/{topic}"
 
 
 def broker_config_path(broker: str) -> str:

@@ -46,7 +46,14 @@ log = logging.getLogger(__name__)
 
 
 class StoreError(Exception):
-    """Base of the store's errors."""
+    """Base of the store's errors. Its message starts with the znode's path (for a
+    transaction, the path of the operation that failed)."""
+
+    def at(self, path: str) -> bool:
+        """Whether this error is about ``path`` (which operation of a transaction
+        failed)."""
+        message = str(self)
+        return message == path or message.startswith(path + " ")
 
 
 class NoNodeError(StoreError):

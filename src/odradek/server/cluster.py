@@ -409,12 +409,20 @@ class ClusterNode:
                       name in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC))
         if validate_only:
             return topic
+        marker = zk.delete_marker_path(name)
         try:
             await self.store.multi([
+                # Not while a deletion of the name is asked and unfinished (Kafka's
+                # "marked for deletion"): creating the marker and deleting it again in
+                # the same transaction is ZooKeeper's only "absent" check.
+                Op.create(marker), Op.delete(marker),
                 Op.create(zk.config_path(name), zk.config_to_json(configs)),
                 Op.create(zk.topic_path(name), topic_assignment.to_json()),
             ])
-        except NodeExistsError:
+        except NodeExistsError as exc:
+            if exc.at(marker):
+                raise TopicError("TOPIC_ALREADY_EXISTS",
+                                 f"topic {name!r} is marked for deletion") from None
             raise TopicError("TOPIC_ALREADY_EXISTS", f"topic {name!r} already exists") from None
         except StoreError as exc:
             raise TopicError("REQUEST_TIMED_OUT", f"ZooKeeper: {exc}") from None
@@ -476,16 +484,25 @@ class ClusterNode:
         if topic is None:
             raise TopicError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
         try:
-            await self.store.create(f"{zk.DELETE_TOPICS_PATH}/{name}", b"")
+            await self.store.create(zk.delete_marker_path(name), b"")
         except NodeExistsError:
             pass  # already marked for deletion
         except StoreError as exc:
             raise TopicError("REQUEST_TIMED_OUT", f"ZooKeeper: {exc}") from None
         return topic
 
-    async def wait_deleted(self, names: Sequence[str], timeout_s: float) -> bool:
-        return await self.metadata.wait_for(
-            lambda: not any(n in self.metadata.assignments for n in names), timeout_s)
+    async def wait_deleted(self, topics: Mapping[str, uuid.UUID], timeout_s: float
+                           ) -> set[str]:
+        """Wait until these topics (name -> topic id) are gone from this broker's
+        metadata (the controller has deleted them; a topic of the same name created
+        since is another one), or time runs out; the names of those still there."""
+        def left() -> set[str]:
+            assignments = self.metadata.assignments
+            return {n for n, topic_id in topics.items()
+                    if n in assignments and assignments[n].topic_id == topic_id}
+
+        await self.metadata.wait_for(lambda: not left(), timeout_s)
+        return left()
 
     async def add_partitions(self, name: str, count: int,
                              assignment: Sequence[Sequence[int]] | None = None, *,
@@ -546,11 +563,19 @@ class ClusterNode:
             raise TopicError("INVALID_CONFIG", str(exc)) from None
         if not validate_only:
             data = zk.config_to_json(configs)
+            # Only while the topic exists: a config written for a topic deleted meanwhile
+            # would keep its name from being created again.
+            exists = Op.check(zk.topic_path(name), -1)
             try:
                 try:
-                    await self.store.set(zk.config_path(name), data)
-                except NoNodeError:
-                    await self.store.create(zk.config_path(name), data)
+                    await self.store.multi([exists, Op.set(zk.config_path(name), data)])
+                except NoNodeError as exc:
+                    if not exc.at(zk.config_path(name)):
+                        raise
+                    await self.store.multi([exists, Op.create(zk.config_path(name), data)])
+            except NoNodeError:
+                raise TopicError("UNKNOWN_TOPIC_OR_PARTITION",
+                                 f"topic {name!r} does not exist") from None
             except StoreError as exc:
                 raise TopicError("REQUEST_TIMED_OUT", f"ZooKeeper: {exc}") from None
             # The watch brings it to every broker; this one applies it now, so that a

@@ -47,7 +47,12 @@ class MetadataListener(Protocol):
         """The set of live brokers (or a registration) changed."""
 
     def topic_removed(self, topic: str, partitions: int) -> None:
-        """A topic's assignment znode went away (the topic was deleted)."""
+        """A topic's assignment znode went away (the topic was deleted), or now holds
+        another topic of the same name (deleted and created again between two readings
+        of its watch)."""
+
+    def topic_unusable(self, topic: str) -> None:
+        """A topic's znode exists but is empty or does not parse."""
 
     def configs_changed(self, topic: str) -> None:
         """A topic's config overrides changed."""
@@ -220,15 +225,18 @@ class ClusterMetadata:
             if name not in names:
                 self._drop_topic(name)
         for name in sorted(names - set(self._topic_watches)):
-            self._expect(("topic", name))
-            self._expect(("config", name))
-            self._topic_watches[name] = [
-                self.store.watch_data(zk.topic_path(name),
-                                      lambda data, v, n=name: self._on_topic(n, data)),
-                self.store.watch_data(zk.config_path(name),
-                                      lambda data, v, n=name: self._on_config(n, data)),
-            ]
+            self._watch_topic(name)
         self._fired("topics")
+
+    def _watch_topic(self, name: str) -> None:
+        self._expect(("topic", name))
+        self._expect(("config", name))
+        self._topic_watches[name] = [
+            self.store.watch_data(zk.topic_path(name),
+                                  lambda data, v, n=name: self._on_topic(n, data)),
+            self.store.watch_data(zk.config_path(name),
+                                  lambda data, v, n=name: self._on_config(n, data)),
+        ]
 
     def _on_topic(self, name: str, data: bytes | None) -> None:
         self._fired(("topic", name))
@@ -236,12 +244,31 @@ class ClusterMetadata:
             if name in self.assignments:
                 self._drop_topic(name)
             return
+        if not data:
+            # No broker writes a topic without data: ZooKeeper made this znode as the
+            # parent of another (a deletion that did not finish, in versions before
+            # the controller's writes were made conditional). The controller removes it.
+            log.info("topic %s: %s is empty, no topic; the controller removes it", name,
+                     zk.topic_path(name))
+            self._unusable(name)
+            return
         try:
             assignment = TopicAssignment.from_json(name, data)
         except zk.ZnodeFormatError as exc:
             log.error("ignoring topic %s: %s: %s", name, zk.topic_path(name), exc)
+            self._unusable(name)
             return
         old = self.assignments.get(name)
+        if old is not None and old.topic_id != assignment.topic_id:
+            # Deleted and created again between two readings of this watch: the old
+            # topic goes first, everywhere (its replicas' logs must not be served as the
+            # new topic's, and its partitions' cached states are not the new ones'),
+            # then the name is watched afresh and its first reading is the new topic.
+            log.info("topic %s was deleted and created again (topic id %s -> %s)", name,
+                     old.topic_id, assignment.topic_id)
+            self._drop_topic(name)
+            self._watch_topic(name)
+            return
         self.assignments[name] = assignment
         self._refresh_topic(name)
         changed = [(name, p) for p in range(assignment.partitions)
@@ -329,6 +356,10 @@ class ClusterMetadata:
         for listener in self.listeners:
             listener.topic_removed(name, partitions)
         self._notify_changed()
+
+    def _unusable(self, name: str) -> None:
+        for listener in self.listeners:
+            listener.topic_unusable(name)
 
     def _partitions_changed(self, tps: list[TopicPartition]) -> None:
         for listener in self.listeners:

@@ -49,6 +49,7 @@ from odradek.cluster.store import (
     StoreUnavailableError,
     Watch,
 )
+from odradek.server.topic_znodes import TopicZnodes
 
 if TYPE_CHECKING:
     from odradek.server.cluster import ClusterNode
@@ -95,7 +96,10 @@ class Controller:
         self._rebalance: asyncio.Task[None] | None = None
         self._known: dict[int, int] = {}  # broker id -> broker epoch, as last handled
         self._shutting_down: set[int] = set()
-        self._pending_deletes: list[str] = []
+        # Topics with a deletion marker, as last read: no partition of theirs is given a
+        # state, and no reassignment is started for them.
+        self._deleting: set[str] = set()
+        self.topics = TopicZnodes(self.store, self._write)
         self._pending_shutdowns: list[str] = []
         self._controller_watch: Watch | None = None
         self._calls: set[asyncio.Future[Any]] = set()  # admin requests being handled
@@ -270,7 +274,7 @@ class Controller:
     def partitions_changed(self, partitions: list[TopicPartition]) -> None:
         metadata = self.node.metadata
         new = [tp for tp in partitions if tp not in metadata.states
-               and metadata.partition_exists(*tp)]
+               and metadata.partition_exists(*tp) and tp[0] not in self._deleting]
         if new:
             self.enqueue("new partitions", lambda: self._initialize(new))
         # A reassigned partition whose target replicas are all in the ISR now (the
@@ -282,6 +286,11 @@ class Controller:
     def topic_removed(self, topic: str, partitions: int) -> None:
         """Nothing to decide: the deletion was this controller's own doing (or an
         earlier one's), and brokers drop their replicas themselves."""
+
+    def topic_unusable(self, topic: str) -> None:
+        """The topic's znode is there but empty or not parseable: remove it if nothing
+        of a topic is below it (``TopicZnodes.remove_if_abandoned``)."""
+        self.enqueue("abandoned topic", lambda: self._remove_abandoned([topic]))
 
     def configs_changed(self, topic: str) -> None:
         """unclean.leader.election.enable turned on elects leaders for the topic's
@@ -297,7 +306,7 @@ class Controller:
         """Nothing for the controller: dynamic configs act on each broker's replicas."""
 
     def _on_deletes(self, children: list[str]) -> None:
-        self._pending_deletes = children
+        self._deleting = set(children)
         if children:
             self.enqueue("topic deletion", self._delete_topics)
 
@@ -310,6 +319,9 @@ class Controller:
     async def _on_startup(self) -> None:
         metadata = self.node.metadata
         self._known = {b: info.epoch for b, info in metadata.brokers.items()}
+        # Deletions a previous controller left unfinished come first: a partition of a
+        # topic being deleted gets no state (its predecessor may have removed some).
+        await self._delete_topics()
         missing = [(t, p) for t, a in metadata.assignments.items() for p in range(a.partitions)
                    if (t, p) not in metadata.states]
         if missing:
@@ -317,8 +329,14 @@ class Controller:
         await self._reelect(list(metadata.states), bounced=())
         self._pending_shutdowns = await self._children(zk.CONTROLLED_SHUTDOWN_PATH)
         await self._controlled_shutdown()
-        self._pending_deletes = await self._children(zk.DELETE_TOPICS_PATH)
-        await self._delete_topics()
+        # Topic znodes that are no topic (left by interrupted deletions of earlier
+        # versions), and configs of no topic: both keep a name from being created again.
+        await self._remove_abandoned(
+            [t for t in await self._children(zk.TOPICS_PATH) if t not in metadata.assignments])
+        for name in await self.topics.remove_orphan_configs():
+            log.warning("controller: removed %s: no topic %s exists or is being deleted "
+                        "(an AlterConfigs raced its deletion); the name can be created again",
+                        zk.config_path(name), name)
         # Reassignments a previous controller began (recorded in the topics' znodes).
         moving = [(t, p) for t, a in metadata.assignments.items() for p in range(a.partitions)
                   if a.reassigning(p)]
@@ -421,34 +439,47 @@ class Controller:
             raise
 
     async def _initialize(self, tps: list[TopicPartition]) -> None:
-        """New partitions get their first state: the first live replica leads."""
+        """New partitions get their first state: the first live replica leads. Written
+        under the topic's znode as read (``TopicZnodes.create_states``), never for a
+        topic being deleted: a state queued before a deletion must not bring the
+        topic's znodes back after it."""
         metadata = self.node.metadata
         live = {b: info.epoch for b, info in metadata.brokers.items()}
-        for tp in tps:
-            replicas = metadata.replicas(*tp)
-            if not replicas or tp in metadata.states:
-                continue
-            state = elections.initial_state(replicas, live, self.epoch, live)
-            await self.store.ensure_path(zk.partition_path(*tp))
-            try:
-                await self._write([Op.create(zk.state_path(*tp), state.to_json())])
-            except NodeExistsError:
-                continue  # written already (an earlier controller, or an event twice)
-            except NoNodeError:
-                continue  # the topic went away meanwhile
-            log.info("controller: %s-%d starts with leader %d, ISR %s", tp[0], tp[1],
-                     state.leader, list(state.isr))
+        by_topic: dict[str, list[int]] = {}
+        for topic, p in tps:
+            if (topic, p) not in metadata.states and topic not in self._deleting:
+                by_topic.setdefault(topic, []).append(p)
+        for topic, partitions in by_topic.items():
+            written = await self.topics.create_states(
+                topic, partitions,
+                lambda replicas: elections.initial_state(replicas, live, self.epoch, live))
+            for p, state in written.items():
+                log.info("controller: %s-%d starts with leader %d, ISR %s", topic, p,
+                         state.leader, list(state.isr))
 
     async def _delete_topics(self) -> None:
-        for topic in list(self._pending_deletes):
-            with contextlib.suppress(NoNodeError):
-                await self.store.delete(zk.topic_path(topic), recursive=True)
-            with contextlib.suppress(NoNodeError):
-                await self.store.delete(zk.config_path(topic), recursive=True)
-            with contextlib.suppress(NoNodeError):
-                await self.store.delete(f"{zk.DELETE_TOPICS_PATH}/{topic}")
-            log.info("controller: deleted topic %s", topic)
-        self._pending_deletes = []
+        """Carry out every deletion asked (the markers as they are now, not as a watch
+        last delivered them: a deletion asked while this ran is not missed)."""
+        self._deleting = set(await self._children(zk.DELETE_TOPICS_PATH))
+        unfinished = False
+        for topic in sorted(self._deleting):
+            if await self.topics.delete_topic(topic):
+                log.info("controller: deleted topic %s", topic)
+            else:
+                unfinished = True
+        if unfinished:  # its znodes kept changing: once more, a little later
+            asyncio.get_running_loop().call_later(
+                RETRY_BACKOFF_S, self.enqueue, "topic deletion", self._delete_topics)
+
+    async def _remove_abandoned(self, topics: list[str]) -> None:
+        for topic in topics:
+            if topic in self._deleting:
+                continue  # the deletion removes it
+            why = await self.topics.remove_if_abandoned(topic)
+            if why is not None:
+                log.warning("controller: removed %s: %s, so it is no topic (a deletion "
+                            "that did not finish); the name can be created again",
+                            zk.topic_path(topic), why)
 
     async def _controlled_shutdown(self) -> None:
         metadata = self.node.metadata
@@ -571,7 +602,7 @@ class Controller:
                                                 f"{topic}-{p} is not being reassigned")
                 else:
                     reassignment.check_target(target, metadata.brokers)
-                if topic in self._pending_deletes:
+                if topic in self._deleting:
                     raise ReassignmentError("UNKNOWN_TOPIC_OR_PARTITION",
                                             f"topic {topic} is being deleted")
             except ReassignmentError as exc:

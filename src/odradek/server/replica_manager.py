@@ -167,6 +167,10 @@ class ReplicaManager:
         for tp in [tp for tp in self.partitions if tp[0] == topic]:
             self._remove(tp, delete_log=True)
 
+    def topic_unusable(self, topic: str) -> None:
+        """Nothing here: a topic known before keeps its last good assignment, and one
+        that was never usable has no replicas on this broker."""
+
     def configs_changed(self, topic: str) -> None:
         if self.broker.logs is not None:  # else the logs open with the new configs
             self.broker.logs.update_config(topic, self.broker.log_config_for(topic))
@@ -223,7 +227,10 @@ class ReplicaManager:
         part = self.partitions.get(tp)
         if part is None:
             assert self.broker.logs is not None
-            lg = self.broker.logs.get_or_create_log(*tp)
+            # With the topic's id: a log left by an earlier topic of this name (deleted
+            # while this broker was away) is deleted, not followed or served.
+            lg = self.broker.logs.get_or_create_log(
+                *tp, topic_id=self.metadata.assignments[tp[0]].topic_id)
             lg.set_replicated(True)
             part = self.partitions[tp] = HostedPartition(tp, lg)
         if part.replicas != replicas:

@@ -29,6 +29,8 @@ from odradek.server.handlers.base import (
 from odradek.server.metadata import TopicError
 
 if TYPE_CHECKING:
+    import uuid
+
     from odradek.server.broker import Broker
 
 INVALID_REPLICATION_FACTOR = 38
@@ -139,7 +141,7 @@ async def delete_topics(broker: Broker, request: Request) -> bytes:
     assert broker.metadata is not None
     by_id = {t.topic_id: t.name for t in broker.metadata.topics.values()}
     results = []
-    deleted: list[str] = []
+    deleted: dict[str, uuid.UUID] = {}  # name -> topic id
     for name, topic_id in wanted:
         if name is None and topic_id is not None:
             name = by_id.get(topic_id)
@@ -164,13 +166,21 @@ async def delete_topics(broker: Broker, request: Request) -> bytes:
         else:
             try:
                 topic = await broker.delete_topic_anywhere(name)
-                entry["topic_id"] = topic.topic_id
-                deleted.append(name)
+                entry["topic_id"] = deleted[name] = topic.topic_id
             except TopicError as exc:
                 entry.update(error_code=_code(exc.kafka_error), error_message=str(exc))
         results.append(entry)
-    if broker.cluster is not None and deleted:
-        await broker.cluster.wait_deleted(deleted, ms(body.timeout) / 1000)
+    timeout_ms = ms(body.timeout)
+    if broker.cluster is not None and deleted and timeout_ms > 0:
+        # Kafka's DelayedDeleteTopics: a deletion not finished within the request's
+        # timeout answers REQUEST_TIMED_OUT (it goes on: its marker is in ZooKeeper).
+        # A timeout of 0 asks only that the deletion be recorded, and it is.
+        pending = await broker.cluster.wait_deleted(deleted, timeout_ms / 1000)
+        for entry in results:
+            if entry["name"] in pending and entry["error_code"] == 0:
+                entry.update(error_code=_code("REQUEST_TIMED_OUT"), error_message=(
+                    f"the deletion of {entry['name']} did not finish within {timeout_ms} "
+                    "ms; it goes on"))
     _topics_changed(broker)
     return respond(request, {"throttle_time": 0, "responses": results})
 
