@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything the test suite needs into ./.venv, then runs the whole suite:
-# lint (ruff), the layer rules (import-linter), and pytest over every tier.
+# lint (ruff), the layer rules (import-linter), the type checker (mypy) and pytest over
+# every tier.
 # Extra arguments go to pytest (e.g. `bash scripts/test.sh -k recovery`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -92,6 +93,7 @@ quietly bash scripts/fetch_go.sh
 
 .venv/bin/ruff check src tests bench
 .venv/bin/lint-imports --no-cache
+.venv/bin/mypy
 
 rc=0
 .venv/bin/python -m pytest "$@" || rc=$?

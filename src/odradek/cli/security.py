@@ -34,8 +34,8 @@ import getpass
 import logging
 import re
 import sys
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import Any, Literal, overload
 
 from odradek.cli.tools import (
     ToolError,
@@ -599,8 +599,16 @@ def _principal(text: str) -> str:
     return text
 
 
-def _entries(args: argparse.Namespace, adding: bool) -> list[tuple[str | None, str | None, Any]]:
-    """(principal, host, permission type) triples; None: any."""
+@overload
+def _entries(args: argparse.Namespace, adding: Literal[True],
+             ) -> Sequence[tuple[str, str, Any]]: ...
+@overload
+def _entries(args: argparse.Namespace, adding: bool,
+             ) -> Sequence[tuple[str | None, str | None, Any]]: ...
+def _entries(args: argparse.Namespace, adding: bool,
+             ) -> Sequence[tuple[str | None, str | None, Any]]:
+    """(principal, host, permission type) triples; None: any (never when adding: a host
+    defaults to "*", and no principal is an error)."""
     from confluent_kafka.admin import AclPermissionType
 
     out: list[tuple[str | None, str | None, Any]] = []
@@ -670,8 +678,12 @@ def may_describe_cluster(admin: _Admin) -> str | None:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AclBindingFilter, AclPermissionType, ResourcePatternType
 
+    # AclBindingFilter's None matches any name, principal or host (confluent-kafka's docs
+    # and code); its type hints, those of AclBinding, say str: hence the arg-type ignores
+    # on AclBindingFilter's None arguments in this module.
     nobody = AclBindingFilter(_resource_type("TOPIC"), "__odradek-acl-probe",
-                              ResourcePatternType.LITERAL, "User:__odradek-acl-probe", None,
+                              ResourcePatternType.LITERAL, "User:__odradek-acl-probe",
+                              None,  # type: ignore[arg-type]  # None: any host
                               _op("ANY"), AclPermissionType.ANY)
     for future in admin.client.delete_acls([nobody], request_timeout=admin.timeout).values():
         try:
@@ -691,7 +703,8 @@ def may_describe_cluster(admin: _Admin) -> str | None:
         names = {op.name for op in cluster.authorized_operations}
         return None if names & {"DESCRIBE", "ALL"} else "CLUSTER_AUTHORIZATION_FAILED"
     named = _describe(admin, [AclBindingFilter(_resource_type("CLUSTER"), CLUSTER_NAME,
-                                               ResourcePatternType.MATCH, None, None,
+                                               ResourcePatternType.MATCH,
+                                               None, None,  # type: ignore[arg-type]  # None: any
                                                _op("ANY"), AclPermissionType.ANY)])
     return None if named else "CLUSTER_AUTHORIZATION_FAILED"
 
@@ -719,8 +732,9 @@ def _acls_add(args: argparse.Namespace) -> int:
     for future in futures.values():
         admin.wait(future, "add ACLs", "ALTER")
     print_acls(_describe(admin, (
-        AclBindingFilter(_resource_type(kind), name, pattern, None, None, _op("ANY"),
-                         AclPermissionType.ANY) for kind, name, _ops in resources)))
+        AclBindingFilter(_resource_type(kind), name, pattern,
+                         None, None,  # type: ignore[arg-type]  # None: any principal, host
+                         _op("ANY"), AclPermissionType.ANY) for kind, name, _ops in resources)))
     return 0
 
 
@@ -730,7 +744,8 @@ def _list_filters(args: argparse.Namespace) -> list[Any]:
     pattern = _pattern_type(args.resource_pattern_type)
     resources: list[tuple[str, str | None]] = list(_resources(args)) or [("ANY", None)]
     principals: list[str | None] = [_principal(p) for p in dict.fromkeys(args.principal)]
-    return [AclBindingFilter(_resource_type(kind), name, pattern, principal, None,
+    return [AclBindingFilter(_resource_type(kind),
+                             name, pattern, principal, None,  # type: ignore[arg-type]  # None: any
                              _op("ANY"), AclPermissionType.ANY)
             for kind, name in resources for principal in principals or [None]]
 
@@ -754,8 +769,9 @@ def _acls_remove(args: argparse.Namespace) -> int:
     resources = _operations_by_resource(args, adding=False)
     entries = _entries(args, adding=False)
     filters = list({str(f): f for f in (
-        AclBindingFilter(_resource_type(kind), name, pattern, principal, host, _op(op),
-                         permission)
+        AclBindingFilter(_resource_type(kind), name, pattern,
+                         principal, host,  # type: ignore[arg-type]  # None: any
+                         _op(op), permission)
         for kind, name, ops in resources for op in ops or ["ANY"]
         for principal, host, permission in entries)}.values())
     interactive = sys.stdin is not None and sys.stdin.isatty()

@@ -296,14 +296,14 @@ def _new_client(factory: Callable[[dict[str, Any]], Any], config: dict[str, Any]
 
 def _reason(exc: BaseException) -> str:
     """One line for a KafkaException (or any exception)."""
-    err = exc.args[0] if exc.args else None
+    err: object = exc.args[0] if exc.args else None
     if hasattr(err, "str") and hasattr(err, "name"):
         return f"{err.str()} ({err.name()})"
     return str(exc)
 
 
 def _code_name(exc: BaseException) -> str | None:
-    err = exc.args[0] if exc.args else None
+    err: object = exc.args[0] if exc.args else None
     return err.name() if hasattr(err, "name") else None
 
 

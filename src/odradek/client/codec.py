@@ -73,7 +73,7 @@ def encode_request(body: Any, correlation_id: int, client_id: str) -> memoryview
     writer(header_cls)(buf, header_cls(
         request_api_key=schema.__api_key__, request_api_version=schema.__version__,
         correlation_id=correlation_id, client_id=client_id))
-    writer(schema)(buf, body)
+    writer(schema)(buf, body)  # type: ignore[arg-type]  # mypy#11470: type[Any] not Hashable
     frame = buf.getbuffer()
     SIZE.pack_into(frame, 0, len(frame) - 4)
     return frame
@@ -104,12 +104,14 @@ def decode_response(payload: bytes, api_key: int, version: int, correlation_id: 
                                f"not {correlation_id}")
     response = load_response_schema(api_key, version)
     try:
+        # Annotated `type`: mypy takes the narrower type[ResponseHeader] for not Hashable
+        # (mypy#11470), and the reader cache wants a Hashable.
+        header_schema: type = response.__header_schema__
         # No element cap beyond the bytes: an answer is as large as what was asked
         # (a big cluster's Metadata holds more than a request may).
-        used, payload = check_claims(response.__header_schema__, payload, 0,
-                                     max_elements=len(payload))
+        used, payload = check_claims(header_schema, payload, 0, max_elements=len(payload))
         _, payload = check_claims(response, payload, used, max_elements=len(payload))
-        _, used = reader(response.__header_schema__)(payload, 0)
+        _, used = reader(header_schema)(payload, 0)
         answer, _ = reader(response)(payload, used)
     except Exception as exc:  # kio raises several kinds on bad input; all mean this
         raise KafkaClientError(f"{address} sent a response that does not decode "

@@ -79,7 +79,7 @@ class ClusterMetadata:
         return [p for p in self.partitions() if p.unavailable(live)]
 
 
-def _error(code: object) -> str | None:
+def _error(code: int | None) -> str | None:
     if code in (None, ErrorCode.none, 0):
         return None
     try:

@@ -232,7 +232,7 @@ class RefreshingWatch(Watch, Generic[T]):
     new session)."""
 
     def __init__(self, path: str, read: Reader[T], deliver: Callable[[T], None],
-                 wait_available: Callable[[], Awaitable[None]],
+                 wait_available: Callable[[], Awaitable[object]],
                  on_cancel: Callable[[RefreshingWatch[T]], None]) -> None:
         self.path = path
         self._read = read

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from confluent_kafka import (
     Consumer,
@@ -251,7 +251,8 @@ class KafkaView:
     def __init__(self, config: dict[str, Any], timeout: float = 10.0) -> None:
         self.config = dict(config)
         self.timeout = timeout
-        self.admin = AdminClient({**self.config, "logger": log})
+        # librdkafka takes a logging.Logger for "logger"; the stub allows only scalars.
+        self.admin = AdminClient({**self.config, "logger": log})  # type: ignore[dict-item]
         self._producer: Producer | None = None
         self._lock = threading.Lock()
         self._addresses: dict[int, tuple[str, int]] = {}
@@ -283,7 +284,8 @@ class KafkaView:
             raise _error(exc) from None
         # The brokers' addresses, for the requests librdkafka has no call for (one dict
         # replaced whole: pages on other threads read it).
-        self._addresses = {b.id: (b.host, b.port) for b in meta.brokers.values()}
+        # (BrokerMetadata.host: mypy infers None from its __init__; librdkafka sets a str.)
+        self._addresses = {b.id: (cast(str, b.host), b.port) for b in meta.brokers.values()}
         topics = []
         for name, t in sorted(meta.topics.items()):
             if t.error is not None and t.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
@@ -609,7 +611,9 @@ def _read_range(consumer: Consumer, topic: str, partition: int, start: int, stop
                     if err.code() == KafkaError._PARTITION_EOF:
                         return out
                     raise _error(KafkaException(err))
-                if msg.offset() >= stop:
+                offset = msg.offset()
+                assert offset is not None  # a consumed record (no error) has its offset
+                if offset >= stop:
                     return out
                 out.append(_to_message(msg))
                 if len(out) >= want:

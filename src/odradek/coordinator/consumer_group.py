@@ -185,7 +185,7 @@ class ConsumerGroup:
 
 def _partitions(topics: Mapping[str, TopicInfo], names: Iterable[str]
                 ) -> list[tuple[str, uuid.UUID, int]]:
-    out = []
+    out: list[tuple[str, uuid.UUID, int]] = []
     for name in sorted(set(names)):
         info = topics.get(name)
         if info is not None:

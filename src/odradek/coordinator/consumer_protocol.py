@@ -114,9 +114,10 @@ class ConsumerProtocol:
     # the broker's group.consumer.* settings. Set by the owner; none by default.
     group_configs: Callable[[str], Mapping[str, str]]
 
-    def _new_uuid(self) -> str: ...  # pragma: no cover
-    def _effects(self, now_ms: int) -> Effects: ...  # pragma: no cover
-    def _schedule(self, deadline: int, kind: str, group: Any, member_id: str = "") -> None: ...  # pragma: no cover  # noqa: E501
+    _new_uuid: Callable[[], str]
+    _effects: Callable[[int], Effects]
+    def _schedule(self, deadline: int, kind: str, group: Group | ConsumerGroup | None,
+                  member_id: str = "") -> None: ...  # pragma: no cover
 
     def _init_consumer_protocol(
         self,
@@ -271,6 +272,7 @@ class ConsumerProtocol:
         joining = member_epoch == JOIN_GROUP_MEMBER_EPOCH
         group = self._consumer_group_for(group_id, joining, now_ms)
         bump = False
+        member: ConsumerMember | None
         if joining:
             member, bump = self._joining_member(group, member_id, instance_id)
         else:

@@ -38,7 +38,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from odradek.coordinator import offsets_topic as ot
-from odradek.coordinator.consumer_group import DEFAULT_ASSIGNORS, ConsumerGroupState
+from odradek.coordinator.consumer_group import (
+    DEFAULT_ASSIGNORS,
+    ConsumerGroup,
+    ConsumerGroupState,
+)
 from odradek.coordinator.consumer_protocol import (
     CG_REBALANCE,
     CG_SESSION,
@@ -114,6 +118,9 @@ _PENDING = "pending-member"
 _JOIN = "join"
 _SYNC = "sync"
 _EXPIRY = "offset-expiry"
+# (deadline, seq, kind, group, member id): a classic group's timers carry the Group, the
+# KIP-848 ones (CG_SESSION, CG_REBALANCE) the ConsumerGroup, the offset expiry None.
+_Timer = tuple[int, int, str, Group | ConsumerGroup | None, str]
 
 Protocols = list[tuple[str, bytes]]
 
@@ -171,7 +178,7 @@ class GroupCoordinator(ConsumerProtocol):
         self.groups: dict[str, Group] = {}
         # (deadline, seq, kind, group, member id). Entries are never removed when a
         # deadline moves; a popped entry counts only if it still matches the state.
-        self._timers: list[tuple[int, int, str, Any, str]] = []
+        self._timers: list[_Timer] = []
         self._seq = itertools.count()
         self._next_expiry_check: int | None = None
         # Transactional offset commits waiting for their transaction's marker (Kafka's
@@ -737,6 +744,7 @@ class GroupCoordinator(ConsumerProtocol):
             )
             return fx
         results = []
+        error: int | None  # _validate_member's None is answered as NONE
         for ident in identities:
             why = f"member left the group; client reason: {ident.reason or 'not provided'}"
             if ident.member_id == UNKNOWN_MEMBER:
@@ -1119,7 +1127,7 @@ class GroupCoordinator(ConsumerProtocol):
                 )
 
     def _remove_consumer_offsets(
-        self, group: Any, keys: Iterable[tuple[str, int]], now_ms: int, fx: Effects
+        self, group: ConsumerGroup, keys: Iterable[tuple[str, int]], now_ms: int, fx: Effects
     ) -> None:
         """Tombstone offsets of a KIP-848 group; an empty one left without offsets goes."""
         for key in keys:
@@ -1285,8 +1293,10 @@ class GroupCoordinator(ConsumerProtocol):
                 continue
             assert group is not None
             if kind in (CG_SESSION, CG_REBALANCE):
-                self._on_consumer_timer(kind, group, member_id, at, fx)  # type: ignore[arg-type]
+                assert isinstance(group, ConsumerGroup)  # what _arm_consumer_timers schedules
+                self._on_consumer_timer(kind, group, member_id, at, fx)
                 continue
+            assert isinstance(group, Group)  # _is_current found it in self.groups
             if kind == _HEARTBEAT:
                 self._on_heartbeat_deadline(group, group.members[member_id], at, fx)
             elif kind == _PENDING:
@@ -1313,14 +1323,14 @@ class GroupCoordinator(ConsumerProtocol):
             group, member, now_ms, fx, f"member {member.member_id}'s session expired"
         )
 
-    def _is_current(self, entry: tuple[int, int, str, Any, str]) -> bool:
+    def _is_current(self, entry: _Timer) -> bool:
         deadline, _, kind, group, member_id = entry
         if kind == _EXPIRY:
             return self._next_expiry_check == deadline
         assert group is not None
         if kind in (CG_SESSION, CG_REBALANCE):
-            return self._consumer_timer_is_current(
-                kind, group, member_id, deadline)  # type: ignore[arg-type]
+            assert isinstance(group, ConsumerGroup)  # what _arm_consumer_timers schedules
+            return self._consumer_timer_is_current(kind, group, member_id, deadline)
         if self.groups.get(group.group_id) is not group:
             return False
         if kind == _HEARTBEAT:
@@ -1332,7 +1342,8 @@ class GroupCoordinator(ConsumerProtocol):
             return group.join_deadline == deadline and group.is_(GroupState.PREPARING_REBALANCE)
         return group.sync_deadline == deadline
 
-    def _schedule(self, deadline: int, kind: str, group: Any, member_id: str = "") -> None:
+    def _schedule(self, deadline: int, kind: str, group: Group | ConsumerGroup | None,
+                  member_id: str = "") -> None:
         heapq.heappush(self._timers, (deadline, next(self._seq), kind, group, member_id))
 
     def _set_heartbeat(self, group: Group, member: Member, deadline: int) -> None:

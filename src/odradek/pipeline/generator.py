@@ -278,7 +278,7 @@ def heartbeats(generated: Generated, partitions: dict[str, int]) -> list[tuple[s
     """(topic, partition, value) of the end-of-run heartbeats: one per partition, stamped
     well after the last event so the jobs' watermarks pass every window."""
     ts = iso(generated.end_ms + int(HEARTBEAT_AFTER_S * 1000))
-    out = []
+    out: list[tuple[str, int, bytes]] = []
     for topic, count in sorted(partitions.items()):
         value = json.dumps({"type": HEARTBEAT, "ts": ts}).encode()
         out.extend((topic, p, value) for p in range(count))

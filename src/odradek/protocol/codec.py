@@ -26,7 +26,7 @@ from odradek.protocol.reader import DecodeError
 
 # The requests on the data path are read by hand (no copies, no per-version classes):
 # API key -> (versions, reader returning version, correlation id, client id, body).
-_HandReader = Callable[[bytes | bytearray], tuple[int, int, str | None, Any]]
+_HandReader = Callable[[bytes | bytearray | memoryview], tuple[int, int, str | None, Any]]
 _BY_HAND: dict[int, tuple[range, _HandReader]] = {
     0: (produce.VERSIONS, produce.decode_produce),
     1: (fetch.VERSIONS, fetch.decode_fetch),
@@ -80,7 +80,7 @@ class _Decoder:
     read_body: Callable[[bytes, int], tuple[Any, int]]
 
 
-def peek_header(frame: bytes) -> tuple[int, int, int]:
+def peek_header(frame: bytes | bytearray | memoryview) -> tuple[int, int, int]:
     """(api key, api version, correlation id): the fixed start of every request header."""
     if len(frame) < _KEY_VERSION_CORRELATION.size:
         raise CorruptRequestError(f"request of {len(frame)} bytes is shorter than a header")
@@ -94,7 +94,7 @@ def _decoder(api_key: int, api_version: int) -> _Decoder:
                     entity_reader(schema))
 
 
-def decode_request(frame: bytes | bytearray,
+def decode_request(frame: bytes | bytearray | memoryview,
                    supported: dict[int, tuple[int, int]], session: Any = None) -> Request:
     """Decode one request frame (without its size prefix).
 

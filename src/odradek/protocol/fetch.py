@@ -243,7 +243,7 @@ def _decode_careful(frame: bytes | bytearray | memoryview,
                 r.skip_tagged_fields()
         if flexible:
             r.skip_tagged_fields()
-        topics.append(FetchTopic(name, partitions))  # type: ignore[arg-type]
+        topics.append(FetchTopic(name, partitions))
     forgotten = []
     if version >= 7:
         for _ in range(r.count(flexible, 3 if flexible else 6)):
@@ -251,10 +251,10 @@ def _decode_careful(frame: bytes | bytearray | memoryview,
             ids = [r.int32() for _ in range(r.count(flexible, 4))]
             if flexible:
                 r.skip_tagged_fields()
-            forgotten.append(ForgottenTopic(name, ids))  # type: ignore[arg-type]
+            forgotten.append(ForgottenTopic(name, ids))
     rack_id = r.string_field(flexible, nullable=False) if version >= 11 else ""
     if flexible:
         r.skip_tagged_fields()  # ClusterId (tag 0) among them
     return version, header.correlation_id, header.client_id, FetchRequestBody(
         replica_id, max_wait, min_bytes, max_bytes, isolation_level, session_id,
-        session_epoch, topics, forgotten, rack_id)  # type: ignore[arg-type]
+        session_epoch, topics, forgotten, rack_id)

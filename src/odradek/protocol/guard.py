@@ -222,14 +222,16 @@ class _Source:
             if origin is tuple:
                 element_type = typing.get_args(hint)[0]
                 if dataclasses.is_dataclass(element_type):
+                    assert isinstance(element_type, type)  # a type hint's argument: a class
                     self.array(indent, flexible, null_name,
-                               lambda i, t=element_type: self.entity(t, i), None)
+                               functools.partial(self.entity, element_type), None)
                 elif (kafka_type or "") in _FIXED:
                     self.array(indent, flexible, null_name, lambda i: None,
                                _FIXED[kafka_type or ""])
                 else:
                     self.array(indent, flexible, null_name,
-                               lambda i, k=kafka_type or "": self.primitive(i, k, flexible),
+                               functools.partial(self.primitive, kafka_type=kafka_type or "",
+                                                 flexible=flexible),
                                None)
             elif kafka_type is not None:
                 # The request header's client id is a classic string in every header
@@ -239,6 +241,7 @@ class _Source:
             else:
                 nested = hint if dataclasses.is_dataclass(hint) else next(
                     a for a in args if dataclasses.is_dataclass(a))
+                assert isinstance(nested, type)  # a type hint (or its argument): a class
                 self.entity(nested, indent)
         flush()
         if flexible:

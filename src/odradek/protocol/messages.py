@@ -89,10 +89,16 @@ def _nested_type(hint: Any) -> tuple[type | None, bool]:
     """(entity class, is array) for a field's type hint."""
     args = typing.get_args(hint)
     origin = typing.get_origin(hint)
+    # A type hint or its argument that is a dataclass is a class (build() uses it in
+    # isinstance), never a dataclass instance.
     if origin is tuple:
         element = args[0] if args else None
-        return (element if dataclasses.is_dataclass(element) else None), True
+        if not dataclasses.is_dataclass(element):
+            return None, True
+        assert isinstance(element, type)
+        return element, True
     if dataclasses.is_dataclass(hint):
+        assert isinstance(hint, type)
         return hint, False
     for arg in args:  # Optional[...]
         if arg is type(None):

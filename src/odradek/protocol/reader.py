@@ -7,7 +7,7 @@ requests kio decodes, and every failure is one exception type.
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
+from typing import Literal, NamedTuple, overload
 
 HEADER = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
 _I16 = struct.Struct(">h")
@@ -57,6 +57,10 @@ class Reader:
     def int64(self) -> int:
         return _I64.unpack_from(self.buf, self.take(8))[0]
 
+    @overload
+    def string_field(self, flexible: bool, nullable: Literal[False]) -> str: ...
+    @overload
+    def string_field(self, flexible: bool, nullable: bool) -> str | None: ...
     def string_field(self, flexible: bool, nullable: bool) -> str | None:
         """A string: compact (uvarint length + 1) in flexible versions, else int16 length."""
         return self.string(self.uvarint() - 1 if flexible else self.int16(), nullable)
@@ -81,6 +85,10 @@ class Reader:
             if shift > 28:
                 raise self.error("a varint longer than 5 bytes")
 
+    @overload
+    def string(self, length: int, nullable: Literal[False]) -> str: ...
+    @overload
+    def string(self, length: int, nullable: bool) -> str | None: ...
     def string(self, length: int, nullable: bool) -> str | None:
         if length < 0:
             if length == -1 and nullable:

@@ -21,7 +21,7 @@ the wildcard ``*``, or PREFIXED with a prefix of the name. The numeric codes are
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 WILDCARD = "*"  # a LITERAL resource name, a principal's name, a host: matches any
@@ -204,7 +204,7 @@ class AclSet:
 
     # --- contents -------------------------------------------------------------------
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[Acl]:
         for acls in self._by_type.values():
             yield from acls
 

@@ -126,7 +126,7 @@ def resolve(quotas: Mapping[Entity, Mapping[str, float]], key: str, user: str,
         (((CLIENT_ID, client_id),), ("", client_id)),
         (((CLIENT_ID, None),), ("", client_id)),
     ):
-        values = quotas.get(candidate)  # type: ignore[call-overload]
+        values = quotas.get(candidate)
         if values is not None and key in values:
             return shared, values[key]
     return None

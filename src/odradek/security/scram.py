@@ -15,6 +15,7 @@ import base64
 import hashlib
 import hmac
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from scramp import ScramException, ScramMechanism
@@ -88,7 +89,8 @@ class ScramExchange:
     the server-final; either raises ``AuthenticationFailed``. ``lookup(user)`` returns
     the user's credential for this mechanism, or None."""
 
-    def __init__(self, mechanism: str, lookup) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, mechanism: str,
+                 lookup: Callable[[str], ScramCredential | None]) -> None:
         self.mechanism = mechanism
         self.user: str | None = None
         self._unknown: str | None = None  # scramp wraps auth_info's exception

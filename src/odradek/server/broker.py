@@ -20,7 +20,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from odradek.coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
@@ -58,7 +58,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[["Broker", Request], Awaitable[Response]]
+Handler = Callable[["Broker", Request], Coroutine[Any, Any, Response]]
 HandlerNow = Callable[["Broker", Request], Response | Awaitable[Response]]
 
 # How long a stopping broker waits for requests in flight (a long-poll fetch is woken at
@@ -505,7 +505,7 @@ class Broker:
                 if list(replicas) != [self.node_id]:
                     raise TopicError("INVALID_REPLICA_ASSIGNMENT",
                                      f"only broker {self.node_id} exists")
-            assert self.metadata is not None
+            assert isinstance(self.metadata, MetadataStore)
             topic = self.metadata.add_partitions(name, count, validate_only=validate_only)
             if not validate_only:
                 await self._open_logs(name, topic.partitions)
@@ -536,7 +536,7 @@ class Broker:
 
     def _register_topic(self, name: str, partitions: int | None,
                         configs: dict[str, str] | None, validate_only: bool) -> Topic:
-        assert self.metadata is not None
+        assert isinstance(self.metadata, MetadataStore)  # single node: start() made it
         count = self.config["num.partitions"] if partitions is None or partitions < 0 else (
             partitions)
         return self.metadata.create_topic(name, count, configs, validate_only=validate_only)
@@ -555,7 +555,7 @@ class Broker:
         return topic
 
     def delete_topic(self, name: str) -> Topic:
-        assert self.metadata is not None and self.logs is not None
+        assert isinstance(self.metadata, MetadataStore) and self.logs is not None
         topic = self.metadata.delete_topic(name)
         for partition in range(topic.partitions):
             self.logs.delete_log(name, partition)
@@ -564,7 +564,7 @@ class Broker:
 
     def set_topic_configs(self, name: str, configs: dict[str, str], *,
                           validate_only: bool = False) -> Topic:
-        assert self.metadata is not None and self.logs is not None
+        assert isinstance(self.metadata, MetadataStore) and self.logs is not None
         topic = self.metadata.set_configs(name, configs, validate_only=validate_only)
         if not validate_only:
             self.logs.update_config(name, self.log_config_for(name))

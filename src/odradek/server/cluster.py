@@ -54,7 +54,7 @@ from odradek.cluster.store import (
 )
 from odradek.coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from odradek.server.cluster_metadata import ClusterMetadata
-from odradek.server.config import SETTINGS
+from odradek.server.config import SETTINGS, BrokerConfig
 from odradek.server.controller import Controller
 from odradek.server.errors import error_code
 from odradek.server.inter_broker import inter_broker_client
@@ -107,7 +107,7 @@ class ClusterNode:
 
     def __init__(self, broker: Broker, store: CoordinationStore) -> None:
         self.broker = broker
-        self.config = broker.config
+        self.config: BrokerConfig = broker.config
         self.node_id: int = broker.node_id
         self.store = store
         # How this broker connects to the others (inter-broker listener's TLS and SASL).
@@ -115,8 +115,8 @@ class ClusterNode:
         self.connect_string: str = self.config["zookeeper.connect"]
         self.cluster_id = ""
         self.metadata: ClusterMetadata = None  # type: ignore[assignment]  # from start()
-        self.controller: Controller = None  # type: ignore[assignment]
-        self.replicas: ReplicaManager = None  # type: ignore[assignment]
+        self.controller: Controller = None  # type: ignore[assignment]  # from start()
+        self.replicas: ReplicaManager = None  # type: ignore[assignment]  # from start()
         self.broker_epoch = -1  # the session id our registration belongs to
         self.registered = asyncio.Event()
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -591,15 +591,15 @@ class ClusterNode:
         """ReplicaManager's and the controller's partition counts, as Kafka's metrics
         name them (server.metrics); the offline count only on the controller, as Kafka."""
         replicas = self.replicas
-        leaders = [p for p in replicas.leaders.values() if p.repl is not None]
+        leaders = [(p, p.repl) for p in replicas.leaders.values() if p.repl is not None]
         md = self.metadata
         controller = md.controller_id == self.node_id
         return {
             "partitions": len(replicas.partitions),
             "leaders": len(leaders),
-            "under_replicated": sum(1 for p in leaders
-                                    if len(p.repl.isr) < len(p.replicas)),  # type: ignore[union-attr]
-            "under_min_isr": sum(1 for p in leaders if len(p.repl.isr)  # type: ignore[union-attr]
+            "under_replicated": sum(1 for p, repl in leaders
+                                    if len(repl.isr) < len(p.replicas)),
+            "under_min_isr": sum(1 for p, repl in leaders if len(repl.isr)
                                  < p.log.config.min_insync_replicas),
             "active_controller": int(controller),
             "offline": sum(1 for s in md.states.values() if s.leader not in md.brokers)
@@ -781,9 +781,9 @@ class ClusterNode:
                 "coordinator_epoch": markers.coordinator_epoch}]})
         except KafkaClientError as exc:
             log.info("WriteTxnMarkers to broker %d: %s", leader, exc)
-            conn = self._marker_conns.pop(leader, None)
-            if conn is not None:
-                await conn.close()
+            stale = self._marker_conns.pop(leader, None)
+            if stale is not None:
+                await stale.close()
             return set()
         return {(topic.name, p.partition_index) for result in answer.markers
                 for topic in result.topics for p in topic.partitions

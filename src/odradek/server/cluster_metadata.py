@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
-from typing import Protocol
+from collections.abc import Callable, Coroutine
+from typing import Any, Protocol
 
 from odradek.cluster import state as zk
 from odradek.cluster.state import BrokerInfo, PartitionState, TopicAssignment, TopicPartition
@@ -103,9 +103,12 @@ class ClusterMetadata:
                                                        self._on_shutdowns))
         for name in (str(self.node_id), zk.DEFAULT_BROKER):
             self._expect(("broker config", name))
-            self._watches.append(self.store.watch_data(
-                zk.broker_config_path(name),
-                lambda data, _v, name=name: self._on_broker_config(name, data)))
+
+            def on_broker_config(data: bytes | None, _v: int, name: str = name) -> None:
+                self._on_broker_config(name, data)
+
+            self._watches.append(self.store.watch_data(zk.broker_config_path(name),
+                                                       on_broker_config))
         async with asyncio.timeout(timeout_s):
             await self._loaded.wait()
 
@@ -134,8 +137,8 @@ class ClusterMetadata:
         if not self._pending_first:
             self._loaded.set()
 
-    def _spawn(self, coro: object) -> None:
-        task = asyncio.get_running_loop().create_task(coro)  # type: ignore[arg-type]
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -231,11 +234,16 @@ class ClusterMetadata:
     def _watch_topic(self, name: str) -> None:
         self._expect(("topic", name))
         self._expect(("config", name))
+
+        def on_topic(data: bytes | None, v: int, n: str = name) -> None:
+            self._on_topic(n, data)
+
+        def on_config(data: bytes | None, v: int, n: str = name) -> None:
+            self._on_config(n, data)
+
         self._topic_watches[name] = [
-            self.store.watch_data(zk.topic_path(name),
-                                  lambda data, v, n=name: self._on_topic(n, data)),
-            self.store.watch_data(zk.config_path(name),
-                                  lambda data, v, n=name: self._on_config(n, data)),
+            self.store.watch_data(zk.topic_path(name), on_topic),
+            self.store.watch_data(zk.config_path(name), on_config),
         ]
 
     def _on_topic(self, name: str, data: bytes | None) -> None:
@@ -278,9 +286,13 @@ class ClusterMetadata:
             tp = (name, p)
             if tp not in self._state_watches:
                 self._expect(("state", tp))
-                self._state_watches[tp] = self.store.watch_data(
-                    zk.state_path(name, p),
-                    lambda data, version, tp=tp: self._on_state(tp, data, version))
+
+                def on_state(data: bytes | None, version: int,
+                             tp: TopicPartition = tp) -> None:
+                    self._on_state(tp, data, version)
+
+                self._state_watches[tp] = self.store.watch_data(zk.state_path(name, p),
+                                                                on_state)
         if changed:
             self._partitions_changed(changed)
 

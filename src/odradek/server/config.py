@@ -578,9 +578,9 @@ def _apply(values: dict[str, Any], sources: dict[str, str], name: str, raw: Any,
            source: str) -> None:
     if name.startswith(LISTENER_PREFIX):
         try:
-            setting = _listener_setting(name)[1]
-            if setting in SETTINGS:
-                SETTINGS[setting].parse(name, raw)  # refuse a bad value now
+            setting_name = _listener_setting(name)[1]
+            if setting_name in SETTINGS:
+                SETTINGS[setting_name].parse(name, raw)  # refuse a bad value now
         except ConfigError as exc:
             raise ConfigError(f"{exc} (from {source})") from None
         values.setdefault(LISTENER_PREFIX, {})[name] = str(raw)

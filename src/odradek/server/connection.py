@@ -665,7 +665,7 @@ class _Timed:
             try:
                 step = coro.send(value) if error is None else coro.throw(error)
             except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
+                return done.value
             finally:
                 self.seconds += time.perf_counter() - started
             try:

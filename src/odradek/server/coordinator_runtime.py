@@ -58,6 +58,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from odradek.records import builder
+from odradek.server.metadata import MetadataStore
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
@@ -278,7 +279,7 @@ class CoordinatorRuntime(abc.ABC):
         ``setting``) if it does not exist, adopt the partition count it has if it does,
         open its logs. (In a cluster the replica manager creates it.)"""
         broker = self.broker
-        assert broker.metadata is not None and broker.logs is not None
+        assert isinstance(broker.metadata, MetadataStore) and broker.logs is not None
         topic = broker.metadata.topics.get(self.topic)
         if topic is None:
             topic = broker.metadata.create_topic(self.topic, self.num_partitions, configs,
@@ -458,6 +459,8 @@ class CoordinatorRuntime(abc.ABC):
             for partition, coordinator in list(self.coordinators.items()):
                 if self.coordinators.get(partition) is not coordinator:
                     continue  # resigned by an earlier tick's effects
+                # (mypy narrows it to the get()'s "| None" above; no value is None)
+                assert coordinator is not None
                 deadline = coordinator.next_deadline()
                 if deadline is None:
                     continue

@@ -36,7 +36,11 @@ class GroupCommit:
                 running = asyncio.ensure_future(loop.run_in_executor(self._executor, lg.sync))
                 self._running[lg] = running
                 self.syncs += 1
-                running.add_done_callback(lambda _, lg=lg: self._running.pop(lg, None))
+
+                def forget(_: asyncio.Future[int], lg: Log = lg) -> None:
+                    self._running.pop(lg, None)
+
+                running.add_done_callback(forget)
             # shielded: a cancelled request must not cancel the fsync others wait for
             await asyncio.shield(running)
 

@@ -51,7 +51,7 @@ def inter_broker_client(config: BrokerConfig) -> InterBrokerClient:
     listener = next(lst for lst in config.listeners if lst.name == name)
 
     def get(setting: str) -> str:
-        return config.for_listener(name, setting) or ""  # type: ignore[no-any-return]
+        return config.for_listener(name, setting) or ""
 
     tls = None
     if listener.tls:

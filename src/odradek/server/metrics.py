@@ -34,7 +34,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
@@ -223,9 +223,10 @@ class BrokerStats:
         done, self._done = self._done, []
         requests = self.requests
         for api_key, read, start, local, ready, sent in done:
-            stats = requests.get(api_key)
+            key = cast(int, api_key)  # T_API holds the int API key (in a list of floats)
+            stats = requests.get(key)
             if stats is None:
-                stats = requests[api_key] = RequestStats()
+                stats = requests[key] = RequestStats()
             stats.count += 1
             ready = ready or sent
             handler_s = max(ready - start, 0.0)
@@ -374,7 +375,7 @@ def _request_families(snap: Snapshot) -> Iterator[Any]:
         yield flush
 
 
-def _cumulative(buckets: list[int]) -> list[tuple[str, float]]:
+def _cumulative(buckets: list[int]) -> list[tuple[str, int]]:
     """Prometheus' cumulative buckets (le, count) from non-cumulative counts."""
     out, total = [], 0
     for bound, n in zip([*map(str, TIME_BUCKETS_MS), "+Inf"], buckets, strict=True):
@@ -474,7 +475,7 @@ class MetricsServer:
         def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
             path = environ.get("PATH_INFO", "")
             if path == "/metrics":
-                return metrics_app(environ, start_response)  # type: ignore[no-any-return]
+                return metrics_app(environ, start_response)
             if path == "/healthz":
                 return _text(start_response, "200 OK", "ok\n")
             if path == "/readyz":

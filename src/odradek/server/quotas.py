@@ -128,7 +128,7 @@ class ClientQuotas:
         cached = session.quota_limits
         client = client_id or ""
         if cached is not None and cached[0] == self.version and cached[1] == client:
-            return cached[2]  # type: ignore[no-any-return]
+            return cached[2]
         principal = session.principal
         user = principal[5:] if principal.startswith("User:") else principal
         quotas = self.quotas

@@ -212,17 +212,17 @@ class ReplicaFetcher:
         for topic in answer.topics:
             for p in topic.partitions:
                 tp = (topic.topic, p.partition)
-                st = self.partitions.get(tp)
-                if st is None or tp not in asked or st.leader_epoch != asked[tp][0]:
+                state = self.partitions.get(tp)
+                if state is None or tp not in asked or state.leader_epoch != asked[tp][0]:
                     continue  # removed or re-added meanwhile: its answer is stale
                 if p.error_code != ErrorCode.none:
-                    self._wait(tp, st, p.error_code)
+                    self._wait(tp, state, p.error_code)
                     continue
                 lg = manager.log_of(tp)
                 if lg is None:
                     continue
                 done = self._truncation_point(tp, lg, p.leader_epoch, p.end_offset)
-                st.truncating = not done
+                state.truncating = not done
         manager.checkpoint_truncations()
 
     def _truncation_point(self, tp: TopicPartition, lg: Any, leader_epoch: int,
@@ -338,14 +338,14 @@ class ReplicaFetcher:
         for topic in answer.responses:
             for p in topic.partitions:
                 tp = (topic.topic, p.partition_index)
-                st = self.partitions.get(tp)
-                if st is None or tp not in wanted or st.leader_epoch != wanted[tp][0]:
+                state = self.partitions.get(tp)
+                if state is None or tp not in wanted or state.leader_epoch != wanted[tp][0]:
                     continue  # no longer fetched, or under another epoch now
                 if p.error_code == ErrorCode.offset_out_of_range:
-                    self._out_of_range(tp, st, p.log_start_offset)
+                    self._out_of_range(tp, state, p.log_start_offset)
                     continue
                 if p.error_code != ErrorCode.none:
-                    self._wait(tp, st, p.error_code)
+                    self._wait(tp, state, p.error_code)
                     continue
                 if tp in throttled and p.records:
                     quota.record(len(p.records), time.monotonic())
@@ -361,7 +361,7 @@ class ReplicaFetcher:
                     # traceback each time).
                     log.error("%s-%d: cannot append what leader %d sent at offset %d: %s",
                               tp[0], tp[1], self.leader_id, wanted[tp][1], exc)
-                    st.not_before = time.monotonic() + self.backoff_s
+                    state.not_before = time.monotonic() + self.backoff_s
 
     def _reset_session(self) -> None:
         self._session_id = 0

@@ -91,6 +91,7 @@ def send_handshake_alerts() -> None:
                 self._process_outgoing()
         original(self, handshake_exc)
 
+    # A marker set on a function and a method replaced on a class: mypy types neither.
     _on_handshake_complete.sends_alerts = True  # type: ignore[attr-defined]
     protocol._on_handshake_complete = _on_handshake_complete  # type: ignore[method-assign]
 

@@ -136,8 +136,11 @@ class TxnRuntime(CoordinatorRuntime):
         ``markers_written``, with the epoch exhausted; a single node's allocator never
         fails)."""
         assert self.broker.metadata is not None
+        allocate = self.broker.metadata.next_producer_id
+        # A cluster's allocator is set by ClusterNode.start, before the broker serves.
+        assert allocate is not None
         try:
-            return self.broker.metadata.next_producer_id()
+            return allocate()
         except Exception as exc:
             if getattr(exc, "kafka_error", None) is None:
                 raise

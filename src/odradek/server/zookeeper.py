@@ -223,11 +223,15 @@ class ZooKeeperStore(CoordinationStore):
             done = self._loop.create_future()
             loop = self._loop
 
+            def settle() -> None:  # on the loop
+                if not done.done():
+                    done.set_result(None)
+
             def stop() -> None:
                 try:
                     _stop_client(client)
                 finally:
-                    loop.call_soon_threadsafe(lambda: done.done() or done.set_result(None))
+                    loop.call_soon_threadsafe(settle)
 
             threading.Thread(target=stop, name="zookeeper-close", daemon=True).start()
             try:
@@ -376,9 +380,13 @@ class ZooKeeperStore(CoordinationStore):
         for name in children:
             child = child_path(path, name)
             await self._delete_below(child)
+
+            def send(c: KazooClient, child: str = child) -> Any:
+                return c.delete_async(child)
+
             # NoNodeError: gone already (an ephemeral node whose session ended, say).
             with contextlib.suppress(NoNodeError):
-                await self._request(child, lambda c, child=child: c.delete_async(child))
+                await self._request(child, send)
 
     async def multi(self, ops: list[Op]) -> None:
         def send(client: KazooClient) -> Any:
@@ -459,7 +467,8 @@ class ZooKeeperStore(CoordinationStore):
         poke = watch.poke  # bound before the watch's task first runs (and sets a watch)
         return watch
 
-    def _watch(self, path: str, read: Reader[T], deliver: Callable[[T], None]) -> Watch:
+    def _watch(self, path: str, read: Reader[T],
+               deliver: Callable[[T], None]) -> RefreshingWatch[T]:
         self._require_client()
         watch: RefreshingWatch[T] = RefreshingWatch(
             path, read, deliver, lambda: self._until_connected(None), self._watches.discard)

@@ -86,7 +86,7 @@ def walk(data: bytes | memoryview, fetch_offset: int, *, read_committed: bool = 
                 continue
         if header.is_control or header.record_count == 0:
             continue
-        body = batch[rb.HEADER_SIZE:]
+        body: bytes | memoryview = batch[rb.HEADER_SIZE:]
         if header.compression != codecs.NONE:
             body = codecs.decompress(header.compression, body)
         bodies.append(body)
@@ -154,7 +154,7 @@ def decode(batches: Batches, *, with_headers: bool = False) -> Columns | None:
     stamps = np.fromiter((h.max_timestamp if h.is_log_append_time else h.base_timestamp
                           for h in heads), np.int64, len(heads))[batch_of]
     timestamps = np.where(append_time, stamps, stamps + table[:, _TS_DELTA])
-    headers = None
+    headers: list[list[tuple[str, bytes | None]]] | None = None
     if with_headers:
         headers = [[] for _ in range(len(offsets))]
         for i in np.flatnonzero(table[:, _HEADERS_AT] != table[:, _END]).tolist():
@@ -166,7 +166,8 @@ def decode(batches: Batches, *, with_headers: bool = False) -> Columns | None:
 
 
 @_jit
-def _varint(buf: np.ndarray, pos: int, limit: int) -> tuple[int, int]:
+def _varint(buf: np.ndarray, pos: int | np.int64,
+            limit: int | np.int64) -> tuple[int | np.int64, int | np.int64]:
     """The zig-zag varint at ``pos`` and the position after it; position -1 if it runs
     past ``limit`` or does not fit in 64 bits."""
     value = np.uint64(0)

@@ -15,7 +15,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -323,7 +323,9 @@ def read_range(opts: ReadOptions, topic: str, partition: int, start: int, end: i
             if failed:
                 failure = errs[failed[0]]
                 messages = messages[:failed[0]]
-            offsets = [m.offset() for m in messages]
+            # A consumed record (these are before any error) always has its offset; the
+            # stub's None is for a message that has none, like one being produced.
+            offsets = cast(list[int], [m.offset() for m in messages])
             done = False
             if offsets and offsets[-1] >= end:  # offsets increase: cut at the range's end
                 keep = bisect.bisect_left(offsets, end)

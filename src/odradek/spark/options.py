@@ -17,7 +17,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 EARLIEST = -2  # Kafka's JSON offsets: -2 is "earliest", -1 is "latest"
 LATEST = -1
@@ -196,6 +196,10 @@ def _int_option(options: Mapping[str, str], name: str, default: int | None, leas
     return value
 
 
+@overload
+def _positive_int(options: Mapping[str, str], name: str, default: int) -> int: ...
+@overload
+def _positive_int(options: Mapping[str, str], name: str, default: None) -> int | None: ...
 def _positive_int(options: Mapping[str, str], name: str, default: int | None) -> int | None:
     return _int_option(options, name, default, 1, "positive")
 
@@ -299,12 +303,12 @@ def _position(options: Mapping[str, str], prefix: str, default: str) -> Starting
         value = _partition_map(_json(options, by_ts), by_ts, '{"topicA": {"0": 1700000000000}}')
         return Starting("timestamps", timestamps=value, option=by_ts)
     if _get(options, one_ts) is not None:
-        raw = _get(options, one_ts) or ""
+        raw_ts = _get(options, one_ts) or ""
         try:
-            ts = int(raw.strip())
+            ts = int(raw_ts.strip())
         except ValueError:
             raise OptionError(f"option '{one_ts}' must be milliseconds since the epoch, "
-                              f"got {raw!r}") from None
+                              f"got {raw_ts!r}") from None
         return Starting("timestamp", timestamp=ts, option=one_ts)
     raw = _get(options, offsets)
     if raw is None:

@@ -64,7 +64,9 @@ from odradek.spark.options import (
 try:  # Arrow batches into a streaming sink: pyspark 4.3+; row by row before that
     from pyspark.sql.datasource import DataSourceStreamArrowWriter as _StreamWriterBase
 except ImportError:  # pragma: no cover - pyspark 4.2
-    _StreamWriterBase = DataSourceStreamWriter
+    # mypy types the name from the import above; a base class chosen by the installed
+    # pyspark is beyond it.
+    _StreamWriterBase = DataSourceStreamWriter  # type: ignore[misc, assignment]
 
 HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType()),
                                      StructField("value", BinaryType())]))
@@ -143,7 +145,7 @@ def split_ranges(ranges: list[OffsetRange], min_partitions: int | None,
     than maxRecordsPerPartition."""
     ranges = [r for r in ranges if r.size > 0]
     total = sum(r.size for r in ranges)
-    result = []
+    result: list[OffsetRange] = []
     for r in ranges:
         parts = 1
         if min_partitions and min_partitions > len(ranges):

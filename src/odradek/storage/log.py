@@ -373,7 +373,7 @@ class Log:
         index.append(AbortedTxn(done.producer_id, done.first_offset, done.last_offset,
                                 done.last_offset + 1 if lso is None else lso))
 
-    def _update_producer_state(self, data: bytes | memoryview, header: BatchHeader,
+    def _update_producer_state(self, data: bytes | bytearray | memoryview, header: BatchHeader,
                                base: int, segment_base: int) -> None:
         """Record one appended (or replayed) batch of a producer; ``data`` holds the
         batch, only decoded for a control batch (a marker)."""

@@ -171,7 +171,7 @@ def describe_topic(broker: Broker, topic: Topic, keys: set[str] | None, *,
             continue
         setting = _BROKER_SETTING_OF.get(name)
         # Synonyms in order of precedence, the one in effect first (as Kafka lists them).
-        synonyms = []
+        synonyms: list[dict[str, Any]] = []
         if name in topic.configs:
             synonyms.append({"name": name, "value": value, "source": DYNAMIC_TOPIC_CONFIG})
         if setting is not None:
@@ -270,7 +270,7 @@ def describe_group(broker: Broker, group_id: str, keys: set[str] | None, *,
     for name in GROUP_CONFIGS:
         if keys is not None and name not in keys:
             continue
-        synonyms = []
+        synonyms: list[dict[str, Any]] = []
         if name in own:
             synonyms.append({"name": name, "value": own[name], "source": GROUP_CONFIG})
         synonyms.append({"name": name, "value": str(defaults[name]), "source": DEFAULT_CONFIG})

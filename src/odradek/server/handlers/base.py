@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +41,7 @@ class Api:
     name: str
     min_version: int
     max_version: int
-    handle: Callable[[Broker, Request], Awaitable[Response]]
+    handle: Callable[[Broker, Request], Coroutine[Any, Any, Response]]
     # Optional: the same answer without a coroutine when it needs no wait (the response),
     # else an awaitable giving it. The connection calls it for a request that arrives
     # while nothing else is in progress, and answers at once (see server.connection).
@@ -92,7 +92,7 @@ def throttle(request: Request, ms: int) -> int:
         return 0
     if ms > session.throttle_ms:
         session.throttle_ms = ms
-    return session.throttle_ms  # type: ignore[no-any-return]
+    return session.throttle_ms
 
 
 def respond(request: Request, data: Mapping[str, Any]) -> bytes:

@@ -91,14 +91,15 @@ async def elect_leaders(broker: Broker, request: Request) -> bytes:
     body = request.body
     election_type = getattr(body, "election_type", PREFERRED)
     wanted = _wanted(body.topic_partitions, lambda t: t.partitions)
+    outcomes: dict[TopicPartition, Outcome]
     if not allowed(broker, request, Operation.ALTER, ResourceType.CLUSTER, CLUSTER):
         code, message = CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
         outcomes = {tp: ("CLUSTER_AUTHORIZATION_FAILED", message) for tp in wanted or []}
     elif broker.cluster is None:
         # One replica per partition: it leads already.
-        outcomes: dict[TopicPartition, Outcome] = {}
+        outcomes = {}
         for topic, p in wanted or []:
-            known = broker.topic(topic) is not None and 0 <= p < broker.topic(topic).partitions
+            known = (found := broker.topic(topic)) is not None and 0 <= p < found.partitions
             outcomes[(topic, p)] = (("ELECTION_NOT_NEEDED", "a single node leads every "
                                      "partition") if known else
                                     ("UNKNOWN_TOPIC_OR_PARTITION",

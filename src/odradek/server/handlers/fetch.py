@@ -612,11 +612,11 @@ def _answer(request: Request, results: list[PartitionResult], session: FetchSess
                     kept.append(r)
             results = kept
         for r in results:
-            state = partitions.get((r.topic, r.partition))
-            if state is not None:
-                state.sent_high_watermark = r.high_watermark
-                state.sent_log_start = r.log_start_offset
-                state.sent_last_stable = r.last_stable_offset
+            pstate = partitions.get((r.topic, r.partition))
+            if pstate is not None:
+                pstate.sent_high_watermark = r.high_watermark
+                pstate.sent_log_start = r.log_start_offset
+                pstate.sent_last_stable = r.last_stable_offset
     return encode_fetch_response(request, results,
                                  session.session_id if session is not None else 0,
                                  throttle_ms=throttle_ms)

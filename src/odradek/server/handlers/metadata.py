@@ -31,6 +31,8 @@ from odradek.server.metadata import Topic, TopicError, validate_topic_name
 LEADER_NOT_AVAILABLE = 5
 
 if TYPE_CHECKING:
+    from uuid import UUID
+
     from odradek.server.broker import Broker
 
 
@@ -116,12 +118,14 @@ async def handle(broker: Broker, request: Request) -> bytes:
     else:
         # v10+ may name a topic by id only (KIP-516): KIP-848 consumers resolve the
         # topic ids of their assignment this way.
-        by_id = {t.topic_id: t.name for t in broker.metadata.topics.values()}
+        # (keyed by UUID | None: a request's topic without an id looks up None)
+        by_id: dict[UUID | None, str] = {
+            t.topic_id: t.name for t in broker.metadata.topics.values()}
         names = [t.name if t.name is not None else by_id.get(getattr(t, "topic_id", None))
                  for t in requested]
     auto_create = broker.config["auto.create.topics.enable"] and getattr(
         body, "allow_auto_topic_creation", True)
-    topics = []
+    topics: list[dict[str, Any]] = []
     for name in names:
         if name is None:  # an id we do not know
             topics.append({"error_code": 100, "name": None, "partitions": []})

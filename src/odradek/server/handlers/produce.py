@@ -103,7 +103,7 @@ def handle_now(broker: Broker, request: Request
     try:
         wait = steps.send(None)
     except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
+        return done.value
     return _after_fsyncs(broker, steps, wait)
 
 
@@ -129,7 +129,7 @@ async def _after_fsyncs(broker: Broker, steps: _Steps, wait: _Wait) -> bytes | N
         try:
             wait = steps.send(outcome)
         except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
+            return done.value
 
 
 class Replication:
@@ -214,7 +214,8 @@ def _produce(broker: Broker, request: Request) -> _Steps:
                   and (refused := _not_in_transaction(broker, transactional_id, name, index,
                                                       records)) is not None):
                 entry = _failed(index, *refused)
-            elif replication is not None and (code := replicas.check_min_isr(name, index)):
+            elif (replication is not None and replicas is not None  # (one implies the other)
+                  and (code := replicas.check_min_isr(name, index))):
                 entry = _failed(index, code, _ERROR_TEXT[code])
             else:
                 try:
@@ -225,6 +226,8 @@ def _produce(broker: Broker, request: Request) -> _Steps:
                     if lg.flush_due:  # flush.messages: answered once on disk, fsyncs shared
                         failure = yield lg, info.last_offset + 1
                         if failure is not None:
+                            # an fsync's outcome (a list of codes answers a Replication)
+                            assert isinstance(failure, Exception)
                             raise failure
                 except Exception as exc:
                     code = error_code(exc)

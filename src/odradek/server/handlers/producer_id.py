@@ -52,8 +52,11 @@ async def handle(broker: Broker, request: Request) -> bytes:
     if pid >= 0 and 0 <= epoch < MAX_EPOCH - 1:
         new_pid, new_epoch = pid, epoch + 1
     else:
+        allocate = broker.metadata.next_producer_id
+        # A cluster's allocator is set by ClusterNode.start, before the broker serves.
+        assert allocate is not None
         try:
-            new_pid, new_epoch = broker.metadata.next_producer_id(), 0
+            new_pid, new_epoch = allocate(), 0
         except Exception as exc:
             if getattr(exc, "kafka_error", None) is None:
                 raise

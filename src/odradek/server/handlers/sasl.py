@@ -40,6 +40,7 @@ from odradek.security.scram import (
     MECHANISM_CODES,
     MIN_ITERATIONS,
     AuthenticationFailed,
+    ScramCredential,
     from_salted_password,
 )
 from odradek.server.documents import DocumentError
@@ -107,7 +108,12 @@ def _authenticator(broker: Broker, listener: str, mechanism: str) -> Any:
             log.error("listener %s: OAUTHBEARER is misconfigured: %s", listener, exc)
             return OAuthBearerAuthenticator(None)
         return OAuthBearerAuthenticator(validator_for(settings) if settings.jwks_url else None)
-    return ScramAuthenticator(mechanism, lambda user: broker.credentials.get(user, mechanism))
+
+    def lookup(user: str) -> ScramCredential | None:
+        assert broker.credentials is not None  # set by Broker.start, before any request
+        return broker.credentials.get(user, mechanism)
+
+    return ScramAuthenticator(mechanism, lookup)
 
 
 async def authenticate(broker: Broker, request: Request) -> bytes:
@@ -157,6 +163,7 @@ async def describe_credentials(broker: Broker, request: Request) -> bytes:
         return respond(request, {"throttle_time": 0, **refused, "results": [
             {**refused, "user": "", "credential_infos": []}
             for _ in request.body.users or ()]})
+    assert broker.credentials is not None  # set by Broker.start, before any request
     stored = broker.credentials.users()
     asked = request.body.users
     names = sorted(stored) if not asked else [u.name for u in asked]  # null or []: all
@@ -196,6 +203,7 @@ async def alter_credentials(broker: Broker, request: Request) -> bytes:
         seen[(item.name, item.mechanism)] = seen.get((item.name, item.mechanism), 0) + 1
     errors: dict[str, tuple[int, str]] = {}
     upserts, deletions = [], []
+    assert broker.credentials is not None  # set by Broker.start, before any request
     stored = broker.credentials.users()
     for item in body.deletions:
         mechanism = MECHANISM_NAMES.get(item.mechanism)
@@ -206,6 +214,7 @@ async def alter_credentials(broker: Broker, request: Request) -> bytes:
         if error is not None:
             errors.setdefault(item.name, error)
         else:
+            assert mechanism is not None  # else _check gave an error
             deletions.append((item.name, mechanism))
     for item in body.upsertions:
         mechanism = MECHANISM_NAMES.get(item.mechanism)
@@ -220,6 +229,7 @@ async def alter_credentials(broker: Broker, request: Request) -> bytes:
         if error is not None:
             errors.setdefault(item.name, error)
         else:
+            assert mechanism is not None  # else _check gave an error
             upserts.append((item.name, from_salted_password(
                 mechanism, bytes(item.salt), bytes(item.salted_password), item.iterations)))
     # A user with any error has none of its changes applied, as Kafka.
