@@ -171,7 +171,3 @@ def response_schema(api_key: int, api_version: int) -> type:
     cached: kio resolves it by import path on every call."""
     return load_response_schema(api_key, api_version)
 
-
-@functools.cache
-def request_schema(api_key: int, api_version: int) -> type:
-    return load_request_schema(api_key, api_version)

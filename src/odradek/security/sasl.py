@@ -15,7 +15,6 @@ import hmac
 import re
 from collections.abc import Callable
 
-from odradek.security.scram import MECHANISMS as SCRAM_MECHANISMS
 from odradek.security.scram import AuthenticationFailed, ScramCredential, ScramExchange
 
 PLAIN = "PLAIN"
@@ -114,6 +113,3 @@ class ScramAuthenticator:
         raise AuthenticationFailed(f"Unexpected SASL token after the {self.mechanism} "
                                    "exchange completed")
 
-
-def is_scram(mechanism: str) -> bool:
-    return mechanism in SCRAM_MECHANISMS
