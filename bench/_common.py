@@ -7,7 +7,6 @@ import json
 import os
 import platform
 import resource
-import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -102,12 +101,6 @@ def proc_rss_mib(pid: int) -> float:
 def self_cpu_s() -> float:
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return ru.ru_utime + ru.ru_stime
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def finish(results: dict[str, Any], table: str, out_path: str) -> int:

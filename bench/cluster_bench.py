@@ -69,7 +69,7 @@ whatever ``--broker-override`` adds; every cluster topic has replication factor 
    broker).
 
 With ``--kafka``, parts 1 and 2 also run their cluster load, unchanged, against a fresh
-3-node Apache Kafka cluster per run (``KafkaCluster``: ``tests.apache_kafka.
+3-node Apache Kafka cluster per run (``KafkaCluster``: ``odradek.devcluster.apache_kafka.
 ApacheKafkaCluster``, Kafka 4.4 from the jars of scripts/fetch_jvm.sh, each node broker and
 controller in one JVM (KRaft, a static quorum of the 3), ``-Xmx1G -Xms1G`` each as Kafka's
 scripts set, internal topics RF 3 / min ISR 2, the rest Kafka's defaults; the topic RF 3
@@ -111,36 +111,31 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.append(str(REPO))  # tests.zookeeper: the ZooKeeper the tests use
+from confluent_kafka import KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+from kazoo.client import KazooClient
 
-from confluent_kafka import KafkaException, Producer, TopicPartition  # noqa: E402
-from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec  # noqa: E402
-from kazoo.client import KazooClient  # noqa: E402
-from tests.apache_kafka import (  # noqa: E402
-    KAFKA_VERSION,
-    ApacheKafkaCluster,
-    kafka_jars_present,
-)
-from tests.zookeeper import ZooKeeperServer, four_letter_word  # noqa: E402
-
-import latency_bench  # noqa: E402
-from _common import (  # noqa: E402
+import latency_bench
+from _common import (
     finish,
-    free_port,
     note,
     proc_cpu_s,
     proc_peak_rss_mib,
     self_cpu_s,
     shown_path,
 )
-from broker_bench import (  # noqa: E402
+from broker_bench import (
     LOAD_PRODUCER,
     ODRADEK,
     Broker,
     broker_machine_info,
     broker_machine_line,
+)
+from odradek.devcluster import ZooKeeperServer, four_letter_word, free_port
+from odradek.devcluster.apache_kafka import (
+    KAFKA_VERSION,
+    ApacheKafkaCluster,
+    kafka_jars_present,
 )
 
 CLUSTER = "cluster"
@@ -458,7 +453,7 @@ class Cluster:
 
 
 class KafkaCluster(Cluster):
-    """``--kafka``: Apache Kafka's 3-node cluster (``tests.apache_kafka.ApacheKafkaCluster``:
+    """``--kafka``: Apache Kafka's 3-node cluster (``devcluster.apache_kafka.ApacheKafkaCluster``:
     KRaft, each node broker and controller, a static quorum, internal topics RF 3 / min
     ISR 2, 1 GiB heap each, the rest Kafka's defaults) in ``Cluster``'s shape, so that the
     throughput and latency loads run on it unchanged. What ``Cluster`` reads from
@@ -489,7 +484,7 @@ class KafkaCluster(Cluster):
     def stop(self) -> dict[int, int]:
         """All 3 signalled at once (ApacheKafkaCluster.stop). A JVM ends with 143 (128 +
         SIGTERM) once its shutdown hook (Kafka's controlled shutdown) is done: a clean
-        stop, reported as 0; SIGKILL after tests.apache_kafka.STOP_TIMEOUT."""
+        stop, reported as 0; SIGKILL after odradek.devcluster.apache_kafka.STOP_TIMEOUT."""
         codes = self.kafka.stop()
         for pid in self.kafka.pids.values():
             _LIVE.pop(pid, None)

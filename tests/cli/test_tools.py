@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from odradek.cli.main import main
+from odradek.devcluster import free_port
 from odradek.testing import RunningBroker, running_broker
 
 DESCRIBE_CONFIGS = 32
@@ -62,10 +62,6 @@ def failed(done: subprocess.CompletedProcess[bytes], code: int = 1) -> str:
     return err
 
 
-def unused_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # --- topics --------------------------------------------------------------------------
@@ -249,7 +245,7 @@ def test_a_line_without_the_key_separator_stops_the_producer(broker):
 
 
 def test_an_unreachable_bootstrap_server_fails_fast_with_a_clear_message():
-    bad = f"127.0.0.1:{unused_port()}"
+    bad = f"127.0.0.1:{free_port()}"
     commands = {
         "topics list": ["topics", "list", "--request-timeout-ms", "1000"],
         "topics create": ["topics", "create", "x", "--request-timeout-ms", "1000"],

@@ -12,7 +12,6 @@ checked against what Kafka clients (confluent-kafka) did or read independently.
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 from pathlib import Path
@@ -22,6 +21,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
+from odradek.devcluster import free_port
 from tests.console.conftest import shot, start_console
 from tests.interop.conftest import BrokerProcess, start_broker
 
@@ -323,14 +323,10 @@ def test_a_group_offsets_reset_only_while_it_has_no_members(
     assert page.locator("#lag tr[data-tp='audit-0'] td.lag").inner_text() == "3"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_the_console_outlives_a_broker_restart(page: Any, tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     data = tmp_path / "data"
     with start_broker(data, "--listen", f"127.0.0.1:{port}") as first:
         _create(first, "survivor")

@@ -28,7 +28,7 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from tests.certs import TestCA
+from odradek.devcluster.certs import TestCA
 from tests.cluster_processes import Cluster, run_cluster
 from tests.interop.conftest import run_tool
 from tests.zookeeper import ZooKeeperServer

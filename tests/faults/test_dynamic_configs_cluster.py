@@ -16,8 +16,8 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from odradek.client.wire import WireClient
 from tests.cluster_processes import Cluster
-from tests.wire import WireClient
 
 pytestmark = pytest.mark.slow
 

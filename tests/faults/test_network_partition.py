@@ -30,12 +30,12 @@ from typing import Any
 
 import pytest
 
+from odradek.client.wire import WireClient
 from odradek.records import builder
 from tests.cluster_processes import FAST_SETTINGS, SESSION_TIMEOUT_MS, Cluster, run_cluster
 from tests.faults import workload
 from tests.faults.workload import Acked, ProducerRun, check, stop_producers
 from tests.netcut import NetworkCuts, network_cuts
-from tests.wire import WireClient
 from tests.zookeeper import ZooKeeperServer
 
 pytestmark = pytest.mark.cluster

@@ -49,10 +49,10 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
+from odradek.client.wire import WireClient
 from odradek.server.handlers import HANDLERS
 from odradek.testing import running_broker
 from tests.fuzz.proxy import RecordingProxy
-from tests.wire import WireClient
 
 CORPUS = Path(__file__).parent / "corpus" / "requests.bin"
 PER_VERSION = 6

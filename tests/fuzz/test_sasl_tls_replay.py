@@ -45,8 +45,9 @@ from kio.index import load_response_schema
 from kio.serial import entity_reader
 from scramp import ScramClient, ScramException
 
+from odradek.client.wire import encode_request
+from odradek.devcluster.certs import TestCA
 from odradek.testing import RunningBroker, running_broker
-from tests.certs import TestCA
 from tests.fuzz.test_mutation_replay import (
     ANSWER_BOUND_S,
     CHECK_EVERY,
@@ -56,7 +57,6 @@ from tests.fuzz.test_mutation_replay import (
     mutate,
 )
 from tests.server.test_bad_input import check_healthy, rss_bytes
-from tests.wire import encode_request
 
 SASL_MUTATIONS = int(os.environ.get("FUZZ_SASL_MUTATIONS", "600"))
 TLS_MUTATIONS = int(os.environ.get("FUZZ_TLS_MUTATIONS", "300"))

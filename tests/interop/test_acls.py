@@ -31,7 +31,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from tests.wire import WireClient
+from odradek.client.wire import WireClient
 
 from .conftest import BrokerProcess, start_broker
 from .test_sasl import plain_login

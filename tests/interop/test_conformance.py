@@ -23,10 +23,10 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
+from odradek.client.wire import WireClient
 from odradek.records import codecs
 from odradek.records.builder import build_simple
 from tests.interop.conftest import BrokerProcess
-from tests.wire import WireClient
 
 TIMEOUT = 30
 NO_KEY = "Compacted topic cannot accept message without key in topic partition {}-0"

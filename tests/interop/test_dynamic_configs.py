@@ -22,7 +22,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from tests.wire import WireClient
+from odradek.client.wire import WireClient
 
 from .conftest import start_broker
 from .test_metrics import scrape

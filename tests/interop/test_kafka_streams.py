@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -37,6 +36,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
+from odradek.devcluster import free_port
 from tests.jvm import compile_java, java_command, require_jars
 
 from .conftest import BrokerProcess, start_broker
@@ -61,10 +61,6 @@ BROKER_OVERRIDES = ("--override", "group.initial.rebalance.delay.ms=0",
                     "--override", "log.cleaner.min.cleanable.ratio=0.01")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextmanager

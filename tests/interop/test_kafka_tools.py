@@ -1,7 +1,7 @@
 """Kafka's own command-line tools (Kafka 4.4.0's jars) against an ``odradek serve`` process.
 
 Each tool runs unchanged, as ``bin/kafka-*.sh`` would start it: its main class on a
-``java -cp`` of the jars scripts/fetch_jvm.sh copies (tests/jvm.py), with the arguments a
+``java -cp`` of the jars scripts/fetch_jvm.sh copies (odradek.devcluster.jvm), with the arguments a
 user types. The tests assert on what the tool prints and on its effect as another client
 (confluent-kafka) or the data directory sees it:
 

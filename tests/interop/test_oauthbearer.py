@@ -25,9 +25,9 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from odradek.client.wire import WireClient, closed_by_peer
 from odradek.security.oauth import initial_response
 from tests.security.test_oauth import AUDIENCE, ISSUER, IdentityProvider, JwksServer
-from tests.wire import WireClient, closed_by_peer
 
 from . import round_trips
 from .conftest import BrokerProcess, start_broker
@@ -248,7 +248,7 @@ def test_a_jwks_endpoint_over_https_is_trusted_through_the_jaas_truststore(
     broker fetches the keys over HTTPS and accepts the token; without it (the system's
     CAs, which do not know the test CA) the keys cannot be fetched and the token is
     refused."""
-    from tests.certs import TestCA
+    from odradek.devcluster.certs import TestCA
 
     ca = TestCA(tmp_path / "ca")
     keystore = ca.issue("idp", "CN=localhost", server=True).keystore()

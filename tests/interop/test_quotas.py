@@ -24,7 +24,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.wire import WireClient
+from odradek.client.wire import WireClient
 
 from .conftest import BrokerProcess, run_tool, start_broker
 

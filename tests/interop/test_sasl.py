@@ -37,8 +37,8 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from tests.certs import TestCA
-from tests.wire import WireClient, closed_by_peer, encode_request
+from odradek.client.wire import WireClient, closed_by_peer, encode_request
+from odradek.devcluster.certs import TestCA
 
 from . import round_trips
 from .conftest import BrokerProcess, require_tool, run_tool, start_broker

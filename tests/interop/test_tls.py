@@ -27,7 +27,7 @@ import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.certs import Issued, TestCA
+from odradek.devcluster.certs import Issued, TestCA
 
 from . import round_trips
 from .conftest import BrokerProcess, require_tool, run_tool, start_broker

@@ -32,6 +32,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
+from odradek.devcluster import free_port
+
 from .conftest import BrokerProcess, run_tool, start_broker
 from .test_groups import create_topic
 from .test_kafkajs import JS_DIR, kafkajs  # noqa: F401 - the fixture
@@ -159,12 +161,6 @@ def test_a_transaction_older_than_its_timeout_is_aborted(tmp_path: Path):
             forgetful.commit_transaction(WAIT)
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextmanager

@@ -1,5 +1,5 @@
 """The oracle tier's brokers: one real Apache Kafka 4.x (KRaft, single node, from the jars
-scripts/fetch_jvm.sh copies; tests/apache_kafka.py) and one ``odradek serve`` process,
+scripts/fetch_jvm.sh copies; devcluster/apache_kafka.py) and one ``odradek serve`` process,
 each started once per test session and shared by every sequence (each sequence uses
 topics, groups and transactional ids of its own).
 
@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.apache_kafka import ApacheKafka
+from odradek.devcluster.apache_kafka import ApacheKafka
 from tests.interop.conftest import BrokerProcess, start_broker
 from tests.jvm import require_jars
 

@@ -1,5 +1,5 @@
 """Apache Kafka as the oracle: the same scripted request sequences, byte for byte the same
-requests (tests/wire.py on kio's schemas, at fixed versions), sent to a real Apache Kafka
+requests (client/wire.py on kio's schemas, at fixed versions), sent to a real Apache Kafka
 4.x and to an ``odradek serve`` process, and their answers compared field by field.
 
 Each sequence records the answers it got as plain data (``Recorder.step``); the
@@ -35,8 +35,8 @@ from typing import Any
 import pytest
 from kio.index import load_request_schema
 
+from odradek.client.wire import WireClient
 from odradek.records.builder import Record, build_batch, decode_batches
-from tests.wire import WireClient
 
 pytestmark = pytest.mark.oracle
 

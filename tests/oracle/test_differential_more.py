@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from odradek.client.wire import WireClient
 from odradek.server.handlers import HANDLERS
 from tests.oracle.test_differential import (
     Recorder,
@@ -38,7 +39,6 @@ from tests.oracle.test_differential import (
     request,
     wait_for,
 )
-from tests.wire import WireClient
 
 pytestmark = pytest.mark.oracle
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from odradek.devcluster.certs import TestCA
 from odradek.server.config import HIDDEN, ConfigError, load_config
 from odradek.server.tls import map_principal, principal_rules
 from odradek.testing import running_broker
-from tests.certs import TestCA
 
 
 def config(listen: str | None = None, **settings: str):  # type: ignore[no-untyped-def]

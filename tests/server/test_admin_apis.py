@@ -33,14 +33,13 @@ from confluent_kafka.admin import (
     OffsetSpec,
 )
 
+from odradek.client.wire import WireClient
 from odradek.server.config import DYNAMIC_BROKER_SETTINGS, SETTINGS
 from odradek.server.dynamic_configs import STORED_ONLY
 from odradek.storage import checkpoint
 from odradek.storage.config import LogConfig
 from odradek.storage.manager import LOG_START_FILE
 from odradek.testing import RunningBroker, running_broker
-
-from ..wire import WireClient
 
 TIMEOUT = 10.0
 DEFAULT_RETENTION_MS = str(LogConfig().retention_ms)
@@ -49,7 +48,7 @@ DEFAULT_RETENTION_MS = str(LogConfig().retention_ms)
 # --- helpers ---------------------------------------------------------------------------------
 
 
-Wire = WireClient  # one request at a time over a plain socket (tests/wire.py)
+Wire = WireClient  # one request at a time over a plain socket (client/wire.py)
 
 
 @pytest.fixture

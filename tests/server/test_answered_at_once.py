@@ -20,10 +20,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from odradek.client.wire import WireClient
 from odradek.records import builder
 from odradek.testing import RunningBroker, running_broker
-
-from ..wire import WireClient
 
 TOPIC = "answered"
 DURABLE = "answered-durable"  # flush.messages=1: every produce waits for an fsync

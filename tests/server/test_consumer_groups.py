@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import time
 
+from odradek.client.wire import WireClient
 from odradek.testing import running_broker
-from tests.wire import WireClient
 
 from .test_groups import code, create_topic
 

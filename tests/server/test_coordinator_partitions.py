@@ -28,6 +28,7 @@ import pytest
 from kio.index import load_request_schema
 
 from odradek.client.connection import BrokerConnection
+from odradek.client.wire import WireClient
 from odradek.coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, partition_for
 from odradek.coordinator import results as r
 from odradek.coordinator.transaction_log import partition_for as txn_partition_for
@@ -42,7 +43,6 @@ from odradek.server.transactions import TxnRuntime
 from odradek.storage import LogManager
 from odradek.storage.log import wall_clock_ms
 from odradek.testing import RunningBroker, running_broker
-from tests.wire import WireClient
 
 NOT_COORDINATOR = 16
 COORDINATOR_NOT_AVAILABLE = 15

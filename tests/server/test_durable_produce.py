@@ -9,9 +9,9 @@ from unittest import mock
 
 from confluent_kafka import Producer
 
+from odradek.client.wire import WireClient
 from odradek.records import builder
 
-from ..wire import WireClient
 from .test_produce_fetch import consume_all, create
 
 KAFKA_STORAGE_ERROR = 56

@@ -9,9 +9,9 @@ import time
 
 import pytest
 
+from odradek.client.wire import WireClient
 from odradek.coordinator import OFFSETS_TOPIC, partition_for
 from odradek.testing import running_broker
-from tests.wire import WireClient
 
 FAST = {"group.initial.rebalance.delay.ms": 0, "group.min.session.timeout.ms": 100}
 MEMBER_ID_REQUIRED = 79
@@ -324,16 +324,14 @@ def test_a_consumer_carries_on_through_a_broker_restart(tmp_path):
     """The group is replayed with its members, who get a fresh session: a consumer that
     reconnects carries on as the same member of a Stable group, reading from where it
     was."""
-    import socket
 
     from confluent_kafka import Consumer, Producer
 
+    from odradek.devcluster import free_port
     from odradek.server.config import load_config
     from odradek.server.run import BrokerThread
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     config = load_config(listen=f"127.0.0.1:{port}", data_dir=str(tmp_path / "data"),
                          overrides=dict(FAST, **{"offsets.topic.num.partitions": 2}),
                          environ={})

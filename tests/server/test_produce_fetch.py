@@ -15,10 +15,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from odradek.client.wire import WireClient
 from odradek.records import batch as rb
 from odradek.records import builder, codecs
-
-from ..wire import WireClient
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 

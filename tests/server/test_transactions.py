@@ -9,10 +9,10 @@ import struct
 import time
 from typing import Any
 
+from odradek.client.wire import WireClient
 from odradek.coordinator import TRANSACTION_STATE_TOPIC
 from odradek.records import builder
 from odradek.testing import running_broker
-from tests.wire import WireClient
 
 INVALID_PRODUCER_EPOCH = 47
 INVALID_TXN_STATE = 48

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from odradek.client.wire import WireClient
 from odradek.testing import running_broker
 from tests.server.test_transactions import (
     READ_UNCOMMITTED,
@@ -32,7 +33,6 @@ from tests.server.test_transactions import (
     txn_offset_commit,
     values,
 )
-from tests.wire import WireClient
 
 PARTITIONS = 2
 IDS = ("alpha", "beta", "gamma")

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ import pyspark
 import pytest
 
 import odradek
+from odradek.devcluster import free_port
 from odradek.pipeline import generator as gen
 from odradek.testing import running_broker
 from tests.spark.pipeline_helpers import (
@@ -100,10 +100,6 @@ def test_events_land_exactly_once_across_a_sigkill_of_the_streaming_job(spark, t
     assert_events_exactly_once(spark, out, generated)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _wait_for(log: Path, text: str, proc: subprocess.Popen, what: str) -> None:
@@ -117,7 +113,7 @@ def _wait_for(log: Path, text: str, proc: subprocess.Popen, what: str) -> None:
 def test_the_streaming_job_runs_unchanged_on_a_standalone_cluster(spark, tmp_path):
     bin_dir = Path(pyspark.__file__).parent / "bin"
     spark_class, spark_submit = str(bin_dir / "spark-class"), str(bin_dir / "spark-submit")
-    port = _free_port()
+    port = free_port()
     url = f"spark://127.0.0.1:{port}"
     env = pipeline_env()
     procs: list[subprocess.Popen] = []
@@ -125,12 +121,12 @@ def test_the_streaming_job_runs_unchanged_on_a_standalone_cluster(spark, tmp_pat
         master_log, worker_log = tmp_path / "master.log", tmp_path / "worker.log"
         master = _start([spark_class, "org.apache.spark.deploy.master.Master",
                          "--host", "127.0.0.1", "--port", str(port),
-                         "--webui-port", str(_free_port())], master_log, env)
+                         "--webui-port", str(free_port())], master_log, env)
         procs.append(master)
         _wait_for(master_log, "I have been elected leader", master, "the master")
         worker = _start([spark_class, "org.apache.spark.deploy.worker.Worker", url,
                          "--host", "127.0.0.1", "--cores", "2", "--memory", "1g",
-                         "--webui-port", str(_free_port()),
+                         "--webui-port", str(free_port()),
                          "--work-dir", str(tmp_path / "work")], worker_log, env)
         procs.append(worker)
         _wait_for(worker_log, "Successfully registered with master", worker, "the worker")

@@ -1,6 +1,7 @@
 """A real Apache Kafka 4.x broker for tests and benchmarks: one node in KRaft mode
 (broker and controller in one JVM), started from the jars scripts/fetch_jvm.sh copies
-(.cache/jvm/lib) with ``java -cp``, as Kafka's own scripts would start it.
+(.cache/jvm/lib, ``odradek.devcluster.jvm``) with ``java -cp``, as Kafka's own scripts
+would start it.
 
     with ApacheKafka(tmp_dir) as kafka:           # formats the storage, starts, waits
         WireClient(kafka.port).request(18, 3, {...})
@@ -37,12 +38,14 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-from tests.jvm import LIB, classpath, java
+from odradek.devcluster.jvm import LIB, classpath, java
+from odradek.devcluster.processes import free_port
 
 KAFKA_VERSION = "4.4.0"
 STARTUP_TIMEOUT = 120.0  # seconds: a cold JVM on two busy cores
@@ -54,12 +57,6 @@ LOGGING = ["-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
            "-Dorg.slf4j.simpleLogger.logFile=System.err"]
 STORAGE_TOOL = "kafka.tools.StorageTool"  # kafka-storage.sh's main class (kafka_2.13 jar)
 MAIN = "kafka.Kafka"  # kafka-server-start.sh's
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def kafka_jars_present() -> bool:
@@ -165,7 +162,7 @@ class ApacheKafka:
         return began
 
     def _wait_ready(self, deadline: float) -> None:
-        from tests.wire import WireClient  # kio: only needed once a broker runs
+        from odradek.client.wire import WireClient
 
         last: object = None
         while time.monotonic() < deadline:
@@ -224,7 +221,7 @@ class ApacheKafka:
 
 
 @contextlib.contextmanager
-def apache_kafka(directory: Path | str, **kwargs):  # type: ignore[no-untyped-def]
+def apache_kafka(directory: Path | str, **kwargs: Any) -> Iterator[ApacheKafka]:
     """``ApacheKafka`` as a context manager function."""
     with ApacheKafka(directory, **kwargs) as kafka:
         yield kafka

@@ -1,6 +1,6 @@
-"""A tiny blocking Kafka wire client for tests: send any kio request at any version over a
-plain socket and decode the response. For checking what real clients cannot show
-(sessions, raw errors, exact versions)."""
+"""A tiny blocking Kafka wire client: send any kio request at any version over a plain
+socket and decode the response. For tests and benchmarks that need what real clients
+cannot show (sessions, raw errors, exact versions), against Odradek or any Kafka."""
 
 from __future__ import annotations
 

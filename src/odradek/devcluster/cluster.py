@@ -1,0 +1,294 @@
+"""ZooKeeper and N brokers started together, ready once every broker's own Metadata
+lists every broker; a broker can be stopped and started again on the same port;
+``close`` stops the brokers one at a time, the controller last (each does a controlled
+shutdown), then ZooKeeper."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from odradek.devcluster.broker import BROKER_START_TIMEOUT_S, BrokerProcess
+from odradek.devcluster.processes import ClusterError, port_in_use
+from odradek.devcluster.zookeeper import ZooKeeperServer
+
+DEFAULT_BASE_PORT = 9092
+DEFAULT_CHROOT = "/odradek"
+REGISTER_TIMEOUT_S = 60.0  # every broker seeing every other
+
+# Development clusters notice a dead broker in seconds rather than Kafka's 18 s, and
+# keep few internal-topic partitions (each is a log per replica to create and move).
+# ``odradek.testing`` starts from these; ``odradek cluster up`` keeps Kafka's.
+FAST_SETTINGS: dict[str, Any] = {
+    "zookeeper.session.timeout.ms": 4000,
+    "zookeeper.connection.timeout.ms": 10000,
+    "replica.lag.time.max.ms": 3000,
+    "replica.fetch.backoff.ms": 200,
+    "replica.socket.timeout.ms": 5000,
+    "offsets.topic.num.partitions": 4,
+    "transaction.state.log.num.partitions": 4,
+    "group.initial.rebalance.delay.ms": 0,
+    "controlled.shutdown.retry.backoff.ms": 2000,
+}
+
+
+def cluster_defaults(brokers: int) -> dict[str, Any]:
+    """The replication settings a cluster of ``brokers`` brokers should run with: Kafka's
+    production values (3 replicas, 2 in sync for acks=all) where there are enough
+    brokers, smaller where there are not (Kafka refuses to create its internal topics
+    with fewer brokers than their replication factor)."""
+    replicas = min(3, brokers)
+    in_sync = max(1, min(2, replicas - 1))  # one replica may be down without refusing writes
+    return {
+        "default.replication.factor": replicas,
+        "offsets.topic.replication.factor": replicas,
+        "transaction.state.log.replication.factor": replicas,
+        "transaction.state.log.min.isr": in_sync,
+        "min.insync.replicas": in_sync,
+    }
+
+
+class DevCluster:
+    """ZooKeeper (unless ``zookeeper`` names one: ``HOST:PORT[,...][/CHROOT]``) and
+    ``size`` brokers, node ids 1..size, data under ``root``:
+
+        root/zookeeper/     zoo.cfg, data/, zookeeper.log
+        root/broker-N/      broker N's data directory
+        root/logs/broker-N.log
+
+    Ports: ``base_port``, ``base_port + 1``, ... (``base_port=0``: free ones). The same
+    ``root`` again is the same cluster: ZooKeeper's data holds the cluster id the brokers'
+    meta.properties remember."""
+
+    def __init__(self, root: Path | str, size: int = 3, *, zookeeper: str | None = None,
+                 base_port: int = DEFAULT_BASE_PORT, settings: Mapping[str, Any] | None = None,
+                 zookeeper_tick_ms: int = 200, die_with_parent: bool = False) -> None:
+        if size < 1:
+            raise ValueError("a cluster needs at least one broker")
+        self.root = Path(root)
+        self.size = size
+        self.base_port = base_port
+        self.die_with_parent = die_with_parent
+        self.zookeeper: ZooKeeperServer | None = None
+        if zookeeper is None:
+            self.zookeeper = ZooKeeperServer(self.root / "zookeeper",
+                                             tick_time_ms=zookeeper_tick_ms,
+                                             die_with_parent=die_with_parent)
+        self._zookeeper_connect = zookeeper
+        self.settings = {**cluster_defaults(size), **(settings or {})}
+        self.brokers: dict[int, BrokerProcess] = {}
+        for node in range(1, size + 1):
+            self.brokers[node] = BrokerProcess(
+                node, self.root / f"broker-{node}", self.root / "logs" / f"broker-{node}.log",
+                port=base_port + node - 1 if base_port else 0,
+                die_with_parent=die_with_parent)
+        self.cluster_id: str | None = None
+        self._lock: Any = None
+
+    @property
+    def zookeeper_connect(self) -> str:
+        """The ``zookeeper.connect`` the brokers use (with its chroot)."""
+        if self._zookeeper_connect is not None:
+            return self._zookeeper_connect
+        assert self.zookeeper is not None
+        return self.zookeeper.connect_string + DEFAULT_CHROOT
+
+    @property
+    def bootstrap(self) -> str:
+        """Every broker's address, comma-separated, for ``bootstrap.servers``."""
+        return ",".join(b.bootstrap for b in self.brokers.values() if b.port)
+
+    def check_ports(self) -> None:
+        """ClusterError naming every fixed broker port already in use."""
+        taken = [b.port for b in self.brokers.values() if b.port and port_in_use(b.port)]
+        if taken:
+            ports = ", ".join(str(p) for p in taken)
+            raise ClusterError(
+                f"port{'s' if len(taken) > 1 else ''} {ports} of 127.0.0.1 "
+                f"{'are' if len(taken) > 1 else 'is'} in use (another broker or cluster "
+                "running?); stop it or choose other ports")
+
+    def _lock_root(self) -> None:
+        """Hold ``root/.lock`` while the cluster runs: two clusters on one directory
+        would start two ZooKeepers on one data directory."""
+        import fcntl
+
+        self.root.mkdir(parents=True, exist_ok=True)
+        lock = open(self.root / ".lock", "a+")  # noqa: SIM115 - held until close()
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            lock.close()
+            raise ClusterError(f"{self.root} is in use by another cluster (odradek cluster "
+                               "up?); stop it or choose another data directory") from None
+        self._lock = lock
+
+    def _unlock_root(self) -> None:
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            lock.close()  # closing releases the lock
+
+    def _broker_settings(self) -> dict[str, Any]:
+        return {**self.settings, "zookeeper.connect": self.zookeeper_connect}
+
+    def start(self, interrupted: Callable[[], bool] = lambda: False,
+              on_zookeeper: Callable[[], None] | None = None) -> None:
+        """Start ZooKeeper and every broker and wait until each broker sees all of them.
+        On failure everything started is stopped again before ClusterError is raised."""
+        self._lock_root()
+        try:
+            self.check_ports()
+        except ClusterError:
+            self._unlock_root()
+            raise
+        try:
+            if self.zookeeper is not None:
+                self.zookeeper.start()
+            if on_zookeeper is not None:
+                on_zookeeper()
+            for node in self.brokers:
+                # Started together: each takes a second or two of interpreter start.
+                self.start_broker(node, wait=False)
+            deadline = time.monotonic() + BROKER_START_TIMEOUT_S
+            for broker in self.brokers.values():
+                broker.wait_ready(deadline, interrupted)
+            self.wait_registered(interrupted=interrupted)
+        except BaseException:
+            with contextlib.suppress(ClusterError):
+                self.close()
+            raise
+
+    def start_broker(self, node: int, *, wait: bool = True) -> BrokerProcess:
+        """Start broker ``node`` (again: on the port it had); with ``wait``, until it
+        serves and every running broker sees it."""
+        broker = self.brokers[node]
+        broker.settings = self._broker_settings()
+        broker.start()
+        if wait:
+            broker.wait_ready(time.monotonic() + BROKER_START_TIMEOUT_S)
+            self.wait_registered()
+        return broker
+
+    def stop_broker(self, node: int) -> int | None:
+        """SIGTERM broker ``node`` (a controlled shutdown) and wait for it to exit;
+        its exit code."""
+        return self.brokers[node].stop()
+
+    def running_brokers(self) -> list[BrokerProcess]:
+        return [b for b in self.brokers.values() if b.running]
+
+    def wait_registered(self, timeout_s: float = REGISTER_TIMEOUT_S,
+                        interrupted: Callable[[], bool] = lambda: False) -> None:
+        """Until the Metadata of every running broker lists every running broker (a
+        broker's view of ZooKeeper can lag it by a moment; a topic created through it
+        meanwhile would find too few brokers)."""
+        from odradek.client.codec import METADATA
+        from odradek.client.connection import BrokerConnection, KafkaClientError
+
+        deadline = time.monotonic() + timeout_s
+        last = "no answer yet"
+        while True:
+            running = self.running_brokers()
+            wanted = {b.node_id for b in running}
+            try:
+                seen: dict[int, set[int]] = {}
+                for broker in running:
+                    conn = BrokerConnection("127.0.0.1", broker.port,
+                                            client_id="odradek-cluster", timeout_s=5)
+                    try:
+                        answer = conn.request(METADATA, {"topics": [],
+                                                         "allow_auto_topic_creation": False})
+                    finally:
+                        conn.close()
+                    seen[broker.node_id] = {b.node_id for b in answer.brokers}
+                    self.cluster_id = answer.cluster_id
+                lagging = {n: sorted(s) for n, s in seen.items() if s != wanted}
+                if not lagging:
+                    return
+                last = "; ".join(f"broker {n} sees {s}" for n, s in lagging.items())
+            except KafkaClientError as exc:
+                last = str(exc)
+            if interrupted():
+                raise ClusterError("interrupted")
+            if time.monotonic() > deadline:
+                raise ClusterError(f"brokers {sorted(wanted)} did not all see each other "
+                                   f"within {timeout_s:.0f}s: {last}")
+            time.sleep(0.2)
+
+    def controller(self) -> int:
+        """The controller's node id, as a running broker says (-1 if none answers)."""
+        from odradek.client.codec import METADATA
+        from odradek.client.connection import BrokerConnection, KafkaClientError
+
+        for broker in self.running_brokers():
+            try:
+                conn = BrokerConnection("127.0.0.1", broker.port,
+                                        client_id="odradek-cluster", timeout_s=5)
+            except KafkaClientError:
+                continue
+            try:
+                answer = conn.request(METADATA, {"topics": [],
+                                                 "allow_auto_topic_creation": False})
+                return int(answer.controller_id)
+            except KafkaClientError:
+                continue
+            finally:
+                conn.close()
+        return -1
+
+    def stop_order(self) -> list[int]:
+        """The running brokers, the controller last: each stop moves leadership to the
+        brokers still up, and the controller moves only once, at the very end."""
+        controller = self.controller()
+        nodes = [b.node_id for b in self.running_brokers()]
+        return sorted(nodes, key=lambda n: (n == controller, n))
+
+    def close(self, on_stop: Callable[[int, int | None], None] | None = None,
+              hurry: Callable[[], bool] = lambda: False) -> None:
+        """Stop every broker (one at a time, the controller last), then ZooKeeper.
+        ``on_stop(node, exit_code)`` after each broker; with ``hurry()`` true, the
+        brokers still running are killed instead. ClusterError (after stopping
+        everything) if a broker exited with an error or had to be killed."""
+        problems: list[str] = []
+        try:
+            order = self.stop_order()
+        except Exception:  # whatever the brokers answer, they are stopped
+            order = [b.node_id for b in self.running_brokers()]
+        for node in [*order, *(n for n in self.brokers if n not in order)]:
+            broker = self.brokers[node]
+            if broker.process is None:
+                continue
+            was_running = broker.running
+            killed = broker.killed  # by the caller, before: no clean exit expected
+            try:
+                code = broker.stop(hurry=hurry)
+            except ClusterError as exc:
+                problems.append(str(exc))
+                code, killed = broker.returncode, True
+            if was_running and on_stop is not None:
+                on_stop(node, code)
+            if code not in (0, None) and not killed:
+                problems.append(f"broker {node} exited with code {code}\n"
+                                f"{broker.describe_log()}")
+            broker.process = None
+        if self.zookeeper is not None:
+            self.zookeeper.stop()
+        self._unlock_root()
+        if problems:
+            raise ClusterError("\n".join(problems))
+
+    def dead(self) -> list[BrokerProcess]:
+        """Brokers whose process has ended without being told to (crashed, killed)."""
+        return [b for b in self.brokers.values()
+                if b.process is not None and b.process.poll() is not None]
+
+    def pids(self) -> Iterable[int]:
+        """Every process this cluster started that still runs."""
+        if self.zookeeper is not None and self.zookeeper.running and self.zookeeper.pid:
+            yield self.zookeeper.pid
+        for broker in self.running_brokers():
+            assert broker.pid is not None
+            yield broker.pid
