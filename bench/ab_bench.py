@@ -48,7 +48,8 @@ from pathlib import Path
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from _common import machine_info, machine_line, note, proc_cpu_s
-from odradek.devcluster import free_port
+from odradek.devcluster import BrokerProcess as DevBroker
+from odradek.devcluster import ClusterError, free_port, stop_process
 from scale_bench import encode_request, produce_raw, recv_exactly
 
 REPO = Path(__file__).resolve().parent.parent
@@ -95,19 +96,15 @@ def serve(src: Path, data_dir: str, partitions: int = 1,
     """``odradek serve`` from source tree ``src`` (``extra_args``: more of its options;
     ``prefix``: a command it runs under, metrics_bench.py's valgrind), with the load's
     topic of ``partitions`` made; the process and its address."""
-    port = free_port()
-    bootstrap = f"127.0.0.1:{port}"
-    out = open(data_dir + ".out", "wb")  # noqa: SIM115 (lives as long as the broker)
-    proc = subprocess.Popen(
-        [*prefix, sys.executable, "-m", "odradek", "serve", "--listen", bootstrap,
-         "--data-dir", data_dir, *extra_args],
-        env={**os.environ, "PYTHONPATH": str(src)}, stdout=out,
-        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    deadline = time.monotonic() + start_timeout_s
-    while b"listening on" not in Path(data_dir + ".out").read_bytes():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"broker from {src} did not start")
-        time.sleep(0.05)
+    broker = DevBroker(None, Path(data_dir), Path(data_dir + ".out"), port=free_port(),
+                       args=extra_args, argv_prefix=prefix, env={"PYTHONPATH": str(src)})
+    broker.start()
+    try:
+        broker.wait_ready(time.monotonic() + start_timeout_s)
+    except ClusterError as exc:
+        raise RuntimeError(f"broker from {src} did not start: {exc}") from None
+    assert broker.process is not None
+    proc, bootstrap = broker.process, broker.bootstrap
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(TOPIC, partitions, 1)])[TOPIC].result(30)
     return proc, bootstrap
@@ -240,8 +237,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     cpu = run_load(args.load, bootstrap, args.records, args.producers, lines,
                                    proc.pid, args.raw_batch, args.raw_partitions, args.gap_ms)
                 finally:
-                    proc.terminate()
-                    proc.wait(60)
+                    stop_process(proc, 60)
                 per_m[side].append(cpu / (args.records / 1e6))
                 note(f"round {i + 1} {side}: {per_m[side][-1]:.3f} broker CPU s per M")
     finally:

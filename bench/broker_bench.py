@@ -70,7 +70,6 @@ import datetime
 import os
 import resource
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -97,7 +96,8 @@ from _common import (
     shown_path,
 )
 from odradek.client.wire import WireClient
-from odradek.devcluster import free_port
+from odradek.devcluster import BrokerProcess as DevBroker
+from odradek.devcluster import free_port, spawn, stop_process
 from odradek.devcluster.apache_kafka import KAFKA_VERSION, ApacheKafka, kafka_jars_present
 from odradek.devcluster.jvm import java_command
 
@@ -223,8 +223,7 @@ class Broker:
     def __init__(self, kind: str, tmp_root: str) -> None:
         self.kind = kind
         self.data_dir = tempfile.mkdtemp(prefix=f"{kind}-", dir=tmp_root)
-        self.log_path = os.path.join(self.data_dir + ".out")
-        self.log: Any = None
+        self.log_path = self.data_dir + ".out"
         self.kafka: ApacheKafka | None = None
         self.format_s: float | None = None  # Apache Kafka's storage format, before start
         if kind == KAFKA:
@@ -235,20 +234,24 @@ class Broker:
         self.startup_rss_mib = proc_rss_mib(self.pid)
 
     def _start_process(self) -> None:
+        """``odradek serve`` or Tansu through ``odradek.devcluster``'s launcher (output to
+        ``log_path``; stopped by pid), ready once it answers the Kafka protocol."""
         self.port = free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"
+        self.odradek: DevBroker | None = None
+        began = time.monotonic()
         if self.kind == ODRADEK:
-            cmd = [sys.executable, "-m", "odradek", "serve", "--listen", self.bootstrap,
-                   "--data-dir", os.path.join(self.data_dir, "data"), *self.extra_args]
+            self.odradek = DevBroker(None, Path(self.data_dir) / "data", Path(self.log_path),
+                                     port=self.port, args=self.extra_args)
+            self.cmd = self.odradek.command()
+            self.odradek.start()
+            assert self.odradek.process is not None
+            self.proc = self.odradek.process
         else:
             url = f"tcp://{self.bootstrap}"
-            cmd = [tansu_binary(), "broker", "--listener-url", url,
-                   "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"]
-        self.cmd = cmd
-        self.log = open(self.log_path, "wb")  # noqa: SIM115 (closed in stop())
-        began = time.monotonic()
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL)
+            self.cmd = [tansu_binary(), "broker", "--listener-url", url,
+                        "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"]
+            self.proc = spawn(self.cmd, Path(self.log_path))
         self.pid = self.proc.pid
         self._wait_ready(began)
         self.startup_s = time.monotonic() - began
@@ -297,16 +300,9 @@ class Broker:
         if self.kafka is not None:
             rc = self.kafka.stop()  # SIGTERM by pid, SIGKILL after its STOP_TIMEOUT
         else:
-            if self.proc.poll() is None:
-                self.proc.send_signal(signal.SIGTERM)
-                try:
-                    self.proc.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    note(f"{self.kind} (pid {self.pid}) ignored SIGTERM for 30 s: SIGKILL")
-                    self.proc.kill()
-                    self.proc.wait()
-            self.log.close()
-            rc = self.proc.returncode
+            rc, killed = stop_process(self.proc, 30)
+            if killed:
+                note(f"{self.kind} (pid {self.pid}) ignored SIGTERM for 30 s: SIGKILL")
         shutil.rmtree(self.data_dir, ignore_errors=True)
         return rc
 

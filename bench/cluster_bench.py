@@ -99,7 +99,6 @@ import os
 import shutil
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -131,7 +130,8 @@ from broker_bench import (
     broker_machine_info,
     broker_machine_line,
 )
-from odradek.devcluster import ZooKeeperServer, four_letter_word, free_port
+from odradek.devcluster import BrokerProcess as DevBroker
+from odradek.devcluster import ClusterError, ZooKeeperServer, four_letter_word, free_port
 from odradek.devcluster.apache_kafka import (
     KAFKA_VERSION,
     ApacheKafkaCluster,
@@ -229,99 +229,63 @@ def _stop_leftovers() -> None:
             os.kill(pid, signal.SIGKILL)
 
 
-def _terminate(proc: subprocess.Popen[bytes], timeout_s: float) -> tuple[int, float, bool]:
-    """One SIGTERM by pid (a second one that lands after the broker has put back the
-    default handler, on its way out, ends it with -15), wait; SIGKILL by pid after
-    ``timeout_s``. Returns (exit code, seconds until it exited, whether it was killed)."""
-    t0 = time.monotonic()
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait()
-            return proc.returncode, time.monotonic() - t0, True
-    return proc.returncode, time.monotonic() - t0, False
-
-
 class ClusterNode:
-    """One ``odradek serve`` of a cluster: its node id, port and data dir survive restarts."""
+    """One ``odradek serve`` of a cluster (``odradek.devcluster``'s launcher): its node id,
+    port and data dir survive restarts."""
 
     def __init__(self, node_id: int, root: str, settings: dict[str, Any]) -> None:
         self.node_id = node_id
-        self.port = free_port()
-        self.bootstrap = f"127.0.0.1:{self.port}"
-        self.data_dir = os.path.join(root, f"broker-{node_id}")
-        self.log_path = self.data_dir + ".log"
-        self.settings = {**settings, "node.id": node_id}
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.broker = DevBroker(node_id, Path(root) / f"broker-{node_id}",
+                                Path(root) / f"broker-{node_id}.log", port=free_port(),
+                                settings=settings)
+        self.port = self.broker.port
+        self.bootstrap = self.broker.bootstrap
+        self.data_dir = str(self.broker.data_dir)
+        self.log_path = str(self.broker.log_path)
 
     @property
     def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
+        assert self.broker.pid is not None
+        return self.broker.pid
 
     @property
     def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        return self.broker.running
 
     def output(self, tail: int = 3000) -> str:
-        try:
-            with open(self.log_path, "rb") as f:
-                return f.read().decode(errors="replace")[-tail:]
-        except FileNotFoundError:
-            return ""
+        return self.broker.output()[-tail:]
 
     def start(self) -> None:
-        assert not self.running
-        os.makedirs(self.data_dir, exist_ok=True)
-        cmd = [sys.executable, "-m", "odradek", "serve", "--listen", self.bootstrap,
-               "--data-dir", self.data_dir,
-               *(f"--override={k}={v}" for k, v in self.settings.items())]
-        with open(self.log_path, "ab") as log:
-            offset = log.tell()
-            log.write(f"--- {time.strftime('%H:%M:%S')} starting: {' '.join(cmd)}\n".encode())
-            log.flush()
-            # A session of its own: a Ctrl-C reaches this script only, which then stops
-            # the brokers one by one.
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, start_new_session=True,
-                                         env=dict(os.environ, PYTHONUNBUFFERED="1"))
-        _LIVE[self.proc.pid] = self.terminate
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"broker {self.node_id} exited with {self.proc.returncode} "
-                                   f"at start:\n{self.output()}")
-            with open(self.log_path, "rb") as f:
-                f.seek(offset)
-                if b"listening on" in f.read():
-                    return
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"broker {self.node_id} not listening after "
-                                   f"{START_TIMEOUT_S:.0f} s:\n{self.output()}")
-            time.sleep(0.05)
+        self.broker.start()
+        _LIVE[self.pid] = self.terminate
+        try:
+            self.broker.wait_ready(time.monotonic() + START_TIMEOUT_S)
+        except ClusterError as exc:
+            raise RuntimeError(f"broker {self.node_id} did not start: {exc}") from None
 
     def cpu_s(self) -> float:
         return proc_cpu_s(self.pid)
 
     def kill9(self) -> None:
-        assert self.proc is not None
-        os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
-        _LIVE.pop(self.proc.pid, None)
+        pid = self.pid
+        self.broker.kill()
+        _LIVE.pop(pid, None)
 
     def terminate(self, timeout_s: float = STOP_TIMEOUT_S) -> tuple[int, float, bool]:
-        assert self.proc is not None
-        result = _terminate(self.proc, timeout_s)
-        _LIVE.pop(self.proc.pid, None)
-        if result[2]:
-            note(f"  broker {self.node_id} (pid {self.proc.pid}) ignored SIGTERM for "
+        """SIGTERM; SIGKILL after ``timeout_s``. Returns (exit code, seconds until it
+        exited, whether it was killed)."""
+        pid, t0 = self.pid, time.monotonic()
+        try:
+            code, killed = self.broker.stop(timeout_s), False
+        except ClusterError:
+            code, killed = self.broker.returncode, True
+        _LIVE.pop(pid, None)
+        if killed:
+            note(f"  broker {self.node_id} (pid {pid}) ignored SIGTERM for "
                  f"{timeout_s:.0f} s: killed; the end of its output:\n{self.output(4000)}")
             HUNG.append({"node": self.node_id, "log_tail": self.output(8000)})
-        return result
+        assert code is not None
+        return code, time.monotonic() - t0, killed
 
 
 class Cluster:

@@ -73,7 +73,7 @@ import broker_bench
 import scale_bench
 from _common import finish, note, proc_cpu_s
 from broker_bench import ODRADEK, broker_machine_info, broker_machine_line
-from odradek.devcluster import free_port
+from odradek.devcluster import free_port, stop_process
 
 
 class MetricsBroker(broker_bench.Broker):
@@ -118,8 +118,7 @@ def one_ab_load(on: bool, args: argparse.Namespace, tmp_root: str, lines: str
             result.update(scrape_cost(port, proc.pid, args.scrapes))
         return result
     finally:
-        proc.terminate()
-        proc.wait(60)
+        stop_process(proc, 60)
 
 
 PAIRED_CHUNK = 50  # requests to one broker before the client turns to the other
@@ -152,8 +151,7 @@ def paired(args: argparse.Namespace, tmp_root: str) -> dict[str, dict[str, Any]]
 def _stop_all(procs: dict[str, Any], timeout_s: float) -> None:
     """Stop every side's broker (the paired and counted loads' way out, whatever it is)."""
     for proc, _ in procs.values():
-        proc.terminate()
-        proc.wait(timeout_s)
+        stop_process(proc, timeout_s)
 
 
 def _connect(cleanup: contextlib.ExitStack, procs: dict[str, Any], timeout_s: float

@@ -65,11 +65,9 @@ import itertools
 import os
 import re
 import shutil
-import signal
 import socket
 import statistics
 import struct
-import subprocess
 import sys
 import tempfile
 import threading
@@ -97,7 +95,8 @@ from _common import (
     shown_path,
 )
 from broker_bench import LOAD_PRODUCER
-from odradek.devcluster import free_port
+from odradek.devcluster import BrokerProcess as DevBroker
+from odradek.devcluster import ClusterError, free_port
 from odradek.records import builder
 
 GiB = 1024 * MiB
@@ -138,9 +137,9 @@ class BrokerProcess:
 
 
 class Odradek(BrokerProcess):
-    """``odradek serve`` on ``port`` of 127.0.0.1 with data in ``data_dir``; output goes
-    to ``data_dir + ".<n>.out"``. The data directory outlives the process: the caller
-    removes it."""
+    """``odradek serve`` on ``port`` of 127.0.0.1 with data in ``data_dir``
+    (``odradek.devcluster``'s launcher); output goes to ``data_dir + ".<n>.out"``. The
+    data directory outlives the process: the caller removes it."""
 
     starts = 0
 
@@ -150,25 +149,21 @@ class Odradek(BrokerProcess):
         self.data_dir = data_dir
         self.port = port or free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"
-        self.out_path = f"{data_dir}.{Odradek.starts}.out"
-        cmd = [sys.executable, "-m", "odradek", "serve", "--listen", self.bootstrap,
-               "--data-dir", data_dir]
-        for item in overrides:
-            cmd += ["--override", item]
-        self.out = open(self.out_path, "wb")  # noqa: SIM115 (closed in _reap())
+        self.process = DevBroker(None, Path(data_dir), Path(f"{data_dir}.{Odradek.starts}.out"),
+                                 port=self.port,
+                                 args=[arg for item in overrides for arg in ("--override", item)])
         self.spawned_at = time.monotonic()
-        self.proc = subprocess.Popen(cmd, stdout=self.out, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL)
-        self.pid = self.proc.pid
+        self.process.start()
+        assert self.process.pid is not None
+        self.pid = self.process.pid
         self.banner_s: float | None = None
 
     def output(self) -> str:
-        with open(self.out_path, "rb") as f:
-            return f.read().decode(errors="replace")
+        return self.process.this_start()
 
     def check_alive(self) -> None:
-        if self.proc.poll() is not None:
-            raise RuntimeError(f"odradek exited with {self.proc.returncode}:\n"
+        if not self.process.running:
+            raise RuntimeError(f"odradek exited with {self.process.returncode}:\n"
                                f"{self.output()[-2000:]}")
 
     def poll_banner(self) -> bool:
@@ -193,23 +188,15 @@ class Odradek(BrokerProcess):
     def stop(self) -> tuple[int | None, float]:
         """SIGTERM; returns (exit code, seconds to exit)."""
         t0 = time.monotonic()
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                note(f"odradek (pid {self.pid}) ignored SIGTERM for {STOP_TIMEOUT_S} s: "
-                     "SIGKILL")
-                self.proc.kill()
-                self.proc.wait(timeout=STOP_TIMEOUT_S)
-        self.out.close()
-        return self.proc.returncode, time.monotonic() - t0
+        try:
+            code = self.process.stop(STOP_TIMEOUT_S)
+        except ClusterError:
+            note(f"odradek (pid {self.pid}) ignored SIGTERM for {STOP_TIMEOUT_S} s: SIGKILL")
+            code = self.process.returncode
+        return code, time.monotonic() - t0
 
     def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(timeout=STOP_TIMEOUT_S)
-        self.out.close()
+        self.process.kill()
 
 
 class Baseline(BrokerProcess):

@@ -52,7 +52,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import os
 import shutil
 import socket
 import ssl
@@ -91,6 +90,7 @@ from broker_bench import (
     java_version,
 )
 from odradek.client.wire import WireClient
+from odradek.devcluster import BrokerProcess as DevBroker
 from odradek.devcluster import free_port
 from odradek.devcluster.apache_kafka import KAFKA_VERSION, ApacheKafka, kafka_jars_present
 from odradek.devcluster.certs import TestCA
@@ -141,7 +141,6 @@ class SecureBroker(broker_bench.Broker):
         self.kind = kind
         self.data_dir = tempfile.mkdtemp(prefix=f"{kind}-", dir=tmp_root)
         self.kafka: ApacheKafka | None = None
-        self.log: Any = None
         began = time.monotonic()
         if kind == KAFKA:
             self._start_kafka(keystore)
@@ -162,14 +161,13 @@ class SecureBroker(broker_bench.Broker):
         settings = {"listeners": listeners, "ssl.keystore.type": "PEM",
                     "ssl.keystore.location": str(keystore),
                     "sasl.enabled.mechanisms": MECHANISM}
-        self.cmd = [sys.executable, "-m", "odradek", "serve",
-                    "--listen", f"127.0.0.1:{self.ports[PLAINTEXT]}",
-                    "--data-dir", os.path.join(self.data_dir, "data"),
-                    *(a for k, v in settings.items() for a in ("--override", f"{k}={v}"))]
         self.log_path = self.data_dir + ".out"
-        self.log = open(self.log_path, "wb")  # noqa: SIM115 (closed in stop())
-        self.proc = subprocess.Popen(self.cmd, stdout=self.log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL)
+        odradek = DevBroker(None, Path(self.data_dir) / "data", Path(self.log_path),
+                            port=self.ports[PLAINTEXT], settings=settings)
+        self.cmd = odradek.command()
+        odradek.start()
+        assert odradek.process is not None
+        self.proc = odradek.process
         self.pid = self.proc.pid
 
     def _start_kafka(self, keystore: Path) -> None:

@@ -17,20 +17,22 @@ import os
 import re
 import subprocess
 import sys
-import threading
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.interop.conftest import _drain, _stop, require_tool
+from odradek.devcluster import read_log, spawn, stop_process
+from tests.interop.conftest import require_tool
 
 CHROMIUM = "/usr/bin/chromium"
 STARTUP_TIMEOUT = 30.0
+STOP_TIMEOUT = 20.0  # seconds between SIGTERM and a clean exit
 _ADDRESS = re.compile(r"console (http://\S+) for ")
 SCREENSHOTS = os.environ.get("CONSOLE_SCREENSHOTS")
 # What Chromium needs on this machine (closed network, root, no GPU): the flags
@@ -43,47 +45,41 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
 @dataclass
 class ConsoleProcess:
     url: str
-    process: subprocess.Popen[str]
-    lines: list[str] = field(default_factory=list)
+    process: subprocess.Popen[bytes]
+    log_path: Path
 
     def output(self) -> str:
-        return "".join(self.lines)
+        return read_log(self.log_path)
 
 
 @contextmanager
 def start_console(bootstrap: str, *extra: str) -> Iterator[ConsoleProcess]:
+    """``odradek console`` on a free port until the block ends (started and stopped by
+    ``odradek.devcluster``'s process helpers, its output in a log file); a console that
+    does not exit 0 on SIGTERM fails the test."""
     argv = [sys.executable, "-m", "odradek", "console", "--bootstrap-server", bootstrap,
             "--listen", "127.0.0.1:0", "--sample-interval", "0.5",
             "--request-timeout-ms", "5000", *extra]
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True,
-                            env=dict(os.environ, PYTHONUNBUFFERED="1"))
-    lines: list[str] = []
-    found: list[str] = []
-    ready = threading.Event()
-
-    def on_line(line: str) -> None:
-        match = _ADDRESS.search(line)
-        if match and not found:
-            found.append(match.group(1))
-            ready.set()
-
-    reader = threading.Thread(target=_drain, args=(proc.stdout, lines, on_line),
-                              daemon=True)
-    reader.start()
-    deadline = time.monotonic() + STARTUP_TIMEOUT
-    while not ready.wait(0.05) and proc.poll() is None and time.monotonic() < deadline:
-        pass
-    if not found:
-        _stop(proc, [reader])
-        pytest.fail(f"odradek console did not start: {argv}\n{''.join(lines)}")
-    console = ConsoleProcess(found[0], proc, lines)
-    try:
-        yield console
-    finally:
-        code, hung = _stop(proc, [reader])
-        assert not hung and code == 0, \
-            f"odradek console exited with {code} (hung: {hung})\n{console.output()}"
+    with tempfile.TemporaryDirectory(prefix="odradek-console-") as tmp:
+        log_path = Path(tmp) / "console.log"
+        proc = spawn(argv, log_path, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        found = None
+        while proc.poll() is None and time.monotonic() < deadline:
+            found = _ADDRESS.search(read_log(log_path))
+            if found:
+                break
+            time.sleep(0.05)
+        if not found:
+            stop_process(proc, STOP_TIMEOUT)
+            pytest.fail(f"odradek console did not start: {argv}\n{read_log(log_path)}")
+        console = ConsoleProcess(found.group(1), proc, log_path)
+        try:
+            yield console
+        finally:
+            code, hung = stop_process(proc, STOP_TIMEOUT)
+            assert not hung and code == 0, \
+                f"odradek console exited with {code} (hung: {hung})\n{console.output()}"
 
 
 @pytest.fixture(scope="module")

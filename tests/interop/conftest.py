@@ -1,11 +1,12 @@
 """The interop tier's broker: a real ``odradek serve`` process, as operators run it.
 
 Unlike ``odradek.testing.running_broker`` (a broker thread inside pytest), the fixtures
-here start ``python -m odradek serve --listen 127.0.0.1:0`` as a subprocess, read the
-port it bound from its "listening on HOST:PORT" line, and on teardown stop it with
-SIGTERM and require a clean exit (code 0). The broker's stdout and stderr are drained by
-threads (so a chatty broker can never block on a full pipe) and attached to the report of
-any failing test that used it.
+here start ``python -m odradek serve --listen 127.0.0.1:0`` as a subprocess
+(``odradek.devcluster.BrokerProcess``, the one launcher of brokers), read the port it
+bound from its "listening on HOST:PORT" line, and on teardown stop it with SIGTERM and
+require a clean exit (code 0). The broker's stdout and stderr go to files beside its
+data directory (never a pipe a chatty broker could fill) and are attached to the report
+of any failing test that used it.
 
 - ``odradek_server`` (module scope): one broker shared by a test module.
 - ``fresh_odradek_server`` (function scope): a broker of the test's own.
@@ -23,55 +24,53 @@ any failing test that used it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from odradek import devcluster
 
 STARTUP_TIMEOUT = 30.0  # seconds for the "listening on" line
 STOP_TIMEOUT = 20.0  # seconds between SIGTERM and a clean exit
 TOOL_TIMEOUT = 120.0  # seconds for one run of an external client
 
-_LISTENING = re.compile(r"listening on (\S+):(\d+)\s*$")
 _LISTENER = re.compile(r"listener (\S+)://(\S*):(\d+) \(")
 
 
-@dataclass
-class BrokerProcess:
-    """A running ``odradek serve`` subprocess."""
-
-    bootstrap: str  # "127.0.0.1:PORT"
-    host: str
-    port: int
-    process: subprocess.Popen[str]
-    data_dir: Path
-    stdout_lines: list[str] = field(default_factory=list)
-    stderr_lines: list[str] = field(default_factory=list)
-    killed: bool = False  # by kill(): no clean exit is expected
+class BrokerProcess(devcluster.BrokerProcess):
+    """A running ``odradek serve`` subprocess (``odradek.devcluster``'s, which owns
+    starting and stopping it), with what tests read of it: this start's output, its
+    banner's listeners and metrics address."""
 
     @property
     def pid(self) -> int:
+        assert self.process is not None
         return self.process.pid
 
-    def output(self) -> str:
-        """Everything the broker printed so far, stdout then stderr."""
-        return _format_output(self.stdout_lines, self.stderr_lines)
+    @property
+    def stdout_lines(self) -> list[str]:
+        """What this start printed to stdout (the banner), a line each, newlines kept."""
+        return self.this_start().splitlines(keepends=True)
 
-    def kill(self) -> None:
-        """SIGKILL, as a crash or the OOM killer would: no shutdown, no flush."""
-        os.kill(self.pid, signal.SIGKILL)
-        self.process.wait(timeout=STOP_TIMEOUT)
-        self.killed = True
+    @property
+    def stderr_lines(self) -> list[str]:
+        """What this start logged (stderr), a line each, newlines kept."""
+        return self.this_start(stderr=True).splitlines(keepends=True)
+
+    def output(self, tail: int | None = None) -> str:
+        """Everything this start printed so far, stdout then stderr."""
+        return ("--- odradek stdout ---\n" + self.this_start()
+                + "--- odradek stderr ---\n" + self.this_start(stderr=True))
 
     def listener(self, name: str) -> str:
         """"127.0.0.1:PORT" of the listener ``name`` (from the banner's "listener
@@ -90,103 +89,50 @@ class BrokerProcess:
         raise AssertionError(f"no metrics line in the banner\n{self.output()}")
 
     def assert_alive(self) -> None:
-        code = self.process.poll()
+        code = self.returncode
         assert code is None, f"broker exited early with code {code}\n{self.output()}"
-
-
-def _format_output(stdout_lines: list[str], stderr_lines: list[str]) -> str:
-    return ("--- odradek stdout ---\n" + "".join(stdout_lines)
-            + "--- odradek stderr ---\n" + "".join(stderr_lines))
-
-
-def _drain(stream, sink: list[str], on_line=None) -> None:
-    for line in iter(stream.readline, ""):
-        sink.append(line)
-        if on_line is not None:
-            on_line(line)
-    stream.close()
 
 
 @contextmanager
 def start_broker(data_dir: Path | str, *extra_args: str,
-                 argv_prefix: Sequence[str] | None = None) -> Iterator[BrokerProcess]:
-    """Run ``odradek serve`` on 127.0.0.1 and a free port until the block ends.
+                 argv_prefix: Sequence[str] | None = None, port: int = 0
+                 ) -> Iterator[BrokerProcess]:
+    """Run ``odradek serve`` on 127.0.0.1 and ``port`` (0: a free one) until the block
+    ends. Its stdout and stderr go to ``<data_dir>.stdout`` and ``<data_dir>.stderr``
+    beside the data directory (appended to by every start on it).
 
     On exit: SIGTERM, wait up to ``STOP_TIMEOUT``, and assert exit code 0. A broker that
-    hangs is killed (by its pid) and the test fails.
+    hangs is killed (by its pid) and the test fails; one the test killed
+    (``BrokerProcess.kill``) is excused.
 
     ``argv_prefix``: a command the broker's command line is appended to, which must
     ``exec`` it (so the pid is the broker's), e.g. ``tests/netcut.py``'s, which starts it
     in a cgroup of its own.
     """
     data_dir = Path(data_dir)
-    argv = [*(argv_prefix or ()), sys.executable, "-m", "odradek", "serve",
-            "--listen", "127.0.0.1:0", "--data-dir", str(data_dir), *extra_args]
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
-    stdout_lines: list[str] = []
-    stderr_lines: list[str] = []
-    address: list[tuple[str, int]] = []
-    ready = threading.Event()
-
-    def on_stdout(line: str) -> None:
-        match = _LISTENING.search(line)
-        if match and not address:
-            address.append((match.group(1), int(match.group(2))))
-            ready.set()
-
-    readers = [
-        threading.Thread(target=_drain, args=(proc.stdout, stdout_lines, on_stdout),
-                         name="odradek-stdout", daemon=True),
-        threading.Thread(target=_drain, args=(proc.stderr, stderr_lines),
-                         name="odradek-stderr", daemon=True),
-    ]
-    for reader in readers:
-        reader.start()
-
-    def output() -> str:
-        return _format_output(stdout_lines, stderr_lines)
-
-    deadline = time.monotonic() + STARTUP_TIMEOUT
-    while not ready.wait(0.05):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            break
-    if not address:
-        exited = proc.poll()
-        _stop(proc, readers)
-        why = (f"exited with code {exited}" if exited is not None
-               else f"was stopped after {STARTUP_TIMEOUT:.0f}s")
-        pytest.fail(f"odradek serve {why} before reporting its address: {argv}\n{output()}")
-
-    host, port = address[0]
-    broker = BrokerProcess(f"{host}:{port}", host, port, proc, data_dir,
-                           stdout_lines, stderr_lines)
+    broker = BrokerProcess(None, data_dir, data_dir.with_name(data_dir.name + ".stdout"),
+                           stderr_path=data_dir.with_name(data_dir.name + ".stderr"),
+                           port=port, args=extra_args, argv_prefix=argv_prefix or ())
+    try:
+        broker.start()
+        broker.wait_ready(time.monotonic() + STARTUP_TIMEOUT)
+    except devcluster.ClusterError as exc:
+        with contextlib.suppress(devcluster.ClusterError):
+            broker.stop(timeout_s=STOP_TIMEOUT)
+        pytest.fail(f"odradek serve did not report its address: {broker.command()}\n{exc}\n"
+                    f"{broker.output()}")
     try:
         yield broker
     finally:
-        code, hung = _stop(proc, readers)
-        if not broker.killed:
-            if hung:
-                pytest.fail(f"odradek serve (pid {proc.pid}) ignored SIGTERM for "
-                            f"{STOP_TIMEOUT:.0f}s and was killed\n{output()}")
-            assert code == 0, f"odradek serve exited with code {code}\n{output()}"
-
-
-def _stop(proc: subprocess.Popen[str], readers: Sequence[threading.Thread]) -> tuple[int, bool]:
-    """SIGTERM, wait, SIGKILL (by pid) if it hangs. Returns (exit code, hung)."""
-    hung = False
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
         try:
-            proc.wait(timeout=STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            hung = True
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=STOP_TIMEOUT)
-    for reader in readers:
-        reader.join(timeout=5)
-    return proc.returncode, hung
+            code = broker.stop(timeout_s=STOP_TIMEOUT)
+        except devcluster.ClusterError:
+            if not broker.killed:
+                pytest.fail(f"odradek serve (pid {broker.pid}) ignored SIGTERM for "
+                            f"{STOP_TIMEOUT:.0f}s and was killed\n{broker.output()}")
+        else:
+            if not broker.killed:
+                assert code == 0, f"odradek serve exited with code {code}\n{broker.output()}"
 
 
 @pytest.fixture(scope="module")

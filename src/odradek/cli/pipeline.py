@@ -20,15 +20,12 @@ works without pyspark.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
-import os
 import re
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -38,7 +35,6 @@ from typing import Any
 DEFAULT_OUT = "odradek-pipeline"
 BROKER_START_TIMEOUT_S = 60.0  # `odradek serve` prints its address within this
 BROKER_STOP_TIMEOUT_S = 30.0  # and exits this long after SIGTERM, or is killed
-_LISTENING = re.compile(r"listening on (\S+):(\d+)\s*$")
 _OURS = "_checkpoints"  # an output directory with this inside was written by the pipeline
 
 
@@ -173,44 +169,24 @@ def run_pipeline_command(args: argparse.Namespace) -> int:
 @contextmanager
 def embedded_broker() -> Iterator[str]:
     """`odradek serve` on 127.0.0.1 and a free port, data in a temporary directory; its
-    bootstrap address. Stopped with SIGTERM (SIGKILL if it hangs) by its pid."""
-    with tempfile.TemporaryDirectory(prefix="odradek-pipeline-broker-") as data_dir:
-        argv = [sys.executable, "-m", "odradek", "serve", "--listen", "127.0.0.1:0",
-                "--data-dir", data_dir]
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True,
-                                env=dict(os.environ, PYTHONUNBUFFERED="1"))
-        lines: list[str] = []
-        found: list[str] = []
-        ready = threading.Event()
+    bootstrap address. Stopped with SIGTERM (SIGKILL if it hangs) by its pid
+    (``odradek.devcluster.BrokerProcess``), dying with us if we are killed."""
+    from odradek.devcluster import BrokerProcess, ClusterError
 
-        def drain() -> None:
-            assert proc.stdout is not None
-            for line in iter(proc.stdout.readline, ""):
-                lines.append(line)
-                match = _LISTENING.search(line)
-                if match and not found:
-                    found.append(f"{match.group(1)}:{match.group(2)}")
-                    ready.set()
-
-        reader = threading.Thread(target=drain, name="odradek-serve-output", daemon=True)
-        reader.start()
+    with tempfile.TemporaryDirectory(prefix="odradek-pipeline-broker-") as tmp:
+        broker = BrokerProcess(None, Path(tmp) / "data", Path(tmp) / "broker.log",
+                               die_with_parent=True)
         try:
-            deadline = time.monotonic() + BROKER_START_TIMEOUT_S
-            while not ready.wait(0.1):
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise PipelineCommandError("the embedded broker did not start:\n"
-                                               + "".join(lines[-20:]))
-            yield found[0]
+            try:
+                broker.start()
+                broker.wait_ready(time.monotonic() + BROKER_START_TIMEOUT_S)
+            except ClusterError as exc:
+                raise PipelineCommandError(
+                    f"the embedded broker did not start:\n{exc}") from None
+            yield broker.bootstrap
         finally:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(BROKER_STOP_TIMEOUT_S)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
-            reader.join(5)
+            with contextlib.suppress(ClusterError):  # it was killed; nothing more to do
+                broker.stop(BROKER_STOP_TIMEOUT_S)
 
 
 # --- subcommands -------------------------------------------------------------------------

@@ -31,7 +31,14 @@ from odradek.devcluster.cluster import (
     DevCluster,
     cluster_defaults,
 )
-from odradek.devcluster.processes import ClusterError, free_port, port_in_use
+from odradek.devcluster.processes import (
+    ClusterError,
+    free_port,
+    port_in_use,
+    read_log,
+    spawn,
+    stop_process,
+)
 from odradek.devcluster.zookeeper import (
     CLASSPATH,
     INSTALL_HINT,
@@ -48,5 +55,5 @@ __all__ = [
     "DEFAULT_CHROOT", "FAST_SETTINGS", "INSTALL_HINT", "JAVA_DIR", "JVM_OPTIONS",
     "REGISTER_TIMEOUT_S", "ZOOKEEPER_JAR", "BrokerProcess", "ClusterError", "DevCluster",
     "ZooKeeperError", "ZooKeeperServer", "cluster_defaults", "four_letter_word",
-    "free_port", "port_in_use",
+    "free_port", "port_in_use", "read_log", "spawn", "stop_process",
 ]

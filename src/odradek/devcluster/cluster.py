@@ -180,6 +180,9 @@ class DevCluster:
     def running_brokers(self) -> list[BrokerProcess]:
         return [b for b in self.brokers.values() if b.running]
 
+    def running_nodes(self) -> dict[int, BrokerProcess]:
+        return {node: b for node, b in self.brokers.items() if b.running}
+
     def wait_registered(self, timeout_s: float = REGISTER_TIMEOUT_S,
                         interrupted: Callable[[], bool] = lambda: False) -> None:
         """Until the Metadata of every running broker lists every running broker (a
@@ -191,11 +194,11 @@ class DevCluster:
         deadline = time.monotonic() + timeout_s
         last = "no answer yet"
         while True:
-            running = self.running_brokers()
-            wanted = {b.node_id for b in running}
+            running = self.running_nodes()
+            wanted = set(running)
             try:
                 seen: dict[int, set[int]] = {}
-                for broker in running:
+                for node, broker in running.items():
                     conn = BrokerConnection("127.0.0.1", broker.port,
                                             client_id="odradek-cluster", timeout_s=5)
                     try:
@@ -203,7 +206,7 @@ class DevCluster:
                                                          "allow_auto_topic_creation": False})
                     finally:
                         conn.close()
-                    seen[broker.node_id] = {b.node_id for b in answer.brokers}
+                    seen[node] = {b.node_id for b in answer.brokers}
                     self.cluster_id = answer.cluster_id
                 lagging = {n: sorted(s) for n, s in seen.items() if s != wanted}
                 if not lagging:
@@ -243,8 +246,7 @@ class DevCluster:
         """The running brokers, the controller last: each stop moves leadership to the
         brokers still up, and the controller moves only once, at the very end."""
         controller = self.controller()
-        nodes = [b.node_id for b in self.running_brokers()]
-        return sorted(nodes, key=lambda n: (n == controller, n))
+        return sorted(self.running_nodes(), key=lambda n: (n == controller, n))
 
     def close(self, on_stop: Callable[[int, int | None], None] | None = None,
               hurry: Callable[[], bool] = lambda: False) -> None:
@@ -256,7 +258,7 @@ class DevCluster:
         try:
             order = self.stop_order()
         except Exception:  # whatever the brokers answer, they are stopped
-            order = [b.node_id for b in self.running_brokers()]
+            order = list(self.running_nodes())
         for node in [*order, *(n for n in self.brokers if n not in order)]:
             broker = self.brokers[node]
             if broker.process is None:

@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import IO
 
 
 class ClusterError(RuntimeError):
@@ -38,7 +39,7 @@ def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
     return False
 
 
-def _read_log(path: Path, tail: int | None = None) -> str:
+def read_log(path: Path, tail: int | None = None) -> str:
     """A process's log file (empty if not written yet); only its last ``tail`` lines."""
     try:
         text = path.read_text(errors="replace")
@@ -54,26 +55,32 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child, between
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
 
 
-def _popen(command: list[str], log_path: Path, *, cwd: Path | None = None,
-           env: Mapping[str, str] | None = None,
+def spawn(command: list[str], log_path: Path, *, stderr_path: Path | None = None,
+           cwd: Path | None = None, env: Mapping[str, str] | None = None,
            die_with_parent: bool = False) -> subprocess.Popen[bytes]:
-    """Start ``command`` with its output appended to ``log_path``, in a session of its
-    own: a Ctrl-C in the terminal reaches only whoever started it, which then stops the
-    process in its own order."""
+    """Start ``command`` with its output appended to ``log_path`` (its stderr to
+    ``stderr_path`` if given), in a session of its own: a Ctrl-C in the terminal reaches
+    only whoever started it, which then stops the process in its own order. Files, never
+    pipes: a chatty process cannot block on a full pipe, and what it said before dying
+    stays readable."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "ab") as log:
+    with contextlib.ExitStack() as files:
+        log = files.enter_context(open(log_path, "ab"))
         log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting: "
                   f"{' '.join(command)}\n".encode())
         log.flush()
+        errors: IO[bytes] | int = subprocess.STDOUT
+        if stderr_path is not None:
+            errors = files.enter_context(open(stderr_path, "ab"))
         return subprocess.Popen(
             command, cwd=cwd, env=None if env is None else dict(env),
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, stdout=log, stderr=errors,
             start_new_session=True,
             preexec_fn=_die_with_parent if die_with_parent and sys.platform == "linux"
             else None)
 
 
-def _stop_process(process: subprocess.Popen[bytes], timeout_s: float) -> tuple[int, bool]:
+def stop_process(process: subprocess.Popen[bytes], timeout_s: float) -> tuple[int, bool]:
     """SIGTERM and wait; SIGKILL (by its pid) after ``timeout_s``. Returns (exit code,
     whether it had to be killed)."""
     if process.poll() is not None:

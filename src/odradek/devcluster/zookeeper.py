@@ -18,11 +18,11 @@ from types import TracebackType
 
 from odradek.devcluster.processes import (
     ClusterError,
-    _popen,
-    _read_log,
-    _stop_process,
     free_port,
     port_in_use,
+    read_log,
+    spawn,
+    stop_process,
 )
 
 JAVA_DIR = Path("/usr/share/java")
@@ -143,7 +143,7 @@ class ZooKeeperServer:
                                  "is in use")
         self._write_config()
         started = time.monotonic()
-        self._process = _popen(command, self.log_path, cwd=self.directory,
+        self._process = spawn(command, self.log_path, cwd=self.directory,
                                die_with_parent=self.die_with_parent)
         self._paused = False
         deadline = started + self.start_timeout_s
@@ -175,7 +175,7 @@ class ZooKeeperServer:
             # A stopped process keeps SIGTERM pending until it runs again.
             with contextlib.suppress(ProcessLookupError):
                 os.kill(process.pid, signal.SIGCONT)
-        _stop_process(process, timeout_s)
+        stop_process(process, timeout_s)
         self._paused = False
 
     def restart(self) -> None:
@@ -203,7 +203,7 @@ class ZooKeeperServer:
 
     def output(self, tail: int | None = None) -> str:
         """The server's log (every start's, in order); the last ``tail`` lines."""
-        return _read_log(self.log_path, tail)
+        return read_log(self.log_path, tail)
 
     def __enter__(self) -> ZooKeeperServer:
         self.start()
