@@ -118,7 +118,7 @@ def open_fds(pid: int) -> int:
         return -1
 
 
-class BrokerProcess:
+class MeasuredBroker:
     """What the parts read of a broker process, by its ``pid``."""
 
     pid: int
@@ -136,7 +136,7 @@ class BrokerProcess:
         return open_fds(self.pid)
 
 
-class Odradek(BrokerProcess):
+class Odradek(MeasuredBroker):
     """``odradek serve`` on ``port`` of 127.0.0.1 with data in ``data_dir``
     (``odradek.devcluster``'s launcher); output goes to ``data_dir + ".<n>.out"``. The
     data directory outlives the process: the caller removes it."""
@@ -199,7 +199,7 @@ class Odradek(BrokerProcess):
         self.process.kill()
 
 
-class Baseline(BrokerProcess):
+class Baseline(MeasuredBroker):
     """Tansu 0.6 with memory storage or Apache Kafka 4.4.0 (broker_bench's launcher, ``kind``
     its name there), with the methods the partitions part uses: the same librdkafka load
     against a native broker, so that what the client costs at 10,000 partitions is not

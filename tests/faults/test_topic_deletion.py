@@ -51,7 +51,7 @@ NAMES = [f"churn-{i}" for i in range(4)]
 PARTITIONS = 2
 STEADY = "steady"
 # How long the names are churned, with the faults inside that time.
-CHURN_S = 40.0
+CHURN_S = 30.0
 # A deletion or creation in flight when the controller dies may finish only once the next
 # controller is elected (a session timeout later) and has caught up.
 SETTLE_S = SESSION_TIMEOUT_MS / 1000 + 30
