@@ -11,7 +11,6 @@ process, so that a regression fails the test instead of killing pytest."""
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import os
 import select
@@ -29,12 +28,12 @@ from typing import Any
 
 import confluent_kafka
 import pytest
-from kio.index import load_request_schema, load_response_schema
+from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
-from kio.serial import entity_reader, entity_writer
+from kio.serial import entity_reader
 
 import odradek
-from odradek.protocol.messages import build
+from odradek.client.wire import encode_request
 from odradek.testing import running_broker
 
 MiB = 1024 * 1024
@@ -47,14 +46,7 @@ TIMEOUT_S = 5.0
 def encode(api_key: int, api_version: int, body: dict[str, Any], correlation_id: int = 1,
            client_id: str | None = "bad-input-tests") -> bytes:
     """A whole request frame: size, the header kio's schema names, the body."""
-    schema = load_request_schema(api_key, api_version)
-    header_cls = schema.__header_schema__
-    buf = io.BytesIO()
-    entity_writer(header_cls)(buf, build(header_cls, {
-        "request_api_key": api_key, "request_api_version": api_version,
-        "correlation_id": correlation_id, "client_id": client_id}))
-    entity_writer(schema)(buf, build(schema, body))
-    return sized(buf.getvalue())
+    return encode_request(api_key, api_version, body, correlation_id, client_id)
 
 
 def sized(payload: bytes) -> bytes:

@@ -16,8 +16,9 @@ from odradek.protocol.messages import build
 
 
 def encode_request(api_key: int, version: int, body: dict[str, Any],
-                   correlation_id: int = 1, client_id: str = "wire-test") -> bytes:
-    """A whole request frame (size prefix included) from version-agnostic data."""
+                   correlation_id: int = 1, client_id: str | None = "wire-test") -> bytes:
+    """A whole request frame (size prefix included) from version-agnostic data
+    (``client_id`` None: a null client id, which the header allows)."""
     schema = load_request_schema(api_key, version)
     header_cls = schema.__header_schema__
     buf = io.BytesIO()
