@@ -3,8 +3,10 @@ their assignments once the group is Stable), and when the coordinator wants a ti
 
 from __future__ import annotations
 
+from kio.schema.errors import ErrorCode
+
 from odradek.coordinator import GroupCoordinator
-from odradek.coordinator.results import GROUP_ID_NOT_FOUND, NONE, GroupOverview
+from odradek.coordinator.results import GroupOverview
 
 from .harness import Harness, subscription
 
@@ -30,7 +32,7 @@ def test_describe_a_stable_group_shows_members_metadata_and_assignments():
     ids, _ = h.stable_group("c1", "c2", instances={"c2": "i2"})
     (d,) = h.coordinator.describe_groups(["g"])
     assert (d.error_code, d.state, d.protocol_type, d.protocol_name) == (
-        NONE, "Stable", "consumer", "range",
+        ErrorCode.none, "Stable", "consumer", "range",
     )
     assert [(m.member_id, m.group_instance_id, m.client_id, m.client_host) for m in d.members] == [
         (ids["c1"], None, "c1", "/10.0.0.1"), (ids["c2"], "i2", "c2", "/10.0.0.1"),
@@ -51,10 +53,10 @@ def test_describe_a_rebalancing_group_hides_metadata_and_assignments():
 def test_describe_an_unknown_group():
     h = Harness()
     (old,) = h.coordinator.describe_groups(["nope"])
-    assert (old.error_code, old.state, old.members) == (NONE, "Dead", [])
+    assert (old.error_code, old.state, old.members) == (ErrorCode.none, "Dead", [])
     # DescribeGroups v6+ says so with an error instead.
     (new,) = h.coordinator.describe_groups(["nope"], not_found_error=True)
-    assert new.error_code == GROUP_ID_NOT_FOUND
+    assert new.error_code == ErrorCode.group_id_not_found
 
 
 def test_an_idle_coordinator_needs_no_tick():

@@ -8,6 +8,7 @@ import random
 import uuid
 
 import pytest
+from kio.schema.errors import ErrorCode
 
 from odradek.coordinator.consumer_group import (
     TopicInfo,
@@ -15,15 +16,6 @@ from odradek.coordinator.consumer_group import (
     assign_uniform,
 )
 from odradek.coordinator.results import (
-    FENCED_MEMBER_EPOCH,
-    GROUP_ID_NOT_FOUND,
-    INVALID_REQUEST,
-    NON_EMPTY_GROUP,
-    NONE,
-    STALE_MEMBER_EPOCH,
-    UNKNOWN_MEMBER_ID,
-    UNRELEASED_INSTANCE_ID,
-    UNSUPPORTED_ASSIGNOR,
     ConsumerHeartbeatResult,
     OffsetCommitRequestPartition,
 )
@@ -61,7 +53,7 @@ class Cluster(Harness):
             group, member, epoch, subscribed_topic_names=topics, owned=owned,
             topics=self.topics, token=token, now_ms=self.now, **kw))
         result = self.answer(token)
-        if result.error_code == NONE and epoch >= 0:
+        if result.error_code == ErrorCode.none and epoch >= 0:
             self.epochs[member] = result.member_epoch
             if result.assignment is not None:
                 # The client gives up what is no longer assigned, takes what is new.
@@ -79,7 +71,7 @@ class Cluster(Harness):
     def settle(self, members: list[str], rounds: int = 6) -> None:
         for _ in range(rounds):
             for m in members:
-                assert self.hb(m).error_code == NONE
+                assert self.hb(m).error_code == ErrorCode.none
                 self.assert_no_double_owner()
 
     def assert_no_double_owner(self) -> None:
@@ -94,7 +86,7 @@ def parts(assignment: dict[uuid.UUID, list[int]] | None, topic: uuid.UUID = T) -
 def test_first_member_joins_with_epoch_zero_and_gets_every_partition() -> None:
     c = Cluster()
     result = c.hb("m1")
-    assert result.error_code == NONE
+    assert result.error_code == ErrorCode.none
     assert result.member_id == "m1" and result.member_epoch == 1
     assert parts(result.assignment) == set(range(6))
     assert result.heartbeat_interval_ms == 5000
@@ -108,13 +100,13 @@ def test_v0_join_without_member_id_is_given_one() -> None:
     c.apply(c.coordinator.consumer_heartbeat(
         "g", "", 0, rebalance_timeout_ms=1000, subscribed_topic_names=["t"],
         member_id_from_client=False, topics=TOPICS, token=token, now_ms=c.now))
-    assert c.answer(token).error_code == NONE
+    assert c.answer(token).error_code == ErrorCode.none
     assert c.answer(token).member_id == "u1"
 
 
 def test_v1_join_without_member_id_is_invalid() -> None:
     c = Cluster()
-    assert c.hb("").error_code == INVALID_REQUEST
+    assert c.hb("").error_code == ErrorCode.invalid_request
 
 
 def test_second_member_gets_partitions_only_after_the_first_revokes_them() -> None:
@@ -199,7 +191,7 @@ def test_silent_member_is_removed_after_the_session_timeout_and_its_partitions_m
     assert "b" not in c.coordinator.consumer_groups["g"].members
     assert parts(c.owned["a"]) == set(range(6))
     assert b_parts
-    assert c.hb("b").error_code == UNKNOWN_MEMBER_ID
+    assert c.hb("b").error_code == ErrorCode.unknown_member_id
 
 
 def test_member_that_does_not_revoke_within_its_rebalance_timeout_is_removed() -> None:
@@ -218,18 +210,18 @@ def test_leaving_with_epoch_minus_one_frees_the_partitions_at_once() -> None:
     c.hb("b")
     c.settle(["a", "b"])
     left = c.hb("a", -1)
-    assert (left.error_code, left.member_epoch) == (NONE, -1)
+    assert (left.error_code, left.member_epoch) == (ErrorCode.none, -1)
     assert parts(c.hb("b").assignment) == set(range(6))
 
 
 def test_epochs_from_the_future_are_fenced_and_stale_ones_too() -> None:
     c = Cluster()
     c.hb("a")
-    assert c.hb("a", 5).error_code == FENCED_MEMBER_EPOCH
+    assert c.hb("a", 5).error_code == ErrorCode.fenced_member_epoch
     c.hb("b")
     c.settle(["a", "b"])
     # The previous epoch, claiming partitions it no longer has: not a lost response.
-    assert c.hb("a", 1, owned=[(T, list(range(6)))]).error_code == FENCED_MEMBER_EPOCH
+    assert c.hb("a", 1, owned=[(T, list(range(6)))]).error_code == ErrorCode.fenced_member_epoch
 
 
 def test_previous_epoch_with_a_subset_of_the_assignment_is_a_lost_response() -> None:
@@ -239,21 +231,21 @@ def test_previous_epoch_with_a_subset_of_the_assignment_is_a_lost_response() -> 
     c.settle(["a", "b"])
     member = c.coordinator.consumer_groups["g"].members["a"]
     previous = member.previous_member_epoch
-    assert c.hb("a", previous).error_code == NONE
+    assert c.hb("a", previous).error_code == ErrorCode.none
 
 
 def test_rejoin_with_epoch_zero_after_fencing_gets_partitions_again() -> None:
     c = Cluster()
     c.hb("a")
-    assert c.hb("a", 7).error_code == FENCED_MEMBER_EPOCH
+    assert c.hb("a", 7).error_code == ErrorCode.fenced_member_epoch
     c.owned.pop("a")
     result = c.hb("a", 0)
-    assert result.error_code == NONE and parts(result.assignment) == set(range(6))
+    assert result.error_code == ErrorCode.none and parts(result.assignment) == set(range(6))
 
 
 def test_unknown_assignor_is_refused_and_range_can_be_chosen() -> None:
     c = Cluster()
-    assert c.hb("a", 0, server_assignor="sticky").error_code == UNSUPPORTED_ASSIGNOR
+    assert c.hb("a", 0, server_assignor="sticky").error_code == ErrorCode.unsupported_assignor
     c.hb("a", 0, server_assignor="range")
     c.hb("b", 0, server_assignor="range")
     c.settle(["a", "b"])
@@ -285,23 +277,23 @@ def test_static_member_leaving_with_minus_two_gets_its_partitions_back_under_a_n
     c.settle(["a1", "b"])
     a_parts = parts(c.owned["a1"])
     left = c.hb("a1", -2, instance_id="A")
-    assert (left.error_code, left.member_epoch) == (NONE, -2)
+    assert (left.error_code, left.member_epoch) == (ErrorCode.none, -2)
     # While it is away nobody takes its partitions, and no new epoch starts.
     epoch = c.coordinator.consumer_groups["g"].group_epoch
     c.hb("b")
     assert c.coordinator.consumer_groups["g"].group_epoch == epoch
     back = c.hb("a2", 0, instance_id="A")
-    assert back.error_code == NONE and parts(back.assignment) == a_parts
+    assert back.error_code == ErrorCode.none and parts(back.assignment) == a_parts
     group = c.coordinator.consumer_groups["g"]
     assert group.target["a2"] == {T: a_parts} and "a1" not in group.target
     assert group.group_epoch == epoch
-    assert c.hb("a1", instance_id="A").error_code in (UNKNOWN_MEMBER_ID,)
+    assert c.hb("a1", instance_id="A").error_code in (ErrorCode.unknown_member_id,)
 
 
 def test_second_instance_with_a_live_static_id_is_refused() -> None:
     c = Cluster()
     c.hb("a1", 0, instance_id="A")
-    assert c.hb("a2", 0, instance_id="A").error_code == UNRELEASED_INSTANCE_ID
+    assert c.hb("a2", 0, instance_id="A").error_code == ErrorCode.unreleased_instance_id
 
 
 def test_offset_commits_need_the_current_member_epoch() -> None:
@@ -315,17 +307,17 @@ def test_offset_commits_need_the_current_member_epoch() -> None:
             token=token, now_ms=c.now))
         return c.answer(token).partitions[0].error_code
 
-    assert commit("a", 1) == NONE
-    assert commit("a", 0) == STALE_MEMBER_EPOCH
-    assert commit("a", 2) == STALE_MEMBER_EPOCH  # a newer epoch too, as Kafka 4.4
-    assert commit("x", 1) == UNKNOWN_MEMBER_ID
-    assert commit("", -1) == UNKNOWN_MEMBER_ID  # tools may commit only to an empty group
+    assert commit("a", 1) == ErrorCode.none
+    assert commit("a", 0) == ErrorCode.stale_member_epoch
+    assert commit("a", 2) == ErrorCode.stale_member_epoch  # a newer epoch too, as Kafka 4.4
+    assert commit("x", 1) == ErrorCode.unknown_member_id
+    assert commit("", -1) == ErrorCode.unknown_member_id  # tools may commit only to an empty group
     fetched = c.coordinator.fetch_offsets("g", [("t", 0)], member_id="a", member_epoch=1)
     assert fetched.partitions[0].offset == 42
     assert c.coordinator.fetch_offsets("g", [("t", 0)], member_id="a",
-                                       member_epoch=0).error_code == STALE_MEMBER_EPOCH
+                                       member_epoch=0).error_code == ErrorCode.stale_member_epoch
     c.hb("a", -1)
-    assert commit("", -1) == NONE
+    assert commit("", -1) == ErrorCode.none
 
 
 def test_protocols_do_not_share_a_live_group() -> None:
@@ -336,18 +328,18 @@ def test_protocols_do_not_share_a_live_group() -> None:
         "g", "", None, "client", "/h", 10_000, 10_000, "consumer",
         [("range", subscription("t"))], require_known_member_id=True, token=token,
         now_ms=c.now))
-    assert c.answer(token).error_code == GROUP_ID_NOT_FOUND
+    assert c.answer(token).error_code == ErrorCode.group_id_not_found
     # And a live classic group refuses KIP-848 members.
     token = c.token("join")
     c.apply(c.coordinator.join(
         "classic", "", None, "client", "/h", 10_000, 10_000, "consumer",
         [("range", subscription("t"))], require_known_member_id=False, token=token,
         now_ms=c.now))
-    assert c.hb("x", 0, group="classic").error_code == GROUP_ID_NOT_FOUND
+    assert c.hb("x", 0, group="classic").error_code == ErrorCode.group_id_not_found
     kinds = {(o.group_id, o.group_type) for o in c.coordinator.list_groups()}
     assert kinds == {("g", "consumer"), ("classic", "classic")}
     assert c.coordinator.describe_groups(["g"], not_found_error=True)[0].error_code == (
-        GROUP_ID_NOT_FOUND)
+        ErrorCode.group_id_not_found)
 
 
 def test_offsets_of_a_classic_group_carry_over_when_it_becomes_a_consumer_group() -> None:
@@ -366,11 +358,11 @@ def test_delete_a_consumer_group_only_when_empty() -> None:
     c.hb("a")
     token = c.token("delete")
     c.apply(c.coordinator.delete_groups(["g"], token=token, now_ms=c.now))
-    assert c.answer(token).groups[0].error_code == NON_EMPTY_GROUP
+    assert c.answer(token).groups[0].error_code == ErrorCode.non_empty_group
     c.hb("a", -1)
     token = c.token("delete")
     c.apply(c.coordinator.delete_groups(["g"], token=token, now_ms=c.now))
-    assert c.answer(token).groups[0].error_code == NONE
+    assert c.answer(token).groups[0].error_code == ErrorCode.none
     assert "g" not in c.coordinator.consumer_groups
 
 
@@ -378,10 +370,12 @@ def test_describe_names_topics_and_epochs() -> None:
     c = Cluster()
     c.hb("a")
     (d,) = c.coordinator.consumer_group_describe(["g"])
-    assert (d.error_code, d.state, d.group_epoch, d.assignment_epoch) == (NONE, "Stable", 1, 1)
+    assert (d.error_code, d.state, d.group_epoch, d.assignment_epoch) == (
+        ErrorCode.none, "Stable", 1, 1)
     (m,) = d.members
     assert m.assignment[0].topic_name == "t" and m.assignment[0].partitions == list(range(6))
-    assert c.coordinator.consumer_group_describe(["nope"])[0].error_code == GROUP_ID_NOT_FOUND
+    assert c.coordinator.consumer_group_describe(["nope"])[0].error_code == \
+        ErrorCode.group_id_not_found
 
 
 def test_uniform_assignor_is_sticky_and_balanced() -> None:
@@ -437,7 +431,7 @@ def test_replay_rebuilds_members_epochs_and_assignments() -> None:
     c.settle(["a", "b"])
     c.assert_no_double_owner()
     # And the static member comes back to its partitions.
-    assert c.hb("c2", 0, instance_id="Ic").error_code == NONE
+    assert c.hb("c2", 0, instance_id="Ic").error_code == ErrorCode.none
 
 
 @pytest.mark.parametrize("seed", range(10))

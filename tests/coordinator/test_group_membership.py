@@ -4,14 +4,11 @@ timeout runs in microseconds."""
 
 from __future__ import annotations
 
+from kio.schema.errors import ErrorCode
+
 from odradek.coordinator import GroupState
 from odradek.coordinator import offsets_topic as ot
 from odradek.coordinator.results import (
-    FENCED_INSTANCE_ID,
-    ILLEGAL_GENERATION,
-    NONE,
-    REBALANCE_IN_PROGRESS,
-    UNKNOWN_MEMBER_ID,
     MemberIdentity,
 )
 
@@ -37,7 +34,7 @@ def test_three_consumers_form_one_generation_after_the_initial_delay():
     assert h.coordinator.next_deadline() == start + 6000
     h.advance_to(start + 6000)
     answers = [h.answer(t) for t in tokens]
-    assert [a.error_code for a in answers] == [NONE] * 3
+    assert [a.error_code for a in answers] == [ErrorCode.none] * 3
     assert {a.generation_id for a in answers} == {1}
     assert {a.leader for a in answers} == {answers[0].member_id}
     assert {a.protocol_name for a in answers} == {"range"}
@@ -57,7 +54,7 @@ def test_three_consumers_form_one_generation_after_the_initial_delay():
     lead = h.sync(leader.member_id, 1, assignment)
     for token, answer in ((f1, followers[0]), (f2, followers[1]), (lead, leader)):
         result = h.answer(token)
-        assert result.error_code == NONE
+        assert result.error_code == ErrorCode.none
         assert result.assignment == assignment[answer.member_id]
         assert result.protocol_name == "range"
     assert h.group().state is GroupState.STABLE
@@ -75,7 +72,7 @@ def test_without_kip394_a_first_join_is_admitted_at_once():
     token = h.join(client="old", require_known=False)
     h.advance(3000)
     answer = h.answer(token)
-    assert answer.error_code == NONE and answer.member_id == "old-u1"
+    assert answer.error_code == ErrorCode.none and answer.member_id == "old-u1"
     assert answer.leader == "old-u1"
 
 
@@ -100,14 +97,14 @@ def test_a_member_whose_session_expires_is_removed_and_the_others_rebalance():
     # c1 and c2 heartbeat every 10 s; c3 has crashed.
     for _ in range(2):
         h.advance(10_000)
-        assert h.heartbeat(ids["c1"], gen) == NONE
-        assert h.heartbeat(ids["c2"], gen) == NONE
+        assert h.heartbeat(ids["c1"], gen) == ErrorCode.none
+        assert h.heartbeat(ids["c2"], gen) == ErrorCode.none
     assert h.group().state is GroupState.STABLE
     h.advance(10_000)  # 30 s since c3's last sign of life
     assert ids["c3"] not in h.group().members
     assert h.group().state is GroupState.PREPARING_REBALANCE
     # The survivors learn of the rebalance from their next heartbeat, and rejoin.
-    assert h.heartbeat(ids["c1"], gen) == REBALANCE_IN_PROGRESS
+    assert h.heartbeat(ids["c1"], gen) == ErrorCode.rebalance_in_progress
     t1 = h.join(ids["c1"], client="c1")
     assert h.answer(t1) is None
     t2 = h.join(ids["c2"], client="c2")
@@ -116,8 +113,8 @@ def test_a_member_whose_session_expires_is_removed_and_the_others_rebalance():
     assert (a1.generation_id, a2.generation_id) == (2, 2)
     assert sorted(m.member_id for m in a1.members) == sorted([ids["c1"], ids["c2"]])
     # The old generation is over for everyone.
-    assert h.heartbeat(ids["c1"], gen) == ILLEGAL_GENERATION
-    assert h.heartbeat(ids["c3"], 2) == UNKNOWN_MEMBER_ID
+    assert h.heartbeat(ids["c1"], gen) == ErrorCode.illegal_generation
+    assert h.heartbeat(ids["c3"], 2) == ErrorCode.unknown_member_id
 
 
 def test_a_member_that_does_not_rejoin_in_time_is_dropped_from_the_next_generation():
@@ -130,12 +127,12 @@ def test_a_member_that_does_not_rejoin_in_time_is_dropped_from_the_next_generati
     # c2 keeps heartbeating but never rejoins: the rebalance timeout decides.
     for _ in range(5):
         h.advance(10_000)
-        assert h.heartbeat(ids["c2"], gen) == REBALANCE_IN_PROGRESS
+        assert h.heartbeat(ids["c2"], gen) == ErrorCode.rebalance_in_progress
     h.advance(REBALANCE_MS - 50_000)
     answer = h.answer(t1)
     assert answer.generation_id == gen + 1
     assert [m.member_id for m in answer.members] == [ids["c1"]]
-    assert h.heartbeat(ids["c2"], gen) == UNKNOWN_MEMBER_ID
+    assert h.heartbeat(ids["c2"], gen) == ErrorCode.unknown_member_id
 
 
 def test_cooperative_rebalances_keep_members_that_rejoin():
@@ -162,8 +159,8 @@ def test_leaving_triggers_a_rebalance_and_the_last_one_out_empties_the_group():
     h = Harness()
     ids, gen = h.stable_group("c1", "c2")
     result = h.leave((ids["c2"], None))
-    assert result.error_code == NONE
-    assert result.members[0].error_code == NONE
+    assert result.error_code == ErrorCode.none
+    assert result.members[0].error_code == ErrorCode.none
     assert h.group().state is GroupState.PREPARING_REBALANCE
     t1 = h.join(ids["c1"], client="c1")
     assert h.answer(t1).generation_id == gen + 1
@@ -179,7 +176,7 @@ def test_leaving_triggers_a_rebalance_and_the_last_one_out_empties_the_group():
     )
     assert value.current_state_timestamp == h.now
     # A member that is gone cannot leave twice.
-    assert h.leave((ids["c1"], None)).members[0].error_code == UNKNOWN_MEMBER_ID
+    assert h.leave((ids["c1"], None)).members[0].error_code == ErrorCode.unknown_member_id
 
 
 def test_a_member_leaving_during_a_rebalance_gets_its_parked_join_answered():
@@ -195,11 +192,11 @@ def test_leave_by_group_instance_id_removes_a_static_member():
     h = Harness()
     ids, _ = h.stable_group("a", "b", instances={"a": "ia", "b": "ib"})
     result = h.leave(MemberIdentity("", "ib"), MemberIdentity("", "nobody"))
-    assert [m.error_code for m in result.members] == [NONE, UNKNOWN_MEMBER_ID]
+    assert [m.error_code for m in result.members] == [ErrorCode.none, ErrorCode.unknown_member_id]
     assert ids["b"] not in h.group().members
     # Naming a static member with the wrong member id is fenced.
     result = h.leave((ids["b"], "ia"))
-    assert result.members[0].error_code == FENCED_INSTANCE_ID
+    assert result.members[0].error_code == ErrorCode.fenced_instance_id
 
 
 def test_a_static_member_restart_fences_the_old_id_and_keeps_the_generation():
@@ -210,7 +207,7 @@ def test_a_static_member_restart_fences_the_old_id_and_keeps_the_generation():
     # b's process restarts: it knows its group.instance.id but not its member id.
     token = h.join(instance="ib", client="b")
     answer = h.answer(token)
-    assert answer.error_code == NONE
+    assert answer.error_code == ErrorCode.none
     assert answer.generation_id == gen  # no rebalance
     assert answer.member_id not in ids.values()
     assert answer.leader == ids["a"] and answer.members == []
@@ -220,10 +217,10 @@ def test_a_static_member_restart_fences_the_old_id_and_keeps_the_generation():
     assert [m.member_id for m in value.members] == [ids["a"], answer.member_id]
     assert value.members[1].assignment == b"assignment-of-" + ids["b"].encode()
     # The old incarnation is fenced; the new one syncs and gets the old assignment.
-    assert h.heartbeat(ids["b"], gen, instance="ib") == FENCED_INSTANCE_ID
+    assert h.heartbeat(ids["b"], gen, instance="ib") == ErrorCode.fenced_instance_id
     sync = h.answer(h.sync(answer.member_id, gen, instance="ib"))
     assert sync.assignment == b"assignment-of-" + ids["b"].encode()
-    assert h.heartbeat(answer.member_id, gen, instance="ib") == NONE
+    assert h.heartbeat(answer.member_id, gen, instance="ib") == ErrorCode.none
 
 
 def test_a_restarted_static_leader_is_told_to_skip_the_assignment():
@@ -273,7 +270,7 @@ def test_a_static_member_restarting_mid_rebalance_fences_its_parked_join():
     t_new = h.join(instance="ib", client="b")
     assert h.group().state is GroupState.PREPARING_REBALANCE  # restarted mid-assignment
     assert h.answer(h.sync(h.answer(tb).member_id, gen + 1, instance="ib")).error_code in (
-        FENCED_INSTANCE_ID,
+        ErrorCode.fenced_instance_id,
     )
     ta2 = h.join(ids["a"], instance="ia", client="a")
     assert h.answer(t_new).generation_id == gen + 2
@@ -308,7 +305,7 @@ def test_a_pending_member_that_never_returns_stops_holding_the_rebalance():
     h.advance(10_000)
     assert h.answer(t1).generation_id == gen + 1
     # Its id is no longer good.
-    assert h.answer(h.join(first.member_id, client="c2")).error_code == UNKNOWN_MEMBER_ID
+    assert h.answer(h.join(first.member_id, client="c2")).error_code == ErrorCode.unknown_member_id
 
 
 def test_a_follower_that_never_syncs_is_removed_after_the_rebalance_timeout():
@@ -324,7 +321,7 @@ def test_a_follower_that_never_syncs_is_removed_after_the_rebalance_timeout():
         h.heartbeat(leader.member_id, 1)
     assert follower.member_id not in h.group().members
     assert h.group().state is GroupState.PREPARING_REBALANCE
-    assert h.heartbeat(leader.member_id, 1) == REBALANCE_IN_PROGRESS
+    assert h.heartbeat(leader.member_id, 1) == ErrorCode.rebalance_in_progress
 
 
 def test_a_rejoin_while_completing_with_the_same_metadata_gets_the_same_answer():
@@ -340,7 +337,7 @@ def test_a_rejoin_while_completing_with_the_same_metadata_gets_the_same_answer()
     # Different metadata, though, means a new rebalance; waiting syncs are told so.
     parked = h.sync(follower.member_id, 1)
     h.join(follower.member_id, client="c2", protocols=[("range", subscription("t", "u"))])
-    assert h.answer(parked).error_code == REBALANCE_IN_PROGRESS
+    assert h.answer(parked).error_code == ErrorCode.rebalance_in_progress
     assert h.group().state is GroupState.PREPARING_REBALANCE
 
 
@@ -367,7 +364,7 @@ def test_a_new_member_that_goes_away_cannot_hold_a_long_rebalance():
         h.heartbeat(c1, 1)
     # After the new-member join timeout (5 min) the newcomer is dropped, well before
     # the 10-minute rebalance timeout.
-    assert h.answer(t2).error_code == UNKNOWN_MEMBER_ID
+    assert h.answer(t2).error_code == ErrorCode.unknown_member_id
     assert len(h.group().members) == 1
     t1 = h.join(c1, client="c1", rebalance_ms=ten_minutes)
     assert h.answer(t1).generation_id == 2
@@ -378,7 +375,7 @@ def test_a_superseded_parked_request_is_answered_so_no_token_waits_forever():
     ids, gen = h.stable_group("c1", "c2")
     first = h.join(ids["c1"], client="c1")
     retry = h.join(ids["c1"], client="c1")
-    assert h.answer(first).error_code == REBALANCE_IN_PROGRESS
+    assert h.answer(first).error_code == ErrorCode.rebalance_in_progress
     assert h.answer(retry) is None
     h.join(ids["c2"], client="c2")
     assert h.answer(retry).generation_id == gen + 1

@@ -3,19 +3,11 @@ expiry (offsets.retention.minutes) — with the __consumer_offsets records each 
 
 from __future__ import annotations
 
+from kio.schema.errors import ErrorCode
+
 from odradek.coordinator import GroupState
 from odradek.coordinator import offsets_topic as ot
 from odradek.coordinator.results import (
-    FENCED_INSTANCE_ID,
-    GROUP_ID_NOT_FOUND,
-    GROUP_SUBSCRIBED_TO_TOPIC,
-    ILLEGAL_GENERATION,
-    INVALID_GROUP_ID,
-    NON_EMPTY_GROUP,
-    NONE,
-    OFFSET_METADATA_TOO_LARGE,
-    REBALANCE_IN_PROGRESS,
-    UNKNOWN_MEMBER_ID,
     FetchedOffset,
 )
 
@@ -34,7 +26,7 @@ def test_members_commit_and_a_fetch_returns_what_they_committed():
     ids, gen = h.stable_group("c1", "c2")
     records = len(h.records)
     errors = h.commit(ids["c1"], gen, [("t", 0, 42, 3, "meta"), ("t", 1, 7, -1, None)])
-    assert errors == {("t", 0): NONE, ("t", 1): NONE}
+    assert errors == {("t", 0): ErrorCode.none, ("t", 1): ErrorCode.none}
     # One record per partition, in Kafka's layout, for the runtime to append first.
     new = h.records[records:]
     assert [ot.decode_key(r.key) for r in new] == [
@@ -61,25 +53,26 @@ def test_a_fetch_for_an_unknown_group_finds_nothing():
 def test_an_admin_commit_creates_a_simple_group():
     # Generation -1 and no member id: a tool, or a consumer using assign(), stores offsets.
     h = Harness()
-    assert h.commit("", -1, [("t", 0, 5)], group="simple") == {("t", 0): NONE}
+    assert h.commit("", -1, [("t", 0, 5)], group="simple") == {("t", 0): ErrorCode.none}
     group = h.group("simple")
     assert group.state is GroupState.EMPTY and group.protocol_type is None
     assert offsets_of(h, "simple")[0].offset == 5
     # A commit that claims a generation of a group that does not exist is stale.
-    assert h.commit("m", 3, [("t", 0, 5)], group="ghost") == {("t", 0): ILLEGAL_GENERATION}
+    assert h.commit("m", 3, [("t", 0, 5)], group="ghost") == {
+        ("t", 0): ErrorCode.illegal_generation}
     assert "ghost" not in h.coordinator.groups
 
 
 def test_only_members_commit_to_a_group_with_members():
     h = Harness()
     ids, gen = h.stable_group("c1", instances={"c1": "i1"})
-    assert h.commit("", -1, [("t", 0, 1)]) == {("t", 0): UNKNOWN_MEMBER_ID}
-    assert h.commit("stranger", gen, [("t", 0, 1)]) == {("t", 0): UNKNOWN_MEMBER_ID}
+    assert h.commit("", -1, [("t", 0, 1)]) == {("t", 0): ErrorCode.unknown_member_id}
+    assert h.commit("stranger", gen, [("t", 0, 1)]) == {("t", 0): ErrorCode.unknown_member_id}
     assert h.commit(ids["c1"], gen - 1, [("t", 0, 1)], instance="i1") == {
-        ("t", 0): ILLEGAL_GENERATION
+        ("t", 0): ErrorCode.illegal_generation
     }
     assert h.commit("old-id", gen, [("t", 0, 1)], instance="i1") == {
-        ("t", 0): FENCED_INSTANCE_ID
+        ("t", 0): ErrorCode.fenced_instance_id
     }
     assert offsets_of(h) == []
 
@@ -89,11 +82,12 @@ def test_commits_wait_for_the_assignment_but_not_for_a_rebalance():
     ids, gen = h.stable_group("c1", "c2")
     # PreparingRebalance: still allowed (members commit before they rejoin).
     h.join(ids["c1"], client="c1")
-    assert h.commit(ids["c2"], gen, [("t", 0, 1)]) == {("t", 0): NONE}
+    assert h.commit(ids["c2"], gen, [("t", 0, 1)]) == {("t", 0): ErrorCode.none}
     h.join(ids["c2"], client="c2")
     # CompletingRebalance: the member has the new generation but no assignment yet.
     assert h.group().state is GroupState.COMPLETING_REBALANCE
-    assert h.commit(ids["c2"], gen + 1, [("t", 0, 2)]) == {("t", 0): REBALANCE_IN_PROGRESS}
+    assert h.commit(ids["c2"], gen + 1, [("t", 0, 2)]) == {
+        ("t", 0): ErrorCode.rebalance_in_progress}
 
 
 def test_a_commit_counts_as_a_heartbeat():
@@ -110,7 +104,7 @@ def test_metadata_over_offset_metadata_max_bytes_is_refused_per_partition():
     ids, gen = h.stable_group("c1")
     records = len(h.records)
     errors = h.commit(ids["c1"], gen, [("t", 0, 1, -1, "x" * 11), ("t", 1, 1, -1, "x" * 10)])
-    assert errors == {("t", 0): OFFSET_METADATA_TOO_LARGE, ("t", 1): NONE}
+    assert errors == {("t", 0): ErrorCode.offset_metadata_too_large, ("t", 1): ErrorCode.none}
     assert len(h.records) == records + 1
     assert [o.partition for o in offsets_of(h)] == [1]
 
@@ -123,9 +117,9 @@ def test_offset_delete_on_an_empty_group_removes_the_offsets_and_then_the_group(
     assert h.group().state is GroupState.EMPTY
     records = len(h.records)
     result = h.delete_offsets([("t", 0), ("t", 9)])
-    assert result.error_code == NONE
+    assert result.error_code == ErrorCode.none
     assert [(p.topic, p.partition, p.error_code) for p in result.partitions] == [
-        ("t", 0, NONE), ("t", 9, NONE),
+        ("t", 0, ErrorCode.none), ("t", 9, ErrorCode.none),
     ]
     assert h.records[records:] == [h.records[records]]  # one tombstone: ("t", 9) had none
     assert h.records[records].value is None
@@ -142,20 +136,20 @@ def test_offset_delete_spares_topics_an_active_consumer_group_subscribes_to():
     h.commit(ids["c1"], gen, [("t", 0, 1), ("old", 0, 2)])
     result = h.delete_offsets([("t", 0), ("old", 0)])
     assert [(p.topic, p.error_code) for p in result.partitions] == [
-        ("t", GROUP_SUBSCRIBED_TO_TOPIC), ("old", NONE),
+        ("t", ErrorCode.group_subscribed_to_topic), ("old", ErrorCode.none),
     ]
     assert [o.topic for o in offsets_of(h)] == ["t"]
 
 
 def test_offset_delete_errors():
     h = Harness()
-    assert h.delete_offsets([("t", 0)], group="").error_code == INVALID_GROUP_ID
-    assert h.delete_offsets([("t", 0)], group="nobody").error_code == GROUP_ID_NOT_FOUND
+    assert h.delete_offsets([("t", 0)], group="").error_code == ErrorCode.invalid_group_id
+    assert h.delete_offsets([("t", 0)], group="nobody").error_code == ErrorCode.group_id_not_found
     _ids, _gen = h.stable_group(
         "w", protocol_type="connect", protocols={"w": [("default", b"\x00")]}
     )
     result = h.delete_offsets([("t", 0)])
-    assert (result.error_code, result.partitions) == (NON_EMPTY_GROUP, [])
+    assert (result.error_code, result.partitions) == (ErrorCode.non_empty_group, [])
 
 
 def test_delete_groups_only_deletes_empty_groups():
@@ -163,7 +157,8 @@ def test_delete_groups_only_deletes_empty_groups():
     ids, _gen = h.stable_group("c1", group="busy")
     h.commit("", -1, [("t", 0, 1)], group="idle")
     assert h.delete_groups("busy", "idle", "nobody") == {
-        "busy": NON_EMPTY_GROUP, "idle": NONE, "nobody": GROUP_ID_NOT_FOUND,
+        "busy": ErrorCode.non_empty_group, "idle": ErrorCode.none,
+        "nobody": ErrorCode.group_id_not_found,
     }
     assert "idle" not in h.coordinator.groups
     # The offsets' tombstone; no group tombstone: "idle" never had a metadata record.
@@ -171,7 +166,7 @@ def test_delete_groups_only_deletes_empty_groups():
         (ot.OffsetCommitKey("idle", "t", 0), None)
     ]
     h.leave((ids["c1"], None), group="busy")
-    assert h.delete_groups("busy") == {"busy": NONE}
+    assert h.delete_groups("busy") == {"busy": ErrorCode.none}
     assert (ot.decode_key(h.records[-1].key), h.records[-1].value) == (
         ot.GroupMetadataKey("busy"), None,
     )
@@ -260,5 +255,5 @@ def test_subscription_parsing_tolerates_garbage():
     h.commit(ids["c1"], gen, [("t", 0, 1)])
     # Unknown subscriptions count as "subscribed to everything", as in Kafka.
     result = h.delete_offsets([("t", 0)])
-    assert result.partitions[0].error_code == GROUP_SUBSCRIBED_TO_TOPIC
+    assert result.partitions[0].error_code == ErrorCode.group_subscribed_to_topic
     assert h.group().subscribed is None

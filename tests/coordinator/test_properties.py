@@ -14,15 +14,10 @@ from dataclasses import dataclass, field
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kio.schema.errors import ErrorCode
 
 from odradek.coordinator import GroupState
 from odradek.coordinator.results import (
-    FENCED_INSTANCE_ID,
-    ILLEGAL_GENERATION,
-    MEMBER_ID_REQUIRED,
-    NONE,
-    REBALANCE_IN_PROGRESS,
-    UNKNOWN_MEMBER_ID,
     HeartbeatResult,
     JoinMember,
     JoinResult,
@@ -180,25 +175,25 @@ class Life:
 
     def act_on(self, name: str, g: str, answer: object) -> None:
         me = self.clients[name, g]
-        error = getattr(answer, "error_code", NONE)
+        error = getattr(answer, "error_code", ErrorCode.none)
         if isinstance(answer, JoinResult):
-            if error == NONE:
+            if error == ErrorCode.none:
                 me.member_id, me.generation = answer.member_id, answer.generation_id
                 me.members = answer.members
                 if me.alive:
                     self.sync(name, g)
                 return
-            if error == MEMBER_ID_REQUIRED:
+            if error == ErrorCode.member_id_required:
                 me.member_id = answer.member_id
                 if me.alive:
                     self.join(name, g, me.member_id)
                 return
-        if error in (UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID):
+        if error in (ErrorCode.unknown_member_id, ErrorCode.fenced_instance_id):
             me.member_id, me.generation, me.members = "", -1, []
             if me.alive and not isinstance(answer, JoinResult):
                 self.join(name, g, "")
         elif (
-            error in (REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION)
+            error in (ErrorCode.rebalance_in_progress, ErrorCode.illegal_generation)
             and isinstance(answer, SyncResult | HeartbeatResult)
             and me.alive
             and me.member_id

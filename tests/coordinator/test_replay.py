@@ -4,8 +4,9 @@ keep working with their ids and generation."""
 
 from __future__ import annotations
 
+from kio.schema.errors import ErrorCode
+
 from odradek.coordinator import GroupState
-from odradek.coordinator.results import FENCED_INSTANCE_ID, NONE, UNKNOWN_MEMBER_ID
 
 from .harness import SESSION_MS, Harness
 from .replay import assert_replay_matches, replay
@@ -27,7 +28,7 @@ def test_a_stable_group_and_its_offsets_survive_a_restart():
     # The consumers carry on as if nothing happened: same ids, same generation.
     token = object()
     fx = restarted.heartbeat("g", ids["c2"], gen, None, token=token, now_ms=h.now + 1000)
-    assert fx.response_to(token).error_code == NONE
+    assert fx.response_to(token).error_code == ErrorCode.none
     fx = restarted.sync("g", ids["c2"], gen, None, None, None, [], token=token, now_ms=h.now)
     assert fx.response_to(token).assignment == b"assignment-of-" + ids["c2"].encode()
 
@@ -41,7 +42,7 @@ def test_loaded_members_get_a_fresh_session_and_then_expire_as_usual():
     assert restarted.next_deadline() == restart_at + SESSION_MS
     token = object()
     fx = restarted.heartbeat("g", ids["c1"], gen, None, token=token, now_ms=restart_at + 20_000)
-    assert fx.response_to(token).error_code == NONE
+    assert fx.response_to(token).error_code == ErrorCode.none
     fx = restarted.tick(restart_at + SESSION_MS)
     assert ids["c2"] not in restarted.groups["g"].members
     assert restarted.groups["g"].state is GroupState.PREPARING_REBALANCE
@@ -55,9 +56,9 @@ def test_a_restarted_coordinator_still_fences_a_replaced_static_member():
     restarted = replay(h.records, h.now)
     token = object()
     fx = restarted.heartbeat("g", ids["a"], gen, "ia", token=token, now_ms=h.now)
-    assert fx.response_to(token).error_code == FENCED_INSTANCE_ID
+    assert fx.response_to(token).error_code == ErrorCode.fenced_instance_id
     fx = restarted.heartbeat("g", new_id, gen, "ia", token=token, now_ms=h.now)
-    assert fx.response_to(token).error_code == NONE
+    assert fx.response_to(token).error_code == ErrorCode.none
 
 
 def test_deleted_groups_and_offsets_stay_deleted():
@@ -94,11 +95,11 @@ def test_a_group_mid_rebalance_replays_as_its_last_stored_generation():
     # The member that was waiting finds out and joins again from scratch.
     token = object()
     fx = restarted.heartbeat("g", ids["c1"], gen, None, token=token, now_ms=h.now)
-    assert fx.response_to(token).error_code == NONE
+    assert fx.response_to(token).error_code == ErrorCode.none
     fx = restarted.join("g", "unknown-id", None, "c", "/h", SESSION_MS, 60_000, "consumer",
                         [("range", b"")], require_known_member_id=True, token=token,
                         now_ms=h.now)
-    assert fx.response_to(token).error_code == UNKNOWN_MEMBER_ID
+    assert fx.response_to(token).error_code == ErrorCode.unknown_member_id
 
 
 def test_a_loaded_group_over_the_size_limit_rebalances():

@@ -8,19 +8,11 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from kio.schema.errors import ErrorCode
 
 from odradek.coordinator import offsets_topic
 from odradek.coordinator import transaction_log as tl
 from odradek.coordinator.transactions import (
-    CONCURRENT_TRANSACTIONS,
-    INVALID_PRODUCER_EPOCH,
-    INVALID_PRODUCER_ID_MAPPING,
-    INVALID_REQUEST,
-    INVALID_TRANSACTION_TIMEOUT,
-    INVALID_TXN_STATE,
-    NONE,
-    PRODUCER_FENCED,
-    TRANSACTIONAL_ID_NOT_FOUND,
     InitProducerIdResult,
     TransactionCoordinator,
     TxnEffects,
@@ -93,18 +85,18 @@ def persisted(c: TransactionCoordinator) -> dict:
 def test_a_committed_transaction_writes_commit_markers_to_each_of_its_partitions():
     w = World()
     answer, fx = w.init()
-    assert answer == InitProducerIdResult(NONE, 1000, 0)
+    assert answer == InitProducerIdResult(ErrorCode.none, 1000, 0)
     assert len(fx.records) == 1 and w.state().state == TxnState.EMPTY
     w.now += 10
     answer, fx = w.add(1000, 0, ("out", 0), ("out", 1))
-    assert answer == TxnResult(NONE)
+    assert answer == TxnResult(ErrorCode.none)
     assert w.state().state == TxnState.ONGOING and w.state().start_ms == T0 + 10
     answer, _ = w.call("add_offsets", "t", 1000, 0, "my-group")
-    assert answer == TxnResult(NONE)
+    assert answer == TxnResult(ErrorCode.none)
     offsets_partition = ("__consumer_offsets", offsets_topic.partition_for("my-group"))
     w.now += 10
     answer, fx = w.end(1000, 0, commit=True)
-    assert answer == TxnResult(NONE)
+    assert answer == TxnResult(ErrorCode.none)
     assert w.state().state == TxnState.PREPARE_COMMIT
     assert fx.markers == [TxnMarkers("t", 1000, 0, True, 0,
                                      tuple(sorted([("out", 0), ("out", 1), offsets_partition])))]
@@ -114,7 +106,7 @@ def test_a_committed_transaction_writes_commit_markers_to_each_of_its_partitions
     assert len(done.records) == 1 and not done.responses and not done.markers
     # The next transaction starts from CompleteCommit, with a new start time.
     w.now += 10
-    assert w.add(1000, 0, ("out", 2))[0] == TxnResult(NONE)
+    assert w.add(1000, 0, ("out", 2))[0] == TxnResult(ErrorCode.none)
     assert w.state().partitions == {("out", 2)} and w.state().start_ms == w.now
 
 
@@ -123,7 +115,7 @@ def test_an_aborted_transaction_writes_abort_markers_and_completes_as_aborted():
     w.init()
     w.add(1000, 0, ("out", 0))
     answer, fx = w.end(1000, 0, commit=False)
-    assert answer == TxnResult(NONE)
+    assert answer == TxnResult(ErrorCode.none)
     assert fx.markers == [TxnMarkers("t", 1000, 0, False, 0, (("out", 0),))]
     w.write_markers(fx.markers[0])
     assert w.state().state == TxnState.COMPLETE_ABORT
@@ -135,7 +127,7 @@ def test_adding_partitions_already_in_the_transaction_writes_nothing():
     w.init()
     w.add(1000, 0, ("out", 0), ("out", 1))
     answer, fx = w.add(1000, 0, ("out", 1))
-    assert answer == TxnResult(NONE) and fx.records == []
+    assert answer == TxnResult(ErrorCode.none) and fx.records == []
 
 
 def test_a_second_producer_with_the_same_id_fences_the_first_and_aborts_its_transaction():
@@ -148,27 +140,27 @@ def test_a_second_producer_with_the_same_id_fences_the_first_and_aborts_its_tran
     assert fx.markers == [TxnMarkers("t", 1000, 1, False, 0, (("out", 0), ("out", 3)))]
     assert w.state().state == TxnState.PREPARE_ABORT and w.state().producer_epoch == 1
     # Meanwhile the zombie is refused, and so is a third instance (it must retry).
-    assert w.end(1000, 0, commit=True)[0] == TxnResult(PRODUCER_FENCED)
-    assert w.add(1000, 0, ("out", 5))[0] == TxnResult(PRODUCER_FENCED)
-    assert w.init()[0] == InitProducerIdResult(CONCURRENT_TRANSACTIONS)
+    assert w.end(1000, 0, commit=True)[0] == TxnResult(ErrorCode.producer_fenced)
+    assert w.add(1000, 0, ("out", 5))[0] == TxnResult(ErrorCode.producer_fenced)
+    assert w.init()[0] == InitProducerIdResult(ErrorCode.concurrent_transactions)
     done = w.write_markers(fx.markers[0])
     # The abort completes, and the waiting producer gets the epoch after the fence's.
-    assert done.responses == [(2, InitProducerIdResult(NONE, 1000, 2))]
+    assert done.responses == [(2, InitProducerIdResult(ErrorCode.none, 1000, 2))]
     states = [tl.decode_value(r.value).status for r in done.records]
     assert states == [TxnState.COMPLETE_ABORT, TxnState.EMPTY]
     assert w.state().state == TxnState.EMPTY and w.state().producer_epoch == 2
     # The zombie's old epoch stays refused.
-    assert w.add(1000, 0, ("out", 0))[0] == TxnResult(PRODUCER_FENCED)
-    assert w.end(1000, 1, commit=False)[0] == TxnResult(PRODUCER_FENCED)
-    assert w.add(1000, 2, ("out", 0))[0] == TxnResult(NONE)
+    assert w.add(1000, 0, ("out", 0))[0] == TxnResult(ErrorCode.producer_fenced)
+    assert w.end(1000, 1, commit=False)[0] == TxnResult(ErrorCode.producer_fenced)
+    assert w.add(1000, 2, ("out", 0))[0] == TxnResult(ErrorCode.none)
 
 
 def test_a_new_producer_of_an_idle_id_bumps_the_epoch_without_markers():
     w = World()
     w.init()
     answer, fx = w.init()
-    assert answer == InitProducerIdResult(NONE, 1000, 1) and fx.markers == []
-    assert w.add(1000, 0, ("out", 0))[0] == TxnResult(PRODUCER_FENCED)
+    assert answer == InitProducerIdResult(ErrorCode.none, 1000, 1) and fx.markers == []
+    assert w.add(1000, 0, ("out", 0))[0] == TxnResult(ErrorCode.producer_fenced)
 
 
 def test_a_transaction_older_than_its_timeout_is_aborted_and_its_producer_fenced():
@@ -184,8 +176,8 @@ def test_a_transaction_older_than_its_timeout_is_aborted_and_its_producer_fenced
     assert w.state().state == TxnState.PREPARE_ABORT
     w.write_markers(fx.markers[0])
     assert w.state().state == TxnState.COMPLETE_ABORT
-    assert w.end(1000, 0, commit=True)[0] == TxnResult(PRODUCER_FENCED)
-    assert w.init()[0] == InitProducerIdResult(NONE, 1000, 2)
+    assert w.end(1000, 0, commit=True)[0] == TxnResult(ErrorCode.producer_fenced)
+    assert w.init()[0] == InitProducerIdResult(ErrorCode.none, 1000, 2)
 
 
 def test_an_idle_transactional_id_expires_after_seven_days_with_a_tombstone():
@@ -198,9 +190,9 @@ def test_an_idle_transactional_id_expires_after_seven_days_with_a_tombstone():
     assert "t" not in w.coordinator.transactions
     assert w.coordinator.next_deadline() is None
     # A producer coming back after expiry is told its id mapping is gone.
-    assert w.add(1000, 0, ("out", 0))[0] == TxnResult(INVALID_PRODUCER_ID_MAPPING)
+    assert w.add(1000, 0, ("out", 0))[0] == TxnResult(ErrorCode.invalid_producer_id_mapping)
     assert w.coordinator.describe_transactions(["t"])[0].error_code == (
-        TRANSACTIONAL_ID_NOT_FOUND)
+        ErrorCode.transactional_id_not_found)
 
 
 def test_an_open_transaction_never_expires():
@@ -220,18 +212,18 @@ def test_kip360_init_with_the_current_id_and_epoch_bumps_it_and_a_lost_answer_is
     w.add(1000, 0, ("out", 0))
     w.write_markers(w.end(1000, 0, commit=False)[1].markers[0])
     answer, _ = w.init(pid=1000, epoch=0)
-    assert answer == InitProducerIdResult(NONE, 1000, 1)
+    assert answer == InitProducerIdResult(ErrorCode.none, 1000, 1)
     # The same request again (its answer was lost): the same answer, no second bump.
     answer, fx = w.init(pid=1000, epoch=0)
-    assert answer == InitProducerIdResult(NONE, 1000, 1) and fx.records == []
+    assert answer == InitProducerIdResult(ErrorCode.none, 1000, 1) and fx.records == []
     # An epoch that is neither the current nor the last one is a zombie's.
-    assert w.init(pid=1000, epoch=5)[0] == InitProducerIdResult(PRODUCER_FENCED)
-    assert w.init(pid=77, epoch=1)[0] == InitProducerIdResult(PRODUCER_FENCED)
+    assert w.init(pid=1000, epoch=5)[0] == InitProducerIdResult(ErrorCode.producer_fenced)
+    assert w.init(pid=77, epoch=1)[0] == InitProducerIdResult(ErrorCode.producer_fenced)
 
 
 def test_kip360_producer_id_of_an_unknown_transactional_id_gets_a_fresh_id():
     w = World()
-    assert w.init(pid=5, epoch=3)[0] == InitProducerIdResult(NONE, 1000, 0)
+    assert w.init(pid=5, epoch=3)[0] == InitProducerIdResult(ErrorCode.none, 1000, 0)
 
 
 def test_a_new_producer_after_a_kip360_bump_forgets_the_last_epoch():
@@ -239,16 +231,16 @@ def test_a_new_producer_after_a_kip360_bump_forgets_the_last_epoch():
     w.init()
     w.init(pid=1000, epoch=0)  # -> epoch 1, last epoch 0
     w.init()  # another instance -> epoch 2, last epoch -1
-    assert w.init(pid=1000, epoch=0)[0] == InitProducerIdResult(PRODUCER_FENCED)
+    assert w.init(pid=1000, epoch=0)[0] == InitProducerIdResult(ErrorCode.producer_fenced)
 
 
 def test_an_exhausted_epoch_rotates_to_a_new_producer_id():
     w = World()
     w.init()
     w.state().producer_epoch = 32765
-    assert w.init()[0] == InitProducerIdResult(NONE, 1000, 32766)
+    assert w.init()[0] == InitProducerIdResult(ErrorCode.none, 1000, 32766)
     answer, fx = w.init()
-    assert answer == InitProducerIdResult(NONE, 1001, 0)
+    assert answer == InitProducerIdResult(ErrorCode.none, 1001, 0)
     assert w.state().last_producer_id == 1000
     assert tl.decode_value(fx.records[0].value).producer_id == 1001
 
@@ -257,8 +249,8 @@ def test_kip360_rotation_retried_with_the_old_id_gets_the_same_new_id():
     w = World()
     w.init()
     w.state().producer_epoch = 32766
-    assert w.init(pid=1000, epoch=32766)[0] == InitProducerIdResult(NONE, 1001, 0)
-    assert w.init(pid=1000, epoch=32766)[0] == InitProducerIdResult(NONE, 1001, 0)
+    assert w.init(pid=1000, epoch=32766)[0] == InitProducerIdResult(ErrorCode.none, 1001, 0)
+    assert w.init(pid=1000, epoch=32766)[0] == InitProducerIdResult(ErrorCode.none, 1001, 0)
 
 
 def test_fencing_at_the_last_epoch_uses_short_max_and_the_new_producer_gets_a_new_id():
@@ -269,7 +261,7 @@ def test_fencing_at_the_last_epoch_uses_short_max_and_the_new_producer_gets_a_ne
     answer, fx = w.init()
     assert answer is None and fx.markers[0].producer_epoch == 32767
     done = w.write_markers(fx.markers[0])
-    assert done.responses[0][1] == InitProducerIdResult(NONE, 1001, 0)
+    assert done.responses[0][1] == InitProducerIdResult(ErrorCode.none, 1001, 0)
 
 
 # --- errors -----------------------------------------------------------------------------
@@ -278,58 +270,59 @@ def test_fencing_at_the_last_epoch_uses_short_max_and_the_new_producer_gets_a_ne
 @pytest.mark.parametrize("timeout", [0, -1, 900_001])
 def test_a_transaction_timeout_outside_the_allowed_range_is_refused(timeout):
     w = World()
-    assert w.init(timeout=timeout)[0] == InitProducerIdResult(INVALID_TRANSACTION_TIMEOUT)
+    assert w.init(timeout=timeout)[0] == InitProducerIdResult(ErrorCode.invalid_transaction_timeout)
     assert w.coordinator.transactions == {}
 
 
 def test_the_maximum_timeout_is_the_brokers_setting():
     w = World(max_timeout_ms=1000)
-    assert w.init(timeout=1001)[0].error_code == INVALID_TRANSACTION_TIMEOUT
-    assert w.init(timeout=1000)[0].error_code == NONE
+    assert w.init(timeout=1001)[0].error_code == ErrorCode.invalid_transaction_timeout
+    assert w.init(timeout=1000)[0].error_code == ErrorCode.none
 
 
 def test_an_empty_transactional_id_is_an_invalid_request():
     w = World()
-    assert w.init(tid="")[0] == InitProducerIdResult(INVALID_REQUEST)
-    assert w.add(1, 0, ("a", 0), tid="")[0] == TxnResult(INVALID_REQUEST)
-    assert w.end(1, 0, True, tid="")[0] == TxnResult(INVALID_REQUEST)
-    assert w.call("add_offsets", "", 1, 0, "g")[0] == TxnResult(INVALID_REQUEST)
+    assert w.init(tid="")[0] == InitProducerIdResult(ErrorCode.invalid_request)
+    assert w.add(1, 0, ("a", 0), tid="")[0] == TxnResult(ErrorCode.invalid_request)
+    assert w.end(1, 0, True, tid="")[0] == TxnResult(ErrorCode.invalid_request)
+    assert w.call("add_offsets", "", 1, 0, "g")[0] == TxnResult(ErrorCode.invalid_request)
 
 
 def test_half_a_kip360_producer_id_and_epoch_is_an_invalid_request():
     w = World()
-    assert w.init(pid=5, epoch=-1)[0] == InitProducerIdResult(INVALID_REQUEST)
-    assert w.init(pid=-1, epoch=0)[0] == InitProducerIdResult(INVALID_REQUEST)
+    assert w.init(pid=5, epoch=-1)[0] == InitProducerIdResult(ErrorCode.invalid_request)
+    assert w.init(pid=-1, epoch=0)[0] == InitProducerIdResult(ErrorCode.invalid_request)
 
 
 def test_a_producer_without_transactional_id_gets_a_fresh_id_at_epoch_0():
     w = World()
     answer, fx = w.call("init_producer_id", None, TIMEOUT)
-    assert answer == InitProducerIdResult(NONE, 1000, 0) and fx.records == []
+    assert answer == InitProducerIdResult(ErrorCode.none, 1000, 0) and fx.records == []
 
 
 def test_unknown_transactional_id_or_producer_id_is_an_invalid_mapping():
     w = World()
-    assert w.add(1000, 0, ("a", 0))[0] == TxnResult(INVALID_PRODUCER_ID_MAPPING)
-    assert w.end(1000, 0, True)[0] == TxnResult(INVALID_PRODUCER_ID_MAPPING)
+    assert w.add(1000, 0, ("a", 0))[0] == TxnResult(ErrorCode.invalid_producer_id_mapping)
+    assert w.end(1000, 0, True)[0] == TxnResult(ErrorCode.invalid_producer_id_mapping)
     w.init()
-    assert w.add(999, 0, ("a", 0))[0] == TxnResult(INVALID_PRODUCER_ID_MAPPING)
-    assert w.call("add_offsets", "t", 999, 0, "g")[0] == TxnResult(INVALID_PRODUCER_ID_MAPPING)
-    assert w.end(999, 0, True)[0] == TxnResult(INVALID_PRODUCER_ID_MAPPING)
+    assert w.add(999, 0, ("a", 0))[0] == TxnResult(ErrorCode.invalid_producer_id_mapping)
+    assert w.call("add_offsets", "t", 999, 0, "g")[0] == TxnResult(
+        ErrorCode.invalid_producer_id_mapping)
+    assert w.end(999, 0, True)[0] == TxnResult(ErrorCode.invalid_producer_id_mapping)
 
 
 def test_a_newer_epoch_than_the_coordinators_is_fenced_too():
     w = World()
     w.init()
-    assert w.add(1000, 1, ("a", 0))[0] == TxnResult(PRODUCER_FENCED)
-    assert w.end(1000, 1, True)[0] == TxnResult(PRODUCER_FENCED)
+    assert w.add(1000, 1, ("a", 0))[0] == TxnResult(ErrorCode.producer_fenced)
+    assert w.end(1000, 1, True)[0] == TxnResult(ErrorCode.producer_fenced)
 
 
 def test_ending_a_transaction_that_never_began_is_an_invalid_state():
     w = World()
     w.init()
-    assert w.end(1000, 0, True)[0] == TxnResult(INVALID_TXN_STATE)
-    assert w.end(1000, 0, False)[0] == TxnResult(INVALID_TXN_STATE)
+    assert w.end(1000, 0, True)[0] == TxnResult(ErrorCode.invalid_txn_state)
+    assert w.end(1000, 0, False)[0] == TxnResult(ErrorCode.invalid_txn_state)
 
 
 def test_end_txn_retries_while_markers_are_written_and_after():
@@ -337,14 +330,14 @@ def test_end_txn_retries_while_markers_are_written_and_after():
     w.init()
     w.add(1000, 0, ("a", 0))
     _, fx = w.end(1000, 0, True)
-    assert w.end(1000, 0, True)[0] == TxnResult(CONCURRENT_TRANSACTIONS)
-    assert w.end(1000, 0, False)[0] == TxnResult(INVALID_TXN_STATE)
-    assert w.add(1000, 0, ("a", 1))[0] == TxnResult(CONCURRENT_TRANSACTIONS)
-    assert w.init()[0] == InitProducerIdResult(CONCURRENT_TRANSACTIONS)
+    assert w.end(1000, 0, True)[0] == TxnResult(ErrorCode.concurrent_transactions)
+    assert w.end(1000, 0, False)[0] == TxnResult(ErrorCode.invalid_txn_state)
+    assert w.add(1000, 0, ("a", 1))[0] == TxnResult(ErrorCode.concurrent_transactions)
+    assert w.init()[0] == InitProducerIdResult(ErrorCode.concurrent_transactions)
     w.write_markers(fx.markers[0])
     answer, again = w.end(1000, 0, True)
-    assert answer == TxnResult(NONE) and again.records == [] and again.markers == []
-    assert w.end(1000, 0, False)[0] == TxnResult(INVALID_TXN_STATE)
+    assert answer == TxnResult(ErrorCode.none) and again.records == [] and again.markers == []
+    assert w.end(1000, 0, False)[0] == TxnResult(ErrorCode.invalid_txn_state)
 
 
 def test_abort_retries_mirror_commit_retries():
@@ -352,21 +345,22 @@ def test_abort_retries_mirror_commit_retries():
     w.init()
     w.add(1000, 0, ("a", 0))
     _, fx = w.end(1000, 0, False)
-    assert w.end(1000, 0, False)[0] == TxnResult(CONCURRENT_TRANSACTIONS)
-    assert w.end(1000, 0, True)[0] == TxnResult(INVALID_TXN_STATE)
+    assert w.end(1000, 0, False)[0] == TxnResult(ErrorCode.concurrent_transactions)
+    assert w.end(1000, 0, True)[0] == TxnResult(ErrorCode.invalid_txn_state)
     w.write_markers(fx.markers[0])
-    assert w.end(1000, 0, False)[0] == TxnResult(NONE)
-    assert w.end(1000, 0, True)[0] == TxnResult(INVALID_TXN_STATE)
+    assert w.end(1000, 0, False)[0] == TxnResult(ErrorCode.none)
+    assert w.end(1000, 0, True)[0] == TxnResult(ErrorCode.invalid_txn_state)
 
 
 def test_producer_fenced_is_invalid_producer_epoch_for_clients_before_kip588():
-    assert error_for_version(PRODUCER_FENCED, 26, 1) == INVALID_PRODUCER_EPOCH
-    assert error_for_version(PRODUCER_FENCED, 26, 2) == PRODUCER_FENCED
-    assert error_for_version(PRODUCER_FENCED, 22, 3) == INVALID_PRODUCER_EPOCH
-    assert error_for_version(PRODUCER_FENCED, 22, 4) == PRODUCER_FENCED
-    assert error_for_version(PRODUCER_FENCED, 24, 1) == INVALID_PRODUCER_EPOCH
-    assert error_for_version(PRODUCER_FENCED, 25, 0) == INVALID_PRODUCER_EPOCH
-    assert error_for_version(CONCURRENT_TRANSACTIONS, 26, 0) == CONCURRENT_TRANSACTIONS
+    assert error_for_version(ErrorCode.producer_fenced, 26, 1) == ErrorCode.invalid_producer_epoch
+    assert error_for_version(ErrorCode.producer_fenced, 26, 2) == ErrorCode.producer_fenced
+    assert error_for_version(ErrorCode.producer_fenced, 22, 3) == ErrorCode.invalid_producer_epoch
+    assert error_for_version(ErrorCode.producer_fenced, 22, 4) == ErrorCode.producer_fenced
+    assert error_for_version(ErrorCode.producer_fenced, 24, 1) == ErrorCode.invalid_producer_epoch
+    assert error_for_version(ErrorCode.producer_fenced, 25, 0) == ErrorCode.invalid_producer_epoch
+    assert error_for_version(ErrorCode.concurrent_transactions, 26, 0) == \
+        ErrorCode.concurrent_transactions
 
 
 def test_stale_markers_are_ignored():
@@ -385,7 +379,7 @@ def test_a_transaction_with_no_partitions_completes_without_markers():
     w.init()
     w.add(1000, 0)  # AddPartitionsToTxn with an empty list still begins a transaction
     answer, fx = w.end(1000, 0, True)
-    assert answer == TxnResult(NONE) and fx.markers == []
+    assert answer == TxnResult(ErrorCode.none) and fx.markers == []
     assert w.state().state == TxnState.COMPLETE_COMMIT
 
 
@@ -398,11 +392,11 @@ def test_describe_shows_state_producer_and_partitions():
     w.add(1000, 0, ("b", 1), ("a", 2), ("b", 0))
     [d, missing, empty] = w.coordinator.describe_transactions(["t", "x", ""])
     assert (d.error_code, d.state, d.producer_id, d.producer_epoch) == (
-        NONE, "Ongoing", 1000, 0)
+        ErrorCode.none, "Ongoing", 1000, 0)
     assert d.transaction_timeout_ms == 30_000 and d.transaction_start_time_ms == T0
     assert d.topics == [("a", [2]), ("b", [0, 1])]
-    assert missing.error_code == TRANSACTIONAL_ID_NOT_FOUND
-    assert empty.error_code == INVALID_REQUEST
+    assert missing.error_code == ErrorCode.transactional_id_not_found
+    assert empty.error_code == ErrorCode.invalid_request
 
 
 def test_list_filters_by_state_producer_id_and_duration():
@@ -462,7 +456,7 @@ def test_markers_of_a_transaction_left_prepared_are_written_again_after_a_restar
     fresh.markers_written("z", 1001, 1, now_ms=w.now)
     assert fresh.transactions["z"].state == TxnState.COMPLETE_ABORT
     retry = fresh.init_producer_id("z", TIMEOUT, token="r", now_ms=w.now)
-    assert retry.response_to("r") == InitProducerIdResult(NONE, 1001, 2)
+    assert retry.response_to("r") == InitProducerIdResult(ErrorCode.none, 1001, 2)
 
 
 def test_a_transaction_restored_ongoing_still_times_out():
@@ -495,7 +489,7 @@ def test_a_record_with_an_unknown_status_is_a_format_error():
 def test_add_offsets_adds_the_groups_partition_named_by_the_injected_function():
     w = World(partition_for_group=lambda group: {"g": 7}[group])
     w.init()
-    assert w.call("add_offsets", "t", 1000, 0, "g")[0] == TxnResult(NONE)
+    assert w.call("add_offsets", "t", 1000, 0, "g")[0] == TxnResult(ErrorCode.none)
     assert w.state().partitions == {("__consumer_offsets", 7)}
 
 
@@ -504,6 +498,6 @@ def test_fencing_a_transaction_with_no_partitions_answers_the_new_producer_at_on
     w.init()
     w.add(1000, 0)
     answer, fx = w.init()
-    assert answer == InitProducerIdResult(NONE, 1000, 2) and fx.markers == []
+    assert answer == InitProducerIdResult(ErrorCode.none, 1000, 2) and fx.markers == []
     states = [tl.decode_value(r.value).status for r in fx.records]
     assert states == [TxnState.PREPARE_ABORT, TxnState.COMPLETE_ABORT, TxnState.EMPTY]

@@ -15,10 +15,10 @@ import itertools
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kio.schema.errors import ErrorCode
 
 from odradek.coordinator import transaction_log as tl
 from odradek.coordinator.transactions import (
-    NONE,
     InitProducerIdResult,
     TransactionCoordinator,
     TxnEffects,
@@ -128,7 +128,7 @@ class Life:
             held = self.held[who]
             pid, epoch = held if (kip360 and held) else (-1, -1)
             _, answer = self.call("init_producer_id", who[0], timeout, pid, epoch)
-            if isinstance(answer, InitProducerIdResult) and answer.error_code == NONE:
+            if isinstance(answer, InitProducerIdResult) and answer.error_code == ErrorCode.none:
                 self.held[who] = (answer.producer_id, answer.producer_epoch)
             return
         if kind in ("add", "offsets", "end"):
@@ -140,13 +140,13 @@ class Life:
             if kind == "add":
                 parts = action[2]
                 _, answer = self.call("add_partitions", who[0], pid, epoch, sorted(parts))
-                if answer == TxnResult(NONE):
+                if answer == TxnResult(ErrorCode.none):
                     self.added[who[0]] |= parts
             elif kind == "offsets":
                 before = set(self.coordinator.transactions[who[0]].partitions) if (
                     who[0] in self.coordinator.transactions) else set()
                 _, answer = self.call("add_offsets", who[0], pid, epoch, action[2])
-                if answer == TxnResult(NONE):
+                if answer == TxnResult(ErrorCode.none):
                     after = self.coordinator.transactions[who[0]].partitions
                     assert len(after - before) <= 1
                     self.added[who[0]] |= {p for p in after if p[0] == "__consumer_offsets"}

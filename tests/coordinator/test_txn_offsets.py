@@ -6,13 +6,11 @@ then markers) rebuilds exactly that."""
 
 from __future__ import annotations
 
+from kio.schema.errors import ErrorCode
+
 from odradek.coordinator import GroupCoordinator
 from odradek.coordinator import offsets_topic as ot
 from odradek.coordinator.results import (
-    ILLEGAL_GENERATION,
-    NONE,
-    UNKNOWN_MEMBER_ID,
-    UNSTABLE_OFFSET_COMMIT,
     OffsetCommitRequestPartition,
 )
 
@@ -43,7 +41,7 @@ def committed(c: GroupCoordinator, group: str, topic: str = "t", partition: int 
 def test_offsets_of_a_transaction_count_only_once_it_commits():
     c = GroupCoordinator()
     fx, errors = txn_commit(c, "g", PRODUCER, [("t", 0, 5), ("t", 1, 8)])
-    assert errors == {("t", 0): NONE, ("t", 1): NONE}
+    assert errors == {("t", 0): ErrorCode.none, ("t", 1): ErrorCode.none}
     # Written now, as the producer's transaction, in Kafka's offset commit layout.
     assert fx.transactional == (PRODUCER, 0)
     assert [ot.decode_key(r.key) for r in fx.records] == [
@@ -83,14 +81,14 @@ def test_a_member_of_a_live_group_must_be_current_but_an_outside_producer_may_co
     ids, gen = h.stable_group("c1")
     c = h.coordinator
     assert txn_commit(c, "g", PRODUCER, [("t", 0, 1)], member=ids["c1"],
-                      generation=gen)[1] == {("t", 0): NONE}
+                      generation=gen)[1] == {("t", 0): ErrorCode.none}
     assert txn_commit(c, "g", PRODUCER, [("t", 0, 1)], member=ids["c1"],
-                      generation=gen + 1)[1] == {("t", 0): ILLEGAL_GENERATION}
+                      generation=gen + 1)[1] == {("t", 0): ErrorCode.illegal_generation}
     assert txn_commit(c, "g", PRODUCER, [("t", 0, 1)], member="stranger",
-                      generation=gen)[1] == {("t", 0): UNKNOWN_MEMBER_ID}
+                      generation=gen)[1] == {("t", 0): ErrorCode.unknown_member_id}
     # No member id and no generation: a producer outside the group (assign() mode),
     # accepted whatever the group's state, as Kafka does.
-    assert txn_commit(c, "g", PRODUCER, [("t", 0, 1)])[1] == {("t", 0): NONE}
+    assert txn_commit(c, "g", PRODUCER, [("t", 0, 1)])[1] == {("t", 0): ErrorCode.none}
 
 
 def test_a_replay_keeps_open_transactions_pending_and_applies_the_markers_it_meets():
@@ -129,7 +127,7 @@ def test_a_replay_keeps_open_transactions_pending_and_applies_the_markers_it_mee
 def plain_commit(c: GroupCoordinator, group: str, offset: int):
     token = object()
     fx = c.commit_offsets(group, "", -1, None, [("t", 0, offset)], token=token, now_ms=NOW)
-    assert fx.response_to(token).partitions[0].error_code == NONE
+    assert fx.response_to(token).partitions[0].error_code == ErrorCode.none
     return fx
 
 
@@ -172,8 +170,8 @@ def test_a_stable_fetch_waits_out_a_pending_offset_and_a_plain_fetch_does_not():
     txn_commit(c, "g", PRODUCER, [("t", 0, 9)])
     stable = c.fetch_offsets("g", [("t", 0), ("t", 1)], require_stable=True).partitions
     assert [(p.offset, p.error_code) for p in stable] == [
-        (-1, UNSTABLE_OFFSET_COMMIT), (-1, NONE)]
+        (-1, ErrorCode.unstable_offset_commit), (-1, ErrorCode.none)]
     assert c.fetch_offsets("g", [("t", 0)]).partitions[0].offset == 5
     c.complete_txn(PRODUCER, True, everywhere)
     [settled] = c.fetch_offsets("g", [("t", 0)], require_stable=True).partitions
-    assert (settled.offset, settled.error_code) == (9, NONE)
+    assert (settled.offset, settled.error_code) == (9, ErrorCode.none)

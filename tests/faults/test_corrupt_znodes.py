@@ -14,6 +14,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.index import load_request_schema
+from kio.schema.errors import ErrorCode
 
 from odradek.client.connection import Cluster as ClientCluster
 from odradek.cluster import state as zk
@@ -25,7 +26,6 @@ from tests.zookeeper import ZooKeeperServer
 pytestmark = pytest.mark.cluster
 
 INIT_PRODUCER_ID = 22
-COORDINATOR_LOAD_IN_PROGRESS = 14
 
 
 @pytest.fixture
@@ -195,7 +195,7 @@ def test_a_garbage_producer_id_block_holds_new_ids_back_until_it_is_fixed(
     pair.start(2)
     assert_one_line_errors(pair, zk.PRODUCER_ID_BLOCK_PATH, everyone=False)
     assert error_lines(pair, zk.PRODUCER_ID_BLOCK_PATH)[2], "broker 2 said nothing"
-    assert init_producer_id(pair, 2) == (COORDINATOR_LOAD_IN_PROGRESS, -1)
+    assert init_producer_id(pair, 2) == (ErrorCode.coordinator_load_in_progress, -1)
     code, pid = init_producer_id(pair, 1)  # its block was reserved before
     assert code == 0 and pid >= 0
     round_trip(pair, "good", b"served meanwhile")

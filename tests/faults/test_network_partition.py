@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kio.schema.errors import ErrorCode
 
 from odradek.client.wire import WireClient
 from odradek.records import builder
@@ -46,7 +47,6 @@ LAG_S = FAST_SETTINGS["replica.lag.time.max.ms"] / 1000
 # Acknowledgements still on their way when the cut begins (answers the leader sent just
 # before, a client thread yet to run its callback) are done well within this.
 IN_FLIGHT_S = 1.0
-NONE, NOT_ENOUGH_REPLICAS = 0, 19
 
 
 @pytest.fixture
@@ -194,7 +194,7 @@ def test_a_leader_cut_off_from_brokers_and_zookeeper_is_replaced_and_loses_nothi
     # The zombie, cut off but not told: it still answers clients and acknowledges nothing.
     zombie_error = _produce_directly(cluster, victim, 0, timeout_ms=2000)
     events["zombie answered"] = time.time()
-    assert zombie_error != NONE, (
+    assert zombie_error != ErrorCode.none, (
         f"broker {victim}, cut off from every other broker and from ZooKeeper (its session "
         f"expired, partition 0 led by {cluster.leader(TOPIC, 0)}), acknowledged an acks=all "
         f"produce to partition 0")
@@ -238,9 +238,9 @@ def test_a_leader_cut_off_from_the_other_brokers_only_acknowledges_nothing_below
     # A produce straight to it is refused, not appended: fewer in-sync replicas than 2.
     # (Its ISR in ZooKeeper may run a moment ahead of the one it acts on.)
     errors = _until(lambda: _produce_directly(cluster, victim, led[0], timeout_ms=2000),
-                    lambda error: error in (NONE, NOT_ENOUGH_REPLICAS), 10)
+                    lambda error: error in (ErrorCode.none, ErrorCode.not_enough_replicas), 10)
     events["refused"] = time.time()
-    assert errors[-1] == NOT_ENOUGH_REPLICAS, (
+    assert errors[-1] == ErrorCode.not_enough_replicas, (
         f"broker {victim}, alone in the ISR of {TOPIC}-{led[0]} with min.insync.replicas=2, "
         f"answered an acks=all produce with {errors}")
     time.sleep(3)  # the producers keep trying, and must keep failing

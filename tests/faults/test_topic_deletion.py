@@ -36,6 +36,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.index import load_request_schema
+from kio.schema.errors import ErrorCode
 
 from odradek.client.connection import Cluster as ClientCluster
 from odradek.protocol.messages import build
@@ -46,7 +47,7 @@ from tests.zookeeper import ZooKeeperServer
 
 pytestmark = pytest.mark.cluster
 
-DELETE_TOPICS, REQUEST_TIMED_OUT = 20, 7
+DELETE_TOPICS = 20
 NAMES = [f"churn-{i}" for i in range(4)]
 PARTITIONS = 2
 STEADY = "steady"
@@ -364,7 +365,7 @@ def test_a_deletion_the_controller_never_got_to_is_finished_by_the_next_one(
     # it to the frozen controller and time out on its own).
     asking = next(n for n in cluster.brokers if n != controller)
     assert delete_topics_at(cluster, asking, names, timeout_ms=2000) == {
-        name: REQUEST_TIMED_OUT for name in names}
+        name: ErrorCode.request_timed_out for name in names}
     assert sorted(deletions_pending(cluster)) == names
     nemesis.kill_and_restart(controller)  # SIGKILL ends it frozen
     cluster.wait_for(lambda: not deletions_pending(cluster)

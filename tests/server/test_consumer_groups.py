@@ -6,17 +6,14 @@ from __future__ import annotations
 
 import time
 
+from kio.schema.errors import ErrorCode
+
 from odradek.client.wire import WireClient
 from odradek.testing import running_broker
 
 from .test_groups import code, create_topic
 
 FAST = {"group.consumer.heartbeat.interval.ms": 200, "group.consumer.session.timeout.ms": 500}
-FENCED_MEMBER_EPOCH = 110
-STALE_MEMBER_EPOCH = 113
-UNKNOWN_MEMBER_ID = 25
-INVALID_REQUEST = 42
-GROUP_ID_NOT_FOUND = 69
 
 
 def heartbeat(c: WireClient, version: int, member: str, epoch: int, *, group: str = "g",
@@ -76,14 +73,14 @@ def test_two_members_share_partitions_revoking_before_assigning():
         assert sorted(m.member_id for m in g.members) == ["m1", "m2"]
         assert {tp.topic_name for m in g.members for tp in m.assignment.topic_partitions} == {
             "t"}
-        assert code(none.error_code) == GROUP_ID_NOT_FOUND
+        assert code(none.error_code) == ErrorCode.group_id_not_found
 
         listed = c.request(16, 5, {"states_filter": [], "types_filter": ["consumer"]})
         assert [(x.group_id, x.group_type, x.group_state) for x in listed.groups] == [
             ("g", "consumer", "Stable")]
         # DescribeGroups cannot describe it, as in Kafka.
         assert code(c.request(15, 6, {"groups": ["g"]}).groups[0].error_code) == (
-            GROUP_ID_NOT_FOUND)
+            ErrorCode.group_id_not_found)
 
         # Offsets: OffsetCommit v9 carries the member epoch; OffsetFetch v9 id and epoch.
         def commit(member: str, epoch: int) -> int:
@@ -95,8 +92,8 @@ def test_two_members_share_partitions_revoking_before_assigning():
             return code(answer.topics[0].partitions[0].error_code)
 
         assert commit("m1", 2) == 0
-        assert commit("m1", 1) == STALE_MEMBER_EPOCH
-        assert commit("m1", 3) == STALE_MEMBER_EPOCH  # a newer epoch too, as Kafka 4.4
+        assert commit("m1", 1) == ErrorCode.stale_member_epoch
+        assert commit("m1", 3) == ErrorCode.stale_member_epoch  # a newer epoch too, as Kafka 4.4
         fetched = c.request(9, 9, {"groups": [{
             "group_id": "g", "member_id": "m1", "member_epoch": 2,
             "topics": [{"name": "t", "partition_indexes": [kept[0]]}]}],
@@ -108,7 +105,7 @@ def test_two_members_share_partitions_revoking_before_assigning():
                                    "rebalance_timeout": 10_000, "member_id": "",
                                    "protocol_type": "consumer", "protocols": [
                                        {"name": "range", "metadata": b""}]})
-        assert code(joined.error_code) == GROUP_ID_NOT_FOUND
+        assert code(joined.error_code) == ErrorCode.group_id_not_found
 
         left = heartbeat(c, 1, "m1", -1)
         assert code(left.error_code) == 0 and left.member_epoch == -1
@@ -120,7 +117,7 @@ def test_v0_join_is_given_a_member_id_and_v1_must_bring_one():
         v0 = heartbeat(c, 0, "", 0, topics=["t"], owned=[])
         assert code(v0.error_code) == 0 and v0.member_id
         v1 = heartbeat(c, 1, "", 0, topics=["t"], owned=[])
-        assert code(v1.error_code) == INVALID_REQUEST and v1.error_message
+        assert code(v1.error_code) == ErrorCode.invalid_request and v1.error_message
 
 
 def test_a_silent_member_is_removed_when_its_session_ends():
@@ -129,7 +126,7 @@ def test_a_silent_member_is_removed_when_its_session_ends():
         heartbeat(c, 1, "quiet", 0, topics=["t"], owned=[])
         time.sleep(1.0)  # > group.consumer.session.timeout.ms (500 ms)
         gone = heartbeat(c, 1, "quiet", 1, owned=[])
-        assert code(gone.error_code) == UNKNOWN_MEMBER_ID
+        assert code(gone.error_code) == ErrorCode.unknown_member_id
 
 
 def test_members_carry_on_through_a_broker_restart(tmp_path):

@@ -26,6 +26,7 @@ from typing import Any
 import confluent_kafka
 import pytest
 from kio.index import load_request_schema
+from kio.schema.errors import ErrorCode
 
 from odradek.client.connection import BrokerConnection
 from odradek.client.wire import WireClient
@@ -43,13 +44,6 @@ from odradek.server.transactions import TxnRuntime
 from odradek.storage import LogManager
 from odradek.storage.log import wall_clock_ms
 from odradek.testing import RunningBroker, running_broker
-
-NOT_COORDINATOR = 16
-COORDINATOR_NOT_AVAILABLE = 15
-UNKNOWN_MEMBER_ID = 25
-TRANSACTIONAL_ID_NOT_FOUND = 105
-NOT_LEADER_OR_FOLLOWER = 6
-REQUEST_TIMED_OUT = 7
 
 
 def code(value: Any) -> int:
@@ -146,17 +140,17 @@ def test_a_resigned_offsets_partition_answers_not_coordinator_and_comes_back_fro
             on_broker(node, lambda: runtime.resign(moved_partition))
             assert not runtime.owns(moved_partition)
             # The client's group is no longer coordinated here; the other one is.
-            assert fetch_offsets(conn, moved, stays) == {moved: (NOT_COORDINATOR, None),
+            assert fetch_offsets(conn, moved, stays) == {moved: (ErrorCode.not_coordinator, None),
                                                          stays: (0, 3)}
             beat = raw(conn, 12, 4, {"group_id": moved, "generation_id": 1,
                                      "member_id": consumer.memberid() or "x",
                                      "group_instance_id": None})
-            assert code(beat.error_code) == NOT_COORDINATOR
-            assert commit_offset(conn, moved, 9) == NOT_COORDINATOR
+            assert code(beat.error_code) == ErrorCode.not_coordinator
+            assert commit_offset(conn, moved, 9) == ErrorCode.not_coordinator
             assert stays in listed_groups(conn) and moved not in listed_groups(conn)
             described = raw(conn, 15, 5, {"groups": [moved, stays],
                                           "include_authorized_operations": False}).groups
-            assert [code(d.error_code) for d in described] == [NOT_COORDINATOR, 0]
+            assert [code(d.error_code) for d in described] == [ErrorCode.not_coordinator, 0]
 
             on_broker(node, lambda: runtime.elect(moved_partition))
             # Loaded from the log: the committed offset, and the group with its member.
@@ -229,7 +223,7 @@ def test_a_join_parked_in_a_rebalance_is_answered_not_coordinator_when_its_parti
             waiter.join(10)
             assert not waiter.is_alive()
             assert time.monotonic() - started < 5
-            assert [code(a.error_code) for a in answers] == [NOT_COORDINATOR]
+            assert [code(a.error_code) for a in answers] == [ErrorCode.not_coordinator]
             # A group of another partition is served meanwhile.
             assert commit_offset(conn, other, 1) == 0
 
@@ -237,7 +231,7 @@ def test_a_join_parked_in_a_rebalance_is_answered_not_coordinator_when_its_parti
             # The group was never stored: the coordinator answers, and knows no member.
             beat = raw(conn, 12, 4, {"group_id": slow, "generation_id": 1,
                                      "member_id": "ghost", "group_instance_id": None})
-            assert code(beat.error_code) == UNKNOWN_MEMBER_ID
+            assert code(beat.error_code) == ErrorCode.unknown_member_id
         finally:
             waiter.join(10)
             joiner.close()
@@ -294,13 +288,13 @@ def test_a_resigned_transaction_state_partition_answers_not_coordinator_until_el
         assert add_partition(conn, tid, pid, epoch, 0) == 0
 
         on_broker(node, lambda: runtime.resign(tid_partition))
-        assert add_partition(conn, tid, pid, epoch, 1) == NOT_COORDINATOR
-        assert code(init_producer_id(conn, tid).error_code) == NOT_COORDINATOR
+        assert add_partition(conn, tid, pid, epoch, 1) == ErrorCode.not_coordinator
+        assert code(init_producer_id(conn, tid).error_code) == ErrorCode.not_coordinator
         end = raw(conn, 26, 3, {"transactional_id": tid, "producer_id": pid,
                                 "producer_epoch": epoch, "committed": True})
-        assert code(end.error_code) == NOT_COORDINATOR
-        assert describe_error(node, tid) == NOT_COORDINATOR
-        assert describe_error(node, other) == TRANSACTIONAL_ID_NOT_FOUND
+        assert code(end.error_code) == ErrorCode.not_coordinator
+        assert describe_error(node, tid) == ErrorCode.not_coordinator
+        assert describe_error(node, other) == ErrorCode.transactional_id_not_found
         # Another partition's transactional ids are served meanwhile.
         assert code(init_producer_id(conn, other).error_code) == 0
         listed = raw(conn, 66, 0, {"state_filters": [], "producer_id_filters": []})
@@ -457,13 +451,13 @@ def test_in_a_cluster_group_answers_wait_for_replication_and_errors_map_as_kafka
             assert groups.coordinators == {}
             with pytest.raises(CoordinatorUnavailable) as refused:
                 groups.coordinator_for("g")
-            assert refused.value.error_code == NOT_COORDINATOR
+            assert refused.value.error_code == ErrorCode.not_coordinator
             partition = groups.partition_for("g")
             groups.elect(partition)
             assert groups.owns(partition) and len(groups.coordinators) == 1
 
             answers = []
-            for code_ in (0, NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT):
+            for code_ in (0, ErrorCode.not_leader_or_follower, ErrorCode.request_timed_out):
                 call = asyncio.ensure_future(groups.call("g", commit_call("g", 5)))
                 await asyncio.sleep(0.01)
                 assert not call.done(), "answered before the commit was replicated"
@@ -478,7 +472,7 @@ def test_in_a_cluster_group_answers_wait_for_replication_and_errors_map_as_kafka
                     answers.append(exc.error_code)
             # Kafka's GroupMetadataManager: NOT_LEADER_OR_FOLLOWER -> NOT_COORDINATOR,
             # anything else -> COORDINATOR_NOT_AVAILABLE.
-            assert answers == [0, NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE]
+            assert answers == [0, ErrorCode.not_coordinator, ErrorCode.coordinator_not_available]
             # Every batch carries the partition's leader epoch.
             lg = fake.logs.get_log(OFFSETS_TOPIC, partition)
             assert {b.header.partition_leader_epoch for b in lg.read_batches(0)} == {7}
@@ -490,7 +484,7 @@ def test_in_a_cluster_group_answers_wait_for_replication_and_errors_map_as_kafka
             groups.resign(partition)
             with pytest.raises(CoordinatorUnavailable) as resigned:
                 await call
-            assert resigned.value.error_code == NOT_COORDINATOR
+            assert resigned.value.error_code == ErrorCode.not_coordinator
             await asyncio.sleep(0)
             assert not groups._tasks
 
@@ -522,10 +516,10 @@ def test_in_a_cluster_markers_go_through_the_cluster_once_their_decision_is_repl
             await asyncio.sleep(0.01)
             assert not end.done() and cluster.markers == []
             # Its replication fails: EndTxn is told to retry, still no marker...
-            cluster.replicate(REQUEST_TIMED_OUT)
+            cluster.replicate(ErrorCode.request_timed_out)
             with pytest.raises(CoordinatorUnavailable) as failed:
                 await end
-            assert failed.value.error_code == COORDINATOR_NOT_AVAILABLE
+            assert failed.value.error_code == ErrorCode.coordinator_not_available
             await asyncio.sleep(0.01)
             assert cluster.markers == []
             # ...until the record is replicated after all (asked again after a backoff).
@@ -614,10 +608,10 @@ def test_in_a_cluster_an_answer_from_state_not_yet_replicated_waits_for_it(fake)
             first = asyncio.ensure_future(add())
             await asyncio.sleep(0.01)
             [(_, _, end, _)] = cluster.waits
-            cluster.replicate(REQUEST_TIMED_OUT)
+            cluster.replicate(ErrorCode.request_timed_out)
             with pytest.raises(CoordinatorUnavailable) as failed:
                 await first
-            assert failed.value.error_code == COORDINATOR_NOT_AVAILABLE
+            assert failed.value.error_code == ErrorCode.coordinator_not_available
             retry = asyncio.ensure_future(add())
             await asyncio.sleep(0.01)
             assert not retry.done()

@@ -8,13 +8,12 @@ import threading
 from unittest import mock
 
 from confluent_kafka import Producer
+from kio.schema.errors import ErrorCode
 
 from odradek.client.wire import WireClient
 from odradek.records import builder
 
 from .test_produce_fetch import consume_all, create
-
-KAFKA_STORAGE_ERROR = 56
 
 
 def produce_body(topic: str, records: bytes) -> dict:
@@ -76,7 +75,7 @@ def test_a_failing_fsync_answers_kafka_storage_error_and_the_broker_carries_on(b
         with mock.patch("os.fdatasync", side_effect=OSError(5, "Input/output error")):
             response = client.request(0, 9, produce_body("flaky", builder.build_simple([b"x"])))
         part = response.responses[0].partition_responses[0]
-        assert part.error_code == KAFKA_STORAGE_ERROR
+        assert part.error_code == ErrorCode.kafka_storage_error
         assert "fsync" in part.error_message
         response = client.request(0, 9, produce_body("healthy", builder.build_simple([b"y"])))
         assert response.responses[0].partition_responses[0].error_code == 0

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from kio.index import load_response_schema
+from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
 
 from odradek.cluster.replica_selector import RACK_AWARE_SELECTOR
@@ -26,14 +27,11 @@ from odradek.protocol.fetch import FetchPartition, FetchRequestBody, FetchTopic
 from odradek.records.builder import build_simple, decode_batches
 from odradek.server.config import load_config
 from odradek.server.handlers import fetch
-from odradek.server.handlers.base import FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH
 from odradek.server.purgatory import FetchPurgatory
 from odradek.server.replica_manager import HostedPartition, ReplicaManager, Role
 from odradek.storage import Log
 from odradek.storage.log import FileRegion, wall_clock_ms
 
-NOT_LEADER_OR_FOLLOWER = 6
-OFFSET_OUT_OF_RANGE = 1
 EPOCH = 5
 LED, FOLLOWED, ELSEWHERE = ("led", 0), ("followed", 0), ("elsewhere", 0)
 
@@ -85,7 +83,7 @@ class FakeBroker:
         return part.log if part is not None else None
 
     def missing_partition_error(self, topic: str, partition: int) -> int:
-        return NOT_LEADER_OR_FOLLOWER if self.cluster.metadata.partition_exists(
+        return ErrorCode.not_leader_or_follower if self.cluster.metadata.partition_exists(
             topic, partition) else 3
 
     def host(self, tp: tuple[str, int], *, leader: bool, records: int, hw: int
@@ -161,25 +159,25 @@ def test_a_follower_serves_consumers_up_to_the_high_watermark_it_knows(broker) -
     assert (answer.error_code, answer.records) == (0, b"")
     # Past its log end (the consumer read further at the leader): out of range, and the
     # client goes back to the leader.
-    assert fetch_now(broker, request(FOLLOWED, 11)).error_code == OFFSET_OUT_OF_RANGE
+    assert fetch_now(broker, request(FOLLOWED, 11)).error_code == ErrorCode.offset_out_of_range
 
 
 def test_a_follower_checks_the_leader_epoch_it_knows(broker) -> None:
     assert fetch_now(broker, request(FOLLOWED, 0, epoch=EPOCH)).error_code == 0
     assert fetch_now(broker, request(FOLLOWED, 0, epoch=EPOCH - 1)).error_code == \
-        FENCED_LEADER_EPOCH
+        ErrorCode.fenced_leader_epoch
     assert fetch_now(broker, request(FOLLOWED, 0, epoch=EPOCH + 1)).error_code == \
-        UNKNOWN_LEADER_EPOCH
+        ErrorCode.unknown_leader_epoch
 
 
 def test_fetches_before_v11_and_partitions_not_replicated_here_are_refused(broker) -> None:
     # Fetch v10 carries no client metadata: leader only, as Kafka's fetchOnlyLeader says.
     assert fetch_now(broker, request(FOLLOWED, 0, version=10)).error_code == \
-        NOT_LEADER_OR_FOLLOWER
-    assert fetch_now(broker, request(ELSEWHERE, 0)).error_code == NOT_LEADER_OR_FOLLOWER
+        ErrorCode.not_leader_or_follower
+    assert fetch_now(broker, request(ELSEWHERE, 0)).error_code == ErrorCode.not_leader_or_follower
     # A replica with no role here (offline, or an old leadership) serves nobody.
     broker.cluster.replicas.partitions[FOLLOWED].role = Role.NONE
-    assert fetch_now(broker, request(FOLLOWED, 0)).error_code == NOT_LEADER_OR_FOLLOWER
+    assert fetch_now(broker, request(FOLLOWED, 0)).error_code == ErrorCode.not_leader_or_follower
 
 
 def test_a_waiting_consumer_on_a_follower_wakes_when_its_high_watermark_moves(broker) -> None:
@@ -235,7 +233,7 @@ def test_the_leader_serves_consumers_in_its_rack_without_one_or_with_nobody_elig
 def test_an_epoch_error_wins_over_a_preferred_replica(broker) -> None:
     caught_up(broker, 2)
     answer = fetch_now(broker, request(LED, 0, rack="rack-2", epoch=EPOCH - 1))
-    assert (answer.error_code, answer.preferred_read_replica) == (FENCED_LEADER_EPOCH, -1)
+    assert (answer.error_code, answer.preferred_read_replica) == (ErrorCode.fenced_leader_epoch, -1)
 
 
 def test_without_a_selector_the_leader_always_serves(tmp_path) -> None:
@@ -255,7 +253,6 @@ def test_with_acls_fetches_need_read_and_replication_needs_cluster_action(broker
     read; a super user passes both."""
     from odradek.server.authorizer import Authorizer
     from odradek.server.documents import FileDocument
-    from odradek.server.handlers.base import TOPIC_AUTHORIZATION_FAILED
     from odradek.server.session import Session
 
     broker.authorizer = Authorizer(load_config(environ={}, overrides={
@@ -270,6 +267,6 @@ def test_with_acls_fetches_need_read_and_replication_needs_cluster_action(broker
 
     for replica_id in (-1, 2):
         refused = fetch_now(broker, as_("User:alice", replica_id))
-        assert refused.error_code == TOPIC_AUTHORIZATION_FAILED and not refused.records
+        assert refused.error_code == ErrorCode.topic_authorization_failed and not refused.records
     served = fetch_now(broker, as_("User:broker", -1))
     assert (served.error_code, offsets(served)) == (0, list(range(10)))

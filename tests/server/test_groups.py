@@ -8,19 +8,13 @@ import threading
 import time
 
 import pytest
+from kio.schema.errors import ErrorCode
 
 from odradek.client.wire import WireClient
 from odradek.coordinator import OFFSETS_TOPIC, partition_for
 from odradek.testing import running_broker
 
 FAST = {"group.initial.rebalance.delay.ms": 0, "group.min.session.timeout.ms": 100}
-MEMBER_ID_REQUIRED = 79
-UNKNOWN_MEMBER_ID = 25
-NOT_COORDINATOR = 16
-INVALID_TOPIC_EXCEPTION = 17
-TOPIC_ALREADY_EXISTS = 36
-UNKNOWN_TOPIC_OR_PARTITION = 3
-NON_EMPTY_GROUP = 68
 
 
 def subscription(*topics: str) -> bytes:
@@ -52,7 +46,7 @@ def test_a_member_joins_syncs_commits_and_leaves_over_the_wire():
         create_topic(c, "t", 2)
         # JoinGroup v4+ (KIP-394): first an id, then the join with it.
         first = join(c, 5, "g")
-        assert code(first.error_code) == MEMBER_ID_REQUIRED and first.member_id
+        assert code(first.error_code) == ErrorCode.member_id_required and first.member_id
         joined = join(c, 5, "g", first.member_id)
         assert code(joined.error_code) == 0
         assert joined.leader == joined.member_id == first.member_id
@@ -76,7 +70,7 @@ def test_a_member_joins_syncs_commits_and_leaves_over_the_wire():
                 {"partition_index": 7, "committed_offset": 1, "committed_leader_epoch": -1,
                  "committed_metadata": None}]}]})
         errors = {p.partition_index: code(p.error_code) for p in committed.topics[0].partitions}
-        assert errors == {0: 0, 7: UNKNOWN_TOPIC_OR_PARTITION}
+        assert errors == {0: 0, 7: ErrorCode.unknown_topic_or_partition}
 
         # v8+: several groups per request; a group without offsets answers -1.
         fetched = c.request(9, 8, {"groups": [
@@ -100,12 +94,12 @@ def test_a_member_joins_syncs_commits_and_leaves_over_the_wire():
         listed = c.request(16, 4, {"states_filter": ["stable"]})
         assert [(x.group_id, x.group_state) for x in listed.groups] == [("g", "Stable")]
         assert code(c.request(42, 2, {"groups_names": ["g"]}).results[0].error_code) == (
-            NON_EMPTY_GROUP)
+            ErrorCode.non_empty_group)
 
         left = c.request(13, 1, {"group_id": "g", "member_id": member})
         assert code(left.error_code) == 0
         assert code(c.request(13, 1, {"group_id": "g", "member_id": member}).error_code) == (
-            UNKNOWN_MEMBER_ID)
+            ErrorCode.unknown_member_id)
         assert [x.group_state for x in c.request(16, 4, {}).groups] == ["Empty"]
         deleted = c.request(42, 1, {"groups_names": ["g"]})
         assert code(deleted.results[0].error_code) == 0
@@ -159,16 +153,16 @@ def test_clients_cannot_write_or_delete_the_offsets_topic():
             {"name": OFFSETS_TOPIC, "partition_data": [
                 {"index": 0, "records": build_simple([b"x"], keys=[b"k"])}]}]})
         assert code(produced.responses[0].partition_responses[0].error_code) == (
-            INVALID_TOPIC_EXCEPTION)
+            ErrorCode.invalid_topic_exception)
         deleted = c.request(20, 4, {"topic_names": [OFFSETS_TOPIC], "timeout": 5000})
-        assert code(deleted.responses[0].error_code) == INVALID_TOPIC_EXCEPTION
+        assert code(deleted.responses[0].error_code) == ErrorCode.invalid_topic_exception
         grown = c.request(37, 1, {"topics": [{"name": OFFSETS_TOPIC, "count": 8,
                                               "assignments": None}], "timeout": 5000,
                                   "validate_only": False})
-        assert code(grown.results[0].error_code) == INVALID_TOPIC_EXCEPTION
+        assert code(grown.results[0].error_code) == ErrorCode.invalid_topic_exception
         created = c.request(19, 5, {"topics": [{"name": OFFSETS_TOPIC, "num_partitions": 1,
                                                 "replication_factor": 1}], "timeout": 5000})
-        assert code(created.topics[0].error_code) == TOPIC_ALREADY_EXISTS
+        assert code(created.topics[0].error_code) == ErrorCode.topic_already_exists
         # Reading it is allowed (tools that inspect group state do).
         assert node.broker.get_log(OFFSETS_TOPIC, 0).log_end_offset == 0
 
@@ -196,7 +190,7 @@ def test_stopping_broker_answers_a_waiting_join_at_once():
     waiter.join(10)
     c.close()
     assert stopped_in < 5
-    assert [code(a.error_code) for a in answers] == [NOT_COORDINATOR]
+    assert [code(a.error_code) for a in answers] == [ErrorCode.not_coordinator]
 
 
 @pytest.mark.parametrize(("api", "low", "high"), [
@@ -247,7 +241,7 @@ def test_an_admin_removes_a_static_member_by_its_instance_id():
             {"member_id": "", "group_instance_id": "host-2"}]})
         assert code(left.error_code) == 0
         assert [(m.group_instance_id, code(m.error_code)) for m in left.members] == [
-            ("host-1", 0), ("host-2", UNKNOWN_MEMBER_ID)]
+            ("host-1", 0), ("host-2", ErrorCode.unknown_member_id)]
         [d] = c.request(15, 5, {"groups": ["static"]}).groups
         assert d.group_state == "Empty" and d.members == ()
 
@@ -272,7 +266,7 @@ def test_a_member_that_stops_heartbeating_is_removed_when_its_session_ends():
         assert state() == "Empty"
         beat = c.request(12, 3, {"group_id": "quiet", "generation_id": answer.generation_id,
                                  "member_id": answer.member_id})
-        assert code(beat.error_code) == UNKNOWN_MEMBER_ID
+        assert code(beat.error_code) == ErrorCode.unknown_member_id
 
 
 def test_a_failed_append_answers_coordinator_not_available(monkeypatch):

@@ -9,20 +9,13 @@ import struct
 import time
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from odradek.client.wire import WireClient
 from odradek.coordinator import TRANSACTION_STATE_TOPIC
 from odradek.records import builder
 from odradek.testing import running_broker
 
-INVALID_PRODUCER_EPOCH = 47
-INVALID_TXN_STATE = 48
-INVALID_PRODUCER_ID_MAPPING = 49
-INVALID_TRANSACTION_TIMEOUT = 50
-PRODUCER_FENCED = 90
-TRANSACTIONAL_ID_NOT_FOUND = 105
-UNKNOWN_TOPIC_OR_PARTITION = 3
-OPERATION_NOT_ATTEMPTED = 55
-UNSTABLE_OFFSET_COMMIT = 88
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 
 
@@ -235,13 +228,14 @@ def test_a_second_producer_with_the_same_id_fences_the_first_and_aborts_its_tran
             "one bump fences and aborts the open transaction, one is the new producer's")
         # The zombie can neither write nor end its transaction; v1 clients (before
         # KIP-588) hear INVALID_PRODUCER_EPOCH instead of PRODUCER_FENCED.
-        assert zombie.produce("t", 0, b"late").error_code == INVALID_PRODUCER_EPOCH
-        assert zombie.add("t", 0) == {0: PRODUCER_FENCED}
-        assert zombie.add("t", 0, version=1) == {0: INVALID_PRODUCER_EPOCH}
-        assert zombie.end(commit=True) == PRODUCER_FENCED
-        assert zombie.end(commit=True, version=1) == INVALID_PRODUCER_EPOCH
+        assert zombie.produce("t", 0, b"late").error_code == ErrorCode.invalid_producer_epoch
+        assert zombie.add("t", 0) == {0: ErrorCode.producer_fenced}
+        assert zombie.add("t", 0, version=1) == {0: ErrorCode.invalid_producer_epoch}
+        assert zombie.end(commit=True) == ErrorCode.producer_fenced
+        assert zombie.end(commit=True, version=1) == ErrorCode.invalid_producer_epoch
         # Nor can it bump its way back in (KIP-360's InitProducerId with its own epoch).
-        for version, expected in ((4, PRODUCER_FENCED), (3, INVALID_PRODUCER_EPOCH)):
+        for version, expected in ((4, ErrorCode.producer_fenced),
+                                  (3, ErrorCode.invalid_producer_epoch)):
             answer = c.request(22, version, {
                 "transactional_id": "worker", "transaction_timeout": 60_000,
                 "producer_id": zombie.pid, "producer_epoch": zombie.epoch})
@@ -262,7 +256,7 @@ def test_a_transactional_write_to_a_partition_not_in_the_transaction_is_refused(
         txn.add("t", 0)
         # Partition 1 was never added: accepting it would open a transaction that no
         # marker ends, holding read_committed readers forever.
-        assert txn.produce("t", 1, b"hanging").error_code == INVALID_TXN_STATE
+        assert txn.produce("t", 1, b"hanging").error_code == ErrorCode.invalid_txn_state
         assert fetch(c, "t", partition=1).last_stable_offset == 0
         assert txn.produce("t", 0, b"fine").error_code == 0
         assert txn.end(commit=True) == 0
@@ -278,16 +272,16 @@ def test_add_partitions_of_unknown_topics_adds_nothing():
                 {"name": "t", "partitions": [0]}, {"name": "nope", "partitions": [0]}]})
         errors = {(t.name, p.partition_index): code(p.partition_error_code)
                   for t in answer.results_by_topic_v3_and_below for p in t.results_by_partition}
-        assert errors == {("t", 0): OPERATION_NOT_ATTEMPTED,
-                          ("nope", 0): UNKNOWN_TOPIC_OR_PARTITION}
+        assert errors == {("t", 0): ErrorCode.operation_not_attempted,
+                          ("nope", 0): ErrorCode.unknown_topic_or_partition}
         assert list_states(c) == {("x", "Empty")}
         # Unknown producer ids and bad timeouts get Kafka's errors.
         stranger = _same(txn, c)
         stranger.pid += 99
-        assert stranger.add("t", 0) == {0: INVALID_PRODUCER_ID_MAPPING}
+        assert stranger.add("t", 0) == {0: ErrorCode.invalid_producer_id_mapping}
         bad = c.request(22, 4, {"transactional_id": "y", "transaction_timeout": 10**9,
                                 "producer_id": -1, "producer_epoch": -1})
-        assert code(bad.error_code) == INVALID_TRANSACTION_TIMEOUT
+        assert code(bad.error_code) == ErrorCode.invalid_transaction_timeout
 
 
 def test_a_transaction_older_than_its_timeout_is_aborted_and_its_producer_fenced():
@@ -305,7 +299,7 @@ def test_a_transaction_older_than_its_timeout_is_aborted_and_its_producer_fenced
         assert describe(c, "forgetful").producer_epoch == txn.epoch + 1
         part = fetch(c, "t")
         assert committed_view(part) == [] and part.last_stable_offset == 2
-        assert txn.end(commit=True) == PRODUCER_FENCED
+        assert txn.end(commit=True) == ErrorCode.producer_fenced
 
 
 def test_describe_and_list_transactions():
@@ -319,7 +313,7 @@ def test_describe_and_list_transactions():
             "Ongoing", busy.pid, busy.epoch)
         assert [(t.topic, sorted(t.partitions)) for t in d.topics] == [("t", [0, 1])]
         assert d.transaction_start_time is not None
-        assert describe_error(c, "nobody") == TRANSACTIONAL_ID_NOT_FOUND
+        assert describe_error(c, "nobody") == ErrorCode.transactional_id_not_found
         assert list_states(c) == {("busy", "Ongoing"), ("idle", "Empty")}
         ongoing = c.request(66, 0, {"state_filters": ["Ongoing", "Bogus"],
                                     "producer_id_filters": []})
@@ -340,8 +334,8 @@ def offset_fetch(c: WireClient, group: str, topic: str, *, stable: bool = False,
         answer = c.request(9, version, {"group_id": group, "require_stable": stable,
                                         "topics": wanted})
         part = answer.topics[0].partitions[0]
-    if code(part.error_code) == UNSTABLE_OFFSET_COMMIT:
-        return -UNSTABLE_OFFSET_COMMIT
+    if code(part.error_code) == ErrorCode.unstable_offset_commit:
+        return -ErrorCode.unstable_offset_commit
     assert code(part.error_code) == 0, part
     return part.committed_offset
 
@@ -367,7 +361,7 @@ def test_transactional_offsets_count_only_when_their_transaction_commits(tmp_pat
         create_topic(c, "in")
         txn = Txn(c, "pipe")
         # Without AddOffsetsToTxn the group's partition is not in the transaction.
-        assert txn_offset_commit(c, txn, "readers", "in", 5) == INVALID_TXN_STATE
+        assert txn_offset_commit(c, txn, "readers", "in", 5) == ErrorCode.invalid_txn_state
         assert add_offsets(c, txn, "readers") == 0
         assert txn_offset_commit(c, txn, "readers", "in", 5) == 0
         assert offset_fetch(c, "readers", "in") == -1, "pending until the commit"
@@ -399,7 +393,7 @@ def test_read_committed_consumers_asking_for_stable_offsets_wait_for_a_pending_o
         assert txn_offset_commit(c, txn, "readers", "in", 7) == 0
         for version in (7, 8):
             assert offset_fetch(c, "readers", "in", stable=True, version=version) == \
-                -UNSTABLE_OFFSET_COMMIT
+                -ErrorCode.unstable_offset_commit
             assert offset_fetch(c, "readers", "in", version=version) == -1
         assert txn.end(commit=True) == 0
         for version in (7, 8):
@@ -495,7 +489,7 @@ def test_describe_producers_shows_the_open_transaction_a_partition_waits_for():
         [producer] = p0.active_producers
         assert (producer.producer_id, producer.producer_epoch, producer.last_sequence,
                 producer.current_txn_start_offset) == (txn.pid, txn.epoch, 2, 0)
-        assert code(p7.error_code) == UNKNOWN_TOPIC_OR_PARTITION
+        assert code(p7.error_code) == ErrorCode.unknown_topic_or_partition
         assert txn.end(commit=True) == 0
         answer = c.request(61, 0, {"topics": [{"name": "t", "partition_indexes": [0]}]})
         [producer] = answer.topics[0].partitions[0].active_producers

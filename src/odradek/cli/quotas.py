@@ -26,7 +26,6 @@ from odradek.cli.tools import ToolError, _bootstrap, report_errors
 QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage")
 USER, CLIENT_ID = "user", "client-id"
 MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
-CLUSTER_AUTHORIZATION_FAILED = 31
 
 
 def add_quotas_command(subparsers: Any) -> None:
@@ -174,7 +173,7 @@ def _request(conn: Any, api_key: int, data: dict[str, Any]) -> Any:
 def _refusal(code: int, message: str | None, doing: str) -> ToolError:
     from kio.schema.errors import ErrorCode
 
-    if code == CLUSTER_AUTHORIZATION_FAILED:
+    if code == ErrorCode.cluster_authorization_failed:
         return ToolError(f"cannot {doing}: not authorized: the principal this client logs "
                          "in as needs DESCRIBE_CONFIGS (list) or ALTER_CONFIGS (set, remove) "
                          "on the cluster; see --command-config")

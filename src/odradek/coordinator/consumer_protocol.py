@@ -31,6 +31,8 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from odradek.coordinator import consumer_records as cr
 from odradek.coordinator import offsets_topic as ot
 from odradek.coordinator.consumer_group import (
@@ -50,16 +52,6 @@ from odradek.coordinator.consumer_group import (
 )
 from odradek.coordinator.group import Group
 from odradek.coordinator.results import (
-    FENCED_INSTANCE_ID,
-    FENCED_MEMBER_EPOCH,
-    GROUP_ID_NOT_FOUND,
-    INVALID_REGULAR_EXPRESSION,
-    INVALID_REQUEST,
-    NONE,
-    STALE_MEMBER_EPOCH,
-    UNKNOWN_MEMBER_ID,
-    UNRELEASED_INSTANCE_ID,
-    UNSUPPORTED_ASSIGNOR,
     ConsumerGroupDescription,
     ConsumerHeartbeatResult,
     ConsumerMemberDescription,
@@ -211,33 +203,33 @@ class ConsumerProtocol:
     ) -> None:
         """Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid."""
         if not group_id:
-            raise _HeartbeatError(INVALID_REQUEST, "GroupId can't be empty.")
+            raise _HeartbeatError(ErrorCode.invalid_request, "GroupId can't be empty.")
         if member_id_from_client and not member_id:
-            raise _HeartbeatError(INVALID_REQUEST, "MemberId can't be empty.")
+            raise _HeartbeatError(ErrorCode.invalid_request, "MemberId can't be empty.")
         if member_epoch == JOIN_GROUP_MEMBER_EPOCH:
             if rebalance_timeout_ms == -1:
-                raise _HeartbeatError(INVALID_REQUEST,
+                raise _HeartbeatError(ErrorCode.invalid_request,
                                       "RebalanceTimeoutMs must be provided in first request.")
             if owned:
-                raise _HeartbeatError(INVALID_REQUEST,
+                raise _HeartbeatError(ErrorCode.invalid_request,
                                       "TopicPartitions must be empty when (re-)joining.")
             if names is None and regex is None:
-                raise _HeartbeatError(INVALID_REQUEST, "SubscribedTopicNames or "
+                raise _HeartbeatError(ErrorCode.invalid_request, "SubscribedTopicNames or "
                                       "SubscribedTopicRegex must be set in first request.")
         elif member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             if instance_id is None:
-                raise _HeartbeatError(INVALID_REQUEST, "InstanceId can't be null.")
+                raise _HeartbeatError(ErrorCode.invalid_request, "InstanceId can't be null.")
         elif member_epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-            raise _HeartbeatError(INVALID_REQUEST, f"MemberEpoch is {member_epoch}, "
+            raise _HeartbeatError(ErrorCode.invalid_request, f"MemberEpoch is {member_epoch}, "
                                   "but must be greater than or equal to -2.")
         if member_epoch != JOIN_GROUP_MEMBER_EPOCH and not member_id:
-            raise _HeartbeatError(INVALID_REQUEST, "MemberId can't be empty.")
+            raise _HeartbeatError(ErrorCode.invalid_request, "MemberId can't be empty.")
         if assignor is not None and assignor not in self.consumer_assignors:
-            raise _HeartbeatError(UNSUPPORTED_ASSIGNOR,
+            raise _HeartbeatError(ErrorCode.unsupported_assignor,
                                   f"ServerAssignor {assignor} is not supported. Supported "
                                   f"assignors: {', '.join(self.consumer_assignors)}.")
         if regex is not None and not valid_regex(regex):
-            raise _HeartbeatError(INVALID_REGULAR_EXPRESSION,
+            raise _HeartbeatError(ErrorCode.invalid_regular_expression,
                                   f"SubscribedTopicRegex {regex} is not a valid regular "
                                   "expression.")
 
@@ -249,11 +241,11 @@ class ConsumerProtocol:
         if classic is not None and (classic.members or classic.protocol_type not in (
                 None, "consumer")):
             # Online upgrade of a live classic group is not served.
-            raise _HeartbeatError(GROUP_ID_NOT_FOUND,
+            raise _HeartbeatError(ErrorCode.group_id_not_found,
                                   f"Group {group_id} is not a consumer group.")
         if not create:
             # The group is gone (expired, or the broker restarted): the member rejoins.
-            raise _HeartbeatError(UNKNOWN_MEMBER_ID,
+            raise _HeartbeatError(ErrorCode.unknown_member_id,
                                   f"Group {group_id} has no member of that id.")
         group = ConsumerGroup(group_id, now_ms)
         if classic is not None:
@@ -278,13 +270,13 @@ class ConsumerProtocol:
         else:
             member = group.members.get(member_id)
             if member is None:
-                raise _HeartbeatError(UNKNOWN_MEMBER_ID,
+                raise _HeartbeatError(ErrorCode.unknown_member_id,
                                       f"Member {member_id} is not a member of group {group_id}.")
             if instance_id is not None and group.static_members.get(instance_id) != member_id:
-                raise _HeartbeatError(FENCED_INSTANCE_ID,
+                raise _HeartbeatError(ErrorCode.fenced_instance_id,
                                       f"Static member {instance_id} has another member id.")
             if member_epoch > member.member_epoch:
-                raise _HeartbeatError(FENCED_MEMBER_EPOCH, (
+                raise _HeartbeatError(ErrorCode.fenced_member_epoch, (
                     f"The consumer group member has a greater member epoch ({member_epoch}) "
                     f"than the one known by the group coordinator ({member.member_epoch}). "
                     "The member must abandon all its partitions and rejoin."))
@@ -292,7 +284,7 @@ class ConsumerProtocol:
                     member_epoch != member.previous_member_epoch
                     or not is_subset(owned, member.assigned)):
                 # The previous epoch with a subset of the assignment is a lost response.
-                raise _HeartbeatError(FENCED_MEMBER_EPOCH, (
+                raise _HeartbeatError(ErrorCode.fenced_member_epoch, (
                     f"The consumer group member has a smaller member epoch ({member_epoch}) "
                     f"than the one known by the group coordinator ({member.member_epoch}). "
                     "The member must abandon all its partitions and rejoin."))
@@ -333,7 +325,7 @@ class ConsumerProtocol:
         if full or changed:
             assignment = {t: sorted(ps) for t, ps in member.assigned.items()}
         return ConsumerHeartbeatResult(
-            NONE, None, member.member_id, member.member_epoch,
+            ErrorCode.none, None, member.member_id, member.member_epoch,
             self.heartbeat_interval_ms(group_id), assignment)
 
     def _joining_member(self, group: ConsumerGroup, member_id: str, instance_id: str | None
@@ -346,7 +338,7 @@ class ConsumerProtocol:
             if current_id is not None and current_id != member_id:
                 current = group.members[current_id]
                 if current.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-                    raise _HeartbeatError(UNRELEASED_INSTANCE_ID, (
+                    raise _HeartbeatError(ErrorCode.unreleased_instance_id, (
                         f"Static member {current_id} with instance id {instance_id} is "
                         "present in the consumer group."))
                 # KIP-345 under KIP-848: the restarted instance takes the place of the
@@ -374,18 +366,18 @@ class ConsumerProtocol:
                         instance_id: str | None, now_ms: int) -> ConsumerHeartbeatResult:
         group = self.consumer_groups.get(group_id)
         if group is None:
-            raise _HeartbeatError(GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+            raise _HeartbeatError(ErrorCode.group_id_not_found, f"Group {group_id} not found.")
         if instance_id is not None:
             current = group.static_members.get(instance_id)
             if current is None:
-                raise _HeartbeatError(UNKNOWN_MEMBER_ID,
+                raise _HeartbeatError(ErrorCode.unknown_member_id,
                                       f"Instance id {instance_id} is unknown.")
             if current != member_id:
-                raise _HeartbeatError(FENCED_INSTANCE_ID,
+                raise _HeartbeatError(ErrorCode.fenced_instance_id,
                                       f"Static member {instance_id} has another member id.")
         member = group.members.get(member_id)
         if member is None:
-            raise _HeartbeatError(UNKNOWN_MEMBER_ID,
+            raise _HeartbeatError(ErrorCode.unknown_member_id,
                                   f"Member {member_id} is not a member of group {group_id}.")
         if member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             # A static member leaving for now keeps its place and assignment until its
@@ -397,7 +389,7 @@ class ConsumerProtocol:
         else:
             log.info("Member %s left group %s", member_id, group_id)
             self._remove_consumer_member(group, member, now_ms)
-        return ConsumerHeartbeatResult(NONE, None, member_id, member_epoch, 0)
+        return ConsumerHeartbeatResult(ErrorCode.none, None, member_id, member_epoch, 0)
 
     def _remove_consumer_member(self, group: ConsumerGroup, member: ConsumerMember,
                                 now_ms: int) -> None:
@@ -640,10 +632,10 @@ class ConsumerProtocol:
                                         member_epoch: int) -> int | None:
         member = group.members.get(member_id or "")
         if member is None:
-            return UNKNOWN_MEMBER_ID
+            return ErrorCode.unknown_member_id
         # Newer or older, Kafka 4.4 answers STALE_MEMBER_EPOCH (4.0 fenced a newer one).
         if member_epoch != member.member_epoch:
-            return STALE_MEMBER_EPOCH
+            return ErrorCode.stale_member_epoch
         return None
 
     # --- ConsumerGroupDescribe -------------------------------------------------------
@@ -663,10 +655,11 @@ class ConsumerProtocol:
             if group is None:
                 message = (f"Group {group_id} is not a consumer group."
                            if group_id in self.groups else f"Group {group_id} not found.")
-                out.append(ConsumerGroupDescription(GROUP_ID_NOT_FOUND, group_id, message))
+                out.append(ConsumerGroupDescription(ErrorCode.group_id_not_found, group_id,
+                                                    message))
                 continue
             out.append(ConsumerGroupDescription(
-                NONE, group_id, None, group.state.value, group.group_epoch,
+                ErrorCode.none, group_id, None, group.state.value, group.group_epoch,
                 group.assignment_epoch, group.assignor_name or self.consumer_assignors[0],
                 [ConsumerMemberDescription(
                     m.member_id, m.instance_id, m.rack_id, m.member_epoch, m.client_id,

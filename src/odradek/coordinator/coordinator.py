@@ -37,6 +37,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from odradek.coordinator import offsets_topic as ot
 from odradek.coordinator.consumer_group import (
     DEFAULT_ASSIGNORS,
@@ -58,23 +60,8 @@ from odradek.coordinator.group import (
     Waiting,
 )
 from odradek.coordinator.results import (
-    FENCED_INSTANCE_ID,
-    GROUP_ID_NOT_FOUND,
-    GROUP_MAX_SIZE_REACHED,
-    GROUP_SUBSCRIBED_TO_TOPIC,
-    ILLEGAL_GENERATION,
-    INCONSISTENT_GROUP_PROTOCOL,
-    INVALID_GROUP_ID,
-    INVALID_SESSION_TIMEOUT,
-    MEMBER_ID_REQUIRED,
     NO_OFFSET,
-    NON_EMPTY_GROUP,
-    NONE,
-    OFFSET_METADATA_TOO_LARGE,
-    REBALANCE_IN_PROGRESS,
     UNKNOWN_MEMBER,
-    UNKNOWN_MEMBER_ID,
-    UNSTABLE_OFFSET_COMMIT,
     DeletedGroup,
     DeleteGroupsResult,
     Effects,
@@ -225,10 +212,10 @@ class GroupCoordinator(ConsumerProtocol):
         The answer usually comes later, when the join phase completes."""
         fx = self._effects(now_ms)
         if not group_id:
-            fx.respond(token, JoinResult(INVALID_GROUP_ID, member_id=member_id))
+            fx.respond(token, JoinResult(ErrorCode.invalid_group_id, member_id=member_id))
             return fx
         if not self.min_session_timeout_ms <= session_timeout_ms <= self.max_session_timeout_ms:
-            fx.respond(token, JoinResult(INVALID_SESSION_TIMEOUT, member_id=member_id))
+            fx.respond(token, JoinResult(ErrorCode.invalid_session_timeout, member_id=member_id))
             return fx
         req = _Join(
             group_instance_id, client_id, client_host, session_timeout_ms, rebalance_timeout_ms,
@@ -241,7 +228,7 @@ class GroupCoordinator(ConsumerProtocol):
                 # A live KIP-848 group: classic members cannot join it (no online
                 # migration here). Kafka 3.7, which has none either: "Group X is not a
                 # classic group", GROUP_ID_NOT_FOUND.
-                fx.respond(token, JoinResult(GROUP_ID_NOT_FOUND, member_id=member_id))
+                fx.respond(token, JoinResult(ErrorCode.group_id_not_found, member_id=member_id))
                 return fx
             # An empty consumer group becomes a classic one, offsets and all (as Kafka).
             del self.consumer_groups[group_id]
@@ -252,13 +239,14 @@ class GroupCoordinator(ConsumerProtocol):
         if group is None:
             if member_id != UNKNOWN_MEMBER:
                 # A member id for a group we do not know: the member must start over.
-                fx.respond(token, JoinResult(UNKNOWN_MEMBER_ID, member_id=member_id))
+                fx.respond(token, JoinResult(ErrorCode.unknown_member_id, member_id=member_id))
                 return fx
             group = self.groups[group_id] = Group(group_id, now_ms)
 
         if not self._accept_joining_member(group, member_id):
             self._drop_member(group, member_id, fx)
-            fx.respond(token, JoinResult(GROUP_MAX_SIZE_REACHED, member_id=UNKNOWN_MEMBER))
+            fx.respond(token, JoinResult(ErrorCode.group_max_size_reached,
+                                         member_id=UNKNOWN_MEMBER))
         elif member_id == UNKNOWN_MEMBER:
             self._new_member_join(group, req, require_known_member_id, now_ms, fx)
         else:
@@ -284,7 +272,7 @@ class GroupCoordinator(ConsumerProtocol):
         self, group: Group, req: _Join, require_known_member_id: bool, now_ms: int, fx: Effects
     ) -> None:
         if not group.supports_protocols(req.protocol_type, req.protocols):
-            fx.respond(req.token, JoinResult(INCONSISTENT_GROUP_PROTOCOL))
+            fx.respond(req.token, JoinResult(ErrorCode.inconsistent_group_protocol))
             return
         prefix = req.client_id if req.group_instance_id is None else req.group_instance_id
         new_id = f"{prefix}-{self._new_uuid()}"
@@ -299,7 +287,7 @@ class GroupCoordinator(ConsumerProtocol):
             # client that times out and retries does not leave a ghost member behind.
             deadline = group.pending_members[new_id] = now_ms + req.session_timeout_ms
             self._schedule(deadline, _PENDING, group, new_id)
-            fx.respond(req.token, JoinResult(MEMBER_ID_REQUIRED, member_id=new_id))
+            fx.respond(req.token, JoinResult(ErrorCode.member_id_required, member_id=new_id))
         else:
             self._add_member_and_rebalance(group, new_id, req, now_ms, fx)
 
@@ -308,12 +296,13 @@ class GroupCoordinator(ConsumerProtocol):
     ) -> None:
         token = req.token
         if not group.supports_protocols(req.protocol_type, req.protocols):
-            fx.respond(token, JoinResult(INCONSISTENT_GROUP_PROTOCOL, member_id=member_id))
+            fx.respond(token, JoinResult(ErrorCode.inconsistent_group_protocol,
+                                         member_id=member_id))
             return
         if member_id in group.pending_members:
             if req.group_instance_id is not None:
                 # Static members never get MEMBER_ID_REQUIRED: not a member id we gave it.
-                fx.respond(token, JoinResult(UNKNOWN_MEMBER_ID, member_id=member_id))
+                fx.respond(token, JoinResult(ErrorCode.unknown_member_id, member_id=member_id))
             else:
                 self._add_member_and_rebalance(group, member_id, req, now_ms, fx)
             return
@@ -343,7 +332,7 @@ class GroupCoordinator(ConsumerProtocol):
             else:
                 fx.respond(token, self._join_result(group, member, with_members=False))
         else:
-            fx.respond(token, JoinResult(UNKNOWN_MEMBER_ID, member_id=member_id))
+            fx.respond(token, JoinResult(ErrorCode.unknown_member_id, member_id=member_id))
 
     def _add_member_and_rebalance(
         self, group: Group, member_id: str, req: _Join, now_ms: int, fx: Effects
@@ -383,10 +372,11 @@ class GroupCoordinator(ConsumerProtocol):
         current_leader = group.leader_id
         member = group.members[old_id]
         if member.join is not None:
-            fx.respond(member.join.token, JoinResult(FENCED_INSTANCE_ID, member_id=old_id))
+            fx.respond(member.join.token,
+                       JoinResult(ErrorCode.fenced_instance_id, member_id=old_id))
             member.join = None
         if member.sync is not None:
-            fx.respond(member.sync.token, SyncResult(FENCED_INSTANCE_ID))
+            fx.respond(member.sync.token, SyncResult(ErrorCode.fenced_instance_id))
             member.sync = None
         group.replace_static_member(instance, old_id, new_id)
         self._set_heartbeat(group, member, now_ms + member.session_timeout_ms)
@@ -432,7 +422,7 @@ class GroupCoordinator(ConsumerProtocol):
 
     def _park_join(self, member: Member, token: Any, fx: Effects) -> None:
         if member.join is not None:
-            superseded = JoinResult(REBALANCE_IN_PROGRESS, member_id=member.member_id)
+            superseded = JoinResult(ErrorCode.rebalance_in_progress, member_id=member.member_id)
             fx.respond(member.join.token, superseded)
         member.join = Waiting(token)
 
@@ -445,7 +435,7 @@ class GroupCoordinator(ConsumerProtocol):
                 for m in group.members.values()
             ]
         return JoinResult(
-            NONE,
+            ErrorCode.none,
             generation_id=group.generation_id,
             protocol_type=group.protocol_type,
             protocol_name=group.protocol_name,
@@ -463,7 +453,8 @@ class GroupCoordinator(ConsumerProtocol):
     def _prepare_rebalance(self, group: Group, now_ms: int, fx: Effects, why: str) -> None:
         if group.is_(GroupState.COMPLETING_REBALANCE):
             # Members waiting for the assignment of a generation that will not be: rejoin.
-            self._propagate_assignment(group, REBALANCE_IN_PROGRESS, now_ms, fx, reset=True)
+            self._propagate_assignment(group, ErrorCode.rebalance_in_progress, now_ms, fx,
+                                       reset=True)
         group.pending_sync.clear()
         group.sync_deadline = None
         if group.is_(GroupState.EMPTY):
@@ -560,10 +551,11 @@ class GroupCoordinator(ConsumerProtocol):
             return None
         if member.join is not None:
             # UNKNOWN_MEMBER_ID makes a still-alive client join again from scratch.
-            fx.respond(member.join.token, JoinResult(UNKNOWN_MEMBER_ID, member_id=UNKNOWN_MEMBER))
+            fx.respond(member.join.token,
+                       JoinResult(ErrorCode.unknown_member_id, member_id=UNKNOWN_MEMBER))
             member.join = None
         if member.sync is not None:
-            fx.respond(member.sync.token, SyncResult(UNKNOWN_MEMBER_ID))
+            fx.respond(member.sync.token, SyncResult(ErrorCode.unknown_member_id))
             member.sync = None
         member.heartbeat_deadline = None
         return member
@@ -597,30 +589,30 @@ class GroupCoordinator(ConsumerProtocol):
         followers that come first are parked until then."""
         fx = self._effects(now_ms)
         if not group_id:
-            fx.respond(token, SyncResult(INVALID_GROUP_ID))
+            fx.respond(token, SyncResult(ErrorCode.invalid_group_id))
             return fx
         group = self.groups.get(group_id)
         if group is None:
-            fx.respond(token, SyncResult(UNKNOWN_MEMBER_ID))
+            fx.respond(token, SyncResult(ErrorCode.unknown_member_id))
             return fx
         error = self._validate_member(group, member_id, group_instance_id)
         if error is None and generation_id != group.generation_id:
-            error = ILLEGAL_GENERATION
+            error = ErrorCode.illegal_generation
         if error is None and (
             (protocol_type is not None and protocol_type != group.protocol_type)
             or (protocol_name is not None and protocol_name != group.protocol_name)
         ):
-            error = INCONSISTENT_GROUP_PROTOCOL
+            error = ErrorCode.inconsistent_group_protocol
         if error is not None:
             fx.respond(token, SyncResult(error))
         elif group.is_(GroupState.EMPTY):
-            fx.respond(token, SyncResult(UNKNOWN_MEMBER_ID))
+            fx.respond(token, SyncResult(ErrorCode.unknown_member_id))
         elif group.is_(GroupState.PREPARING_REBALANCE):
-            fx.respond(token, SyncResult(REBALANCE_IN_PROGRESS))
+            fx.respond(token, SyncResult(ErrorCode.rebalance_in_progress))
         elif group.is_(GroupState.COMPLETING_REBALANCE):
             member = group.members[member_id]
             if member.sync is not None:
-                fx.respond(member.sync.token, SyncResult(REBALANCE_IN_PROGRESS))
+                fx.respond(member.sync.token, SyncResult(ErrorCode.rebalance_in_progress))
             member.sync = Waiting(token)
             self._synced(group, member_id)
             if group.is_leader(member_id):
@@ -636,14 +628,15 @@ class GroupCoordinator(ConsumerProtocol):
                 fx.records.append(self._group_record(group, assignment))
                 for m in group.members.values():
                     m.assignment = assignment[m.member_id]
-                self._propagate_assignment(group, NONE, now_ms, fx)
+                self._propagate_assignment(group, ErrorCode.none, now_ms, fx)
                 group.transition(GroupState.STABLE, now_ms)
         else:  # Stable: a late follower, or a retry; the assignment is known.
             member = group.members[member_id]
             self._synced(group, member_id)
             fx.respond(
                 token,
-                SyncResult(NONE, group.protocol_type, group.protocol_name, member.assignment),
+                SyncResult(ErrorCode.none, group.protocol_type, group.protocol_name,
+                           member.assignment),
             )
             self._set_heartbeat(group, member, now_ms + member.session_timeout_ms)
         return fx
@@ -662,8 +655,9 @@ class GroupCoordinator(ConsumerProtocol):
             if member.sync is None:
                 continue
             result = (
-                SyncResult(NONE, group.protocol_type, group.protocol_name, member.assignment)
-                if error == NONE
+                SyncResult(ErrorCode.none, group.protocol_type, group.protocol_name,
+                           member.assignment)
+                if error == ErrorCode.none
                 else SyncResult(error)
             )
             fx.respond(member.sync.token, result)
@@ -701,21 +695,23 @@ class GroupCoordinator(ConsumerProtocol):
         now_ms: int,
     ) -> int:
         if not group_id:
-            return INVALID_GROUP_ID
+            return ErrorCode.invalid_group_id
         group = self.groups.get(group_id)
         if group is None:
-            return UNKNOWN_MEMBER_ID
+            return ErrorCode.unknown_member_id
         error = self._validate_member(group, member_id, group_instance_id)
         if error is not None:
             return error
         if generation_id != group.generation_id:
-            return ILLEGAL_GENERATION
+            return ErrorCode.illegal_generation
         if group.is_(GroupState.EMPTY):
-            return UNKNOWN_MEMBER_ID
+            return ErrorCode.unknown_member_id
         member = group.members[member_id]
         self._set_heartbeat(group, member, now_ms + member.session_timeout_ms)
         # During a join phase the heartbeat answer is how members learn to rejoin.
-        return REBALANCE_IN_PROGRESS if group.is_(GroupState.PREPARING_REBALANCE) else NONE
+        if group.is_(GroupState.PREPARING_REBALANCE):
+            return ErrorCode.rebalance_in_progress
+        return ErrorCode.none
 
     def leave(
         self,
@@ -731,14 +727,14 @@ class GroupCoordinator(ConsumerProtocol):
         fx = self._effects(now_ms)
         identities = [MemberIdentity(*m) for m in members]
         if not group_id:
-            fx.respond(token, LeaveResult(INVALID_GROUP_ID))
+            fx.respond(token, LeaveResult(ErrorCode.invalid_group_id))
             return fx
         group = self.groups.get(group_id)
         if group is None:
             fx.respond(
                 token,
-                LeaveResult(NONE, [
-                    LeaveMemberResult(m.member_id, m.group_instance_id, UNKNOWN_MEMBER_ID)
+                LeaveResult(ErrorCode.none, [
+                    LeaveMemberResult(m.member_id, m.group_instance_id, ErrorCode.unknown_member_id)
                     for m in identities
                 ]),
             )
@@ -754,26 +750,26 @@ class GroupCoordinator(ConsumerProtocol):
                     else None
                 )
                 if target is None:
-                    error = UNKNOWN_MEMBER_ID
+                    error = ErrorCode.unknown_member_id
                 else:
                     self._remove_member_and_update_group(
                         group, group.members[target], now_ms, fx, why
                     )
-                    error = NONE
+                    error = ErrorCode.none
             elif ident.member_id in group.pending_members:
                 del group.pending_members[ident.member_id]
                 if group.is_(GroupState.PREPARING_REBALANCE):
                     self._try_complete_join(group, now_ms, fx)
-                error = NONE
+                error = ErrorCode.none
             else:
                 error = self._validate_member(group, ident.member_id, ident.group_instance_id)
                 if error is None:
                     self._remove_member_and_update_group(
                         group, group.members[ident.member_id], now_ms, fx, why
                     )
-                    error = NONE
+                    error = ErrorCode.none
             results.append(LeaveMemberResult(ident.member_id, ident.group_instance_id, error))
-        fx.respond(token, LeaveResult(NONE, results))
+        fx.respond(token, LeaveResult(ErrorCode.none, results))
         return fx
 
     def _validate_member(
@@ -783,10 +779,10 @@ class GroupCoordinator(ConsumerProtocol):
         if group_instance_id is not None:
             current = group.current_static_member(group_instance_id)
             if current is None:
-                return UNKNOWN_MEMBER_ID
+                return ErrorCode.unknown_member_id
             if current != member_id:
-                return FENCED_INSTANCE_ID
-        return None if group.has(member_id) else UNKNOWN_MEMBER_ID
+                return ErrorCode.fenced_instance_id
+        return None if group.has(member_id) else ErrorCode.unknown_member_id
 
     # --- offsets ---------------------------------------------------------------------
 
@@ -827,13 +823,14 @@ class GroupCoordinator(ConsumerProtocol):
             if generation_id >= 0:
                 # A commit from a generation of a group we do not know: reject.
                 fx.respond(token, self._commit_error(
-                    parts, GROUP_ID_NOT_FOUND if group_not_found else ILLEGAL_GENERATION))
+                    parts, ErrorCode.group_id_not_found if group_not_found
+                    else ErrorCode.illegal_generation))
                 return fx
             group = self.groups[group_id] = Group(group_id, now_ms)
         error = self._validate_offset_commit(group, member_id, generation_id, group_instance_id)
         if error is None and group.is_(GroupState.COMPLETING_REBALANCE):
             # The member has the new generation but not yet its assignment.
-            error = REBALANCE_IN_PROGRESS
+            error = ErrorCode.rebalance_in_progress
         if error is not None:
             fx.respond(token, self._commit_error(parts, error))
             return fx
@@ -860,13 +857,14 @@ class GroupCoordinator(ConsumerProtocol):
             metadata = p.metadata or ""
             # Kafka compares Java's String.length(): UTF-16 code units.
             if len(metadata.encode("utf-16-le")) // 2 > self.offset_metadata_max_bytes:
-                results.append(PartitionResult(p.topic, p.partition, OFFSET_METADATA_TOO_LARGE))
+                results.append(PartitionResult(p.topic, p.partition,
+                                               ErrorCode.offset_metadata_too_large))
                 continue
             committed = CommittedOffset(p.offset, p.leader_epoch, metadata, now_ms, expire)
             offsets[(p.topic, p.partition)] = committed
             self._note_commit(group_id, p.topic, p.partition, producer_id)
             fx.records.append(self._offset_record(group_id, p.topic, p.partition, committed))
-            results.append(PartitionResult(p.topic, p.partition, NONE))
+            results.append(PartitionResult(p.topic, p.partition, ErrorCode.none))
         return results
 
     @staticmethod
@@ -881,10 +879,10 @@ class GroupCoordinator(ConsumerProtocol):
         if generation_id >= 0 or member_id != UNKNOWN_MEMBER or group_instance_id is not None:
             error = self._validate_member(group, member_id, group_instance_id)
             if error is None and generation_id != group.generation_id:
-                error = ILLEGAL_GENERATION
+                error = ErrorCode.illegal_generation
             return error
         # Once the group has members, only they may commit.
-        return None if group.is_(GroupState.EMPTY) else UNKNOWN_MEMBER_ID
+        return None if group.is_(GroupState.EMPTY) else ErrorCode.unknown_member_id
 
     # --- transactional offsets (TxnOffsetCommit, KIP-98) -----------------------------
 
@@ -916,20 +914,21 @@ class GroupCoordinator(ConsumerProtocol):
         error: int | None = None
         if cg is not None:
             if member_id != UNKNOWN_MEMBER and member_id not in cg.members:
-                error = UNKNOWN_MEMBER_ID
+                error = ErrorCode.unknown_member_id
             elif generation_id >= 0 and member_id in cg.members and (
                     generation_id != cg.members[member_id].member_epoch):
-                error = ILLEGAL_GENERATION
+                error = ErrorCode.illegal_generation
         elif group is not None:
             if group_instance_id is not None and group.static_members.get(
                     group_instance_id, member_id) != member_id:
-                error = FENCED_INSTANCE_ID
+                error = ErrorCode.fenced_instance_id
             elif member_id != UNKNOWN_MEMBER and not group.has(member_id):
-                error = UNKNOWN_MEMBER_ID
+                error = ErrorCode.unknown_member_id
             elif generation_id >= 0 and generation_id != group.generation_id:
-                error = ILLEGAL_GENERATION
+                error = ErrorCode.illegal_generation
         elif member_id != UNKNOWN_MEMBER or generation_id >= 0:
-            error = UNKNOWN_MEMBER_ID if member_id != UNKNOWN_MEMBER else ILLEGAL_GENERATION
+            error = (ErrorCode.unknown_member_id if member_id != UNKNOWN_MEMBER
+                     else ErrorCode.illegal_generation)
         if error is not None:
             fx.respond(token, self._commit_error(parts, error))
             return fx
@@ -1044,7 +1043,7 @@ class GroupCoordinator(ConsumerProtocol):
             committed = offsets.get((topic, partition))
             if require_stable and self.has_pending_txn_offsets(group_id, topic, partition):
                 result.append(FetchedOffset(topic, partition, NO_OFFSET, -1, "",
-                                            UNSTABLE_OFFSET_COMMIT))
+                                            ErrorCode.unstable_offset_commit))
             elif committed is None:
                 result.append(FetchedOffset(topic, partition, NO_OFFSET, -1, ""))
             else:
@@ -1054,7 +1053,7 @@ class GroupCoordinator(ConsumerProtocol):
                         committed.metadata,
                     )
                 )
-        return OffsetFetchResult(NONE, result)
+        return OffsetFetchResult(ErrorCode.none, result)
 
     def delete_offsets(
         self,
@@ -1070,39 +1069,40 @@ class GroupCoordinator(ConsumerProtocol):
         wanted = [(topic, partition) for topic, partition in partitions]
         group = self.groups.get(group_id) if group_id else None
         if not group_id:
-            fx.respond(token, OffsetDeleteResult(INVALID_GROUP_ID))
+            fx.respond(token, OffsetDeleteResult(ErrorCode.invalid_group_id))
             return fx
         cg = self.consumer_groups.get(group_id)
         if cg is not None:
             results = [
-                PartitionResult(t, p, GROUP_SUBSCRIBED_TO_TOPIC if cg.is_subscribed_to(t)
-                                else NONE)
+                PartitionResult(t, p, ErrorCode.group_subscribed_to_topic if cg.is_subscribed_to(t)
+                                else ErrorCode.none)
                 for t, p in wanted
             ]
             self._remove_consumer_offsets(
-                cg, [(r.topic, r.partition) for r in results if r.error_code == NONE],
+                cg, [(r.topic, r.partition) for r in results if r.error_code == ErrorCode.none],
                 now_ms, fx)
-            fx.respond(token, OffsetDeleteResult(NONE, results))
+            fx.respond(token, OffsetDeleteResult(ErrorCode.none, results))
             return fx
         if group is None:
-            fx.respond(token, OffsetDeleteResult(GROUP_ID_NOT_FOUND))
+            fx.respond(token, OffsetDeleteResult(ErrorCode.group_id_not_found))
             return fx
         if group.is_(GroupState.EMPTY):
-            results = [PartitionResult(t, p, NONE) for t, p in wanted]
+            results = [PartitionResult(t, p, ErrorCode.none) for t, p in wanted]
         elif group.is_consumer_group:
             # Deleting the offsets of a topic the members consume would rewind them.
             results = [
                 PartitionResult(
-                    t, p, GROUP_SUBSCRIBED_TO_TOPIC if group.is_subscribed_to(t) else NONE
+                    t, p, ErrorCode.group_subscribed_to_topic if group.is_subscribed_to(t)
+                    else ErrorCode.none
                 )
                 for t, p in wanted
             ]
         else:
-            fx.respond(token, OffsetDeleteResult(NON_EMPTY_GROUP))
+            fx.respond(token, OffsetDeleteResult(ErrorCode.non_empty_group))
             return fx
-        eligible = [(r.topic, r.partition) for r in results if r.error_code == NONE]
+        eligible = [(r.topic, r.partition) for r in results if r.error_code == ErrorCode.none]
         self._remove_offsets(group, eligible, now_ms, fx)
-        fx.respond(token, OffsetDeleteResult(NONE, results))
+        fx.respond(token, OffsetDeleteResult(ErrorCode.none, results))
         return fx
 
     def _remove_offsets(
@@ -1201,19 +1201,19 @@ class GroupCoordinator(ConsumerProtocol):
             cg = self.consumer_groups.get(group_id)
             if cg is not None:
                 if cg.members:
-                    results.append(DeletedGroup(group_id, NON_EMPTY_GROUP))
+                    results.append(DeletedGroup(group_id, ErrorCode.non_empty_group))
                 else:
                     self._remove_consumer_offsets(cg, list(cg.offsets), now_ms, fx)
                     self.consumer_groups.pop(group_id, None)
-                    results.append(DeletedGroup(group_id, NONE))
+                    results.append(DeletedGroup(group_id, ErrorCode.none))
             elif group is None:
-                results.append(DeletedGroup(group_id, GROUP_ID_NOT_FOUND))
+                results.append(DeletedGroup(group_id, ErrorCode.group_id_not_found))
             elif group.is_(GroupState.EMPTY):
                 group.transition(GroupState.DEAD, now_ms)
                 self._remove_offsets(group, list(group.offsets), now_ms, fx)
-                results.append(DeletedGroup(group_id, NONE))
+                results.append(DeletedGroup(group_id, ErrorCode.none))
             else:
-                results.append(DeletedGroup(group_id, NON_EMPTY_GROUP))
+                results.append(DeletedGroup(group_id, ErrorCode.non_empty_group))
         fx.respond(token, DeleteGroupsResult(results))
         return fx
 
@@ -1243,12 +1243,12 @@ class GroupCoordinator(ConsumerProtocol):
             group = self.groups.get(group_id)
             if group_id in self.consumer_groups:
                 # Kafka: "Group X is not a classic group."; described as Dead before v6.
-                error = GROUP_ID_NOT_FOUND if not_found_error else NONE
+                error = ErrorCode.group_id_not_found if not_found_error else ErrorCode.none
                 out.append(GroupDescription(error, group_id, ConsumerGroupState.DEAD.value,
                                             "", ""))
                 continue
             if group is None:
-                error = GROUP_ID_NOT_FOUND if not_found_error else NONE
+                error = ErrorCode.group_id_not_found if not_found_error else ErrorCode.none
                 out.append(GroupDescription(error, group_id, GroupState.DEAD.value, "", ""))
                 continue
             stable = group.is_(GroupState.STABLE) and group.protocol_name is not None
@@ -1262,7 +1262,7 @@ class GroupCoordinator(ConsumerProtocol):
             ]
             out.append(
                 GroupDescription(
-                    NONE, group_id, group.state.value, group.protocol_type or "",
+                    ErrorCode.none, group_id, group.state.value, group.protocol_type or "",
                     (group.protocol_name or "") if stable else "", members,
                 )
             )

@@ -1,4 +1,4 @@
-"""What the group coordinator hands back: Kafka error codes, response values, and
+"""What the group coordinator hands back: response values (with kio's ``ErrorCode``s), and
 ``Effects`` — the records to append to ``__consumer_offsets`` and the responses that may
 be sent once they are appended ("decide, then act").
 
@@ -12,29 +12,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-# Kafka's error codes (org.apache.kafka.common.protocol.Errors), the ones groups answer with.
-NONE = 0
-OFFSET_METADATA_TOO_LARGE = 12
-ILLEGAL_GENERATION = 22
-INCONSISTENT_GROUP_PROTOCOL = 23
-INVALID_GROUP_ID = 24
-UNKNOWN_MEMBER_ID = 25
-INVALID_SESSION_TIMEOUT = 26
-REBALANCE_IN_PROGRESS = 27
-NON_EMPTY_GROUP = 68
-GROUP_ID_NOT_FOUND = 69
-MEMBER_ID_REQUIRED = 79
-GROUP_MAX_SIZE_REACHED = 81
-FENCED_INSTANCE_ID = 82
-GROUP_SUBSCRIBED_TO_TOPIC = 86
-UNSTABLE_OFFSET_COMMIT = 88  # KIP-447: an offset is pending in an open transaction
-INVALID_REQUEST = 42
-# KIP-848's
-FENCED_MEMBER_EPOCH = 110
-UNRELEASED_INSTANCE_ID = 111
-UNSUPPORTED_ASSIGNOR = 112
-STALE_MEMBER_EPOCH = 113
-INVALID_REGULAR_EXPRESSION = 128
+from kio.schema.errors import ErrorCode
 
 UNKNOWN_MEMBER = ""  # JoinGroupRequest.UNKNOWN_MEMBER_ID: "no member id yet"
 NO_GENERATION = -1
@@ -162,7 +140,7 @@ class FetchedOffset(NamedTuple):
     offset: int
     leader_epoch: int
     metadata: str
-    error_code: int = NONE
+    error_code: int = ErrorCode.none
 
 
 @dataclass(frozen=True, slots=True)

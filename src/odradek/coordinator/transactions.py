@@ -50,24 +50,13 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, NamedTuple
 
+from kio.schema.errors import ErrorCode
+
 from odradek.coordinator import offsets_topic
 from odradek.coordinator import transaction_log as tl
 from odradek.coordinator.results import Responses
 
 log = logging.getLogger(__name__)
-
-# Kafka's error codes (org.apache.kafka.common.protocol.Errors) this coordinator answers.
-NONE = 0
-COORDINATOR_NOT_AVAILABLE = 15
-NOT_COORDINATOR = 16
-INVALID_REQUEST = 42
-INVALID_PRODUCER_EPOCH = 47
-INVALID_TXN_STATE = 48
-INVALID_PRODUCER_ID_MAPPING = 49
-INVALID_TRANSACTION_TIMEOUT = 50
-CONCURRENT_TRANSACTIONS = 51
-PRODUCER_FENCED = 90
-TRANSACTIONAL_ID_NOT_FOUND = 105
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
@@ -95,9 +84,9 @@ PRODUCER_FENCED_SINCE_VERSION = {
 
 def error_for_version(error_code: int, api_key: int, api_version: int) -> int:
     """The error code to send to a client of this API version (KIP-588)."""
-    if error_code == PRODUCER_FENCED and api_version < PRODUCER_FENCED_SINCE_VERSION.get(
+    if error_code == ErrorCode.producer_fenced and api_version < PRODUCER_FENCED_SINCE_VERSION.get(
             api_key, 0):
-        return INVALID_PRODUCER_EPOCH
+        return ErrorCode.invalid_producer_epoch
     return error_code
 
 
@@ -312,16 +301,16 @@ class TransactionCoordinator:
         fx = self._effects(now_ms)
         if transactional_id is None:
             # An idempotent producer: a fresh id, whatever it had (Kafka does the same).
-            fx.respond(token, InitProducerIdResult(NONE, self._allocate_producer_id(), 0))
+            fx.respond(token, InitProducerIdResult(ErrorCode.none, self._allocate_producer_id(), 0))
             return fx
         if not transactional_id:
-            fx.respond(token, InitProducerIdResult(INVALID_REQUEST))
+            fx.respond(token, InitProducerIdResult(ErrorCode.invalid_request))
             return fx
         if (producer_id == NO_PRODUCER_ID) != (producer_epoch == NO_PRODUCER_EPOCH):
-            fx.respond(token, InitProducerIdResult(INVALID_REQUEST))
+            fx.respond(token, InitProducerIdResult(ErrorCode.invalid_request))
             return fx
         if not 0 < transaction_timeout_ms <= self.max_timeout_ms:
-            fx.respond(token, InitProducerIdResult(INVALID_TRANSACTION_TIMEOUT))
+            fx.respond(token, InitProducerIdResult(ErrorCode.invalid_transaction_timeout))
             return fx
         expected = None if producer_id == NO_PRODUCER_ID else (producer_id, producer_epoch)
         txn = self.transactions.get(transactional_id)
@@ -337,10 +326,10 @@ class TransactionCoordinator:
               fx: TxnEffects) -> None:
         if txn.fencing is not None or txn.state in _PREPARED:
             # Markers are being written: the client backs off and retries.
-            fx.respond(req.token, InitProducerIdResult(CONCURRENT_TRANSACTIONS))
+            fx.respond(req.token, InitProducerIdResult(ErrorCode.concurrent_transactions))
             return
         if req.expected is not None and not self._is_valid_producer_id(txn, req.expected):
-            fx.respond(req.token, InitProducerIdResult(PRODUCER_FENCED))
+            fx.respond(req.token, InitProducerIdResult(ErrorCode.producer_fenced))
             return
         if txn.state == TxnState.ONGOING:
             # Fence the producer of the open transaction: abort it under a bumped epoch
@@ -366,11 +355,11 @@ class TransactionCoordinator:
                 txn.producer_epoch
         elif expected_epoch == txn.last_producer_epoch:
             # A retry of the bump that answered it last time (its answer was lost).
-            fx.respond(req.token, InitProducerIdResult(NONE, txn.producer_id,
+            fx.respond(req.token, InitProducerIdResult(ErrorCode.none, txn.producer_id,
                                                        txn.producer_epoch))
             return
         else:
-            fx.respond(req.token, InitProducerIdResult(PRODUCER_FENCED))
+            fx.respond(req.token, InitProducerIdResult(ErrorCode.producer_fenced))
             return
         txn.last_producer_id = txn.producer_id
         txn.producer_id = next_id
@@ -382,7 +371,7 @@ class TransactionCoordinator:
         txn.start_ms = tl.NO_TIMESTAMP
         txn.last_update_ms = now_ms
         fx.records.append(self._record(txn))
-        fx.respond(req.token, InitProducerIdResult(NONE, next_id, next_epoch))
+        fx.respond(req.token, InitProducerIdResult(ErrorCode.none, next_id, next_epoch))
 
     @staticmethod
     def _is_valid_producer_id(txn: TransactionMetadata, expected: tuple[int, int]) -> bool:
@@ -436,12 +425,12 @@ class TransactionCoordinator:
                      ) -> TransactionMetadata | int:
         """The transaction this producer id and epoch may act on, or the error why not."""
         if not transactional_id:
-            return INVALID_REQUEST
+            return ErrorCode.invalid_request
         txn = self.transactions.get(transactional_id)
         if txn is None or txn.producer_id != producer_id:
-            return INVALID_PRODUCER_ID_MAPPING
+            return ErrorCode.invalid_producer_id_mapping
         if txn.producer_epoch != producer_epoch:
-            return PRODUCER_FENCED
+            return ErrorCode.producer_fenced
         return txn
 
     def _add(self, transactional_id: str, producer_id: int, producer_epoch: int,
@@ -450,9 +439,9 @@ class TransactionCoordinator:
         if isinstance(txn, int):
             return txn
         if txn.fencing is not None or txn.state in _PREPARED:
-            return CONCURRENT_TRANSACTIONS
+            return ErrorCode.concurrent_transactions
         if txn.state == TxnState.ONGOING and partitions <= txn.partitions:
-            return NONE  # nothing new: no record (Kafka's shortcut)
+            return ErrorCode.none  # nothing new: no record (Kafka's shortcut)
         if txn.state != TxnState.ONGOING:
             txn.start_ms = now_ms  # the transaction begins
             txn.partitions = set()
@@ -460,7 +449,7 @@ class TransactionCoordinator:
         txn.partitions |= partitions
         txn.last_update_ms = now_ms
         fx.records.append(self._record(txn))
-        return NONE
+        return ErrorCode.none
 
     # --- EndTxn ------------------------------------------------------------------------
 
@@ -490,14 +479,15 @@ class TransactionCoordinator:
         state = txn.state
         if state == TxnState.ONGOING:
             self._prepare(txn, commit, now_ms, fx)
-            return NONE
+            return ErrorCode.none
         if state in _COMPLETE:
             # A retry of an end whose answer was lost: fine if it asks for the same end.
-            return NONE if (state == TxnState.COMPLETE_COMMIT) == commit else INVALID_TXN_STATE
+            return (ErrorCode.none if (state == TxnState.COMPLETE_COMMIT) == commit
+                    else ErrorCode.invalid_txn_state)
         if state in _PREPARED:
             same = (state == TxnState.PREPARE_COMMIT) == commit
-            return CONCURRENT_TRANSACTIONS if same else INVALID_TXN_STATE
-        return INVALID_TXN_STATE  # Empty: no transaction to end
+            return ErrorCode.concurrent_transactions if same else ErrorCode.invalid_txn_state
+        return ErrorCode.invalid_txn_state  # Empty: no transaction to end
 
     def _prepare(self, txn: TransactionMetadata, commit: bool, now_ms: int,
                  fx: TxnEffects) -> None:
@@ -603,17 +593,17 @@ class TransactionCoordinator:
         out = []
         for tid in transactional_ids:
             if not tid:
-                out.append(TransactionDescription(tid, INVALID_REQUEST))
+                out.append(TransactionDescription(tid, ErrorCode.invalid_request))
                 continue
             txn = self.transactions.get(tid)
             if txn is None:
-                out.append(TransactionDescription(tid, TRANSACTIONAL_ID_NOT_FOUND))
+                out.append(TransactionDescription(tid, ErrorCode.transactional_id_not_found))
                 continue
             topics: dict[str, list[int]] = {}
             for topic, p in sorted(txn.partitions):
                 topics.setdefault(topic, []).append(p)
             out.append(TransactionDescription(
-                tid, NONE, txn.state.kafka_name, txn.producer_id, txn.producer_epoch,
+                tid, ErrorCode.none, txn.state.kafka_name, txn.producer_id, txn.producer_epoch,
                 txn.timeout_ms, txn.start_ms, list(topics.items())))
         return out
 
@@ -642,7 +632,7 @@ class TransactionCoordinator:
                     txn.start_ms == tl.NO_TIMESTAMP or now_ms - txn.start_ms <= duration_filter_ms):
                 continue
             listed.append(TransactionListing(tid, txn.producer_id, txn.state.kafka_name))
-        return ListTransactionsResult(NONE, unknown, listed)
+        return ListTransactionsResult(ErrorCode.none, unknown, listed)
 
     # --- the log -----------------------------------------------------------------------
 
@@ -690,13 +680,6 @@ class TransactionCoordinator:
 
 
 __all__ = [
-    "CONCURRENT_TRANSACTIONS",
-    "INVALID_PRODUCER_EPOCH",
-    "INVALID_PRODUCER_ID_MAPPING",
-    "INVALID_TRANSACTION_TIMEOUT",
-    "INVALID_TXN_STATE",
-    "PRODUCER_FENCED",
-    "TRANSACTIONAL_ID_NOT_FOUND",
     "InitProducerIdResult",
     "ListTransactionsResult",
     "TransactionCoordinator",

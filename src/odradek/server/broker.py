@@ -23,6 +23,8 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.errors import ErrorCode
+
 from odradek.coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from odradek.protocol.codec import Request, encode_response
 from odradek.protocol.framing import BufferPool
@@ -42,7 +44,6 @@ from odradek.server.dynamic_configs import (
 )
 from odradek.server.group_commit import GroupCommit
 from odradek.server.groups import ClientViewOfInternalLog, GroupRuntime
-from odradek.server.handlers.base import NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION
 from odradek.server.metadata import MetadataStore, Topic, TopicError
 from odradek.server.metrics import BrokerStats, MetricsServer
 from odradek.server.purgatory import FetchPurgatory
@@ -463,8 +464,8 @@ class Broker:
         in the cluster but is led elsewhere (or by nobody), else
         UNKNOWN_TOPIC_OR_PARTITION."""
         if self.cluster is not None and self.cluster.metadata.partition_exists(topic, partition):
-            return NOT_LEADER_OR_FOLLOWER
-        return UNKNOWN_TOPIC_OR_PARTITION
+            return ErrorCode.not_leader_or_follower
+        return ErrorCode.unknown_topic_or_partition
 
     async def create_topic_anywhere(
             self, name: str, partitions: int | None = None, configs: dict[str, str] | None = None,

@@ -57,6 +57,8 @@ import logging
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.errors import ErrorCode
+
 from odradek.records import builder
 from odradek.server.metadata import MetadataStore
 
@@ -66,12 +68,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Kafka's errors for "ask again, maybe elsewhere": the coordinator is shutting down, or
-# an append of its state failed (15); this broker does not coordinate the key (16).
-COORDINATOR_NOT_AVAILABLE = 15
-NOT_COORDINATOR = 16
-# What a replication wait answers when this broker lost the partition's leadership.
-NOT_LEADER_OR_FOLLOWER = 6
 # The leader epoch of a single node's appends (``handlers.base.LEADER_EPOCH``, not
 # imported: the handlers package imports this module's subclasses' modules).
 SINGLE_NODE_LEADER_EPOCH = 0
@@ -98,10 +94,10 @@ def replication_failure(code: int, what: str) -> CoordinatorUnavailable | None:
     NOT_COORDINATOR and the other append errors to COORDINATOR_NOT_AVAILABLE."""
     if code == 0:
         return None
-    if code == NOT_LEADER_OR_FOLLOWER:
-        return CoordinatorUnavailable(NOT_COORDINATOR,
+    if code == ErrorCode.not_leader_or_follower:
+        return CoordinatorUnavailable(ErrorCode.not_coordinator,
                                       f"{what}: this broker no longer leads its partition")
-    return CoordinatorUnavailable(COORDINATOR_NOT_AVAILABLE,
+    return CoordinatorUnavailable(ErrorCode.coordinator_not_available,
                                   f"{what} could not be replicated (error {code})")
 
 
@@ -258,11 +254,11 @@ class CoordinatorRuntime(abc.ABC):
 
     def _coordinator_of(self, partition: int, key: str) -> Any:
         if self.closed:
-            raise CoordinatorUnavailable(NOT_COORDINATOR, "the broker is shutting down")
+            raise CoordinatorUnavailable(ErrorCode.not_coordinator, "the broker is shutting down")
         coordinator = self.coordinators.get(partition)
         if coordinator is None:
             raise CoordinatorUnavailable(
-                NOT_COORDINATOR, f"{key!r} is coordinated by the leader of "
+                ErrorCode.not_coordinator, f"{key!r} is coordinated by the leader of "
                                  f"{self.topic}-{partition}, not by this broker")
         return coordinator
 
@@ -270,7 +266,7 @@ class CoordinatorRuntime(abc.ABC):
         """Answer NOT_COORDINATOR to the requests waiting on ``partition`` (None: all)."""
         for of, future in self._waiting.values():
             if (partition is None or of == partition) and not future.done():
-                future.set_exception(CoordinatorUnavailable(NOT_COORDINATOR, message))
+                future.set_exception(CoordinatorUnavailable(ErrorCode.not_coordinator, message))
 
     # --- the internal topic ------------------------------------------------------------
 
@@ -382,7 +378,7 @@ class CoordinatorRuntime(abc.ABC):
         except Exception:
             log.exception("waiting for the replication of %s-%d failed", self.topic,
                           partition)
-            code = COORDINATOR_NOT_AVAILABLE
+            code = ErrorCode.coordinator_not_available
         if code == 0:
             self._confirmed(partition, end)
         return code

@@ -44,12 +44,13 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.errors import ErrorCode
+
 from odradek.coordinator import OFFSETS_TOPIC, Effects, GroupCoordinator, partition_for
 from odradek.coordinator.consumer_group import TopicInfo
 from odradek.coordinator.offsets_topic import OffsetsTopicFormatError
 from odradek.records import builder
 from odradek.server.coordinator_runtime import (
-    COORDINATOR_NOT_AVAILABLE,
     CoordinatorRuntime,
     CoordinatorUnavailable,
 )
@@ -60,7 +61,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-INVALID_TOPIC_EXCEPTION = 17
 # Topic-level settings of __consumer_offsets, as Kafka creates it.
 OFFSETS_TOPIC_CONFIG = {"cleanup.policy": "compact", "compression.type": "producer"}
 
@@ -206,7 +206,7 @@ class GroupRuntime(CoordinatorRuntime):
                 log.exception("appending group state to %s-%d failed", OFFSETS_TOPIC,
                               partition)
                 failure = CoordinatorUnavailable(
-                    COORDINATOR_NOT_AVAILABLE, f"group state could not be stored: {exc}")
+                    ErrorCode.coordinator_not_available, f"group state could not be stored: {exc}")
         # Answers that need no append of their own go at once, as Kafka's heartbeats and
         # reads never wait for the log.
         replication = None if end is None else self._replicated(partition, end)

@@ -27,6 +27,8 @@ import enum
 import logging
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.errors import ErrorCode
+
 from odradek.cluster import state as zk
 from odradek.cluster.quota import ReplicationQuota, is_throttled
 from odradek.cluster.replication import LeaderReplication
@@ -40,12 +42,6 @@ if TYPE_CHECKING:
     from odradek.storage import Log
 
 log = logging.getLogger(__name__)
-
-NONE_ERROR = 0
-NOT_LEADER_OR_FOLLOWER = 6
-REQUEST_TIMED_OUT = 7
-NOT_ENOUGH_REPLICAS = 19
-NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
 
 
 class Role(enum.Enum):
@@ -132,7 +128,7 @@ class ReplicaManager:
         (NOT_LEADER_OR_FOLLOWER: the client retries elsewhere) rather than holding the
         stop up until their timeout."""
         for part in list(self.leaders.values()):
-            self._fail_waiters(part, NOT_LEADER_OR_FOLLOWER)
+            self._fail_waiters(part, ErrorCode.not_leader_or_follower)
 
     async def stop(self) -> None:
         self.stopping = True
@@ -338,7 +334,7 @@ class ReplicaManager:
     def _resign(self, part: HostedPartition) -> None:
         self.leaders.pop(part.tp, None)
         part.repl = None
-        self._fail_waiters(part, NOT_LEADER_OR_FOLLOWER)
+        self._fail_waiters(part, ErrorCode.not_leader_or_follower)
         self._coordinator(part.tp, elect=False)
         self.broker.purgatory.notify(part.tp)  # parked fetches answer NOT_LEADER now
         log.info("%s-%d: no longer leader", *part.tp, extra=_context(part.tp, role="resigned"))
@@ -445,10 +441,10 @@ class ReplicaManager:
         min.insync.replicas (for acks=all, before the append), else 0."""
         part = self.leaders.get((topic, partition))
         if part is None or part.repl is None:
-            return NOT_LEADER_OR_FOLLOWER
+            return ErrorCode.not_leader_or_follower
         if len(part.repl.isr) < part.log.config.min_insync_replicas:
-            return NOT_ENOUGH_REPLICAS
-        return NONE_ERROR
+            return ErrorCode.not_enough_replicas
+        return ErrorCode.none
 
     def appended(self, topic: str, partition: int) -> None:
         """After a leader append: the high watermark may move (an ISR of one)."""
@@ -462,9 +458,11 @@ class ReplicaManager:
         sync), else a future of the Kafka error code an acks=all answer gets."""
         part = self.leaders.get((topic, partition))
         if part is None:
-            return _done(NOT_LEADER_OR_FOLLOWER)
+            return _done(ErrorCode.not_leader_or_follower)
         if part.log.high_watermark >= end:
-            return None if self._enough_isr(part) else _done(NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+            if self._enough_isr(part):
+                return None
+            return _done(ErrorCode.not_enough_replicas_after_append)
         fut = asyncio.get_running_loop().create_future()
         part.waiters.append((end, fut))
         return fut
@@ -485,7 +483,8 @@ class ReplicaManager:
     def _hw_moved(self, part: HostedPartition) -> None:
         hw = part.log.high_watermark
         if part.waiters:
-            code = NONE_ERROR if self._enough_isr(part) else NOT_ENOUGH_REPLICAS_AFTER_APPEND
+            code = (ErrorCode.none if self._enough_isr(part)
+                    else ErrorCode.not_enough_replicas_after_append)
             keep = []
             for end, fut in part.waiters:
                 if fut.done():

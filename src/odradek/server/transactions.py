@@ -46,6 +46,8 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.errors import ErrorCode
+
 from odradek.coordinator import OFFSETS_TOPIC
 from odradek.coordinator import transaction_log as tl
 from odradek.coordinator.transaction_log import (
@@ -61,8 +63,6 @@ from odradek.coordinator.transactions import (
 )
 from odradek.records import builder
 from odradek.server.coordinator_runtime import (
-    COORDINATOR_NOT_AVAILABLE,
-    NOT_LEADER_OR_FOLLOWER,
     CoordinatorRuntime,
     CoordinatorUnavailable,
     Replication,
@@ -76,11 +76,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Kafka's errors for a transactional produce that fails the check of check_produce.
-NOT_ENOUGH_REPLICAS = 19
-INVALID_PRODUCER_EPOCH = 47
-INVALID_TXN_STATE = 48
-INVALID_PRODUCER_ID_MAPPING = 49
 # Topic-level settings of __transaction_state, as Kafka creates it (min.insync.replicas
 # and unclean leader election do not apply to one node).
 TRANSACTION_STATE_TOPIC_CONFIG = {"cleanup.policy": "compact", "compression.type": "producer"}
@@ -239,7 +234,8 @@ class TxnRuntime(CoordinatorRuntime):
                 log.exception("appending transaction state to %s-%d failed",
                               TRANSACTION_STATE_TOPIC, partition)
                 failure = CoordinatorUnavailable(
-                    COORDINATOR_NOT_AVAILABLE, f"transaction state could not be stored: {exc}")
+                    ErrorCode.coordinator_not_available,
+                    f"transaction state could not be stored: {exc}")
                 self._revert(partition, {r.transactional_id for r in fx.records})
         replication = None
         if failure is None and (end is not None or fx.responses or fx.markers):
@@ -283,7 +279,7 @@ class TxnRuntime(CoordinatorRuntime):
         # EndTxn and hears CONCURRENT_TRANSACTIONS meanwhile) until it is replicated or
         # the partition moves (then the next coordinator sends the markers at its load).
         while code != 0:
-            if code == NOT_LEADER_OR_FOLLOWER:
+            if code == ErrorCode.not_leader_or_follower:
                 return
             await asyncio.sleep(MARKER_RETRY_BACKOFF_S)
             if self.coordinators.get(partition) is not coordinator:
@@ -392,18 +388,19 @@ class TxnRuntime(CoordinatorRuntime):
             return None
         txn = coordinator.transactions.get(transactional_id)
         if txn is None or txn.producer_id != producer_id:
-            return INVALID_PRODUCER_ID_MAPPING, (
+            return ErrorCode.invalid_producer_id_mapping, (
                 f"producer {producer_id} is not the producer of {transactional_id!r}")
         if txn.producer_epoch != producer_epoch:
             # A fenced producer (a newer one has the id, or its transaction timed out).
-            return INVALID_PRODUCER_EPOCH, (
+            return ErrorCode.invalid_producer_epoch, (
                 f"producer {producer_id} epoch {producer_epoch} of {transactional_id!r} is "
                 f"fenced by epoch {txn.producer_epoch}")
         if txn.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
             # Markers are on their way: retriable (Kafka answers NOT_ENOUGH_REPLICAS).
-            return NOT_ENOUGH_REPLICAS, f"the transaction of {transactional_id!r} is ending"
+            return (ErrorCode.not_enough_replicas,
+                    f"the transaction of {transactional_id!r} is ending")
         if txn.state != TxnState.ONGOING or (topic, partition) not in txn.partitions:
-            return INVALID_TXN_STATE, (
+            return ErrorCode.invalid_txn_state, (
                 f"{topic}-{partition} was not added to the transaction of "
                 f"{transactional_id!r}")
         return None

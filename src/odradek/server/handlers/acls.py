@@ -8,6 +8,8 @@ from __future__ import annotations
 from itertools import groupby
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.errors import ErrorCode
+
 from odradek.protocol.codec import Request
 from odradek.security.acls import (
     Acl,
@@ -21,7 +23,6 @@ from odradek.security.acls import (
 from odradek.server.documents import DocumentError
 from odradek.server.handlers.base import (
     CLUSTER,
-    CLUSTER_AUTHORIZATION_FAILED,
     Api,
     allowed,
     respond,
@@ -30,18 +31,15 @@ from odradek.server.handlers.base import (
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
 
-UNKNOWN_SERVER_ERROR = -1
-INVALID_REQUEST = 42
-SECURITY_DISABLED = 54
 _DISABLED = "No Authorizer is configured on the broker"
 _DENIED = "Cluster authorization failed."
 
 
 def _refusal(broker: Broker, request: Request, operation: Operation) -> tuple[int, str] | None:
     if broker.authorizer is None:
-        return SECURITY_DISABLED, _DISABLED
+        return ErrorCode.security_disabled, _DISABLED
     if not allowed(broker, request, operation, ResourceType.CLUSTER, CLUSTER):
-        return CLUSTER_AUTHORIZATION_FAILED, _DENIED
+        return ErrorCode.cluster_authorization_failed, _DENIED
     return None
 
 
@@ -62,7 +60,7 @@ async def describe_acls(broker: Broker, request: Request) -> bytes:
             flt = _filter(body)
             flt.validate()
         except (ValueError, InvalidAcl) as exc:
-            refused = INVALID_REQUEST, str(exc)
+            refused = ErrorCode.invalid_request, str(exc)
         else:
             found = broker.authorizer.acls.select(flt)
             for (rtype, name, pattern), acls in groupby(
@@ -93,7 +91,7 @@ async def create_acls(broker: Broker, request: Request) -> bytes:
                       Permission(creation.permission_type))
             acl.validate()
         except (ValueError, InvalidAcl) as exc:
-            results.append({"error_code": INVALID_REQUEST, "error_message": str(exc)})
+            results.append({"error_code": ErrorCode.invalid_request, "error_message": str(exc)})
             continue
         new.append(acl)
         results.append({"error_code": 0, "error_message": None})
@@ -103,7 +101,7 @@ async def create_acls(broker: Broker, request: Request) -> bytes:
             await broker.authorizer.create(new)
         except DocumentError as exc:  # nothing was saved
             results = [r if r["error_code"] else
-                       {"error_code": UNKNOWN_SERVER_ERROR, "error_message": str(exc)}
+                       {"error_code": ErrorCode.unknown_server_error, "error_message": str(exc)}
                        for r in results]
     return respond(request, {"throttle_time": 0, "results": results})
 
@@ -121,13 +119,13 @@ async def delete_acls(broker: Broker, request: Request) -> bytes:
             flt = _filter(body)
             flt.validate()
         except (ValueError, InvalidAcl) as exc:
-            results.append({"error_code": INVALID_REQUEST, "error_message": str(exc),
+            results.append({"error_code": ErrorCode.invalid_request, "error_message": str(exc),
                             "matching_acls": []})
             continue
         try:
             gone = await broker.authorizer.delete(flt)
         except DocumentError as exc:  # nothing was removed
-            results.append({"error_code": UNKNOWN_SERVER_ERROR, "error_message": str(exc),
+            results.append({"error_code": ErrorCode.unknown_server_error, "error_message": str(exc),
                             "matching_acls": []})
             continue
         results.append({"error_code": 0, "error_message": None, "matching_acls": [

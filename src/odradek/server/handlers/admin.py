@@ -25,6 +25,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.errors import ErrorCode
+
 from odradek.protocol.codec import Request
 from odradek.security.acls import Operation, ResourceType
 from odradek.server.config import DYNAMIC_BROKER_SETTINGS, SETTINGS, Setting
@@ -40,10 +42,7 @@ from odradek.server.dynamic_configs import (
 from odradek.server.errors import error_code
 from odradek.server.handlers.base import (
     CLUSTER,
-    CLUSTER_AUTHORIZATION_FAILED,
-    GROUP_AUTHORIZATION_FAILED,
     NO_AUTHORIZED_OPERATIONS,
-    TOPIC_AUTHORIZATION_FAILED,
     Api,
     allowed,
     authorized_operations,
@@ -107,7 +106,6 @@ _BROKER_SETTING_OF = {s.topic_name: s for s in SETTINGS.values() if s.topic_name
 
 
 BROKERS_ENDPOINT = 1  # DescribeCluster v1 endpoint_type: brokers (2 = controllers)
-UNSUPPORTED_ENDPOINT_TYPE = 115
 
 
 class ConfigRequestError(Exception):
@@ -357,14 +355,14 @@ def _config_refusal(broker: Broker, request: Request, res: Any, operation: Opera
         return None
     if res.resource_type == TOPIC:
         if not allowed(broker, request, operation, ResourceType.TOPIC, res.resource_name):
-            return {"error_code": TOPIC_AUTHORIZATION_FAILED,
+            return {"error_code": ErrorCode.topic_authorization_failed,
                     "error_message": "Topic authorization failed."}
     elif res.resource_type == GROUP:
         if not allowed(broker, request, operation, ResourceType.GROUP, res.resource_name):
-            return {"error_code": GROUP_AUTHORIZATION_FAILED,
+            return {"error_code": ErrorCode.group_authorization_failed,
                     "error_message": "Group authorization failed."}
     elif not allowed(broker, request, operation, ResourceType.CLUSTER, CLUSTER):
-        return {"error_code": CLUSTER_AUTHORIZATION_FAILED,
+        return {"error_code": ErrorCode.cluster_authorization_failed,
                 "error_message": "Cluster authorization failed."}
     return None
 
@@ -565,7 +563,8 @@ async def incremental_alter_configs(broker: Broker, request: Request) -> bytes:
 async def describe_log_dirs(broker: Broker, request: Request) -> bytes:
     assert broker.logs is not None
     if not allowed(broker, request, Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER):
-        return respond(request, {"throttle_time": 0, "error_code": CLUSTER_AUTHORIZATION_FAILED,
+        return respond(request, {"throttle_time": 0,
+                                 "error_code": ErrorCode.cluster_authorization_failed,
                                  "results": []})
     requested = request.body.topics
     wanted: set[tuple[str, int]] | None = None
@@ -606,11 +605,11 @@ async def describe_cluster(broker: Broker, request: Request) -> bytes:
         "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS,
     }
     if not allowed(broker, request, Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER):
-        data.update(error_code=CLUSTER_AUTHORIZATION_FAILED,
+        data.update(error_code=ErrorCode.cluster_authorization_failed,
                     error_message="Cluster authorization failed.", brokers=[],
                     controller_id=-1)
     elif endpoint_type != BROKERS_ENDPOINT:
-        data.update(error_code=UNSUPPORTED_ENDPOINT_TYPE,
+        data.update(error_code=ErrorCode.unsupported_endpoint_type,
                     error_message=f"endpoint type {endpoint_type} is not served: this node "
                                   "is a broker, not a KRaft controller",
                     brokers=[], controller_id=-1)

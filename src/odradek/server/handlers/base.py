@@ -6,6 +6,8 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.errors import ErrorCode
+
 from odradek.protocol.codec import Request, encode_response, response_schema
 from odradek.protocol.messages import build
 from odradek.security.acls import Operation, ResourceType
@@ -18,10 +20,6 @@ if TYPE_CHECKING:
 # A single node leads every partition from the start and never changes leaders: every
 # batch is written with partition leader epoch 0, and every answer names epoch 0.
 LEADER_EPOCH = 0
-UNKNOWN_TOPIC_OR_PARTITION = 3  # the error code most handlers need for a missing partition
-NOT_LEADER_OR_FOLLOWER = 6  # a cluster's partition that another broker (or none) leads
-FENCED_LEADER_EPOCH = 74
-UNKNOWN_LEADER_EPOCH = 75
 
 
 def epoch_error(asked: int, current: int) -> int:
@@ -30,7 +28,7 @@ def epoch_error(asked: int, current: int) -> int:
     heard of a leader this broker has not) UNKNOWN_LEADER_EPOCH."""
     if asked < 0 or asked == current:
         return 0
-    return FENCED_LEADER_EPOCH if asked < current else UNKNOWN_LEADER_EPOCH
+    return ErrorCode.fenced_leader_epoch if asked < current else ErrorCode.unknown_leader_epoch
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,10 +46,6 @@ class Api:
     handle_now: Callable[[Broker, Request], Response | Awaitable[Response]] | None = None
 
 
-TOPIC_AUTHORIZATION_FAILED = 29
-GROUP_AUTHORIZATION_FAILED = 30
-CLUSTER_AUTHORIZATION_FAILED = 31
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 CLUSTER = "kafka-cluster"  # the name of the one CLUSTER resource
 
 

@@ -23,7 +23,6 @@ from odradek.security.acls import Operation, ResourceType
 from odradek.server.controller import PREFERRED, NotController, Outcome
 from odradek.server.handlers.base import (
     CLUSTER,
-    CLUSTER_AUTHORIZATION_FAILED,
     Api,
     allowed,
     respond,
@@ -31,9 +30,6 @@ from odradek.server.handlers.base import (
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
-
-NOT_CONTROLLER = ErrorCode.not_controller.value
-REQUEST_TIMED_OUT = ErrorCode.request_timed_out.value
 
 
 def _code(name: str | None) -> int:
@@ -62,14 +58,14 @@ async def _run(broker: Broker, request: Request, timeout_ms: int, work: Any
     """Await the controller's ``work``: (top-level error code, message, result)."""
     controller = _controller(broker)
     if controller is None:
-        return NOT_CONTROLLER, "this broker is not the controller", None
+        return ErrorCode.not_controller, "this broker is not the controller", None
     try:
         async with asyncio.timeout(max(timeout_ms, 1) / 1000):
             return 0, None, await work(controller)
     except NotController:
-        return NOT_CONTROLLER, "this broker stopped being the controller", None
+        return ErrorCode.not_controller, "this broker stopped being the controller", None
     except TimeoutError:
-        return REQUEST_TIMED_OUT, "the controller did not finish in time", None
+        return ErrorCode.request_timed_out, "the controller did not finish in time", None
 
 
 def _timeout_ms(body: Any) -> int:
@@ -91,9 +87,10 @@ async def elect_leaders(broker: Broker, request: Request) -> bytes:
     body = request.body
     election_type = getattr(body, "election_type", PREFERRED)
     wanted = _wanted(body.topic_partitions, lambda t: t.partitions)
+    code: int
     outcomes: dict[TopicPartition, Outcome]
     if not allowed(broker, request, Operation.ALTER, ResourceType.CLUSTER, CLUSTER):
-        code, message = CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
+        code, message = ErrorCode.cluster_authorization_failed, "Cluster authorization failed."
         outcomes = {tp: ("CLUSTER_AUTHORIZATION_FAILED", message) for tp in wanted or []}
     elif broker.cluster is None:
         # One replica per partition: it leads already.
@@ -124,7 +121,8 @@ async def elect_leaders(broker: Broker, request: Request) -> bytes:
 async def alter_reassignments(broker: Broker, request: Request) -> bytes:
     body = request.body
     if not allowed(broker, request, Operation.ALTER, ResourceType.CLUSTER, CLUSTER):
-        return respond(request, {"throttle_time": 0, "error_code": CLUSTER_AUTHORIZATION_FAILED,
+        return respond(request, {"throttle_time": 0,
+                                 "error_code": ErrorCode.cluster_authorization_failed,
                                  "error_message": "Cluster authorization failed.",
                                  "responses": []})
     allow_rf_change = getattr(body, "allow_replication_factor_change", True)
@@ -186,11 +184,11 @@ async def list_reassignments(broker: Broker, request: Request) -> bytes:
     wanted = _wanted(body.topics, lambda t: t.partition_indexes)
     code, message, ongoing = 0, None, {}
     if not allowed(broker, request, Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER):
-        code, message = CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
+        code, message = ErrorCode.cluster_authorization_failed, "Cluster authorization failed."
     elif broker.cluster is not None:
         controller = _controller(broker)
         if controller is None:
-            code, message = NOT_CONTROLLER, "this broker is not the controller"
+            code, message = ErrorCode.not_controller, "this broker is not the controller"
         else:
             ongoing = controller.list_reassignments(wanted)
     topics: dict[str, list[dict[str, Any]]] = {}

@@ -20,13 +20,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.errors import ErrorCode
+
 from odradek.coordinator import results as r
 from odradek.protocol.codec import Request
 from odradek.protocol.messages import ms
 from odradek.security.acls import Operation, ResourceType
 from odradek.server.coordinator_runtime import CoordinatorUnavailable
 from odradek.server.groups import topic_metadata
-from odradek.server.handlers.base import GROUP_AUTHORIZATION_FAILED, Api, allowed, respond
+from odradek.server.handlers.base import Api, allowed, respond
 from odradek.server.handlers.groups import _client_host, group_operations, group_runtime
 
 if TYPE_CHECKING:
@@ -36,7 +38,8 @@ if TYPE_CHECKING:
 async def consumer_group_heartbeat(broker: Broker, request: Request) -> bytes:
     body = request.body
     if not allowed(broker, request, Operation.READ, ResourceType.GROUP, body.group_id):
-        return respond(request, {"throttle_time": 0, "error_code": GROUP_AUTHORIZATION_FAILED,
+        return respond(request, {"throttle_time": 0,
+                                 "error_code": ErrorCode.group_authorization_failed,
                                  "error_message": "Group authorization failed.",
                                  "member_id": body.member_id, "member_epoch": -1,
                                  "heartbeat_interval": 0, "assignment": None})
@@ -91,7 +94,7 @@ def _describe(broker: Broker, group_id: str) -> r.ConsumerGroupDescription:
 async def consumer_group_describe(broker: Broker, request: Request) -> bytes:
     found = [_describe(broker, g)
              if allowed(broker, request, Operation.DESCRIBE, ResourceType.GROUP, g)
-             else r.ConsumerGroupDescription(GROUP_AUTHORIZATION_FAILED, g,
+             else r.ConsumerGroupDescription(ErrorCode.group_authorization_failed, g,
                                              "Group authorization failed.")
              for g in request.body.group_ids]
     return respond(request, {"throttle_time": 0, "groups": [

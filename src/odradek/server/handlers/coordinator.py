@@ -16,13 +16,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.errors import ErrorCode
+
 from odradek.coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from odradek.protocol.codec import Request
 from odradek.security.acls import Operation, ResourceType
-from odradek.server.coordinator_runtime import COORDINATOR_NOT_AVAILABLE
 from odradek.server.handlers.base import (
-    GROUP_AUTHORIZATION_FAILED,
-    TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
     Api,
     allowed,
     respond,
@@ -33,7 +32,6 @@ if TYPE_CHECKING:
     from odradek.server.broker import Broker
 
 GROUP, TRANSACTION = 0, 1
-INVALID_REQUEST = 42
 
 
 def _no_node(error: int, message: str) -> dict[str, Any]:
@@ -49,8 +47,8 @@ def _coordinator(broker: Broker, request: Request, key_type: int, key: str
     listener = listener_name(broker, request)
     if not allowed(broker, request, Operation.DESCRIBE, ResourceType.GROUP
                    if key_type == GROUP else ResourceType.TRANSACTIONAL_ID, key):
-        return _no_node(GROUP_AUTHORIZATION_FAILED if key_type == GROUP
-                        else TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        return _no_node(ErrorCode.group_authorization_failed if key_type == GROUP
+                        else ErrorCode.transactional_id_authorization_failed,
                         "Group authorization failed." if key_type == GROUP
                         else "Transactional Id authorization failed.")
     if cluster is None:
@@ -59,17 +57,17 @@ def _coordinator(broker: Broker, request: Request, key_type: int, key: str
                 "error_message": None}
     runtime = broker.groups if key_type == GROUP else broker.transactions
     if runtime is None:
-        return _no_node(COORDINATOR_NOT_AVAILABLE, "the coordinator is not running")
+        return _no_node(ErrorCode.coordinator_not_available, "the coordinator is not running")
     partition = runtime.partition_for(key)
     leader = cluster.metadata.leader(runtime.topic, partition)
     if leader is None:
         # The internal topic does not exist yet, or the partition has no live leader:
         # the client asks again.
-        return _no_node(COORDINATOR_NOT_AVAILABLE,
+        return _no_node(ErrorCode.coordinator_not_available,
                         f"{runtime.topic}-{partition} has no leader")
     address = leader.address(listener)
     if address is None:
-        return _no_node(COORDINATOR_NOT_AVAILABLE,
+        return _no_node(ErrorCode.coordinator_not_available,
                         f"the coordinator (broker {leader.node_id}) has no listener {listener}")
     return {"node_id": leader.node_id, "host": address[0], "port": address[1],
             "error_code": 0, "error_message": None}
@@ -80,7 +78,7 @@ async def handle(broker: Broker, request: Request) -> bytes:
     key_type = getattr(body, "key_type", GROUP)
     keys = getattr(body, "coordinator_keys", None)
     if key_type not in (GROUP, TRANSACTION):
-        node = _no_node(INVALID_REQUEST, f"unknown coordinator key type {key_type}")
+        node = _no_node(ErrorCode.invalid_request, f"unknown coordinator key type {key_type}")
         return respond(request, {"throttle_time": 0, **node,
                                  "coordinators": [{"key": key, **node} for key in keys or ()]})
     if broker.cluster is not None:

@@ -41,6 +41,8 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.errors import ErrorCode
+
 from odradek.cluster.replica_selector import (
     NO_SELECTOR,
     FollowerInfo,
@@ -53,7 +55,6 @@ from odradek.security.acls import Operation, ResourceType
 from odradek.server.errors import error_code
 from odradek.server.handlers.base import (
     CLUSTER,
-    TOPIC_AUTHORIZATION_FAILED,
     Api,
     allowed,
     epoch_error,
@@ -69,9 +70,6 @@ if TYPE_CHECKING:
     from odradek.server.quotas import ClientQuotas
     from odradek.server.replica_manager import HostedPartition
 
-FETCH_SESSION_ID_NOT_FOUND = 70
-INVALID_FETCH_SESSION_EPOCH = 71
-REPLICA_NOT_AVAILABLE = 9
 FINAL_EPOCH = -1
 INITIAL_EPOCH = 0
 # Kafka's max.incremental.fetch.session.cache.slots: sessions kept at once (the least
@@ -180,7 +178,7 @@ def _read_refusals(broker: Broker, request: Request, wanted: list[Wanted],
     out = dict(refused or {})
     for topic, partition, _, _ in wanted:
         if topic in denied:
-            out[(topic, partition)] = TOPIC_AUTHORIZATION_FAILED
+            out[(topic, partition)] = ErrorCode.topic_authorization_failed
     return out
 
 
@@ -318,7 +316,7 @@ def _read_replica(broker: Broker, replica: int, wanted: list[Wanted], max_bytes:
         if part is None:
             code = broker.missing_partition_error(topic, partition)
         elif not registered or replica not in part.replicas:
-            code = REPLICA_NOT_AVAILABLE  # not a broker holding a replica of it
+            code = ErrorCode.replica_not_available  # not a broker holding a replica of it
         else:
             code = epoch_error(asked_epochs.get((topic, partition), -1), part.leader_epoch)
         if code or part is None:
@@ -403,9 +401,9 @@ def handle_now(broker: Broker, request: Request
             else:
                 session = cache.get(session_id)
                 if session is None:
-                    return _error_response(request, FETCH_SESSION_ID_NOT_FOUND)
+                    return _error_response(request, ErrorCode.fetch_session_id_not_found)
                 if epoch != session.epoch:
-                    return _error_response(request, INVALID_FETCH_SESSION_EPOCH)
+                    return _error_response(request, ErrorCode.invalid_fetch_session_epoch)
                 session.epoch += 1
                 for forgotten in body.forgotten_topics_data:
                     for p in forgotten.partitions:
@@ -419,7 +417,7 @@ def handle_now(broker: Broker, request: Request
                     session.partitions[tp] = state
                 incremental = True
         else:
-            return _error_response(request, INVALID_FETCH_SESSION_EPOCH)
+            return _error_response(request, ErrorCode.invalid_fetch_session_epoch)
         if session is not None:
             wanted = [(tp[0], tp[1], state.fetch_offset, state.max_bytes)
                       for tp, state in session.partitions.items()]
@@ -453,7 +451,7 @@ def handle_now(broker: Broker, request: Request
                        CLUSTER):
             # Only brokers replicate: Kafka refuses every partition of such a fetch.
             return _answer(request, [
-                PartitionResult(t, p, TOPIC_AUTHORIZATION_FAILED, -1, -1, -1, None)
+                PartitionResult(t, p, ErrorCode.topic_authorization_failed, -1, -1, -1, None)
                 for t, p, _, _ in wanted], session, incremental)
 
         def read() -> tuple[list[PartitionResult], int]:

@@ -43,18 +43,17 @@ import asyncio
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.errors import ErrorCode
+
 from odradek.coordinator import results as r
 from odradek.protocol.codec import Request
 from odradek.protocol.messages import ms
 from odradek.security.acls import Operation, ResourceType
-from odradek.server.coordinator_runtime import COORDINATOR_NOT_AVAILABLE, CoordinatorUnavailable
+from odradek.server.coordinator_runtime import CoordinatorUnavailable
 from odradek.server.groups import GroupRuntime
 from odradek.server.handlers.base import (
     CLUSTER,
-    GROUP_AUTHORIZATION_FAILED,
     NO_AUTHORIZED_OPERATIONS,
-    TOPIC_AUTHORIZATION_FAILED,
-    UNKNOWN_TOPIC_OR_PARTITION,
     Api,
     allowed,
     authorized_operations,
@@ -76,7 +75,7 @@ def group_operations(broker: Broker, request: Request, group_id: str) -> int:
 
 def group_runtime(broker: Broker) -> GroupRuntime:
     if broker.groups is None:
-        raise CoordinatorUnavailable(COORDINATOR_NOT_AVAILABLE,
+        raise CoordinatorUnavailable(ErrorCode.coordinator_not_available,
                                      "the group coordinator is not running")
     return broker.groups
 
@@ -103,7 +102,7 @@ def _group_refused(broker: Broker, request: Request) -> bytes | None:
     body = request.body
     if allowed(broker, request, Operation.READ, ResourceType.GROUP, body.group_id):
         return None
-    return respond(request, {"throttle_time": 0, "error_code": GROUP_AUTHORIZATION_FAILED,
+    return respond(request, {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed,
                              "generation_id": -1,
                              "member_id": getattr(body, "member_id", "") or ""})
 
@@ -239,11 +238,11 @@ def offsets_to_commit(broker: Broker, topics: Any, refused: set[str] | None = No
         for p in t.partitions:
             if refused and t.name in refused:
                 unknown.append(r.PartitionResult(t.name, p.partition_index,
-                                                 TOPIC_AUTHORIZATION_FAILED))
+                                                 ErrorCode.topic_authorization_failed))
                 continue
             if topic is None or not 0 <= p.partition_index < topic.partitions:
                 unknown.append(r.PartitionResult(t.name, p.partition_index,
-                                                 UNKNOWN_TOPIC_OR_PARTITION))
+                                                 ErrorCode.unknown_topic_or_partition))
                 continue
             offsets.append(r.OffsetCommitRequestPartition(
                 t.name, p.partition_index, p.committed_offset,
@@ -262,7 +261,7 @@ async def offset_commit(broker: Broker, request: Request) -> bytes:
     v = request.api_version
     if not allowed(broker, request, Operation.READ, ResourceType.GROUP, body.group_id):
         return commit_response(request, [
-            r.PartitionResult(t.name, p.partition_index, GROUP_AUTHORIZATION_FAILED)
+            r.PartitionResult(t.name, p.partition_index, ErrorCode.group_authorization_failed)
             for t in body.topics for p in t.partitions])
     offsets, unknown = offsets_to_commit(
         broker, body.topics, _topics_refused(broker, request, (t.name for t in body.topics),
@@ -293,7 +292,7 @@ def _fetch_group(broker: Broker, request: Request, group_id: str, topics: Any,
                  member_id: str | None = None, member_epoch: int = -1,
                  require_stable: bool = False) -> tuple[int, list[dict[str, Any]]]:
     if not allowed(broker, request, Operation.DESCRIBE, ResourceType.GROUP, group_id):
-        return GROUP_AUTHORIZATION_FAILED, []
+        return ErrorCode.group_authorization_failed, []
     refused = _topics_refused(broker, request, (t.name for t in topics or ()),
                               Operation.DESCRIBE)
     wanted = None if topics is None else [
@@ -312,7 +311,7 @@ def _fetch_group(broker: Broker, request: Request, group_id: str, topics: Any,
     answer = _by_topic(partitions, _fetched)
     answer += [{"name": t.name, "partitions": [
         {"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1,
-         "metadata": None, "error_code": TOPIC_AUTHORIZATION_FAILED}
+         "metadata": None, "error_code": ErrorCode.topic_authorization_failed}
         for p in t.partition_indexes]} for t in topics or () if t.name in refused]
     return result.error_code, answer
 
@@ -344,7 +343,8 @@ async def offset_fetch(broker: Broker, request: Request) -> bytes:
 async def offset_delete(broker: Broker, request: Request) -> bytes:
     body = request.body
     if not allowed(broker, request, Operation.DELETE, ResourceType.GROUP, body.group_id):
-        return respond(request, {"throttle_time": 0, "error_code": GROUP_AUTHORIZATION_FAILED,
+        return respond(request, {"throttle_time": 0,
+                                 "error_code": ErrorCode.group_authorization_failed,
                                  "topics": []})
     refused = _topics_refused(broker, request, (t.name for t in body.topics), Operation.READ)
     wanted = [(t.name, p.partition_index) for t in body.topics if t.name not in refused
@@ -356,7 +356,7 @@ async def offset_delete(broker: Broker, request: Request) -> bytes:
                 body.group_id, wanted, token=token, now_ms=now))
     except CoordinatorUnavailable as exc:
         result = r.OffsetDeleteResult(exc.error_code)
-    denied = [r.PartitionResult(t.name, p.partition_index, TOPIC_AUTHORIZATION_FAILED)
+    denied = [r.PartitionResult(t.name, p.partition_index, ErrorCode.topic_authorization_failed)
               for t in body.topics if t.name in refused for p in t.partitions]
     return respond(request, {"throttle_time": 0, "error_code": result.error_code,
                              "topics": _by_topic([*result.partitions, *denied],
@@ -412,7 +412,7 @@ def _describe_group(broker: Broker, group_id: str, not_found_error: bool
 async def describe_groups(broker: Broker, request: Request) -> bytes:
     found = [_describe_group(broker, g, request.api_version >= 6)
              if allowed(broker, request, Operation.DESCRIBE, ResourceType.GROUP, g)
-             else (r.GroupDescription(GROUP_AUTHORIZATION_FAILED, g, "", "", ""),
+             else (r.GroupDescription(ErrorCode.group_authorization_failed, g, "", "", ""),
                    "Group authorization failed.")
              for g in request.body.groups]
     return respond(request, {"throttle_time": 0, "groups": [
@@ -445,7 +445,8 @@ async def delete_groups(broker: Broker, request: Request) -> bytes:
     asked = list(request.body.groups_names)
     names = [g for g in asked
              if allowed(broker, request, Operation.DELETE, ResourceType.GROUP, g)]
-    refused = [r.DeletedGroup(g, GROUP_AUTHORIZATION_FAILED) for g in asked if g not in names]
+    refused = [r.DeletedGroup(g, ErrorCode.group_authorization_failed)
+               for g in asked if g not in names]
     try:
         runtime = group_runtime(broker)
     except CoordinatorUnavailable as exc:

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.errors import ErrorCode
+
 from odradek.protocol.codec import Request
 from odradek.security.acls import Operation, ResourceType
 from odradek.server.handlers.base import (
     LEADER_EPOCH,
-    TOPIC_AUTHORIZATION_FAILED,
-    UNKNOWN_TOPIC_OR_PARTITION,
     Api,
     allowed,
     epoch_error,
@@ -34,7 +34,6 @@ MAX_TIMESTAMP = -3  # KIP-734, v7+
 EARLIEST_LOCAL = -4  # KIP-405, v8+
 LATEST_TIERED = -5  # KIP-1005, v9+ (v10 adds TimeoutMs, for remote reads: unused)
 EARLIEST_PENDING_UPLOAD = -6  # KIP-1023, v11+
-UNSUPPORTED_VERSION = 35
 # The first ListOffsets version of each spec (Kafka's ListOffsetsRequest).
 _SPEC_SINCE = {LATEST: 0, EARLIEST: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9,
                EARLIEST_PENDING_UPLOAD: 11}
@@ -52,13 +51,14 @@ def lookup(broker: Broker, topic: str, partition: int, timestamp: int,
         epoch = broker.cluster.replicas.leader_epoch(topic, partition)
         error = epoch_error(current_leader_epoch, epoch)
     if lg is None or error:
-        return {"partition_index": partition, "error_code": error or UNKNOWN_TOPIC_OR_PARTITION,
+        return {"partition_index": partition,
+                "error_code": error or ErrorCode.unknown_topic_or_partition,
                 "timestamp": -1, "offset": -1, "leader_epoch": -1}
     if timestamp < 0 and version < _SPEC_SINCE.get(timestamp, 1 << 15):
         # A spec the request's version does not have yet, or none at all: Kafka answers
         # UNSUPPORTED_VERSION (found by the oracle tier, tests/oracle), not a search by
         # time.
-        return {"partition_index": partition, "error_code": UNSUPPORTED_VERSION,
+        return {"partition_index": partition, "error_code": ErrorCode.unsupported_version,
                 "timestamp": -1, "offset": -1, "leader_epoch": -1}
     found: tuple[int, int] | None
     visible = lg.high_watermark
@@ -91,7 +91,8 @@ async def handle(broker: Broker, request: Request) -> bytes:
     for topic in request.body.topics:
         if not allowed(broker, request, Operation.DESCRIBE, ResourceType.TOPIC, topic.name):
             topics.append({"name": topic.name, "partitions": [
-                {"partition_index": p.partition_index, "error_code": TOPIC_AUTHORIZATION_FAILED,
+                {"partition_index": p.partition_index,
+                 "error_code": ErrorCode.topic_authorization_failed,
                  "timestamp": -1, "offset": -1, "leader_epoch": -1} for p in topic.partitions]})
             continue
         topics.append({

@@ -14,21 +14,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.errors import ErrorCode
+
 from odradek.protocol.codec import Request
 from odradek.security.acls import Operation, ResourceType
 from odradek.server.handlers.base import (
     CLUSTER,
     LEADER_EPOCH,
     NO_AUTHORIZED_OPERATIONS,
-    TOPIC_AUTHORIZATION_FAILED,
     Api,
     allowed,
     authorized_operations,
     respond,
 )
 from odradek.server.metadata import Topic, TopicError, validate_topic_name
-
-LEADER_NOT_AVAILABLE = 5
 
 if TYPE_CHECKING:
     from uuid import UUID
@@ -66,7 +65,7 @@ def _cluster_topic_entry(broker: Broker, topic: Topic) -> dict[str, Any]:
         state = md.states.get((topic.name, p))
         leader = state.leader if state is not None and state.leader in live else -1
         partitions.append({
-            "error_code": 0 if leader >= 0 else LEADER_NOT_AVAILABLE,
+            "error_code": 0 if leader >= 0 else ErrorCode.leader_not_available,
             "partition_index": p, "leader_id": leader,
             "leader_epoch": state.leader_epoch if state is not None else -1,
             "replica_nodes": replicas,
@@ -133,7 +132,7 @@ async def handle(broker: Broker, request: Request) -> bytes:
         if authorizer is not None and not authorizer.allows(
                 request, Operation.DESCRIBE, ResourceType.TOPIC, name):
             # Whether it exists or not: nothing is told of a topic one may not describe.
-            topics.append({"error_code": TOPIC_AUTHORIZATION_FAILED, "name": name,
+            topics.append({"error_code": ErrorCode.topic_authorization_failed, "name": name,
                            "partitions": []})
             continue
         topic = broker.topic(name)
@@ -148,26 +147,26 @@ async def handle(broker: Broker, request: Request) -> bytes:
                 continue
             if not (allowed(broker, request, Operation.CREATE, ResourceType.CLUSTER, CLUSTER)
                     or allowed(broker, request, Operation.CREATE, ResourceType.TOPIC, name)):
-                topics.append({"error_code": TOPIC_AUTHORIZATION_FAILED, "name": name,
+                topics.append({"error_code": ErrorCode.topic_authorization_failed, "name": name,
                                "partitions": []})
                 continue
             try:
                 topic = await broker.create_topic_anywhere(name)
             except TopicError as exc:
                 if broker.cluster is not None and exc.kafka_error == "TOPIC_ALREADY_EXISTS":
-                    topics.append({"error_code": LEADER_NOT_AVAILABLE, "name": name,
+                    topics.append({"error_code": ErrorCode.leader_not_available, "name": name,
                                    "partitions": []})  # created by another request just now
                 elif exc.kafka_error in ("TOPIC_ALREADY_EXISTS", "INVALID_TOPIC_EXCEPTION"):
                     topics.append({"error_code": 3 if exc.kafka_error == "TOPIC_ALREADY_EXISTS"
                                    else 17, "name": name, "partitions": []})
                 else:  # e.g. fewer live brokers than default.replication.factor
-                    topics.append({"error_code": LEADER_NOT_AVAILABLE, "name": name,
+                    topics.append({"error_code": ErrorCode.leader_not_available, "name": name,
                                    "partitions": []})
                 continue
             if broker.cluster is not None:
                 # Kafka answers a topic it has just created LEADER_NOT_AVAILABLE: its
                 # partitions have no leader until the controller has acted.
-                topics.append({"error_code": LEADER_NOT_AVAILABLE, "name": name,
+                topics.append({"error_code": ErrorCode.leader_not_available, "name": name,
                                "topic_id": topic.topic_id, "partitions": []})
                 continue
         entry = topic_entry(broker, topic)

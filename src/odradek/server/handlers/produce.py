@@ -22,6 +22,8 @@ import struct
 from collections.abc import Callable, Coroutine, Generator
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+from kio.schema.errors import ErrorCode
+
 from odradek.protocol.codec import Request
 from odradek.protocol.framing import encode_uvarint
 from odradek.records import batch as rb
@@ -31,8 +33,6 @@ from odradek.server.connection import ConnectionClosed
 from odradek.server.errors import error_code, message
 from odradek.server.handlers.base import (
     LEADER_EPOCH,
-    TOPIC_AUTHORIZATION_FAILED,
-    TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
     Api,
     allowed,
     throttle,
@@ -44,10 +44,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-INVALID_REQUIRED_ACKS = 21
-INVALID_TXN_STATE = 48
-CORRUPT_MESSAGE = 2
-REQUEST_TIMED_OUT = 7
 _ERROR_TEXT = {
     6: "this broker is not the leader of the partition (any more)",
     7: "not replicated to the in-sync replicas within the request's timeout",
@@ -69,7 +65,8 @@ def _not_in_transaction(broker: Broker, transactional_id: str | None, topic: str
     if header.is_control:
         return None  # the log refuses produced control batches itself
     if transactional_id is None:
-        return INVALID_TXN_STATE, "a transactional batch needs the request's transactional id"
+        return (ErrorCode.invalid_txn_state,
+                "a transactional batch needs the request's transactional id")
     txns = broker.transactions
     if txns is None:
         return None
@@ -147,7 +144,7 @@ class Replication:
         pending = [w for w in self.waits if w is not None and not w.done()]
         if pending:
             await asyncio.wait(pending, timeout=max(self.timeout_ms, 0) / 1000)
-        return [0 if w is None else w.result() if w.done() else REQUEST_TIMED_OUT
+        return [0 if w is None else w.result() if w.done() else ErrorCode.request_timed_out
                 for w in self.waits]
 
 
@@ -166,10 +163,10 @@ def _denied(broker: Broker, request: Request) -> Callable[[str], int]:
     txn = body.transactional_id
     if txn is not None and not allowed(broker, request, Operation.WRITE,
                                        ResourceType.TRANSACTIONAL_ID, txn):
-        return lambda _name: TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        return lambda _name: ErrorCode.transactional_id_authorization_failed
     refused = {t.name for t in body.topic_data if not allowed(
         broker, request, Operation.WRITE, ResourceType.TOPIC, t.name)}
-    return lambda name: TOPIC_AUTHORIZATION_FAILED if name in refused else 0
+    return lambda name: ErrorCode.topic_authorization_failed if name in refused else 0
 
 
 def _produce(broker: Broker, request: Request) -> _Steps:
@@ -198,7 +195,7 @@ def _produce(broker: Broker, request: Request) -> _Steps:
         for index, records in topic_data.partition_data:
             lg = get_log(name, index)
             if bad_acks:
-                entry = _failed(index, INVALID_REQUIRED_ACKS,
+                entry = _failed(index, ErrorCode.invalid_required_acks,
                                 f"acks must be -1, 0 or 1, not {acks}")
             elif denied and (code := denied(name)):
                 entry = _failed(index, code, _ERROR_TEXT[code])
@@ -207,7 +204,7 @@ def _produce(broker: Broker, request: Request) -> _Steps:
                 entry = _failed(index, code, _ERROR_TEXT.get(code)
                                 or f"{name}-{index} does not exist on this broker")
             elif records is None:
-                entry = _failed(index, CORRUPT_MESSAGE, "a produce request needs records")
+                entry = _failed(index, ErrorCode.corrupt_message, "a produce request needs records")
             # One byte (the low byte of the attributes, @22) says "not transactional"
             # without decoding the header: the common case skips the check's call.
             elif (len(records) >= rb.HEADER_SIZE and records[22] & rb.TRANSACTIONAL_BIT

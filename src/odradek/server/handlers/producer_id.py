@@ -15,13 +15,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kio.schema.errors import ErrorCode
+
 from odradek.protocol.codec import Request
 from odradek.security.acls import Operation, ResourceType
 from odradek.server.errors import error_code
 from odradek.server.handlers import transactions
 from odradek.server.handlers.base import (
     CLUSTER,
-    CLUSTER_AUTHORIZATION_FAILED,
     Api,
     respond,
 )
@@ -45,7 +46,7 @@ async def handle(broker: Broker, request: Request) -> bytes:
         # Kafka: an idempotent producer needs IDEMPOTENT_WRITE on the cluster or WRITE
         # on some topic (KIP-679).
         return respond(request, {"throttle_time": 0,
-                                 "error_code": CLUSTER_AUTHORIZATION_FAILED,
+                                 "error_code": ErrorCode.cluster_authorization_failed,
                                  "producer_id": -1, "producer_epoch": -1})
     pid = getattr(body, "producer_id", -1)
     epoch = getattr(body, "producer_epoch", -1)

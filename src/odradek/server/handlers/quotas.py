@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.errors import ErrorCode
+
 from odradek.protocol.codec import Request
 from odradek.security.acls import Operation, ResourceType
 from odradek.security.quotas import (
@@ -20,7 +22,6 @@ from odradek.security.quotas import (
 from odradek.server.documents import DocumentError
 from odradek.server.handlers.base import (
     CLUSTER,
-    CLUSTER_AUTHORIZATION_FAILED,
     Api,
     allowed,
     respond,
@@ -29,8 +30,6 @@ from odradek.server.handlers.base import (
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
 
-UNKNOWN_SERVER_ERROR = -1
-INVALID_REQUEST = 42
 _DENIED = "Cluster authorization failed."
 
 
@@ -40,14 +39,14 @@ async def describe_client_quotas(broker: Broker, request: Request) -> bytes:
     assert quotas is not None
     error, text, entries = 0, None, []
     if not allowed(broker, request, Operation.DESCRIBE_CONFIGS, ResourceType.CLUSTER, CLUSTER):
-        error, text = CLUSTER_AUTHORIZATION_FAILED, _DENIED
+        error, text = ErrorCode.cluster_authorization_failed, _DENIED
     else:
         try:
             flt = QuotaFilter.from_components(
                 ((c.entity_type, c.match_type, c.match) for c in body.components),
                 body.strict)
         except QuotaError as exc:
-            error, text = INVALID_REQUEST, str(exc)
+            error, text = ErrorCode.invalid_request, str(exc)
         else:
             entries = [{"entity": [{"entity_type": t, "entity_name": n} for t, n in e],
                         "values": [{"key": k, "value": v} for k, v in sorted(values.items())]}
@@ -65,7 +64,7 @@ async def alter_client_quotas(broker: Broker, request: Request) -> bytes:
     may = allowed(broker, request, Operation.ALTER_CONFIGS, ResourceType.CLUSTER, CLUSTER)
     for entry in body.entries:
         if not may:
-            outcomes.append((entry, CLUSTER_AUTHORIZATION_FAILED, _DENIED))
+            outcomes.append((entry, ErrorCode.cluster_authorization_failed, _DENIED))
             continue
         try:
             target = validate_entity((e.entity_type, e.entity_name) for e in entry.entity)
@@ -76,7 +75,7 @@ async def alter_client_quotas(broker: Broker, request: Request) -> bytes:
                                      "for entity")
                 ops[op.key] = None if op.remove else validate_value(op.key, op.value)
         except QuotaError as exc:
-            outcomes.append((entry, INVALID_REQUEST, str(exc)))
+            outcomes.append((entry, ErrorCode.invalid_request, str(exc)))
             continue
         changes.append((target, ops))
         outcomes.append((entry, 0, None))
@@ -84,7 +83,7 @@ async def alter_client_quotas(broker: Broker, request: Request) -> bytes:
         try:
             await quotas.alter(changes)
         except DocumentError as exc:
-            outcomes = [(entry, code or UNKNOWN_SERVER_ERROR, text or str(exc))
+            outcomes = [(entry, code or ErrorCode.unknown_server_error, text or str(exc))
                         for entry, code, text in outcomes]
     return respond(request, {"throttle_time": 0, "entries": [
         {"error_code": code, "error_message": text,

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.errors import ErrorCode
+
 from odradek.protocol.codec import Request
 from odradek.security.acls import Operation, ResourceType
 from odradek.server.errors import error_code
 from odradek.server.handlers.base import (
     CLUSTER,
     LEADER_EPOCH,
-    TOPIC_AUTHORIZATION_FAILED,
     Api,
     allowed,
     epoch_error,
@@ -35,8 +36,6 @@ from odradek.storage.errors import StorageError
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
 
-OFFSET_OUT_OF_RANGE = 1
-POLICY_VIOLATION = 44
 
 HIGH_WATERMARK = -1  # DeleteRecords' "up to the high watermark"
 UNDEFINED_EPOCH = -1
@@ -52,13 +51,13 @@ def delete_before(broker: Broker, topic: str, partition: int, offset: int) -> di
         return entry
     if not lg.config.deletes:
         # Kafka refuses to cut a compact-only log: its retention is by key, not offset.
-        entry["error_code"] = POLICY_VIOLATION
+        entry["error_code"] = ErrorCode.policy_violation
         return entry
     # Only what is committed may be deleted (on a single node: everything appended).
     if offset == HIGH_WATERMARK:
         offset = lg.high_watermark
     if offset < 0 or offset > lg.high_watermark:
-        entry["error_code"] = OFFSET_OUT_OF_RANGE
+        entry["error_code"] = ErrorCode.offset_out_of_range
         return entry
     try:
         entry["low_watermark"] = lg.delete_records_before(offset)
@@ -74,7 +73,7 @@ async def delete_records(broker: Broker, request: Request) -> bytes:
         if not allowed(broker, request, Operation.DELETE, ResourceType.TOPIC, t.name):
             topics.append({"name": t.name, "partitions": [
                 {"partition_index": p.partition_index, "low_watermark": -1,
-                 "error_code": TOPIC_AUTHORIZATION_FAILED} for p in t.partitions]})
+                 "error_code": ErrorCode.topic_authorization_failed} for p in t.partitions]})
             continue
         topics.append({
             "name": t.name,
@@ -115,7 +114,7 @@ async def offset_for_leader_epoch(broker: Broker, request: Request) -> bytes:
                         CLUSTER) if follower else
                 allowed(broker, request, Operation.DESCRIBE, ResourceType.TOPIC, t.topic)):
             topics.append({"topic": t.topic, "partitions": [
-                {"partition": p.partition, "error_code": TOPIC_AUTHORIZATION_FAILED,
+                {"partition": p.partition, "error_code": ErrorCode.topic_authorization_failed,
                  "leader_epoch": UNDEFINED_EPOCH, "end_offset": UNDEFINED_EPOCH_OFFSET}
                 for p in t.partitions]})
             continue

@@ -20,6 +20,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.errors import ErrorCode
+
 from odradek.protocol.codec import Request
 from odradek.security.acls import Operation, ResourceType
 from odradek.security.oauth import (
@@ -46,7 +48,6 @@ from odradek.security.scram import (
 from odradek.server.documents import DocumentError
 from odradek.server.handlers.base import (
     CLUSTER,
-    CLUSTER_AUTHORIZATION_FAILED,
     Api,
     allowed,
     respond,
@@ -57,13 +58,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-UNKNOWN_SERVER_ERROR = -1
-UNSUPPORTED_SASL_MECHANISM = 33
-ILLEGAL_SASL_STATE = 34
-SASL_AUTHENTICATION_FAILED = 58
-RESOURCE_NOT_FOUND = 91
-DUPLICATE_RESOURCE = 92
-UNACCEPTABLE_CREDENTIAL = 93
 MECHANISM_NAMES = {code: name for name, code in MECHANISM_CODES.items()}
 
 
@@ -75,16 +69,17 @@ def enabled_mechanisms(broker: Broker, listener: str) -> list[str]:
 async def handshake(broker: Broker, request: Request) -> bytes:
     session = request.session
     if session is None or not session.listener.sasl:
-        return respond(request, {"error_code": ILLEGAL_SASL_STATE, "mechanisms": []})
+        return respond(request, {"error_code": ErrorCode.illegal_sasl_state, "mechanisms": []})
     mechanisms = enabled_mechanisms(broker, session.listener.name)
     mechanism = request.body.mechanism
     if mechanism not in mechanisms or mechanism not in (PLAIN, OAUTHBEARER, *MECHANISM_CODES):
         session.close_after_response = f"unsupported SASL mechanism {mechanism!r}"
-        return respond(request, {"error_code": UNSUPPORTED_SASL_MECHANISM,
+        return respond(request, {"error_code": ErrorCode.unsupported_sasl_mechanism,
                                  "mechanisms": mechanisms})
     if session.authenticated and session.mechanism not in (None, mechanism):
         session.close_after_response = "re-authentication must use the same mechanism"
-        return respond(request, {"error_code": ILLEGAL_SASL_STATE, "mechanisms": mechanisms})
+        return respond(request, {"error_code": ErrorCode.illegal_sasl_state,
+                                 "mechanisms": mechanisms})
     session.mechanism = mechanism
     session.authenticator = _authenticator(broker, session.listener.name, mechanism)
     if mechanism == OAUTHBEARER:
@@ -122,7 +117,7 @@ async def authenticate(broker: Broker, request: Request) -> bytes:
     if authenticator is None:
         if session is not None:
             session.close_after_response = "SaslAuthenticate without a SaslHandshake"
-        return respond(request, {"error_code": ILLEGAL_SASL_STATE,
+        return respond(request, {"error_code": ErrorCode.illegal_sasl_state,
                                  "error_message": "SaslAuthenticate before SaslHandshake",
                                  "auth_bytes": b"", "session_lifetime": 0})
     try:
@@ -131,7 +126,7 @@ async def authenticate(broker: Broker, request: Request) -> bytes:
         session.authenticator = None
         cause = f" ({exc.__cause__})" if exc.__cause__ else ""
         session.close_after_response = f"SASL {authenticator.mechanism}: {exc}{cause}"
-        return respond(request, {"error_code": SASL_AUTHENTICATION_FAILED,
+        return respond(request, {"error_code": ErrorCode.sasl_authentication_failed,
                                  "error_message": str(exc), "auth_bytes": b"",
                                  "session_lifetime": 0})
     lifetime = 0
@@ -142,7 +137,7 @@ async def authenticate(broker: Broker, request: Request) -> bytes:
         if session.authenticated and session.principal != principal:
             session.close_after_response = "re-authentication changed the principal"
             return respond(request, {
-                "error_code": SASL_AUTHENTICATION_FAILED,
+                "error_code": ErrorCode.sasl_authentication_failed,
                 "error_message": f"Cannot change principals during re-authentication "
                                  f"from {session.principal}: {principal}",
                 "auth_bytes": b"", "session_lifetime": 0})
@@ -158,7 +153,7 @@ async def describe_credentials(broker: Broker, request: Request) -> bytes:
     if not allowed(broker, request, Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER):
         # Kafka's getErrorResponse: the error at the top and once per user asked (with
         # no user name in it).
-        refused = {"error_code": CLUSTER_AUTHORIZATION_FAILED,
+        refused = {"error_code": ErrorCode.cluster_authorization_failed,
                    "error_message": "Cluster authorization failed."}
         return respond(request, {"throttle_time": 0, **refused, "results": [
             {**refused, "user": "", "credential_infos": []}
@@ -170,11 +165,11 @@ async def describe_credentials(broker: Broker, request: Request) -> bytes:
     results = []
     for name in names:
         if names.count(name) > 1:
-            results.append(_user_error(name, DUPLICATE_RESOURCE,
+            results.append(_user_error(name, ErrorCode.duplicate_resource,
                                        "Cannot describe SCRAM credentials for the same user "
                                        "twice in a single request"))
         elif name not in stored:
-            results.append(_user_error(name, RESOURCE_NOT_FOUND,
+            results.append(_user_error(name, ErrorCode.resource_not_found,
                                        "Attempt to describe a user credential that does "
                                        "not exist"))
         else:
@@ -196,7 +191,7 @@ async def alter_credentials(broker: Broker, request: Request) -> bytes:
     if not allowed(broker, request, Operation.ALTER, ResourceType.CLUSTER, CLUSTER):
         users = list(dict.fromkeys(i.name for i in [*body.deletions, *body.upsertions]))
         return respond(request, {"throttle_time": 0, "results": [
-            {"user": u, "error_code": CLUSTER_AUTHORIZATION_FAILED,
+            {"user": u, "error_code": ErrorCode.cluster_authorization_failed,
              "error_message": "Cluster authorization failed."} for u in users]})
     seen: dict[tuple[str, int], int] = {}
     for item in [*body.deletions, *body.upsertions]:
@@ -209,7 +204,7 @@ async def alter_credentials(broker: Broker, request: Request) -> bytes:
         mechanism = MECHANISM_NAMES.get(item.mechanism)
         error = _check(item, mechanism, seen)
         if error is None and mechanism not in stored.get(item.name, {}):
-            error = (RESOURCE_NOT_FOUND, "Attempt to delete a user credential that does "
+            error = (ErrorCode.resource_not_found, "Attempt to delete a user credential that does "
                                          "not exist")
         if error is not None:
             errors.setdefault(item.name, error)
@@ -220,11 +215,11 @@ async def alter_credentials(broker: Broker, request: Request) -> bytes:
         mechanism = MECHANISM_NAMES.get(item.mechanism)
         error = _check(item, mechanism, seen)
         if error is None and not MIN_ITERATIONS <= item.iterations <= MAX_ITERATIONS:
-            error = (UNACCEPTABLE_CREDENTIAL,
+            error = (ErrorCode.unacceptable_credential,
                      f"Iterations {item.iterations} must be between {MIN_ITERATIONS} and "
                      f"{MAX_ITERATIONS} for {mechanism}")
         if error is None and (not item.salt or not item.salted_password):
-            error = (UNACCEPTABLE_CREDENTIAL, "Credential must have a salt and a salted "
+            error = (ErrorCode.unacceptable_credential, "Credential must have a salt and a salted "
                                               "password")
         if error is not None:
             errors.setdefault(item.name, error)
@@ -239,7 +234,7 @@ async def alter_credentials(broker: Broker, request: Request) -> bytes:
                                        [(u, m) for u, m in deletions if u not in errors])
     except DocumentError as exc:  # nothing was saved
         for user in users:
-            errors.setdefault(user, (UNKNOWN_SERVER_ERROR, str(exc)))
+            errors.setdefault(user, (ErrorCode.unknown_server_error, str(exc)))
     return respond(request, {"throttle_time": 0, "results": [
         {"user": u, "error_code": errors.get(u, (0, None))[0],
          "error_message": errors.get(u, (0, None))[1]} for u in users]})
@@ -248,11 +243,12 @@ async def alter_credentials(broker: Broker, request: Request) -> bytes:
 def _check(item: Any, mechanism: str | None, seen: dict[tuple[str, int], int]
            ) -> tuple[int, str] | None:
     if not item.name:
-        return UNACCEPTABLE_CREDENTIAL, "Username must not be empty"
+        return ErrorCode.unacceptable_credential, "Username must not be empty"
     if mechanism is None:
-        return UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism"
+        return ErrorCode.unsupported_sasl_mechanism, "Unknown SCRAM mechanism"
     if seen[(item.name, item.mechanism)] > 1:
-        return DUPLICATE_RESOURCE, "A user credential cannot be altered twice in the same request"
+        return (ErrorCode.duplicate_resource,
+                "A user credential cannot be altered twice in the same request")
     return None
 
 

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.errors import ErrorCode
+
 from odradek.protocol.codec import Request
 from odradek.protocol.messages import ms
 from odradek.security.acls import Operation, ResourceType
 from odradek.server.handlers.base import (
     CLUSTER,
-    TOPIC_AUTHORIZATION_FAILED,
     Api,
     allowed,
     respond,
@@ -32,12 +33,6 @@ if TYPE_CHECKING:
     import uuid
 
     from odradek.server.broker import Broker
-
-INVALID_REPLICATION_FACTOR = 38
-INVALID_REPLICA_ASSIGNMENT = 39
-TOPIC_DELETION_DISABLED = 73
-UNKNOWN_TOPIC_ID = 100
-INVALID_TOPIC_EXCEPTION = 17
 
 
 # Kafka's controller refuses an operation that would write more than this many metadata
@@ -51,14 +46,12 @@ TOO_LARGE = "Unable to perform excessively large batch operation."
 def _too_large(request: Request, entries: list[dict[str, Any]]) -> bytes:
     """The answer refusing every topic of an operation over MAX_RECORDS_PER_USER_OP."""
     for entry in entries:
-        entry.update(error_code=_code("POLICY_VIOLATION"), error_message=TOO_LARGE)
+        entry.update(error_code=ErrorCode.policy_violation, error_message=TOO_LARGE)
     key = "topics" if request.api_key == 19 else "results"
     return respond(request, {"throttle_time": 0, key: entries})
 
 
 def _code(name: str) -> int:
-    from kio.schema.errors import ErrorCode
-
     return ErrorCode[name.lower()].value
 
 
@@ -70,7 +63,7 @@ async def create_topics(broker: Broker, request: Request) -> bytes:
     names = [t.name for t in body.topics]
     duplicated = {name for name in names if names.count(name) > 1}
     for name in sorted(duplicated):  # as Kafka: one INVALID_REQUEST entry per name
-        results.append({"name": name, "error_code": _code("INVALID_REQUEST"),
+        results.append({"name": name, "error_code": ErrorCode.invalid_request,
                         "error_message": "Duplicate topic name.", "num_partitions": -1,
                         "replication_factor": -1, "configs": None})
     default = broker.config["num.partitions"]
@@ -89,7 +82,7 @@ async def create_topics(broker: Broker, request: Request) -> bytes:
                                  "configs": None}
         if not (allowed(broker, request, Operation.CREATE, ResourceType.CLUSTER, CLUSTER)
                 or allowed(broker, request, Operation.CREATE, ResourceType.TOPIC, t.name)):
-            entry.update(error_code=TOPIC_AUTHORIZATION_FAILED,
+            entry.update(error_code=ErrorCode.topic_authorization_failed,
                          error_message="Authorization failed.")
             results.append(entry)
             continue
@@ -100,12 +93,12 @@ async def create_topics(broker: Broker, request: Request) -> bytes:
             partitions = len(assignment)
         elif t.replication_factor == 0 or t.replication_factor < -1:
             # Kafka's controller: -1 is "the default", anything else must be positive.
-            entry.update(error_code=INVALID_REPLICATION_FACTOR, error_message=(
+            entry.update(error_code=ErrorCode.invalid_replication_factor, error_message=(
                 "Replication factor must be larger than 0, or -1 to use the default value."))
             results.append(entry)
             continue
         elif t.num_partitions < -1:
-            entry.update(error_code=_code("INVALID_PARTITIONS"), error_message=(
+            entry.update(error_code=ErrorCode.invalid_partitions, error_message=(
                 "Number of partitions was set to an invalid non-positive value."))
             results.append(entry)
             continue
@@ -147,20 +140,20 @@ async def delete_topics(broker: Broker, request: Request) -> bytes:
             name = by_id.get(topic_id)
             if name is None:
                 results.append({"name": None, "topic_id": topic_id,
-                                "error_code": UNKNOWN_TOPIC_ID,
+                                "error_code": ErrorCode.unknown_topic_id,
                                 "error_message": f"no topic has id {topic_id}"})
                 continue
         entry: dict[str, Any] = {"name": name, "topic_id": topic_id, "error_code": 0,
                                  "error_message": None}
         topic = broker.topic(name)
         if not allowed(broker, request, Operation.DELETE, ResourceType.TOPIC, name):
-            entry.update(error_code=TOPIC_AUTHORIZATION_FAILED,
+            entry.update(error_code=ErrorCode.topic_authorization_failed,
                          error_message="Authorization failed.")
         elif not broker.config["delete.topic.enable"]:
-            entry.update(error_code=TOPIC_DELETION_DISABLED,
+            entry.update(error_code=ErrorCode.topic_deletion_disabled,
                          error_message="delete.topic.enable is false")
         elif topic is not None and topic.internal:
-            entry.update(error_code=INVALID_TOPIC_EXCEPTION,
+            entry.update(error_code=ErrorCode.invalid_topic_exception,
                          error_message=f"{name} is an internal topic: deleting it would lose "
                          "every consumer group's state")
         else:
@@ -178,7 +171,7 @@ async def delete_topics(broker: Broker, request: Request) -> bytes:
         pending = await broker.cluster.wait_deleted(deleted, timeout_ms / 1000)
         for entry in results:
             if entry["name"] in pending and entry["error_code"] == 0:
-                entry.update(error_code=_code("REQUEST_TIMED_OUT"), error_message=(
+                entry.update(error_code=ErrorCode.request_timed_out, error_message=(
                     f"the deletion of {entry['name']} did not finish within {timeout_ms} "
                     "ms; it goes on"))
     _topics_changed(broker)
@@ -196,7 +189,7 @@ async def create_partitions(broker: Broker, request: Request) -> bytes:
     for t in body.topics:
         entry: dict[str, Any] = {"name": t.name, "error_code": 0, "error_message": None}
         if not allowed(broker, request, Operation.ALTER, ResourceType.TOPIC, t.name):
-            entry.update(error_code=TOPIC_AUTHORIZATION_FAILED,
+            entry.update(error_code=ErrorCode.topic_authorization_failed,
                          error_message="Authorization failed.")
             results.append(entry)
             continue

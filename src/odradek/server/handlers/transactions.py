@@ -37,18 +37,16 @@ import datetime
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.errors import ErrorCode
+
 from odradek.coordinator import results as r
 from odradek.coordinator import transactions as tx
 from odradek.coordinator.offsets_topic import OFFSETS_TOPIC
 from odradek.protocol.codec import Request
 from odradek.protocol.messages import ms
 from odradek.security.acls import Operation, ResourceType
-from odradek.server.coordinator_runtime import COORDINATOR_NOT_AVAILABLE, CoordinatorUnavailable
+from odradek.server.coordinator_runtime import CoordinatorUnavailable
 from odradek.server.handlers.base import (
-    GROUP_AUTHORIZATION_FAILED,
-    TOPIC_AUTHORIZATION_FAILED,
-    TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-    UNKNOWN_TOPIC_OR_PARTITION,
     Api,
     allowed,
     respond,
@@ -59,14 +57,12 @@ if TYPE_CHECKING:
     from odradek.server.broker import Broker
     from odradek.server.transactions import TxnRuntime
 
-OPERATION_NOT_ATTEMPTED = 55  # the other partitions of an AddPartitionsToTxn that failed
-INVALID_TOPIC_EXCEPTION = 17  # internal topics cannot be written by clients
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 
 def runtime(broker: Broker) -> TxnRuntime:
     if broker.transactions is None:
-        raise CoordinatorUnavailable(COORDINATOR_NOT_AVAILABLE,
+        raise CoordinatorUnavailable(ErrorCode.coordinator_not_available,
                                      "the transaction coordinator is not running")
     return broker.transactions
 
@@ -87,7 +83,7 @@ async def init_producer_id(broker: Broker, request: Request) -> bytes:
     body = request.body
     if not _may_write(broker, request, body.transactional_id):
         return respond(request, {"throttle_time": 0,
-                                 "error_code": TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                 "error_code": ErrorCode.transactional_id_authorization_failed,
                                  "producer_id": -1, "producer_epoch": -1})
     try:
         rt = runtime(broker)
@@ -117,15 +113,15 @@ async def add_partitions_to_txn(broker: Broker, request: Request) -> bytes:
     for name, p in wanted:
         topic = broker.topic(name)
         if txn_refused:
-            errors[(name, p)] = TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            errors[(name, p)] = ErrorCode.transactional_id_authorization_failed
         elif not allowed(broker, request, Operation.WRITE, ResourceType.TOPIC, name):
-            errors[(name, p)] = TOPIC_AUTHORIZATION_FAILED
+            errors[(name, p)] = ErrorCode.topic_authorization_failed
         elif topic is None or not 0 <= p < topic.partitions:
-            errors[(name, p)] = UNKNOWN_TOPIC_OR_PARTITION
+            errors[(name, p)] = ErrorCode.unknown_topic_or_partition
         elif topic.internal:
-            errors[(name, p)] = INVALID_TOPIC_EXCEPTION
+            errors[(name, p)] = ErrorCode.invalid_topic_exception
     if errors:
-        codes = {tp: errors.get(tp, OPERATION_NOT_ATTEMPTED) for tp in wanted}
+        codes = {tp: errors.get(tp, ErrorCode.operation_not_attempted) for tp in wanted}
     else:
         try:
             rt = runtime(broker)
@@ -167,9 +163,10 @@ async def add_offsets_to_txn(broker: Broker, request: Request) -> bytes:
     body = request.body
     if not _may_write(broker, request, body.transactional_id):
         return respond(request, {"throttle_time": 0,
-                                 "error_code": TRANSACTIONAL_ID_AUTHORIZATION_FAILED})
+                                 "error_code": ErrorCode.transactional_id_authorization_failed})
     if not allowed(broker, request, Operation.READ, ResourceType.GROUP, body.group_id):
-        return respond(request, {"throttle_time": 0, "error_code": GROUP_AUTHORIZATION_FAILED})
+        return respond(request, {"throttle_time": 0,
+                                 "error_code": ErrorCode.group_authorization_failed})
     return await _error_only(
         broker, request, body.transactional_id,
         lambda coordinator, token, now: coordinator.add_offsets(
@@ -181,7 +178,7 @@ async def end_txn(broker: Broker, request: Request) -> bytes:
     body = request.body
     if not _may_write(broker, request, body.transactional_id):
         return respond(request, {"throttle_time": 0,
-                                 "error_code": TRANSACTIONAL_ID_AUTHORIZATION_FAILED})
+                                 "error_code": ErrorCode.transactional_id_authorization_failed})
     return await _error_only(
         broker, request, body.transactional_id,
         lambda coordinator, token, now: coordinator.end_txn(
@@ -207,13 +204,13 @@ def _txn_offsets_error(broker: Broker, body: Any) -> int | None:
         return None
     txn = coordinator.transactions.get(body.transactional_id)
     if txn is None or txn.producer_id != body.producer_id:
-        return tx.INVALID_PRODUCER_ID_MAPPING
+        return ErrorCode.invalid_producer_id_mapping
     if txn.producer_epoch != body.producer_epoch:
         # What Kafka's append to __consumer_offsets answers a stale epoch.
-        return tx.INVALID_PRODUCER_EPOCH
+        return ErrorCode.invalid_producer_epoch
     partition = (OFFSETS_TOPIC, group_runtime(broker).partition_for(body.group_id))
     if txn.state != tx.TxnState.ONGOING or partition not in txn.partitions:
-        return tx.INVALID_TXN_STATE
+        return ErrorCode.invalid_txn_state
     return None
 
 
@@ -221,9 +218,9 @@ async def txn_offset_commit(broker: Broker, request: Request) -> bytes:
     """TxnOffsetCommit goes to the group coordinator of its group (in a cluster, the
     client found it with FindCoordinator for the group)."""
     body = request.body
-    whole = (TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    whole = (ErrorCode.transactional_id_authorization_failed
              if not _may_write(broker, request, body.transactional_id)
-             else GROUP_AUTHORIZATION_FAILED
+             else ErrorCode.group_authorization_failed
              if not allowed(broker, request, Operation.READ, ResourceType.GROUP, body.group_id)
              else 0)
     if whole:
@@ -273,7 +270,7 @@ def _describe(broker: Broker, transactional_id: str) -> tx.TransactionDescriptio
 async def describe_transactions(broker: Broker, request: Request) -> bytes:
     described = [_describe(broker, tid) if allowed(
         broker, request, Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, tid)
-        else tx.TransactionDescription(tid, TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        else tx.TransactionDescription(tid, ErrorCode.transactional_id_authorization_failed)
         for tid in request.body.transactional_ids]
     return respond(request, {"throttle_time": 0, "transaction_states": [
         {"error_code": d.error_code, "transactional_id": d.transactional_id,
@@ -341,13 +338,13 @@ async def describe_producers(broker: Broker, request: Request) -> bytes:
             lg = broker.get_log(t.name, index)
             if not readable:
                 partitions.append({"partition_index": index,
-                                   "error_code": TOPIC_AUTHORIZATION_FAILED,
+                                   "error_code": ErrorCode.topic_authorization_failed,
                                    "error_message": "Topic authorization failed.",
                                    "active_producers": []})
                 continue
             if lg is None:
                 partitions.append({"partition_index": index,
-                                   "error_code": UNKNOWN_TOPIC_OR_PARTITION,
+                                   "error_code": ErrorCode.unknown_topic_or_partition,
                                    "error_message": f"{t.name}-{index} does not exist",
                                    "active_producers": []})
                 continue

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.errors import ErrorCode
+
 from odradek.protocol.codec import Request
 from odradek.security.acls import Operation, ResourceType
 from odradek.server.handlers.base import (
     CLUSTER,
-    CLUSTER_AUTHORIZATION_FAILED,
     Api,
     allowed,
     respond,
@@ -27,18 +28,18 @@ from odradek.server.handlers.base import (
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
 
-UNSUPPORTED_VERSION = 35  # Kafka's answer where no cluster needs this request
-
 
 async def handle(broker: Broker, request: Request) -> bytes:
     markers = []
     for marker in request.body.markers:
         tps = [(t.name, p) for t in marker.topics for p in t.partition_indexes]
+        codes: dict[tuple[str, int], int]
         if not allowed(broker, request, Operation.CLUSTER_ACTION, ResourceType.CLUSTER,
                        CLUSTER):
-            codes = dict.fromkeys(tps, CLUSTER_AUTHORIZATION_FAILED)  # brokers only
+            codes = dict.fromkeys(tps, ErrorCode.cluster_authorization_failed)  # brokers only
         elif broker.cluster is None:
-            codes = dict.fromkeys(tps, UNSUPPORTED_VERSION)
+            # Kafka's answer where no cluster needs this request
+            codes = dict.fromkeys(tps, ErrorCode.unsupported_version)
         else:
             codes = await broker.cluster.write_markers_locally(
                 marker.producer_id, marker.producer_epoch, marker.transaction_result,
