@@ -64,7 +64,8 @@ class Churn:
     several seconds, answered once done), one producing to them and a consumer group
     subscribed to them by pattern (kafka-python's), all taking the errors a name
     that comes and goes gives (unknown topic, already exists, timed out) as they come.
-    ``outcomes`` counts what each admin call answered."""
+    ``outcomes`` counts what each admin call answered, and the errors the consumer met
+    (kafka-python raises a broker's connection reset out of ``poll``)."""
 
     def __init__(self, bootstrap: str) -> None:
         self.bootstrap = bootstrap
@@ -141,6 +142,7 @@ class Churn:
     # rd_kafka_destroy waited on its broker thread.
     def _consume(self) -> None:
         from kafka import KafkaConsumer
+        from kafka.errors import KafkaError
 
         consumer = KafkaConsumer(bootstrap_servers=self.bootstrap.split(","),
                                  group_id="churners", auto_offset_reset="earliest",
@@ -148,10 +150,16 @@ class Churn:
         consumer.subscribe(pattern="^churn-.*")
         try:
             while not self.stop.is_set():
-                for records in consumer.poll(timeout_ms=200).values():
-                    self.consumed += len(records)
+                try:
+                    for records in consumer.poll(timeout_ms=200).values():
+                        self.consumed += len(records)
+                except KafkaError as exc:  # its broker killed under it, say: poll again
+                    self._count(f"consume: {type(exc).__name__}")
         finally:
-            consumer.close(timeout_ms=30_000)
+            try:
+                consumer.close(timeout_ms=30_000)
+            except KafkaError as exc:
+                self._count(f"consumer close: {type(exc).__name__}")
 
 
 class Nemesis:
