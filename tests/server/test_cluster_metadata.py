@@ -16,8 +16,8 @@ import pytest
 
 from odradek.cluster import state as zk
 from odradek.cluster.state import PartitionState, TopicAssignment, TopicPartition
-from odradek.cluster.store import MemoryStore, Op
 from odradek.server.cluster_metadata import ClusterMetadata
+from odradek.server.store import MemoryStore, Op
 
 
 class Recorder:

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from odradek.cluster.store import MemoryStore, MemoryTree
 from odradek.server.documents import DocumentError, FileDocument, StoreDocument
+from odradek.server.store import MemoryStore, MemoryTree
 
 
 def add(name: str):

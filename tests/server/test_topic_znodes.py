@@ -18,8 +18,8 @@ import pytest
 
 from odradek.cluster import state as zk
 from odradek.cluster.state import PartitionState, TopicAssignment
-from odradek.cluster.store import MemoryStore, Op
 from odradek.server.controller import Controller, NotController
+from odradek.server.store import MemoryStore, Op
 from odradek.server.topic_znodes import MAX_OPS, TopicZnodes
 
 STATE = PartitionState(1, 0, (1, 2, 3), 1, 101)
@@ -201,7 +201,7 @@ def test_creating_a_name_marked_for_deletion_is_refused_until_the_deletion_ends(
     """The marker check a broker's CreateTopics makes: the same transaction shape as
     ClusterNode.create_topic (create and delete the marker: ZooKeeper's only "absent"
     check), refused while a deletion of the name is unfinished."""
-    from odradek.cluster.store import NodeExistsError
+    from odradek.server.store import NodeExistsError
 
     async def body(store: MemoryStore, controller: Controller) -> None:
         await store.create(zk.delete_marker_path("orders"))

@@ -1,4 +1,4 @@
-"""The replicated cluster's pure decisions, and the store they are kept in.
+"""The replicated cluster's pure decisions.
 
 Kafka's ZooKeeper-era design, without the I/O:
 
@@ -6,8 +6,9 @@ Kafka's ZooKeeper-era design, without the I/O:
 - ``elections``: partition leader elections and the controller's state changes;
 - ``replication``: a leader's view of its followers, the ISR and high-watermark rules;
 - ``state``: the cluster state as it lives in the coordination store, and its znode layout;
-- ``store``: the coordination store interface (znodes, versions, ephemeral nodes,
-  watches, sessions) every piece of cluster code talks to, with an in-memory
-  implementation for tests. The ZooKeeper implementation is I/O and lives in
-  ``odradek.server.zookeeper``.
+
+The coordination store these states are kept in (its interface, watches and in-memory
+implementation) runs tasks and takes locks: it lives with the I/O, in
+``odradek.server.store`` beside the ZooKeeper implementation (``odradek.server.zookeeper``).
+Nothing here imports asyncio, threading or kazoo (an import-linter contract checks it).
 """

@@ -42,7 +42,15 @@ from odradek.client.codec import WRITE_TXN_MARKERS
 from odradek.cluster import state as zk
 from odradek.cluster.placement import PlacementError, assign_replicas, check_assignment
 from odradek.cluster.state import BrokerInfo, TopicAssignment
-from odradek.cluster.store import (
+from odradek.coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from odradek.server.cluster_metadata import ClusterMetadata
+from odradek.server.config import SETTINGS, BrokerConfig
+from odradek.server.controller import Controller
+from odradek.server.errors import error_code
+from odradek.server.inter_broker import inter_broker_client
+from odradek.server.metadata import META_PROPERTIES, Topic, TopicError, validate_topic_name
+from odradek.server.replica_manager import ReplicaManager
+from odradek.server.store import (
     BadVersionError,
     CoordinationStore,
     NodeExistsError,
@@ -52,14 +60,6 @@ from odradek.cluster.store import (
     StoreError,
     StoreUnavailableError,
 )
-from odradek.coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
-from odradek.server.cluster_metadata import ClusterMetadata
-from odradek.server.config import SETTINGS, BrokerConfig
-from odradek.server.controller import Controller
-from odradek.server.errors import error_code
-from odradek.server.inter_broker import inter_broker_client
-from odradek.server.metadata import META_PROPERTIES, Topic, TopicError, validate_topic_name
-from odradek.server.replica_manager import ReplicaManager
 from odradek.storage.config import LogConfig
 
 if TYPE_CHECKING:

@@ -30,9 +30,9 @@ from typing import Any, Protocol
 
 from odradek.cluster import state as zk
 from odradek.cluster.state import BrokerInfo, PartitionState, TopicAssignment, TopicPartition
-from odradek.cluster.store import CoordinationStore, NoNodeError, StoreError, Watch
 from odradek.coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from odradek.server.metadata import Topic
+from odradek.server.store import CoordinationStore, NoNodeError, StoreError, Watch
 
 log = logging.getLogger(__name__)
 

@@ -40,7 +40,7 @@ from odradek.cluster import elections, reassignment
 from odradek.cluster import state as zk
 from odradek.cluster.reassignment import ReassignmentError
 from odradek.cluster.state import PartitionState, TopicAssignment, TopicPartition
-from odradek.cluster.store import (
+from odradek.server.store import (
     BadVersionError,
     NodeExistsError,
     NoNodeError,

@@ -33,9 +33,9 @@ from odradek.cluster import state as zk
 from odradek.cluster.quota import ReplicationQuota, is_throttled
 from odradek.cluster.replication import LeaderReplication
 from odradek.cluster.state import PartitionState, TopicPartition
-from odradek.cluster.store import BadVersionError, NoNodeError, StoreError
 from odradek.coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from odradek.server.replica_fetcher import ReplicaFetcher
+from odradek.server.store import BadVersionError, NoNodeError, StoreError
 
 if TYPE_CHECKING:
     from odradek.server.cluster import ClusterNode

@@ -37,7 +37,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from odradek.cluster import state as zk
 from odradek.cluster.state import PartitionState, TopicAssignment
-from odradek.cluster.store import (
+from odradek.server.store import (
     BadVersionError,
     CoordinationStore,
     NodeExistsError,

@@ -7,7 +7,7 @@ znodes that live as long as the session that created them; sequence znodes; atom
 multi-operations; and watches. Every piece of cluster code talks to
 ``CoordinationStore``; ``odradek.server.zookeeper.ZooKeeperStore`` is the real thing and
 ``MemoryStore`` (here) stands in for it in tests, several brokers sharing one
-``MemoryStore.Tree``. ``tests/cluster/test_store.py`` runs one contract against both.
+``MemoryStore.Tree``. ``tests/server/test_store.py`` runs one contract against both.
 
 The rules both keep:
 
