@@ -94,7 +94,7 @@ def test_text_is_the_default_format(tmp_path: Path):
 
 
 def test_an_unknown_level_name_stops_start_up_naming_the_setting(tmp_path: Path):
-    setting = "log.level.odradek.server.replica_fetcher"
+    setting = "log.level.odradek.server.replication.fetcher"
     done = subprocess.run(
         [sys.executable, "-m", "odradek", "serve", "--listen", "127.0.0.1:0",
          "--data-dir", str(tmp_path / "data"), "--override", f"{setting}=LOUD"],

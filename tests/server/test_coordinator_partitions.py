@@ -39,7 +39,7 @@ from odradek.server.config import load_config
 from odradek.server.coordinator_runtime import CoordinatorUnavailable
 from odradek.server.groups import GroupRuntime
 from odradek.server.metadata import MetadataStore
-from odradek.server.purgatory import FetchPurgatory
+from odradek.server.replication.purgatory import Purgatory
 from odradek.server.transactions import TxnRuntime
 from odradek.storage import LogManager
 from odradek.storage.log import wall_clock_ms
@@ -394,7 +394,7 @@ class FakeBroker:
         self.metadata = MetadataStore(data_dir, 1)
         self.logs = LogManager.open(data_dir, default_config=self.config.log_config(),
                                     clock=self.clock)
-        self.purgatory = FetchPurgatory()
+        self.purgatory = Purgatory()
         self.groups: GroupRuntime | None = None
         self.transactions: TxnRuntime | None = None
         self.group_configs = None  # no KIP-848 group configs set (Broker's before start)

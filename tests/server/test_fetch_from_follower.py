@@ -2,9 +2,9 @@
 preferred_read_replica answers and a follower's consumer reads, with Kafka's rules
 (ReplicaManager.readFromLog / findPreferredReadReplica, Partition.localLogWithEpochOrThrow).
 
-The broker around the handler is a fake with real logs, a real LeaderReplication and
-the replica manager's own accessors (``following``, ``follower_append``); the answers
-are decoded by kio as a client would. Real processes and librdkafka:
+The broker around the handler is a fake with real logs, real Partitions and a real
+ReplicaManager (not started: no store, no fetchers); the answers are decoded by kio as
+a client would. Real processes and librdkafka:
 tests/faults/test_fetch_from_follower.py."""
 
 from __future__ import annotations
@@ -20,15 +20,16 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
 
 from odradek.cluster.replica_selector import RACK_AWARE_SELECTOR
-from odradek.cluster.replication import LeaderReplication
+from odradek.cluster.replication import LeaderReplication, Role
 from odradek.cluster.state import BrokerInfo
 from odradek.protocol.codec import Request
 from odradek.protocol.fetch import FetchPartition, FetchRequestBody, FetchTopic
 from odradek.records.builder import build_simple, decode_batches
 from odradek.server.config import load_config
 from odradek.server.handlers import fetch
-from odradek.server.purgatory import FetchPurgatory
-from odradek.server.replica_manager import HostedPartition, ReplicaManager, Role
+from odradek.server.replication.partition import Partition
+from odradek.server.replication.purgatory import Purgatory
+from odradek.server.replication.replica_manager import ReplicaManager
 from odradek.storage import Log
 from odradek.storage.log import FileRegion, wall_clock_ms
 
@@ -39,28 +40,21 @@ LED, FOLLOWED, ELSEWHERE = ("led", 0), ("followed", 0), ("elsewhere", 0)
 class FakeMetadata:
     def __init__(self) -> None:
         self.brokers = {n: BrokerInfo(n, "127.0.0.1", 9000 + n, f"rack-{n}") for n in (1, 2, 3)}
+        self.shutting_down: set[int] = set()
 
     def partition_exists(self, topic: str, partition: int) -> bool:
         return topic in ("led", "followed", "elsewhere") and partition == 0
 
 
-class FakeReplicas:
-    """The replica manager's state and the accessors the handler uses, its own code."""
-
-    following = ReplicaManager.following
-    follower_append = ReplicaManager.follower_append
+class FakeCluster:
+    """What a ReplicaManager asks of its cluster node."""
 
     def __init__(self, broker: FakeBroker) -> None:
         self.broker = broker
-        self.partitions: dict[tuple[str, int], HostedPartition] = {}
-        self.leaders: dict[tuple[str, int], HostedPartition] = {}
-
-
-class FakeCluster:
-    def __init__(self, broker: FakeBroker) -> None:
+        self.config = broker.config
         self.node_id = 1
         self.metadata = FakeMetadata()
-        self.replicas = FakeReplicas(broker)
+        self.replicas = ReplicaManager(self)  # type: ignore[arg-type]
 
 
 class FakeBroker:
@@ -70,7 +64,7 @@ class FakeBroker:
                                              "replica.selector.class": selector})
         self.clock = wall_clock_ms
         self.stopping = False
-        self.purgatory = FetchPurgatory()
+        self.purgatory = Purgatory()
         self.fetch_sessions = fetch.FetchSessionCache()
         self.cluster = FakeCluster(self)
         self.authorizer = None  # no ACLs: every request allowed
@@ -87,12 +81,13 @@ class FakeBroker:
             topic, partition) else 3
 
     def host(self, tp: tuple[str, int], *, leader: bool, records: int, hw: int
-             ) -> HostedPartition:
+             ) -> Partition:
         lg = Log.open(str(self.root / f"{tp[0]}-{tp[1]}"), replicated=True)
         for i in range(records):
             lg.append(build_simple([b"r%d" % i]))
         lg.set_high_watermark(hw)
-        part = HostedPartition(tp, lg)
+        replicas = self.cluster.replicas
+        part = Partition(tp, lg, fetches=self.purgatory, produces=replicas.produce_purgatory)
         part.replicas = (1, 2, 3)
         part.leader_epoch = EPOCH
         if leader:
@@ -187,7 +182,8 @@ def test_a_waiting_consumer_on_a_follower_wakes_when_its_high_watermark_moves(br
         assert isinstance(delayed, fetch._DelayedFetch), "nothing to read yet: it waits"
         lg = broker.cluster.replicas.partitions[FOLLOWED].log
         # The leader's answer: no new records, a high watermark of 8.
-        broker.cluster.replicas.follower_append(FOLLOWED, lg.log_end_offset, None, 8, 0)
+        broker.cluster.replicas.partitions[FOLLOWED].append_as_follower(
+            lg.log_end_offset, None, 8, 0)
         return decode(req.api_version, await asyncio.wait_for(delayed, 5))
 
     answer = asyncio.run(run())

@@ -25,10 +25,67 @@ The rules (Kafka's, with the KIP that set each):
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from kio.schema.errors import ErrorCode
+
 UNKNOWN_OFFSET = -1
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
+
+
+class Role(enum.Enum):
+    """What a broker does for a partition replica it hosts."""
+
+    NONE = "none"  # neither serves nor fetches: no leader, or ours is not current
+    LEADER = "leader"
+    FOLLOWER = "follower"
+
+
+def replica_role(me: int, leader: int | None, leader_registration_current: bool) -> Role:
+    """The role broker ``me`` takes for a partition whose state names ``leader`` (None:
+    no state yet). Leader only under the registration the state was elected for: a
+    broker whose ZooKeeper session was replaced may not lead on an election made for its
+    previous session (its log may lack what the ISR was told), so it waits, as none,
+    for the controller to elect it again."""
+    if leader is None or leader < 0:
+        return Role.NONE
+    if leader == me:
+        return Role.LEADER if leader_registration_current else Role.NONE
+    return Role.FOLLOWER
+
+
+def epoch_error(asked: int, current: int) -> int:
+    """KIP-320: a client's view of a partition's leader epoch against the leader's own
+    (-1: the client does not say): 0 when they agree, older is FENCED_LEADER_EPOCH,
+    newer (the client has heard of a leader this broker has not) UNKNOWN_LEADER_EPOCH."""
+    if asked < 0 or asked == current:
+        return 0
+    return ErrorCode.fenced_leader_epoch if asked < current else ErrorCode.unknown_leader_epoch
+
+
+def truncation_point(log_end: int, high_watermark: int, leader_epoch: int, leader_end: int,
+                     follower_epoch: int, follower_end: int) -> tuple[int, bool]:
+    """Where a follower cuts its log to match its leader, and whether that is final
+    (KIP-101, KIP-279; Kafka's ``ReplicaFetcherThread.getOffsetTruncationState``).
+
+    The follower asked OffsetsForLeaderEpoch for its latest epoch; the leader answered
+    ``leader_epoch`` (the largest of its epochs at or below it) ending at ``leader_end``
+    (``UNDEFINED_EPOCH_OFFSET``: it knows none). ``follower_epoch``/``follower_end`` are
+    the follower's own largest epoch at or below ``leader_epoch`` and where it ends.
+    The result never exceeds ``log_end``; not final means "cut there, then ask again
+    for what is left" (the follower lacks the epoch the leader answered with)."""
+    if leader_end == UNDEFINED_EPOCH_OFFSET:
+        # The leader knows no epoch at or below ours: fall back to the high watermark,
+        # which every ISR member has.
+        return min(high_watermark, log_end), True
+    if follower_epoch == UNDEFINED_EPOCH:
+        return min(leader_end, log_end), True
+    if follower_epoch != leader_epoch:
+        return min(follower_end, log_end), False
+    return min(follower_end, leader_end, log_end), True
 
 
 @dataclass(slots=True)

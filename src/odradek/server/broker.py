@@ -46,8 +46,8 @@ from odradek.server.group_commit import GroupCommit
 from odradek.server.groups import ClientViewOfInternalLog, GroupRuntime
 from odradek.server.metadata import MetadataStore, Topic, TopicError
 from odradek.server.metrics import BrokerStats, MetricsServer
-from odradek.server.purgatory import FetchPurgatory
 from odradek.server.quotas import ClientQuotas
+from odradek.server.replication.purgatory import Purgatory
 from odradek.server.session import Session
 from odradek.server.transactions import TxnRuntime
 from odradek.storage import DutyIntervals, Log, LogConfig, LogDuties, LogManager
@@ -56,6 +56,7 @@ from odradek.storage.log import wall_clock_ms
 if TYPE_CHECKING:
     from odradek.server.cluster import ClusterNode
     from odradek.server.cluster_metadata import ClusterMetadata
+    from odradek.server.store import CoordinationStore
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,11 @@ IDLE_SWEEP_MAX_S = 5.0
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig, *, clock: Callable[[], int] = wall_clock_ms) -> None:
+    def __init__(self, config: BrokerConfig, *, clock: Callable[[], int] = wall_clock_ms,
+                 store: CoordinationStore | None = None) -> None:
+        """``store``: with ``zookeeper.connect`` set, the coordination store to join the
+        cluster through instead of a ZooKeeper client to it (tests run several brokers
+        in one process on a shared ``MemoryStore`` tree)."""
         from odradek.server.handlers import HANDLERS
         from odradek.server.handlers.fetch import FetchSessionCache
 
@@ -88,7 +93,7 @@ class Broker:
         self.supported: dict[int, tuple[int, int]] = {
             key: (h.min_version, h.max_version) for key, h in HANDLERS.items()
         }
-        self.purgatory = FetchPurgatory()
+        self.purgatory = Purgatory()  # fetches waiting for data (long polls)
         self.group_commit = GroupCommit()  # fsyncs of logs with flush.messages set
         # Large receive buffers reused across this broker's connections (one event loop:
         # no locking; each in-process broker of a test run has its own).
@@ -97,6 +102,7 @@ class Broker:
         self.logs: LogManager | None = None
         self.metadata: MetadataStore | ClusterMetadata | None = None
         self.cluster: ClusterNode | None = None  # with zookeeper.connect
+        self._store = store
         self.credentials: CredentialStore | None = None  # SCRAM users, from start()
         # With authorizer.class.name, from start(); None: every request is allowed.
         self.authorizer: Authorizer | None = None
@@ -242,9 +248,9 @@ class Broker:
         from odradek.server.zookeeper import ZooKeeperStore
 
         cfg = self.config
-        store = ZooKeeperStore(cfg["zookeeper.connect"],
-                               session_timeout_ms=cfg["zookeeper.session.timeout.ms"],
-                               connection_timeout_ms=cfg["zookeeper.connection.timeout.ms"])
+        store = self._store or ZooKeeperStore(
+            cfg["zookeeper.connect"], session_timeout_ms=cfg["zookeeper.session.timeout.ms"],
+            connection_timeout_ms=cfg["zookeeper.connection.timeout.ms"])
         self.cluster = ClusterNode(self, store)
         try:
             await self.cluster.start()

@@ -9,7 +9,7 @@ single node it always was and none of this runs. ``ClusterNode`` owns, for one b
   ``meta.properties``), and the broker's registration (the ephemeral
   ``/brokers/ids/N``: refused when another live broker holds the id);
 - the metadata cache (``server/cluster_metadata.py``), the controller role
-  (``server/controller.py``) and the replica manager (``server/replica_manager.py``);
+  (``server/controller.py``) and the replica manager (``server/replication/``);
 - what any broker may write to the store for a client: topic creation, deletion,
   partition additions and config changes (CreateTopics, DeleteTopics,
   CreatePartitions, AlterConfigs), and producer id blocks (``/latest_producer_id_block``,
@@ -32,7 +32,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -49,7 +49,7 @@ from odradek.server.controller import Controller
 from odradek.server.errors import error_code
 from odradek.server.inter_broker import inter_broker_client
 from odradek.server.metadata import META_PROPERTIES, Topic, TopicError, validate_topic_name
-from odradek.server.replica_manager import ReplicaManager
+from odradek.server.replication.replica_manager import ReplicaManager
 from odradek.server.store import (
     BadVersionError,
     CoordinationStore,
@@ -65,6 +65,7 @@ from odradek.storage.config import LogConfig
 if TYPE_CHECKING:
     from odradek.coordinator.transactions import TxnMarkers
     from odradek.server.broker import Broker
+    from odradek.server.replication.partition import Partition
 
 log = logging.getLogger(__name__)
 
@@ -726,9 +727,7 @@ class ClusterNode:
     def leader_epoch(self, topic: str, partition: int) -> int:
         return self.replicas.leader_epoch(topic, partition)
 
-    def wait_replicated(self, topic: str, partition: int, end: int
-                        ) -> asyncio.Future[int] | None:
-        self.replicas.appended(topic, partition)
+    def wait_replicated(self, topic: str, partition: int, end: int) -> Awaitable[int] | None:
         return self.replicas.wait_replicated(topic, partition, end)
 
     async def write_txn_markers(self, markers: TxnMarkers) -> None:
@@ -807,16 +806,15 @@ class ClusterNode:
         until they are replicated (WriteTxnMarkers appends with acks=all); the Kafka
         error code of each partition."""
         codes: dict[tuple[str, int], int] = {}
-        waits: list[tuple[tuple[str, int], asyncio.Future[int]]] = []
+        waits: list[tuple[Partition, int]] = []
         for tp in tps:
-            part = self.replicas.leading(*tp)
+            part = self.replicas.leaders.get(tp)
             if part is None:
                 codes[tp] = self.broker.missing_partition_error(*tp)
                 continue
             try:
-                info = part.log.append_marker(producer_id, producer_epoch, commit,
-                                              coordinator_epoch=coordinator_epoch,
-                                              leader_epoch=part.leader_epoch)
+                info = part.append_marker_as_leader(producer_id, producer_epoch, commit,
+                                                    coordinator_epoch)
             except Exception as exc:
                 log.warning("marker for producer %d epoch %d not written to %s-%d: %s",
                             producer_id, producer_epoch, tp[0], tp[1], exc)
@@ -824,14 +822,13 @@ class ClusterNode:
                 continue
             if tp[0] == OFFSETS_TOPIC and self.broker.groups is not None:
                 self.broker.groups.txn_marker_written(tp[1], producer_id, commit)
-            self.broker.purgatory.notify(tp)
-            wait = self.wait_replicated(tp[0], tp[1], info.last_offset + 1)
-            if wait is None:
-                codes[tp] = 0
-            else:
-                waits.append((tp, wait))
-        for tp, wait in waits:
-            codes[tp] = await wait
+            waits.append((part, info.last_offset + 1))
+        if waits:
+            # Without a timeout, as WriteTxnMarkers' appends in Kafka: the coordinator
+            # retries what is not answered; a leadership lost answers at once.
+            for (part, _), code in zip(waits, await self.replicas.delay_produce(waits, None),
+                                       strict=True):
+                codes[part.tp] = code
         return codes
 
 

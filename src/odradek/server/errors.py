@@ -9,6 +9,13 @@ from kio.schema.errors import ErrorCode
 log = logging.getLogger(__name__)
 
 
+class InternalTopicAppendError(Exception):
+    """Clients may read the internal topics but never write them (Kafka's
+    ReplicaManager: "Cannot append to internal topic")."""
+
+    kafka_error = "INVALID_TOPIC_EXCEPTION"
+
+
 def error_code(exc: BaseException) -> ErrorCode:
     """The Kafka error code for an exception raised below the handler boundary.
 

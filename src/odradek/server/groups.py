@@ -54,6 +54,7 @@ from odradek.server.coordinator_runtime import (
     CoordinatorRuntime,
     CoordinatorUnavailable,
 )
+from odradek.server.errors import InternalTopicAppendError
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
@@ -63,13 +64,6 @@ log = logging.getLogger(__name__)
 
 # Topic-level settings of __consumer_offsets, as Kafka creates it.
 OFFSETS_TOPIC_CONFIG = {"cleanup.policy": "compact", "compression.type": "producer"}
-
-
-class InternalTopicAppendError(Exception):
-    """Clients may read ``__consumer_offsets`` but never write it (Kafka's
-    ReplicaManager: "Cannot append to internal topic")."""
-
-    kafka_error = "INVALID_TOPIC_EXCEPTION"
 
 
 class ClientViewOfInternalLog:

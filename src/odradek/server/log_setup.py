@@ -9,7 +9,7 @@
 - ``log.level``: the level of the broker's own loggers (``odradek.*``; INFO by default;
   other libraries' stay at WARNING).
 - ``log.level.<logger>``: one logger's level by its name, whatever its library's
-  (``log.level.odradek.server.replica_fetcher=DEBUG``, ``log.level.kazoo=INFO``).
+  (``log.level.odradek.server.replication.fetcher=DEBUG``, ``log.level.kazoo=INFO``).
 
 Level names are log4j's (TRACE, DEBUG, INFO, WARN, ERROR, FATAL, OFF, as Kafka's
 log4j.properties take them) or Python's (WARNING, CRITICAL); TRACE is DEBUG here.

@@ -191,7 +191,7 @@ class BrokerStats:
         self.requests: dict[int, RequestStats] = {}
         self._done: list[RequestTiming] = []  # not yet in ``requests`` (see request_done)
         self.connections_created: dict[str, int] = {}
-        # A cluster's ISR changes of partitions this broker leads (server.replica_manager).
+        # A cluster's ISR changes of partitions this broker leads (server.replication).
         self.isr_shrinks = 0
         self.isr_expands = 0
         self.log_flush = FlushTimes()  # the only one added to off the loop's thread
@@ -254,6 +254,7 @@ class Snapshot:
     connections: dict[str, int] = field(default_factory=dict)
     logs: list[tuple[str, int, int, int, int]] = field(default_factory=list)
     purgatory_fetch: int = 0
+    purgatory_produce: int = 0  # acks=all appends waiting (a cluster's)
     groups: int = 0
     transactions: int = 0
     lag: list[tuple[str, str, int, int, int]] = field(default_factory=list)
@@ -286,6 +287,8 @@ def take_snapshot(broker: Broker) -> Snapshot:
             snap.logs.append((topic, partition, lg.size_bytes, lg.log_start_offset,
                               lg.log_end_offset))
     snap.purgatory_fetch = broker.purgatory.size()
+    if broker.cluster is not None and broker.cluster.replicas is not None:  # (started)
+        snap.purgatory_produce = broker.cluster.replicas.produce_purgatory.size()
     if broker.groups is not None:
         for coordinator in list(broker.groups.coordinators.values()):
             snap.groups += len(coordinator.groups) + len(coordinator.consumer_groups)
@@ -414,6 +417,7 @@ def _broker_families(snap: Snapshot) -> Iterator[Any]:
     purgatory = GaugeMetricFamily("kafka_server_delayedoperationpurgatory_purgatorysize",
                                   "requests waiting", labels=["delayedOperation"])
     purgatory.add_metric(["Fetch"], snap.purgatory_fetch)
+    purgatory.add_metric(["Produce"], snap.purgatory_produce)
     yield purgatory
     yield GaugeMetricFamily("kafka_coordinator_group_groupmetadatamanager_numgroups",
                             "groups coordinated here", value=snap.groups)

@@ -6,8 +6,6 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kio.schema.errors import ErrorCode
-
 from odradek.protocol.codec import Request, encode_response, response_schema
 from odradek.protocol.messages import build
 from odradek.security.acls import Operation, ResourceType
@@ -20,15 +18,6 @@ if TYPE_CHECKING:
 # A single node leads every partition from the start and never changes leaders: every
 # batch is written with partition leader epoch 0, and every answer names epoch 0.
 LEADER_EPOCH = 0
-
-
-def epoch_error(asked: int, current: int) -> int:
-    """KIP-320: a client's view of a partition's leader epoch against the leader's own
-    (-1: the client does not say): older is FENCED_LEADER_EPOCH, newer (the client has
-    heard of a leader this broker has not) UNKNOWN_LEADER_EPOCH."""
-    if asked < 0 or asked == current:
-        return 0
-    return ErrorCode.fenced_leader_epoch if asked < current else ErrorCode.unknown_leader_epoch
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@
   (older) or UNKNOWN_LEADER_EPOCH (newer). A fetch with a replica id is a follower's: it
   must come from a registered broker holding a replica; it reads up to the log end, and
   the offset it fetches from is that follower's log end, which moves the high watermark
-  (server/replica_manager.py).
+  (server/replication/replica_manager.py).
 - Fetch from follower (KIP-392), for consumer fetches of v11+ (they carry the client's
   rack; older ones are served by the leader only, as in Kafka): with
   ``replica.selector.class`` set, the leader answers a partition whose chosen replica
@@ -35,7 +35,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import struct
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
@@ -43,11 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from odradek.cluster.replica_selector import (
-    NO_SELECTOR,
-    FollowerInfo,
-    preferred_read_replica,
-)
+from odradek.cluster.replica_selector import NO_SELECTOR
 from odradek.protocol.codec import Request
 from odradek.protocol.framing import encode_uvarint
 from odradek.protocol.messages import ms
@@ -57,9 +52,9 @@ from odradek.server.handlers.base import (
     CLUSTER,
     Api,
     allowed,
-    epoch_error,
     throttle,
 )
+from odradek.server.replication.reads import PartitionResult, Wanted
 from odradek.storage.errors import OffsetOutOfRangeError
 from odradek.storage.log import FileRegion
 from odradek.storage.txn_index import AbortedTxn
@@ -68,7 +63,7 @@ if TYPE_CHECKING:
     from odradek.server.broker import Broker
     from odradek.server.metrics import BrokerStats
     from odradek.server.quotas import ClientQuotas
-    from odradek.server.replica_manager import HostedPartition
+    from odradek.server.replication.partition import Partition
 
 FINAL_EPOCH = -1
 INITIAL_EPOCH = 0
@@ -122,49 +117,12 @@ class FetchSessionCache:
         return session
 
 
-@dataclass(slots=True)
-class PartitionResult:
-    topic: str
-    partition: int
-    error: int
-    high_watermark: int
-    last_stable_offset: int
-    log_start_offset: int
-    region: FileRegion | None
-    # read_committed: the aborted transactions of what is returned (None: not asked)
-    aborted: list[AbortedTxn] | None = None
-    preferred_replica: int = -1  # KIP-392: fetch from this broker instead (-1: none)
-
-
-# (topic, partition, fetch offset, partition max bytes): what one partition asks for
-Wanted = tuple[str, int, int, int]
 # A cluster's refusals decided before reading: (topic, partition) -> error code.
 Refused = dict[tuple[str, int], int]
 # KIP-392: partitions the consumer should fetch from another replica -> its broker id.
 Preferred = dict[tuple[str, int], int]
 # A consumer's read of a partition this broker follows (None: not a follower of it).
-Following = Callable[[str, int], "HostedPartition | None"]
-
-
-def _epoch_refusals(broker: Broker, body: Any, follower_reads: bool) -> Refused | None:
-    """In a cluster, the partitions whose request names another leader epoch than the
-    leader's (or, with ``follower_reads``, than the one this follower knows)."""
-    cluster = broker.cluster
-    if cluster is None:
-        return None
-    refused: Refused = {}
-    replicas = cluster.replicas
-    leaders = replicas.leaders
-    for t in body.topics:
-        for p in t.partitions:
-            part = leaders.get((t.topic, p.partition))
-            if part is None and follower_reads:
-                part = replicas.following(t.topic, p.partition)
-            if part is not None:
-                code = epoch_error(p.current_leader_epoch, part.leader_epoch)
-                if code:
-                    refused[(t.topic, p.partition)] = code
-    return refused
+Following = Callable[[str, int], "Partition | None"]
 
 
 def _read_refusals(broker: Broker, request: Request, wanted: list[Wanted],
@@ -180,45 +138,6 @@ def _read_refusals(broker: Broker, request: Request, wanted: list[Wanted],
         if topic in denied:
             out[(topic, partition)] = ErrorCode.topic_authorization_failed
     return out
-
-
-def _preferred_replicas(broker: Broker, wanted: list[Wanted], client_rack: str,
-                        refused: Refused | None) -> Preferred:
-    """On a leader, for a consumer in ``client_rack``: the partitions it should fetch
-    from a follower in its rack (Kafka's ReplicaManager.findPreferredReadReplica with
-    the rack-aware selector; the rule is cluster/replica_selector.py's)."""
-    assert broker.cluster is not None
-    cluster = broker.cluster
-    leaders = cluster.replicas.leaders
-    brokers = cluster.metadata.brokers
-    me = cluster.node_id
-    own = brokers.get(me)
-    my_rack = own.rack if own is not None else (broker.config["broker.rack"] or None)
-    if my_rack == client_rack:
-        return {}  # the leader is in the client's rack: it is the pick, everywhere
-    now = broker.clock()
-    preferred: Preferred = {}
-    for topic, partition, fetch_offset, _ in wanted:
-        tp = (topic, partition)
-        part = leaders.get(tp)
-        if part is None or (refused and tp in refused):
-            continue
-        repl = part.repl
-        if repl is None:
-            continue
-        isr = repl.isr
-        followers = []
-        for replica, state in repl.followers.items():
-            info = brokers.get(replica)
-            followers.append(FollowerInfo(
-                replica, info.rack if info is not None else None, info is not None,
-                replica in isr, state.log_start_offset, state.log_end_offset,
-                state.last_caught_up_ms))
-        chosen = preferred_read_replica(client_rack, me, my_rack, part.log.log_end_offset,
-                                        followers, fetch_offset, now)
-        if chosen is not None:
-            preferred[tp] = chosen
-    return preferred
 
 
 def _read(broker: Broker, wanted: list[Wanted], max_bytes: int,
@@ -294,70 +213,6 @@ def _read(broker: Broker, wanted: list[Wanted], max_bytes: int,
             total += region.length
         results.append(PartitionResult(topic, partition, error, hw, lso, start, region,
                                        aborted))
-    return results, total
-
-
-def _read_replica(broker: Broker, replica: int, wanted: list[Wanted], max_bytes: int,
-                  asked_epochs: dict[tuple[str, int], int],
-                  log_starts: dict[tuple[str, int], int],
-                  quota_wait: list[float] | None = None
-                  ) -> tuple[list[PartitionResult], int]:
-    """A follower's read: up to the log end, from a partition this broker leads and the
-    follower replicates; the fetch offset is the follower's log end, which the replica
-    manager records (and which may move the high watermark) before the answer names it."""
-    assert broker.cluster is not None
-    replicas = broker.cluster.replicas
-    registered = replica in broker.cluster.metadata.brokers
-    now = broker.clock()
-    results = []
-    total = 0
-    for topic, partition, fetch_offset, partition_max_bytes in wanted:
-        part = replicas.leading(topic, partition)
-        if part is None:
-            code = broker.missing_partition_error(topic, partition)
-        elif not registered or replica not in part.replicas:
-            code = ErrorCode.replica_not_available  # not a broker holding a replica of it
-        else:
-            code = epoch_error(asked_epochs.get((topic, partition), -1), part.leader_epoch)
-        if code or part is None:
-            results.append(PartitionResult(topic, partition, code, -1, -1, -1, None))
-            continue
-        lg = part.log
-        budget = min(max_bytes - total, partition_max_bytes)
-        end = lg.log_end_offset
-        throttled = replicas.leader_throttled(part, replica)
-        # The leader's replication quota spent: a throttled replica gets nothing now.
-        held = throttled and replicas.leader_quota.exceeded(time.monotonic())
-        if held and quota_wait is not None:
-            quota_wait[0] = max(quota_wait[0], replicas.leader_quota.wait_s(time.monotonic()))
-        try:
-            # At the log end there is nothing to read (most partitions of a follower that
-            # keeps up): no read, no lock.
-            read = (lg.read(fetch_offset, max(budget, 0), min_one=total == 0)
-                    if (budget > 0 or total == 0) and fetch_offset != end and not held
-                    else None)
-        except OffsetOutOfRangeError as exc:
-            results.append(PartitionResult(topic, partition, error_code(exc),
-                                           lg.high_watermark, -1, exc.log_start_offset, None))
-            continue
-        if read is not None:
-            end = read.log_end_offset
-        replicas.follower_fetched(part, replica, fetch_offset, end, now)
-        repl = part.repl
-        if repl is not None:
-            # What the follower still holds, for fetch from follower (KIP-392): a
-            # consumer is not sent to a replica that has deleted its offset.
-            state = repl.followers.get(replica)
-            if state is not None:
-                state.log_start_offset = log_starts.get((topic, partition), -1)
-        region = read.region if read is not None else None
-        if region is not None:
-            total += region.length
-            if throttled:
-                replicas.leader_quota.record(region.length, time.monotonic())
-        hw = lg.high_watermark
-        results.append(PartitionResult(topic, partition, 0, hw, min(lg.last_stable_offset, hw),
-                                       lg.log_start_offset, region))
     return results, total
 
 
@@ -454,22 +309,31 @@ def handle_now(broker: Broker, request: Request
                 PartitionResult(t, p, ErrorCode.topic_authorization_failed, -1, -1, -1, None)
                 for t, p, _, _ in wanted], session, incremental)
 
+        read_for_follower = broker.cluster.replicas.read_for_follower
+
         def read() -> tuple[list[PartitionResult], int]:
-            return _read_replica(broker, replica, wanted, max_bytes, epochs, log_starts,
-                                 quota_wait)
+            return read_for_follower(replica, wanted, max_bytes, epochs, log_starts,
+                                     quota_wait)
     else:
         read_committed = body.isolation_level == 1
         following: Following | None = None
-        if broker.cluster is not None and version >= 11:
-            # KIP-392: a v11+ consumer fetch may be served by a follower (Kafka's
-            # FetchParams.fetchOnlyLeader is false once the client sends its metadata).
-            following = broker.cluster.replicas.following
-        refused = _epoch_refusals(broker, body, following is not None)
+        refused: Refused | None = None
+        if broker.cluster is not None:
+            replicas = broker.cluster.replicas
+            if version >= 11:
+                # KIP-392: a v11+ consumer fetch may be served by a follower (Kafka's
+                # FetchParams.fetchOnlyLeader is false once the client sends its metadata).
+                following = replicas.following
+            refused = replicas.epoch_refusals(
+                ((t.topic, p.partition, p.current_leader_epoch)
+                 for t in body.topics for p in t.partitions), following is not None)
         if broker.authorizer is not None:
             refused = _read_refusals(broker, request, wanted, refused)
         if (following is not None and body.rack_id
                 and broker.config["replica.selector.class"] != NO_SELECTOR):
-            preferred = _preferred_replicas(broker, wanted, body.rack_id, refused)
+            assert broker.cluster is not None
+            preferred = broker.cluster.replicas.preferred_read_replicas(
+                wanted, body.rack_id, refused)
 
         def read() -> tuple[list[PartitionResult], int]:
             return _read(broker, wanted, max_bytes, read_committed, refused, preferred,
@@ -533,7 +397,7 @@ class _DelayedFetch:
     def __await__(self) -> Generator[Any, None, list[bytes | FileRegion] | None]:
         return self.future.__await__()
 
-    def try_complete(self) -> None:
+    def try_complete(self, tp: TopicPartition) -> None:
         """After an append to a watched partition: answer if there is enough now."""
         self._read_and_answer(expired=False)
 

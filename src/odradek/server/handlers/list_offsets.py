@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from odradek.cluster.replication import epoch_error
 from odradek.protocol.codec import Request
 from odradek.security.acls import Operation, ResourceType
 from odradek.server.handlers.base import (
     LEADER_EPOCH,
     Api,
     allowed,
-    epoch_error,
     respond,
 )
 

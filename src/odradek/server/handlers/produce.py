@@ -4,19 +4,21 @@ The batches stay opaque bytes: the log checks their headers and CRCs and writes 
 with the assigned offsets (no per-record work). ``acks=0`` gets no response at all, and a
 failure then closes the connection, which is how Kafka tells such a producer. On a single
 node acks 1 and -1 are the same (the leader is the whole ISR). In a cluster only the
-partition's leader appends (others answer NOT_LEADER_OR_FOLLOWER), stamping its leader
-epoch in each batch; acks=-1 first needs ``min.insync.replicas`` in-sync replicas
-(NOT_ENOUGH_REPLICAS, nothing appended) and is answered once the high watermark has
-passed the batches (or NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below that
-meanwhile, REQUEST_TIMED_OUT after the request's timeout, NOT_LEADER_OR_FOLLOWER if
-leadership moved). Appends wake long-polling fetches of the same partitions. With
+partition's leader appends (others answer NOT_LEADER_OR_FOLLOWER), with one call per
+partition: ``Partition.append_as_leader`` (server/replication/partition.py) checks
+``min.insync.replicas`` for acks=-1 (NOT_ENOUGH_REPLICAS, nothing appended), appends
+with its leader epoch, wakes fetches and steps the high watermark; acks=-1 then waits
+in the produce purgatory, one ``DelayedProduce`` for the request, until the high
+watermark has passed each partition's batches (or NOT_ENOUGH_REPLICAS_AFTER_APPEND if
+the ISR shrank below that meanwhile, REQUEST_TIMED_OUT after the request's timeout,
+NOT_LEADER_OR_FOLLOWER if leadership moved). Appends wake long-polling fetches of the
+same partitions. With
 ``flush.messages`` set, the answer waits for the fsync, shared with the other requests it
 covers (server/group_commit.py).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import struct
 from collections.abc import Callable, Coroutine, Generator
@@ -37,9 +39,12 @@ from odradek.server.handlers.base import (
     allowed,
     throttle,
 )
+from odradek.server.replication.partition import ReplicationError
+from odradek.server.replication.purgatory import DelayedProduce
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
+    from odradek.server.replication.partition import Partition
     from odradek.storage import Log
 
 log = logging.getLogger(__name__)
@@ -116,8 +121,8 @@ async def _after_fsyncs(broker: Broker, steps: _Steps, wait: _Wait) -> bytes | N
     for, hand it the outcome."""
     while True:
         outcome: Exception | list[int] | None = None
-        if isinstance(wait, Replication):
-            outcome = await wait.codes()
+        if isinstance(wait, DelayedProduce):
+            outcome = await wait
         else:
             try:
                 await broker.group_commit.durable(*wait)
@@ -129,29 +134,10 @@ async def _after_fsyncs(broker: Broker, steps: _Steps, wait: _Wait) -> bytes | N
             return done.value
 
 
-class Replication:
-    """acks=-1 in a cluster: the replication waits of a request's partitions (futures of
-    Kafka error codes, None where committed already), bounded by the request's timeout."""
-
-    __slots__ = ("timeout_ms", "waits")
-
-    def __init__(self, timeout_ms: int) -> None:
-        self.timeout_ms = timeout_ms
-        self.waits: list[asyncio.Future[int] | None] = []
-
-    async def codes(self) -> list[int]:
-        """Each wait's error code; REQUEST_TIMED_OUT for those not done in time."""
-        pending = [w for w in self.waits if w is not None and not w.done()]
-        if pending:
-            await asyncio.wait(pending, timeout=max(self.timeout_ms, 0) / 1000)
-        return [0 if w is None else w.result() if w.done() else ErrorCode.request_timed_out
-                for w in self.waits]
-
-
 # _produce yields (log, end offset) when an append must be on disk before the answer
 # (flush.messages), and is sent back None or the exception the fsync raised; then, in a
-# cluster with acks=-1, a Replication, and is sent back its codes.
-_Wait: TypeAlias = "tuple[Log, int] | Replication"
+# cluster with acks=-1, the request's DelayedProduce, and is sent back its codes.
+_Wait: TypeAlias = "tuple[Log, int] | DelayedProduce"
 _Steps: TypeAlias = Generator[_Wait, "Exception | list[int] | None", bytes | None]
 
 
@@ -177,8 +163,12 @@ def _produce(broker: Broker, request: Request) -> _Steps:
     get_log = broker.get_log
     notify = broker.purgatory.notify
     cluster = broker.cluster
+    # In a cluster the partitions this broker leads, which take the appends
+    # (server/replication/partition.py); on a single node the logs themselves.
     replicas = cluster.replicas if cluster is not None else None
-    replication = Replication(body.timeout_ms) if replicas is not None and acks == -1 else None
+    leaders = replicas.leaders if replicas is not None else None
+    acks_all = acks == -1
+    waits: list[tuple[Partition, int]] = []  # acks=-1 in a cluster: what to wait for
     waiting: list[tuple[list[PartitionAnswer], int]] = []  # (answers, index) of each wait
     responses: list[tuple[str, list[PartitionAnswer]]] = []
     failures = []
@@ -193,7 +183,12 @@ def _produce(broker: Broker, request: Request) -> _Steps:
         partitions: list[PartitionAnswer] = []
         tstats = stats.topic(name) if stats is not None else None  # metrics.listen
         for index, records in topic_data.partition_data:
-            lg = get_log(name, index)
+            part: Partition | None = None
+            if leaders is None:
+                lg = get_log(name, index)
+            else:
+                part = leaders.get((name, index))
+                lg = part.log if part is not None else None
             if bad_acks:
                 entry = _failed(index, ErrorCode.invalid_required_acks,
                                 f"acks must be -1, 0 or 1, not {acks}")
@@ -211,21 +206,26 @@ def _produce(broker: Broker, request: Request) -> _Steps:
                   and (refused := _not_in_transaction(broker, transactional_id, name, index,
                                                       records)) is not None):
                 entry = _failed(index, *refused)
-            elif (replication is not None and replicas is not None  # (one implies the other)
-                  and (code := replicas.check_min_isr(name, index))):
-                entry = _failed(index, code, _ERROR_TEXT[code])
             else:
                 try:
-                    if lg.config.compacts:  # keys required (Kafka's LogValidator)
-                        lg.check_keys(records)
-                    info = lg.append(records, flush=False, leader_epoch=LEADER_EPOCH
-                                     if replicas is None else replicas.leader_epoch(name, index))
+                    if part is not None:
+                        # The min-ISR check (acks=all), the append with the leader epoch,
+                        # the wake-ups and the high-watermark step, in one place.
+                        info = part.append_as_leader(records, require_min_isr=acks_all)
+                    else:
+                        if lg.config.compacts:  # keys required (Kafka's LogValidator)
+                            lg.check_keys(records)
+                        info = lg.append(records, flush=False, leader_epoch=LEADER_EPOCH)
                     if lg.flush_due:  # flush.messages: answered once on disk, fsyncs shared
                         failure = yield lg, info.last_offset + 1
                         if failure is not None:
-                            # an fsync's outcome (a list of codes answers a Replication)
+                            # an fsync's outcome (a list of codes answers a DelayedProduce)
                             assert isinstance(failure, Exception)
                             raise failure
+                        if part is not None:
+                            part.after_append(info)
+                except ReplicationError as exc:  # not this replica's to take: no log line
+                    entry = _failed(index, error_code(exc), message(exc))
                 except Exception as exc:
                     code = error_code(exc)
                     log.info("produce to %s-%d from %s refused: %s", name, index,
@@ -238,18 +238,16 @@ def _produce(broker: Broker, request: Request) -> _Steps:
                         entry = (*entry[:4], lg.log_start_offset, *entry[5:])
                 else:
                     if not info.duplicate:
-                        notify((name, index))
+                        if part is None:
+                            notify((name, index))
                         if tstats is not None:
                             tstats.messages_in += info.last_offset - info.first_offset + 1
                             tstats.bytes_in += len(records)
                     entry = (index, 0, info.first_offset, info.log_append_time,
                              info.log_start_offset, None, ())
-                    if replicas is not None:
-                        replicas.appended(name, index)  # an ISR of one commits at once
-                        if replication is not None:
-                            waiting.append((partitions, len(partitions)))
-                            replication.waits.append(replicas.wait_replicated(
-                                name, index, info.last_offset + 1))
+                    if part is not None and acks_all:
+                        waiting.append((partitions, len(partitions)))
+                        waits.append((part, info.last_offset + 1))
             if entry[1]:
                 failures.append(f"{name}-{index}: {entry[5]}")
             if tstats is not None:
@@ -258,8 +256,11 @@ def _produce(broker: Broker, request: Request) -> _Steps:
                     tstats.failed_produce += 1
             partitions.append(entry)
         responses.append((name, partitions))
-    if replication is not None and any(w is not None for w in replication.waits):
-        codes = yield replication
+    if waits:
+        assert replicas is not None
+        delayed = replicas.delay_produce(waits, body.timeout_ms)
+        # Settled at once (an ISR of one, or followers already there): no wait.
+        codes = delayed.codes if delayed.done else (yield delayed)
         assert isinstance(codes, list)
         for (answers, i), code in zip(waiting, codes, strict=True):
             if code:

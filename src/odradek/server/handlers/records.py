@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from odradek.cluster.replication import epoch_error
 from odradek.protocol.codec import Request
 from odradek.security.acls import Operation, ResourceType
 from odradek.server.errors import error_code
@@ -28,7 +29,6 @@ from odradek.server.handlers.base import (
     LEADER_EPOCH,
     Api,
     allowed,
-    epoch_error,
     respond,
 )
 from odradek.storage.errors import StorageError

@@ -1,18 +1,21 @@
-"""The replicas this broker hosts, and the role it plays for each: leader, follower, or
-none (offline, or named leader under a registration that is not the current one).
+"""The replicas this broker hosts, the role it plays for each, and what handlers ask
+of them (Kafka's ``ReplicaManager``), driven by partition states read from the
+coordination store (server/cluster_metadata.py) instead of LeaderAndIsr requests.
 
-Kafka's ``ReplicaManager`` + ``Partition``, driven by partition states read from the
-coordination store (server/cluster_metadata.py) instead of LeaderAndIsr requests:
-
-- **Leader** (the state names this broker under its current registration): the log's
-  leader epoch cache gets the new epoch at the log end (KIP-101); produce and consumer
-  fetches are served (``leaders``); every follower fetch moves that follower's log end
-  and maybe the high watermark (cluster/replication.py decides; this module stores the
-  ISR changes it asks for, conditionally on the state's version, and only then lets a
-  shrink count); acks=all produces wait here until the high watermark passes them.
-- **Follower**: a replica fetcher copies the leader's log (server/replica_fetcher.py),
-  truncating first where the logs diverge.
-- **None**: neither serves nor fetches.
+- Roles: ``apply`` takes up the role the store gives (cluster/replication.py's
+  ``replica_role``): **leader** (the state names this broker under its current
+  registration), **follower** (a replica fetcher copies the leader's log:
+  server/replication/fetcher.py), or **none**. The transitions themselves are
+  ``Partition``'s; the fetchers, coordinator elections and ISR writes are here.
+- For the handlers: ``leaders`` (a produce appends with ``Partition.append_as_leader``)
+  and ``delay_produce`` (acks=all: one ``DelayedProduce`` per request in the produce
+  purgatory); ``read_for_follower`` (a
+  follower's fetch: throttles, the read, ``Partition.record_follower_fetch``);
+  ``epoch_refusals`` and ``preferred_read_replicas`` for consumers' fetches;
+  ``wait_replicated`` for the broker's own acks=all writes (coordinators, markers).
+- ISR changes: the expansions follower fetches earn and the shrinks of the ISR check
+  are stored conditionally on the state's version (cluster/replication.py decides;
+  a shrink counts only once stored).
 
 A leader that loses its role (the controller moved it, or this broker's ZooKeeper
 session expired) stops acknowledging at once: waiting acks=all produces fail with
@@ -23,59 +26,34 @@ partitions resign. Becoming leader of an internal partition elects its coordinat
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
+import time
+from collections.abc import Awaitable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
 from odradek.cluster import state as zk
 from odradek.cluster.quota import ReplicationQuota, is_throttled
-from odradek.cluster.replication import LeaderReplication
+from odradek.cluster.replica_selector import FollowerInfo, preferred_read_replica
+from odradek.cluster.replication import LeaderReplication, Role, epoch_error, replica_role
 from odradek.cluster.state import PartitionState, TopicPartition
 from odradek.coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
-from odradek.server.replica_fetcher import ReplicaFetcher
+from odradek.server.errors import error_code
+from odradek.server.replication.fetcher import ReplicaFetcher
+from odradek.server.replication.partition import Partition
+from odradek.server.replication.purgatory import DelayedProduce, Purgatory
+from odradek.server.replication.reads import PartitionResult, Wanted
 from odradek.server.store import BadVersionError, NoNodeError, StoreError
+from odradek.storage.errors import OffsetOutOfRangeError
 
 if TYPE_CHECKING:
     from odradek.server.cluster import ClusterNode
-    from odradek.storage import Log
 
 log = logging.getLogger(__name__)
 
-
-class Role(enum.Enum):
-    NONE = "none"
-    LEADER = "leader"
-    FOLLOWER = "follower"
-
-
-class HostedPartition:
-    """One partition replica on this broker."""
-
-    __slots__ = (
-        "leader_epoch",
-        "leader_id",
-        "log",
-        "repl",
-        "replicas",
-        "role",
-        "state",
-        "tp",
-        "waiters",
-    )
-
-    def __init__(self, tp: TopicPartition, lg: Log) -> None:
-        self.tp = tp
-        self.log = lg
-        self.role = Role.NONE
-        self.leader_id = -1
-        self.leader_epoch = -1
-        self.replicas: tuple[int, ...] = ()
-        self.state: PartitionState | None = None
-        self.repl: LeaderReplication | None = None  # while leader
-        # acks=all produces waiting for the high watermark: (offset it must pass, future)
-        self.waiters: list[tuple[int, asyncio.Future[int]]] = []
+# A partition's refusals decided before reading: (topic, partition) -> error code.
+Refused = dict[TopicPartition, int]
 
 
 class ReplicaManager:
@@ -87,8 +65,11 @@ class ReplicaManager:
         self.config = node.config
         self.metadata = node.metadata
         self.me = node.node_id
-        self.partitions: dict[TopicPartition, HostedPartition] = {}
-        self.leaders: dict[TopicPartition, HostedPartition] = {}  # valid leadership only
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self.leaders: dict[TopicPartition, Partition] = {}  # valid leadership only
+        # acks=all appends waiting for their high watermarks; the fetch purgatory is
+        # the broker's (a single node's long polls wait there too).
+        self.produce_purgatory = Purgatory()
         self._fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._isr_task: asyncio.Task[None] | None = None
@@ -127,8 +108,9 @@ class ReplicaManager:
         """The broker is stopping: acks=all produces waiting here are answered now
         (NOT_LEADER_OR_FOLLOWER: the client retries elsewhere) rather than holding the
         stop up until their timeout."""
-        for part in list(self.leaders.values()):
-            self._fail_waiters(part, ErrorCode.not_leader_or_follower)
+        for part in list(self.partitions.values()):
+            part.stopped_waiting = True
+        self.produce_purgatory.wake_all()
 
     async def stop(self) -> None:
         self.stopping = True
@@ -192,7 +174,7 @@ class ReplicaManager:
         state = self.metadata.states.get(tp)
         return state is None or self.me not in state.isr
 
-    def leader_throttled(self, part: HostedPartition, replica: int) -> bool:
+    def _leader_throttled(self, part: Partition, replica: int) -> bool:
         """Whether sending ``part`` to follower ``replica`` counts against (and waits
         for) the leader quota: listed in leader.replication.throttled.replicas for this
         broker, and the follower not in the ISR (Kafka's shouldLeaderThrottle)."""
@@ -228,34 +210,29 @@ class ReplicaManager:
             lg = self.broker.logs.get_or_create_log(
                 *tp, topic_id=self.metadata.assignments[tp[0]].topic_id)
             lg.set_replicated(True)
-            part = self.partitions[tp] = HostedPartition(tp, lg)
+            part = self.partitions[tp] = Partition(
+                tp, lg, fetches=self.broker.purgatory, produces=self.produce_purgatory)
         if part.replicas != replicas:
-            part.replicas = replicas
-            if part.repl is not None:
-                # A reassignment: the leader counts the new replica set at once (its
-                # state, with a new epoch, may have arrived before the assignment).
-                part.repl.set_replicas(replicas)
+            part.set_replicas(replicas)
         state = self.metadata.states.get(tp)
-        if state is None:
+        role = replica_role(
+            self.me, state.leader if state is not None else None,
+            state is not None and self.node.is_current_registration(state.leader_broker_epoch))
+        if state is None or role is Role.NONE:
             self._to_none(part)
-            return
-        if state.leader == self.me and self.node.is_current_registration(
-                state.leader_broker_epoch):
+        elif role is Role.LEADER:
             if part.role is not Role.LEADER or part.leader_epoch != state.leader_epoch:
                 self._become_leader(part, state)
             else:
-                self._same_epoch_update(part, state)
-        elif state.leader >= 0 and state.leader != self.me:
-            if (part.role is not Role.FOLLOWER or part.leader_id != state.leader
-                    or part.leader_epoch != state.leader_epoch):
-                self._become_follower(part, state)
-            else:
-                part.state = state
+                self._count_isr_change(part, state.isr)
+                part.update_state(state)
+        elif (part.role is not Role.FOLLOWER or part.leader_id != state.leader
+              or part.leader_epoch != state.leader_epoch):
+            self._become_follower(part, state)
         else:
-            self._to_none(part)
+            part.state = state
 
-    def _count_isr_change(self, part: HostedPartition, isr: tuple[int, ...] | frozenset[int]
-                          ) -> None:
+    def _count_isr_change(self, part: Partition, isr: Iterable[int]) -> None:
         """metrics.listen: ReplicaManager's IsrShrinksPerSec / IsrExpandsPerSec, for a
         partition this broker leads on from ``part.state`` to an ISR of ``isr``.
 
@@ -274,69 +251,44 @@ class ReplicaManager:
         if after - before:
             stats.isr_expands += 1
 
-    def _become_leader(self, part: HostedPartition, state: PartitionState) -> None:
+    def _become_leader(self, part: Partition, state: PartitionState) -> None:
         self._count_isr_change(part, state.isr)  # still the leader, at a new epoch
         self._stop_fetching(part)
-        lg = part.log
-        start = lg.assign_leader_epoch(state.leader_epoch)
-        part.repl = LeaderReplication(
-            self.me, part.replicas, state.isr, state.leader_epoch,
-            epoch_start_offset=start, high_watermark=lg.high_watermark, now_ms=self.clock())
-        part.role = Role.LEADER
-        part.leader_id = self.me
-        part.leader_epoch = state.leader_epoch
-        part.state = state
+        start = part.make_leader(state, self.me, self.clock())
         self.leaders[part.tp] = part
         log.info("%s-%d: leader at epoch %d from offset %d, ISR %s", *part.tp,
                  state.leader_epoch, start, sorted(state.isr),
                  extra=_context(part.tp, role="leader", leader=self.me,
                                 leader_epoch=state.leader_epoch, isr=sorted(state.isr)))
-        self._advance_hw(part)
-        self.broker.purgatory.notify(part.tp)  # parked fetches see the new epoch
         # Also at a new epoch of the same leadership: the coordinator epoch moves on.
         self._coordinator(part.tp, elect=True)
 
-    def _same_epoch_update(self, part: HostedPartition, state: PartitionState) -> None:
-        """A state of our own epoch with a newer version: our own ISR write coming back,
-        or one the store has and we missed (a write whose answer was lost)."""
-        self._count_isr_change(part, state.isr)
-        part.state = state
-        repl = part.repl
-        if repl is not None and repl.pending_isr is None:
-            repl.isr_change_stored(frozenset(state.isr))
-            self._advance_hw(part)
-
-    def _become_follower(self, part: HostedPartition, state: PartitionState) -> None:
-        if part.role is Role.LEADER:
-            self._resign(part)
+    def _become_follower(self, part: Partition, state: PartitionState) -> None:
         self._stop_fetching(part)
-        part.role = Role.FOLLOWER
-        part.leader_id = state.leader
-        part.leader_epoch = state.leader_epoch
-        part.state = state
+        self._resigning(part)
+        part.make_follower(state)
         self._fetcher(state.leader, part.tp).add(part.tp, state.leader_epoch)
         log.info("%s-%d: follower of broker %d at epoch %d", *part.tp, state.leader,
                  state.leader_epoch,
                  extra=_context(part.tp, role="follower", leader=state.leader,
                                 leader_epoch=state.leader_epoch))
 
-    def _to_none(self, part: HostedPartition) -> None:
-        if part.role is Role.LEADER:
-            self._resign(part)
+    def _to_none(self, part: Partition) -> None:
         self._stop_fetching(part)
+        self._resigning(part)
         if part.role is not Role.NONE:
             log.info("%s-%d: no role (leader %s)", *part.tp,
                      part.state.leader if part.state else "unknown",
                      extra=_context(part.tp, role="none"))
-        part.role = Role.NONE
-        part.leader_id = -1
+        part.make_none()
 
-    def _resign(self, part: HostedPartition) -> None:
+    def _resigning(self, part: Partition) -> None:
+        """Before a leader takes another role: out of ``leaders`` (no new appends),
+        its coordinator resigns."""
+        if part.role is not Role.LEADER:
+            return
         self.leaders.pop(part.tp, None)
-        part.repl = None
-        self._fail_waiters(part, ErrorCode.not_leader_or_follower)
         self._coordinator(part.tp, elect=False)
-        self.broker.purgatory.notify(part.tp)  # parked fetches answer NOT_LEADER now
         log.info("%s-%d: no longer leader", *part.tp, extra=_context(part.tp, role="resigned"))
 
     def _remove(self, tp: TopicPartition, *, delete_log: bool) -> None:
@@ -368,7 +320,7 @@ class ReplicaManager:
             log.exception("%s-%d: the coordinator could not %s", *tp,
                           "load" if elect else "unload")
 
-    # --- fetchers -----------------------------------------------------------------------------
+    # --- fetchers (the follower's side) -----------------------------------------------------
 
     def _fetcher(self, leader: int, tp: TopicPartition) -> ReplicaFetcher:
         key = (leader, hash(tp) % self.num_fetchers)
@@ -377,27 +329,26 @@ class ReplicaManager:
             fetcher = self._fetchers[key] = ReplicaFetcher(self, leader, key[1])
         return fetcher
 
-    def _stop_fetching(self, part: HostedPartition) -> None:
+    def _stop_fetching(self, part: Partition) -> None:
         if part.role is Role.FOLLOWER:
             fetcher = self._fetchers.get((part.leader_id, hash(part.tp) % self.num_fetchers))
             if fetcher is not None:
                 fetcher.remove(part.tp)
 
-    def log_of(self, tp: TopicPartition) -> Log | None:
-        part = self.partitions.get(tp)
-        return part.log if part is not None and part.role is Role.FOLLOWER else None
+    def following(self, topic: str, partition: int) -> Partition | None:
+        """The partition if this broker follows it: its fetcher copies into it, and
+        consumers may read it here up to the high watermark it has from the leader
+        (fetch from follower, KIP-392)."""
+        part = self.partitions.get((topic, partition))
+        return part if part is not None and part.role is Role.FOLLOWER else None
 
-    def truncate(self, tp: TopicPartition, offset: int) -> None:
-        part = self.partitions.get(tp)
-        if part is not None:
-            part.log.truncate_to(offset)
-            self._truncated = True
+    def truncate(self, part: Partition, offset: int) -> None:
+        part.truncate_to(offset)
+        self._truncated = True
 
-    def truncate_fully(self, tp: TopicPartition, offset: int) -> None:
-        part = self.partitions.get(tp)
-        if part is not None:
-            part.log.truncate_fully_and_start_at(offset)
-            self._truncated = True
+    def truncate_fully(self, part: Partition, offset: int) -> None:
+        part.truncate_fully(offset)
+        self._truncated = True
 
     def checkpoint_truncations(self) -> None:
         """After truncations: write the recovery-point (and log-start) checkpoints now, as
@@ -408,120 +359,152 @@ class ReplicaManager:
             self._truncated = False
             self.broker.logs.write_checkpoints()
 
-    def follower_append(self, tp: TopicPartition, fetch_offset: int, records: bytes | None,
-                        leader_hw: int, leader_start: int) -> None:
-        """A fetch answer's data for a follower replica: append, take the leader's high
-        watermark (capped at our end) and log start."""
-        part = self.partitions.get(tp)
-        if part is None or part.role is not Role.FOLLOWER:
-            return
-        lg = part.log
-        if lg.log_end_offset != fetch_offset:
-            return  # truncated meanwhile: this answer no longer continues the log
-        if records:
-            lg.append(records, assign_offsets=False)
-        end = lg.log_end_offset
-        # The high watermark first: the log start may not pass it (Kafka's
-        # ReplicaFetcherThread.processPartitionData does the same order).
-        old_hw = lg.high_watermark
-        if lg.set_high_watermark(min(leader_hw, end)) != old_hw:
-            # Consumers reading from this follower (KIP-392) may read further now.
-            self.broker.purgatory.notify(tp)
-        if leader_start > lg.log_start_offset:
-            lg.delete_records_before(min(leader_start, lg.high_watermark))
-
-    # --- the leader's side --------------------------------------------------------------------
+    # --- the leader's side: produce ---------------------------------------------------------
 
     def leader_epoch(self, topic: str, partition: int) -> int:
         part = self.leaders.get((topic, partition))
         return part.leader_epoch if part is not None else -1
 
-    def check_min_isr(self, topic: str, partition: int) -> int:
-        """NOT_ENOUGH_REPLICAS if fewer replicas are in sync than the topic's
-        min.insync.replicas (for acks=all, before the append), else 0."""
-        part = self.leaders.get((topic, partition))
-        if part is None or part.repl is None:
-            return ErrorCode.not_leader_or_follower
-        if len(part.repl.isr) < part.log.config.min_insync_replicas:
-            return ErrorCode.not_enough_replicas
-        return ErrorCode.none
+    def delay_produce(self, waits: Sequence[tuple[Partition, int]], timeout_ms: int | None
+                      ) -> DelayedProduce:
+        """acks=all: the request's appends (partition, offset its high watermark must
+        reach), each answered with its Kafka error code once settled (see
+        ``DelayedProduce``), REQUEST_TIMED_OUT for those still waiting after
+        ``timeout_ms`` (None: no limit)."""
+        return DelayedProduce(self.produce_purgatory, waits,
+                              None if timeout_ms is None else max(timeout_ms, 0) / 1000)
 
-    def appended(self, topic: str, partition: int) -> None:
-        """After a leader append: the high watermark may move (an ISR of one)."""
-        part = self.leaders.get((topic, partition))
-        if part is not None:
-            self._advance_hw(part)
-
-    def wait_replicated(self, topic: str, partition: int, end: int
-                        ) -> asyncio.Future[int] | None:
-        """None if offsets below ``end`` are committed (and enough replicas are in
-        sync), else a future of the Kafka error code an acks=all answer gets."""
+    def wait_replicated(self, topic: str, partition: int, end: int) -> Awaitable[int] | None:
+        """For the broker's own acks=all writes (coordinator records, transaction
+        markers): None if offsets below ``end`` are committed with enough replicas in
+        sync, else an awaitable of the Kafka error code their acks=all answer gets."""
         part = self.leaders.get((topic, partition))
         if part is None:
             return _done(ErrorCode.not_leader_or_follower)
-        if part.log.high_watermark >= end:
-            if self._enough_isr(part):
-                return None
-            return _done(ErrorCode.not_enough_replicas_after_append)
-        fut = asyncio.get_running_loop().create_future()
-        part.waiters.append((end, fut))
-        return fut
+        part.advance_high_watermark()  # after the caller's append: an ISR of one commits
+        if part.log.high_watermark >= end and part.enough_in_sync():
+            return None
+        return _first(DelayedProduce(self.produce_purgatory, [(part, end)], None))
 
-    def _enough_isr(self, part: HostedPartition) -> bool:
-        repl = part.repl
-        return repl is not None and len(repl.isr) >= part.log.config.min_insync_replicas
+    # --- the leader's side: fetches -----------------------------------------------------------
 
-    def _advance_hw(self, part: HostedPartition) -> None:
-        repl = part.repl
-        if repl is None:
-            return
-        lg = part.log
-        if repl.advance_high_watermark(lg.log_end_offset):
-            lg.set_high_watermark(repl.high_watermark)
-            self._hw_moved(part)
+    def epoch_refusals(self, asked: Iterable[tuple[str, int, int]], follower_reads: bool
+                       ) -> Refused:
+        """Of ``asked`` (topic, partition, the client's current leader epoch): those led
+        here (or, with ``follower_reads``, followed here) at another epoch, with their
+        KIP-320 error."""
+        refused: Refused = {}
+        leaders = self.leaders
+        for topic, partition, asked_epoch in asked:
+            part = leaders.get((topic, partition))
+            if part is None and follower_reads:
+                part = self.following(topic, partition)
+            if part is not None:
+                code = epoch_error(asked_epoch, part.leader_epoch)
+                if code:
+                    refused[(topic, partition)] = code
+        return refused
 
-    def _hw_moved(self, part: HostedPartition) -> None:
-        hw = part.log.high_watermark
-        if part.waiters:
-            code = (ErrorCode.none if self._enough_isr(part)
-                    else ErrorCode.not_enough_replicas_after_append)
-            keep = []
-            for end, fut in part.waiters:
-                if fut.done():
-                    continue
-                if hw >= end:
-                    fut.set_result(code)
-                else:
-                    keep.append((end, fut))
-            part.waiters = keep
-        self.broker.purgatory.notify(part.tp)  # consumers may read further now
+    def preferred_read_replicas(self, wanted: list[Wanted], client_rack: str,
+                                refused: Refused | None) -> dict[TopicPartition, int]:
+        """On a leader, for a consumer in ``client_rack``: the partitions it should fetch
+        from a follower in its rack (Kafka's ReplicaManager.findPreferredReadReplica with
+        the rack-aware selector; the rule is cluster/replica_selector.py's)."""
+        brokers = self.metadata.brokers
+        me = self.me
+        own = brokers.get(me)
+        my_rack = own.rack if own is not None else (self.config["broker.rack"] or None)
+        if my_rack == client_rack:
+            return {}  # the leader is in the client's rack: it is the pick, everywhere
+        now = self.clock()
+        preferred: dict[TopicPartition, int] = {}
+        for topic, partition, fetch_offset, _ in wanted:
+            tp = (topic, partition)
+            part = self.leaders.get(tp)
+            if part is None or (refused and tp in refused):
+                continue
+            repl = part.repl
+            if repl is None:
+                continue
+            isr = repl.isr
+            followers = []
+            for replica, state in repl.followers.items():
+                info = brokers.get(replica)
+                followers.append(FollowerInfo(
+                    replica, info.rack if info is not None else None, info is not None,
+                    replica in isr, state.log_start_offset, state.log_end_offset,
+                    state.last_caught_up_ms))
+            chosen = preferred_read_replica(client_rack, me, my_rack, part.log.log_end_offset,
+                                            followers, fetch_offset, now)
+            if chosen is not None:
+                preferred[tp] = chosen
+        return preferred
 
-    def _fail_waiters(self, part: HostedPartition, code: int) -> None:
-        waiters, part.waiters = part.waiters, []
-        for _, fut in waiters:
-            if not fut.done():
-                fut.set_result(code)
-
-    def follower_fetched(self, part: HostedPartition, replica: int, fetch_offset: int,
-                         leader_end: int, now_ms: int) -> None:
-        """A follower fetched from ``fetch_offset`` at ``now_ms`` while our log ended at
-        ``leader_end``."""
-        repl = part.repl
-        if repl is None:
-            return
-        state = repl.followers.get(replica)
-        moved = state is None or state.log_end_offset != fetch_offset
-        repl.update_follower(replica, fetch_offset, now_ms, leader_end)
-        if moved:
-            # Only a follower's new log end can move the high watermark (a fetch of an
-            # idle partition, most of them on a quiet follower, just keeps it caught up).
-            self._advance_hw(part)
-        # A broker shutting down stays out (KIP-841): the controller has just removed it
-        # from the ISR, and acks=all must not wait for a broker about to go.
-        if replica not in repl.isr and replica not in self.metadata.shutting_down:
-            grown = repl.expansion(replica)
+    def read_for_follower(self, replica: int, wanted: list[Wanted], max_bytes: int,
+                          asked_epochs: dict[TopicPartition, int],
+                          log_starts: dict[TopicPartition, int],
+                          quota_wait: list[float] | None = None
+                          ) -> tuple[list[PartitionResult], int]:
+        """A follower's fetch: up to the log end, from partitions this broker leads and
+        the follower replicates. The fetch offset is the follower's log end, recorded
+        (it may move the high watermark, and earn the follower its ISR place) before
+        the answer names the high watermark. A throttled replica (KIP-73) gets nothing
+        while the leader quota is spent; ``quota_wait[0]`` then says how long until it
+        frees."""
+        registered = replica in self.metadata.brokers
+        shutting_down = replica in self.metadata.shutting_down
+        now = self.clock()
+        missing = self.broker.missing_partition_error
+        quota = self.leader_quota
+        results = []
+        total = 0
+        for topic, partition, fetch_offset, partition_max_bytes in wanted:
+            tp = (topic, partition)
+            part = self.leaders.get(tp)
+            if part is None:
+                code = missing(topic, partition)
+            elif not registered or replica not in part.replicas:
+                code = ErrorCode.replica_not_available  # not a broker holding a replica of it
+            else:
+                code = epoch_error(asked_epochs.get(tp, -1), part.leader_epoch)
+            if code or part is None:
+                results.append(PartitionResult(topic, partition, code, -1, -1, -1, None))
+                continue
+            lg = part.log
+            budget = min(max_bytes - total, partition_max_bytes)
+            end = lg.log_end_offset
+            throttled = self._leader_throttled(part, replica)
+            # The leader's replication quota spent: a throttled replica gets nothing now.
+            held = throttled and quota.exceeded(time.monotonic())
+            if held and quota_wait is not None:
+                quota_wait[0] = max(quota_wait[0], quota.wait_s(time.monotonic()))
+            try:
+                # At the log end there is nothing to read (most partitions of a follower
+                # that keeps up): no read, no lock.
+                read = (lg.read(fetch_offset, max(budget, 0), min_one=total == 0)
+                        if (budget > 0 or total == 0) and fetch_offset != end and not held
+                        else None)
+            except OffsetOutOfRangeError as exc:
+                results.append(PartitionResult(topic, partition, error_code(exc),
+                                               lg.high_watermark, -1, exc.log_start_offset,
+                                               None))
+                continue
+            if read is not None:
+                end = read.log_end_offset
+            grown = part.record_follower_fetch(replica, fetch_offset, end, now,
+                                               log_starts.get(tp, -1), not shutting_down)
             if grown is not None:
                 self._change_isr(part, grown, f"broker {replica} caught up")
+            region = read.region if read is not None else None
+            if region is not None:
+                total += region.length
+                if throttled:
+                    quota.record(region.length, time.monotonic())
+            hw = lg.high_watermark
+            results.append(PartitionResult(topic, partition, 0, hw,
+                                           min(lg.last_stable_offset, hw),
+                                           lg.log_start_offset, region))
+        return results, total
 
     # --- ISR changes ----------------------------------------------------------------------------
 
@@ -540,17 +523,17 @@ class ReplicaManager:
                     lagging = sorted(repl.isr - shrunk)
                     self._change_isr(part, shrunk, f"broker(s) {lagging} fell behind")
 
-    def _change_isr(self, part: HostedPartition, isr: frozenset[int], why: str) -> None:
+    def _change_isr(self, part: Partition, isr: frozenset[int], why: str) -> None:
         repl = part.repl
         state = part.state
         if repl is None or state is None:
             return
         repl.begin_isr_change(isr)
         # A pending expansion counts for the high watermark at once (maximal ISR).
-        self._advance_hw(part)
+        part.advance_high_watermark()
         self._spawn(self._store_isr(part, repl, state, isr, why))
 
-    async def _store_isr(self, part: HostedPartition, repl: LeaderReplication,
+    async def _store_isr(self, part: Partition, repl: LeaderReplication,
                          state: PartitionState, isr: frozenset[int], why: str) -> None:
         tp = part.tp
         new = state.changed(isr=tuple(sorted(isr)))
@@ -577,7 +560,7 @@ class ReplicaManager:
                  extra=_context(tp, leader=self.me, leader_epoch=state.leader_epoch,
                                 isr=sorted(isr), previous_isr=sorted(state.isr)))
         self.metadata.record_state(tp, stored)
-        self._advance_hw(part)
+        part.advance_high_watermark()
 
     async def _reread(self, tp: TopicPartition) -> None:
         try:
@@ -591,17 +574,6 @@ class ReplicaManager:
             return
         self.metadata.record_state(tp, state)
 
-    # --- for the fetch handler ------------------------------------------------------------------
-
-    def leading(self, topic: str, partition: int) -> HostedPartition | None:
-        return self.leaders.get((topic, partition))
-
-    def following(self, topic: str, partition: int) -> HostedPartition | None:
-        """The partition if this broker follows it: consumers may read it here up to
-        the high watermark it has from the leader (fetch from follower, KIP-392)."""
-        part = self.partitions.get((topic, partition))
-        return part if part is not None and part.role is Role.FOLLOWER else None
-
 
 def _context(tp: TopicPartition, **fields: Any) -> dict[str, Any]:
     """A partition's fields for a log record's ``extra=`` (log.format=json)."""
@@ -612,3 +584,7 @@ def _done(code: int) -> asyncio.Future[int]:
     fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
     fut.set_result(code)
     return fut
+
+
+async def _first(delayed: DelayedProduce) -> int:
+    return (await delayed)[0]

@@ -27,17 +27,17 @@ from kio.schema.errors import ErrorCode
 
 from odradek.client.aio import AsyncBrokerConnection, KafkaClientError
 from odradek.client.codec import FETCH, OFFSET_FOR_LEADER_EPOCH
+from odradek.cluster.replication import truncation_point
 from odradek.cluster.state import TopicPartition
 from odradek.records.errors import RecordError
 from odradek.storage.errors import InvalidOffsetError
 
 if TYPE_CHECKING:
-    from odradek.server.replica_manager import ReplicaManager
+    from odradek.server.replication.partition import Partition
+    from odradek.server.replication.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
-UNDEFINED_EPOCH = -1
-UNDEFINED_EPOCH_OFFSET = -1
 INITIAL_SESSION_EPOCH = 0  # a request with it (and session id 0) opens a fetch session
 
 
@@ -190,12 +190,12 @@ class ReplicaFetcher:
         asked: dict[TopicPartition, tuple[int, int]] = {}  # tp -> (leader epoch, our latest)
         topics: dict[str, list[dict[str, Any]]] = {}
         for tp in tps:
-            lg = manager.log_of(tp)
+            part = manager.following(*tp)
             st = self.partitions[tp]
-            if lg is None:
+            if part is None:
                 self.partitions.pop(tp, None)
                 continue
-            latest = lg.latest_epoch
+            latest = part.log.latest_epoch
             if latest < 0:
                 # No epoch history (an empty log): nothing that could diverge.
                 st.truncating = False
@@ -218,37 +218,27 @@ class ReplicaFetcher:
                 if p.error_code != ErrorCode.none:
                     self._wait(tp, state, p.error_code)
                     continue
-                lg = manager.log_of(tp)
-                if lg is None:
+                part = manager.following(*tp)
+                if part is None:
                     continue
-                done = self._truncation_point(tp, lg, p.leader_epoch, p.end_offset)
-                state.truncating = not done
+                state.truncating = not self._truncate_to_leader(part, p.leader_epoch,
+                                                                p.end_offset)
         manager.checkpoint_truncations()
 
-    def _truncation_point(self, tp: TopicPartition, lg: Any, leader_epoch: int,
-                          leader_end: int) -> bool:
-        """Cut the log where it diverges from the leader's; True when that is final
-        (Kafka's ReplicaFetcherThread.getOffsetTruncationState)."""
+    def _truncate_to_leader(self, part: Partition, leader_epoch: int, leader_end: int
+                            ) -> bool:
+        """Cut the log where it diverges from the leader's (cluster/replication.py's
+        ``truncation_point``); True when that is final."""
+        lg = part.log
         end = lg.log_end_offset
-        if leader_end == UNDEFINED_EPOCH_OFFSET:
-            # The leader knows no epoch at or below ours: fall back to the high
-            # watermark, which every ISR member has.
-            target, done = min(lg.high_watermark, end), True
-        else:
-            follower_epoch, follower_end = lg.end_offset_for_epoch(leader_epoch)
-            if follower_epoch == UNDEFINED_EPOCH:
-                target, done = min(leader_end, end), True
-            elif follower_epoch != leader_epoch:
-                # We lack the epoch the leader answered with: cut to the end of our
-                # largest epoch below it and ask again for what is left.
-                target, done = min(follower_end, end), False
-            else:
-                target, done = min(follower_end, leader_end, end), True
+        follower_epoch, follower_end = lg.end_offset_for_epoch(leader_epoch)
+        target, done = truncation_point(end, lg.high_watermark, leader_epoch, leader_end,
+                                        follower_epoch, follower_end)
         if target < end:
             log.info("%s-%d: truncating from %d to %d to match leader %d (epoch %d ends at "
-                     "%d there)", tp[0], tp[1], end, target, self.leader_id, leader_epoch,
-                     leader_end)
-            self.manager.truncate(tp, target)
+                     "%d there)", part.tp[0], part.tp[1], end, target, self.leader_id,
+                     leader_epoch, leader_end)
+            self.manager.truncate(part, target)
         return done
 
     # --- fetching ---------------------------------------------------------------------------
@@ -283,14 +273,14 @@ class ReplicaFetcher:
                     return  # nothing else to fetch: the loop sleeps until the quota frees
                 max_wait_ms = min(max_wait_ms, max(1, int(wait_s * 1000)))
         wanted: dict[TopicPartition, tuple[int, int]] = {}  # tp -> (epoch, fetch offset)
-        logs = {}
+        parts: dict[TopicPartition, Partition] = {}
         for tp, st in ready.items():
-            lg = manager.log_of(tp)
-            if lg is None:
+            part = manager.following(*tp)
+            if part is None:
                 self.partitions.pop(tp, None)
                 continue
-            logs[tp] = lg
-            wanted[tp] = (st.leader_epoch, lg.log_end_offset)
+            parts[tp] = part
+            wanted[tp] = (st.leader_epoch, part.log.log_end_offset)
         if not wanted and not self._in_session:
             return
         full = self._session_id == 0
@@ -299,7 +289,7 @@ class ReplicaFetcher:
         forgotten = [] if full else [tp for tp in self._in_session if tp not in wanted]
         topics: dict[str, list[dict[str, Any]]] = {}
         for tp, (epoch, offset) in send.items():
-            lg = logs[tp]
+            lg = parts[tp].log
             topics.setdefault(tp[0], []).append({
                 "partition": tp[1], "current_leader_epoch": epoch, "fetch_offset": offset,
                 "last_fetched_epoch": lg.latest_epoch, "log_start_offset": lg.log_start_offset,
@@ -350,8 +340,8 @@ class ReplicaFetcher:
                 if tp in throttled and p.records:
                     quota.record(len(p.records), time.monotonic())
                 try:
-                    manager.follower_append(tp, wanted[tp][1], p.records, p.high_watermark,
-                                            p.log_start_offset)
+                    parts[tp].append_as_follower(wanted[tp][1], p.records, p.high_watermark,
+                                                 p.log_start_offset)
                 except (RecordError, InvalidOffsetError) as exc:
                     # Batches this follower cannot take (corrupt, or not continuing its
                     # log): nothing of them was written. As Kafka's fetcher does with a
@@ -369,15 +359,15 @@ class ReplicaFetcher:
         self._in_session = {}
 
     def _out_of_range(self, tp: TopicPartition, st: FetchState, leader_start: int) -> None:
-        lg = self.manager.log_of(tp)
-        if lg is None:
+        part = self.manager.following(*tp)
+        if part is None:
             return
-        if lg.log_end_offset < leader_start:
+        if part.log.log_end_offset < leader_start:
             # The leader deleted (retention, DeleteRecords) what we still lack: start
             # over at its log start (Kafka's handleOffsetOutOfRange, the low case).
             log.info("%s-%d: behind the leader's log start %d; starting over there", tp[0],
                      tp[1], leader_start)
-            self.manager.truncate_fully(tp, leader_start)
+            self.manager.truncate_fully(part, leader_start)
             self.manager.checkpoint_truncations()
         else:
             # Our log end is past the leader's (an unclean election): find where we

@@ -1,0 +1,176 @@
+"""Delayed operations (Kafka's ``DelayedOperationPurgatory``): requests that wait for
+something to happen to their partitions, woken by that event, never by polling.
+
+One class, two instances on a broker: the fetch purgatory (long polls with less than
+``min_bytes``, woken by appends and high-watermark moves) and the produce purgatory
+(acks=all appends, woken by high-watermark moves and by leadership ending). Whoever
+changes a partition calls ``notify``, which asks each operation watching it to try again
+at once (``try_complete``), on the thread that made the change, as Kafka's
+``checkAndComplete`` does; one that still waits watches again, one that is done
+answers.
+
+``DelayedProduce`` (Kafka's) is here: the produce purgatory's operation. The fetch
+purgatory's is the fetch handler's ``_DelayedFetch``, which builds the fetch's answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Generator, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from kio.schema.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from odradek.server.replication.partition import Partition
+
+TopicPartition = tuple[str, int]
+
+
+class Waiter(Protocol):
+    def try_complete(self, tp: TopicPartition) -> None:
+        """Called after a change to the watched partition ``tp`` (on the event loop)."""
+
+
+class Purgatory:
+    """Operations waiting for their partitions, by partition."""
+
+    def __init__(self) -> None:
+        self._waiters: dict[TopicPartition, set[Waiter]] = {}
+
+    def notify(self, tp: TopicPartition) -> None:
+        waiters = self._waiters.pop(tp, None)
+        if waiters:
+            for waiter in waiters:
+                waiter.try_complete(tp)
+
+    def watch(self, partitions: Iterable[TopicPartition], waiter: Waiter) -> None:
+        """Have ``notify`` of any of ``partitions`` call ``waiter.try_complete`` (once:
+        a waiter that goes on waiting watches again)."""
+        for tp in partitions:
+            self._waiters.setdefault(tp, set()).add(waiter)
+
+    def unwatch(self, partitions: Iterable[TopicPartition], waiter: Waiter) -> None:
+        for tp in partitions:
+            waiters = self._waiters.get(tp)
+            if waiters is not None:
+                waiters.discard(waiter)
+                if not waiters:
+                    del self._waiters[tp]
+
+    def size(self) -> int:
+        """Operations waiting (Kafka's PurgatorySize)."""
+        return len({id(w) for waiters in self._waiters.values() for w in waiters})
+
+    def wake_all(self) -> None:
+        """Wake every waiting operation (at shutdown: each answers what it can)."""
+        for tp in list(self._waiters):
+            self.notify(tp)
+
+
+PENDING = -1
+
+
+class DelayedProduce:
+    """An acks=all produce's appended partitions, waiting until each partition's high
+    watermark passes what was appended there (Kafka's ``DelayedProduce``). Awaitable for
+    the Kafka error code of each, in the order given:
+
+    - NONE once the high watermark passed it with at least ``min.insync.replicas`` in
+      the ISR; NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR had shrunk below that;
+    - NOT_LEADER_OR_FOLLOWER once this broker is not its leader (or is stopping: the
+      client retries elsewhere rather than hold the stop up until its timeout);
+    - REQUEST_TIMED_OUT for what is still waiting when ``timeout_s`` runs out (None: no
+      limit, for the broker's own writes, which answer on their own timers).
+
+    Each wake-up checks only the partition that changed: a request to many partitions
+    costs one check per high-watermark move, not one per partition it names."""
+
+    __slots__ = ("codes", "future", "pending", "purgatory", "timer")
+
+    def __init__(self, purgatory: Purgatory, waits: Sequence[tuple[Partition, int]],
+                 timeout_s: float | None) -> None:
+        self.purgatory = purgatory
+        self.codes = [PENDING] * len(waits)
+        # partition -> [(index in codes, offset the high watermark must reach), ...]
+        self.pending: dict[TopicPartition, tuple[Partition, list[tuple[int, int]]]] = {}
+        for i, (part, end) in enumerate(waits):
+            entry = self.pending.get(part.tp)
+            if entry is None:
+                self.pending[part.tp] = (part, [(i, end)])
+            else:
+                entry[1].append((i, end))
+        for tp in list(self.pending):
+            self._check(tp)
+        # Settled at once (an ISR of one, or followers already there): no future, no
+        # timer, nothing watched.
+        self.future: asyncio.Future[list[int]] | None = None
+        self.timer: asyncio.TimerHandle | None = None
+        if self.pending:
+            loop = asyncio.get_running_loop()
+            self.future = loop.create_future()
+            purgatory.watch(self.pending, self)
+            if timeout_s is not None:
+                self.timer = loop.call_later(max(timeout_s, 0.0), self._expire)
+
+    @property
+    def done(self) -> bool:
+        """Every wait settled: ``codes`` is the answer."""
+        return self.future is None or self.future.done()
+
+    def __await__(self) -> Generator[Any, None, list[int]]:
+        if self.future is None:
+            return self.codes
+        return (yield from self.future.__await__())
+
+    def _check(self, tp: TopicPartition) -> None:
+        """Settle what can be settled of ``tp``'s waits now."""
+        part, waits = self.pending[tp]
+        if not part.is_leader or part.stopped_waiting:
+            for i, _ in waits:
+                self.codes[i] = ErrorCode.not_leader_or_follower
+            del self.pending[tp]
+            return
+        hw = part.log.high_watermark
+        left = [(i, end) for i, end in waits if end > hw]
+        if len(left) < len(waits):
+            code = (ErrorCode.none if part.enough_in_sync()
+                    else ErrorCode.not_enough_replicas_after_append)
+            for i, end in waits:
+                if end <= hw:
+                    self.codes[i] = code
+        if left:
+            self.pending[tp] = (part, left)
+        else:
+            del self.pending[tp]
+
+    def try_complete(self, tp: TopicPartition) -> None:
+        future = self.future
+        if future is None or future.done() or tp not in self.pending:
+            return
+        self._check(tp)
+        if tp in self.pending:
+            self.purgatory.watch((tp,), self)
+        elif not self.pending:
+            if self.timer is not None:
+                self.timer.cancel()
+            future.set_result(self.codes)
+
+    def _expire(self) -> None:
+        self.purgatory.unwatch(list(self.pending), self)
+        future = self.future
+        if future is None or future.done():  # whoever awaited it is gone
+            return
+        for _, waits in self.pending.values():
+            for i, _ in waits:
+                self.codes[i] = ErrorCode.request_timed_out
+        self.pending.clear()
+        future.set_result(self.codes)
+
+    def cancel(self) -> None:
+        """Its request is gone (the connection closed): out of the purgatory now."""
+        if self.timer is not None:
+            self.timer.cancel()
+        self.purgatory.unwatch(list(self.pending), self)
+        if self.future is not None and not self.future.done():
+            self.future.cancel()

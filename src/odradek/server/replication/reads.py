@@ -1,0 +1,27 @@
+"""What a fetch asks of a partition and what a read of it gives back: shared by the
+fetch handler (consumers' reads, the response's encoding) and the replica manager
+(followers' reads on a leader)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from odradek.storage.log import FileRegion
+from odradek.storage.txn_index import AbortedTxn
+
+# (topic, partition, fetch offset, partition max bytes): what one partition asks for
+Wanted = tuple[str, int, int, int]
+
+
+@dataclass(slots=True)
+class PartitionResult:
+    topic: str
+    partition: int
+    error: int
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    region: FileRegion | None
+    # read_committed: the aborted transactions of what is returned (None: not asked)
+    aborted: list[AbortedTxn] | None = None
+    preferred_replica: int = -1  # KIP-392: fetch from this broker instead (-1: none)
