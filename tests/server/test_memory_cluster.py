@@ -1,0 +1,181 @@
+"""acks=all on a 3-broker cluster in one process (tests/server/memory_cluster.py): the
+path from a Produce request to its answer through ``Partition.append_as_leader``, the
+followers' fetches and the produce purgatory, with the outcomes Kafka gives.
+
+- committed: answered once every ISR member has the records (they are on all three);
+- a stuck ISR member holds acks=all until the request's timeout (REQUEST_TIMED_OUT),
+  and then, once out of the ISR, no longer does;
+- too few in sync: NOT_ENOUGH_REPLICAS, nothing written;
+- leadership lost while waiting (the leader's ZooKeeper session expires):
+  NOT_LEADER_OR_FOLLOWER at once, not at the timeout;
+- a broker stopping answers its waiting appends at once (NOT_LEADER_OR_FOLLOWER).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from odradek.client.aio import AsyncBrokerConnection
+from odradek.client.codec import PRODUCE
+from odradek.records.builder import build_simple
+from tests.server.memory_cluster import MemoryCluster, with_cluster
+
+TOPIC = "orders"
+
+
+async def connect(cluster: MemoryCluster, node_id: int) -> AsyncBrokerConnection:
+    host, port = cluster.address(node_id)
+    return await AsyncBrokerConnection.open(host, port, client_id="test", timeout_s=30)
+
+
+async def produce(conn: AsyncBrokerConnection, values: list[bytes], *, timeout_ms: int = 10_000
+                  ) -> Any:
+    answer = await conn.request(PRODUCE, {
+        "transactional_id": None, "acks": -1, "timeout": timeout_ms,
+        "topic_data": [{"name": TOPIC, "partition_data": [
+            {"index": 0, "records": build_simple(values)}]}]})
+    return answer.responses[0].partition_responses[0]
+
+
+def run(tmp_path: Path, body: Any, **settings: Any) -> None:
+    asyncio.run(with_cluster(tmp_path, body, **settings))
+
+
+def test_acks_all_is_answered_once_every_isr_member_has_the_records(tmp_path) -> None:
+    async def body(cluster: MemoryCluster) -> None:
+        await cluster.create_topic(TOPIC)
+        leader = cluster.leader(TOPIC, 0)
+        conn = await connect(cluster, leader)
+        try:
+            for i in range(5):
+                answer = await produce(conn, [b"a%d" % i, b"b%d" % i])
+                assert (answer.error_code, answer.base_offset) == (ErrorCode.none, 2 * i)
+        finally:
+            await conn.close()
+        lead = cluster.brokers[leader].cluster
+        assert lead is not None
+        part = lead.replicas.leaders[(TOPIC, 0)]
+        assert part.log.high_watermark == 10
+        # Committed means on every ISR member: each has all ten records.
+        for broker in cluster.running():
+            assert broker.cluster is not None
+            assert broker.cluster.replicas.partitions[(TOPIC, 0)].log.log_end_offset == 10
+        assert lead.replicas.produce_purgatory.size() == 0
+
+    run(tmp_path, body)
+
+
+def _stall_fetchers(cluster: MemoryCluster, node_id: int) -> None:
+    """Broker ``node_id`` stops fetching (a stuck follower), as far as its leaders see."""
+    broker = cluster.brokers[node_id]
+    assert broker.cluster is not None
+    for fetcher in broker.cluster.replicas._fetchers.values():
+        fetcher.partitions.clear()
+        fetcher._wake.set()
+
+
+def test_a_stuck_isr_member_holds_acks_all_until_the_timeout_then_leaves_the_isr(
+        tmp_path) -> None:
+    async def body(cluster: MemoryCluster) -> None:
+        await cluster.create_topic(TOPIC)
+        leader = cluster.leader(TOPIC, 0)
+        stuck = next(n for n in cluster.brokers if n != leader)
+        conn = await connect(cluster, leader)
+        try:
+            assert (await produce(conn, [b"first"])).error_code == ErrorCode.none
+            _stall_fetchers(cluster, stuck)
+            started = time.monotonic()
+            answer = await produce(conn, [b"held"], timeout_ms=500)
+            assert answer.error_code == ErrorCode.request_timed_out
+            assert time.monotonic() - started >= 0.45
+            lead = cluster.brokers[leader].cluster
+            assert lead is not None
+            # After replica.lag.time.max.ms the leader drops it from the ISR, and the
+            # two left (min.insync.replicas=2) commit without it.
+            await cluster.wait_for(lambda: stuck not in lead.metadata.states[(TOPIC, 0)].isr,
+                                   "the stuck broker out of the ISR")
+            answer = await produce(conn, [b"after"])
+            assert (answer.error_code, answer.base_offset) == (ErrorCode.none, 2)
+        finally:
+            await conn.close()
+
+    run(tmp_path, body, **{"replica.lag.time.max.ms": 1500})
+
+
+def test_too_few_in_sync_replicas_refuse_acks_all_before_writing(tmp_path) -> None:
+    async def body(cluster: MemoryCluster) -> None:
+        await cluster.create_topic(TOPIC, configs={"min.insync.replicas": "3"})
+        leader = cluster.leader(TOPIC, 0)
+        conn = await connect(cluster, leader)
+        try:
+            assert (await produce(conn, [b"all three"])).error_code == ErrorCode.none
+            follower = next(n for n in cluster.brokers if n != leader)
+            await cluster.stop_broker(follower)  # the controller takes it out of the ISR
+            lead = cluster.brokers[leader].cluster
+            assert lead is not None
+            await cluster.wait_for(
+                lambda: len(lead.replicas.leaders[(TOPIC, 0)].repl.isr) == 2,  # type: ignore[union-attr]
+                "the ISR at two")
+            answer = await produce(conn, [b"refused"])
+            assert answer.error_code == ErrorCode.not_enough_replicas
+            assert lead.replicas.leaders[(TOPIC, 0)].log.log_end_offset == 1  # not written
+        finally:
+            await conn.close()
+
+    run(tmp_path, body)
+
+
+def test_a_waiting_append_is_answered_when_leadership_ends_not_at_its_timeout(
+        tmp_path) -> None:
+    async def body(cluster: MemoryCluster) -> None:
+        await cluster.create_topic(TOPIC)
+        leader = cluster.leader(TOPIC, 0)
+        conn = await connect(cluster, leader)
+        try:
+            for node in cluster.brokers:
+                if node != leader:
+                    _stall_fetchers(cluster, node)
+            waiting = asyncio.create_task(produce(conn, [b"in doubt"], timeout_ms=30_000))
+            lead = cluster.brokers[leader].cluster
+            assert lead is not None
+            await cluster.wait_for(lambda: lead.replicas.produce_purgatory.size() == 1,
+                                   "the append waiting in the purgatory")
+            started = time.monotonic()
+            # The leader's session expires: its registration is gone, it leads no more.
+            cluster.stores[leader].expire_session()
+            answer = await asyncio.wait_for(waiting, 10)
+            assert answer.error_code == ErrorCode.not_leader_or_follower
+            assert time.monotonic() - started < 10
+            assert lead.replicas.produce_purgatory.size() == 0
+        finally:
+            await conn.close()
+
+    run(tmp_path, body, **{"replica.lag.time.max.ms": 30_000})
+
+
+def test_a_stopping_broker_answers_its_waiting_appends_at_once(tmp_path) -> None:
+    async def body(cluster: MemoryCluster) -> None:
+        await cluster.create_topic(TOPIC)
+        leader = cluster.leader(TOPIC, 0)
+        conn = await connect(cluster, leader)
+        try:
+            for node in cluster.brokers:
+                if node != leader:
+                    _stall_fetchers(cluster, node)
+            waiting = asyncio.create_task(produce(conn, [b"in doubt"], timeout_ms=30_000))
+            lead = cluster.brokers[leader].cluster
+            assert lead is not None
+            await cluster.wait_for(lambda: lead.replicas.produce_purgatory.size() == 1,
+                                   "the append waiting in the purgatory")
+            lead.replicas.stop_waiting()  # what Broker.stop does first
+            answer = await asyncio.wait_for(waiting, 10)
+            assert answer.error_code == ErrorCode.not_leader_or_follower
+        finally:
+            await conn.close()
+
+    run(tmp_path, body, **{"replica.lag.time.max.ms": 30_000})
