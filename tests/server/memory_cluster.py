@@ -83,8 +83,7 @@ class MemoryCluster:
         """Create the topic and wait until every running broker has taken up its role
         for every partition (the leader leads, each follower follows)."""
         broker = next(iter(self.brokers.values()))
-        await broker.create_topic_anywhere(name, partitions, configs or {},
-                                          replication_factor=replication_factor)
+        await broker.topology.create_topic(name, partitions, replication_factor, configs)
 
         def ready() -> bool:
             for p in range(partitions):

@@ -23,8 +23,6 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
-from kio.schema.errors import ErrorCode
-
 from odradek.coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from odradek.protocol.codec import Request, encode_response
 from odradek.protocol.framing import BufferPool
@@ -34,21 +32,20 @@ from odradek.server.authorizer import Authorizer
 from odradek.server.config import SETTINGS, BrokerConfig, Listener
 from odradek.server.connection import Connection, Response
 from odradek.server.credentials import CredentialStore
-from odradek.server.documents import Document, FileDocument, StoreDocument
+from odradek.server.documents import Document
 from odradek.server.dynamic_configs import (
-    BROKER_DOCUMENT,
     GROUP_DOCUMENT,
-    BrokerConfigStore,
     GroupConfigStore,
     validate_broker_configs,
 )
 from odradek.server.group_commit import GroupCommit
 from odradek.server.groups import ClientViewOfInternalLog, GroupRuntime
-from odradek.server.metadata import MetadataStore, Topic, TopicError
+from odradek.server.metadata import MetadataStore, Topic
 from odradek.server.metrics import BrokerStats, MetricsServer
 from odradek.server.quotas import ClientQuotas
 from odradek.server.replication.purgatory import Purgatory
 from odradek.server.session import Session
+from odradek.server.topology import SingleNode, Topology
 from odradek.server.transactions import TxnRuntime
 from odradek.storage import DutyIntervals, Log, LogConfig, LogDuties, LogManager
 from odradek.storage.log import wall_clock_ms
@@ -66,8 +63,6 @@ HandlerNow = Callable[["Broker", Request], Response | Awaitable[Response]]
 # How long a stopping broker waits for requests in flight (a long-poll fetch is woken at
 # once; a produce finishes its append) before it closes their connections anyway.
 STOP_GRACE_S = 10.0
-# Partition logs a topic change creates between two turns of the event loop.
-LOGS_PER_STEP = 64
 # The idle-connection sweep runs at most this often: a connection is closed at most this
 # much after connections.max.idle.ms (Kafka's default is 10 minutes). Each wake-up of an
 # idle broker's event loop costs ~0.3 ms of CPU on a small VM; a sweep a second was a
@@ -101,15 +96,18 @@ class Broker:
         self.stopping = False
         self.logs: LogManager | None = None
         self.metadata: MetadataStore | ClusterMetadata | None = None
-        self.cluster: ClusterNode | None = None  # with zookeeper.connect
+        # Where this broker stands (server/topology.py): alone, or one of a cluster. Set
+        # by start(); the broker asks it rather than branching on which it is.
+        self.topology: Topology = None  # type: ignore[assignment]
+        # The same object when it is a cluster's: for what only a cluster does (its
+        # replicas, controller and admin requests).
+        self.cluster: ClusterNode | None = None
         self._store = store
         self.credentials: CredentialStore | None = None  # SCRAM users, from start()
         # With authorizer.class.name, from start(); None: every request is allowed.
         self.authorizer: Authorizer | None = None
         self.quotas: ClientQuotas | None = None  # client quotas, from start()
-        # Dynamic broker configs of a single node (a cluster's are in ZooKeeper) and
-        # every group's group configs (server.dynamic_configs), from start().
-        self._broker_configs: BrokerConfigStore | None = None
+        # Every group's group configs (server.dynamic_configs), from start().
         self.group_configs: GroupConfigStore | None = None
         # With metrics.listen: the hot paths' counters (server.metrics), else None.
         self.stats: BrokerStats | None = BrokerStats() if config["metrics.listen"] else None
@@ -132,33 +130,19 @@ class Broker:
     async def start(self) -> None:
         cfg = self.config
         os.makedirs(cfg.data_dir, exist_ok=True)
-        if cfg.clustered:
-            await self._join_cluster()
-        else:
-            # Before the logs open: they start from the dynamic topic-config defaults.
-            self._broker_configs = BrokerConfigStore(
-                FileDocument(cfg.data_dir, BROKER_DOCUMENT))
-            # Read first: every log opens (and recovers) with its topic's own settings.
-            self.metadata = MetadataStore(os.path.abspath(cfg.data_dir), self.node_id)
+        # Before the logs open: they open with the topics' settings and the dynamic
+        # topic-config defaults the topology holds.
+        await self._join_topology()
         try:
             self.logs = LogManager.open(
                 cfg.data_dir, default_config=cfg.log_config(),
                 topic_config=self.log_config_for, clock=self.clock,
                 flush_timer=self.stats.log_flush.observe if self.stats is not None else None)
         except BaseException:
-            if self.cluster is not None:
-                await self.cluster.stop()
+            await self.topology.stop()
             raise
         try:
-            if self.cluster is not None:
-                self.cluster.claim_data_dir()  # only now: the directory is ours
-            else:
-                assert isinstance(self.metadata, MetadataStore)
-                self.metadata.persist()  # only now: the directory is ours
-                for topic in self.metadata.topics.values():
-                    for partition in range(topic.partitions):
-                        self.logs.get_or_create_log(topic.name, partition,
-                                                    topic_id=topic.topic_id)
+            self.topology.logs_opened()  # only now: the directory is ours
             self._duties = LogDuties(self.logs, DutyIntervals(
                 retention_check_ms=cfg["log.retention.check.interval.ms"],
                 flush_check_ms=cfg["log.flush.scheduler.interval.ms"],
@@ -181,12 +165,10 @@ class Broker:
             # complete TxnOffsetCommits the group runtime has just loaded as pending.
             self.transactions = TxnRuntime(self)
             self.transactions.start()
-            if self.cluster is not None:
-                self.cluster.start_replicas()  # leaders of internal partitions load them
+            self.topology.start_replicas()  # leaders of internal partitions load them
             await self._listen()
             self._idle_sweep = asyncio.get_running_loop().create_task(self._close_idle())
-            if self.cluster is not None:
-                await self.cluster.register()  # the port is known: others may find us
+            await self.topology.register()  # the port is known: others may find us
             if cfg["metrics.listen"]:
                 host, _, port = cfg["metrics.listen"].rpartition(":")
                 self._metrics = MetricsServer(self, host.strip("[]") or "0.0.0.0", int(port))
@@ -199,8 +181,7 @@ class Broker:
                 self._idle_sweep.cancel()
             for document in self._documents:
                 document.stop()
-            if self.cluster is not None:
-                await self.cluster.stop()
+            await self.topology.stop()
             if self.transactions is not None:
                 await self.transactions.stop()
             if self.groups is not None:
@@ -215,14 +196,9 @@ class Broker:
             for lst in cfg.listeners), self.logs.data_dir)
 
     async def _document(self, name: str, mode: int = 0o644) -> Document:
-        """The named security document: the cluster's (followed from now on) or the
-        data directory's."""
-        document: Document
-        if self.cluster is not None:
-            document = StoreDocument(self.cluster.store, name)
-            await document.start(self.config["zookeeper.connection.timeout.ms"] / 1000)
-        else:
-            document = FileDocument(self.config.data_dir, name, mode=mode)
+        """The named security document, where the topology keeps it: the cluster's
+        (followed from now on) or the data directory's."""
+        document = await self.topology.document(name, mode)
         self._documents.append(document)
         return document
 
@@ -243,22 +219,31 @@ class Broker:
             self.listener_ports[listener.name] = server.sockets[0].getsockname()[1]
         self.port = self.listener_ports[self.config.listeners[0].name]
 
-    async def _join_cluster(self) -> None:
-        from odradek.server.cluster import ClusterNode
-        from odradek.server.zookeeper import ZooKeeperStore
-
+    async def _join_topology(self) -> None:
+        """Alone (no ``zookeeper.connect``), or a cluster's member through ZooKeeper (or
+        the store given): decided here, once."""
         cfg = self.config
-        store = self._store or ZooKeeperStore(
-            cfg["zookeeper.connect"], session_timeout_ms=cfg["zookeeper.session.timeout.ms"],
-            connection_timeout_ms=cfg["zookeeper.connection.timeout.ms"])
-        self.cluster = ClusterNode(self, store)
+        topology: Topology
+        if cfg.clustered:
+            from odradek.server.cluster import ClusterNode
+            from odradek.server.zookeeper import ZooKeeperStore
+
+            store = self._store or ZooKeeperStore(
+                cfg["zookeeper.connect"],
+                session_timeout_ms=cfg["zookeeper.session.timeout.ms"],
+                connection_timeout_ms=cfg["zookeeper.connection.timeout.ms"])
+            topology = self.cluster = ClusterNode(self, store)
+        else:
+            topology = SingleNode(self)
+        self.topology = topology
         try:
-            await self.cluster.start()
+            await topology.start()
         except BaseException:
-            await self.cluster.stop()
+            await topology.stop()
             self.cluster = None
+            self.topology = None  # type: ignore[assignment]  # not started
             raise
-        self.metadata = self.cluster.metadata
+        self.metadata = topology.metadata
 
     async def stop(self) -> None:
         """Stop accepting, let requests in flight finish, then flush and close the logs.
@@ -266,8 +251,9 @@ class Broker:
         broker still answers: clients and followers see it go."""
         if self.stopping:
             return
-        if self.cluster is not None:
-            await self.cluster.controlled_shutdown()
+        if self.topology is None:  # never started
+            return
+        await self.topology.controlled_shutdown()
         self.stopping = True
         if self._metrics is not None:
             self._metrics.stop()
@@ -276,16 +262,14 @@ class Broker:
         if self._idle_sweep is not None:
             self._idle_sweep.cancel()
         self.purgatory.wake_all()
-        if self.cluster is not None:
-            self.cluster.replicas.stop_waiting()
+        self.topology.stop_waiting()
         if self.groups is not None:
             await self.groups.stop()  # answers parked joins and syncs at once
         if self.transactions is not None:
             await self.transactions.stop()  # and InitProducerIds waiting for an abort
         for document in self._documents:
             document.stop()
-        if self.cluster is not None:
-            await self.cluster.stop()  # fetchers stop; the registration goes
+        await self.topology.stop()  # a cluster's fetchers stop; its registration goes
         for task, conn in list(self._connections.items()):
             if not conn.in_request:
                 task.cancel()
@@ -326,9 +310,7 @@ class Broker:
             return "stopping"
         if not self._serving:
             return "starting: logs are being recovered or listeners opened"
-        if self.cluster is not None:
-            return self.cluster.not_ready()
-        return None
+        return self.topology.not_ready()
 
     @property
     def metrics_port(self) -> int | None:
@@ -398,9 +380,9 @@ class Broker:
 
     def broker_configs(self, resource: str) -> dict[str, str]:
         """The dynamic configs set on broker ``resource`` ("" is the cluster default)."""
-        if self.cluster is not None:
-            return self.cluster.broker_configs(resource)
-        return self._broker_configs.get(resource) if self._broker_configs else {}
+        if self.topology is None:  # before start(): the static settings only
+            return {}
+        return self.topology.broker_configs(resource)
 
     def dynamic_setting(self, name: str) -> tuple[str, str] | None:
         """(value, "broker" or "default") of a setting set dynamically; else None."""
@@ -422,12 +404,7 @@ class Broker:
         validate_broker_configs(resource, configs)
         if validate_only:
             return
-        if self.cluster is not None:
-            await self.cluster.set_broker_configs(resource, configs)
-        else:
-            assert self._broker_configs is not None
-            await self._broker_configs.set(resource, configs)
-            self.dynamic_configs_changed()
+        await self.topology.set_broker_configs(resource, configs)
 
     def dynamic_configs_changed(self) -> None:
         """Dynamic topic-config defaults reach the open logs."""
@@ -453,14 +430,9 @@ class Broker:
         return self.metadata.topics.get(name)
 
     def get_log(self, topic: str, partition: int) -> Log | None:
-        """The log of a partition clients may use here: in a cluster, only where this
-        broker is the leader (see ``missing_partition_error`` for why not)."""
-        if self.cluster is not None:
-            part = self.cluster.replicas.leaders.get((topic, partition))
-            lg = part.log if part is not None else None
-        else:
-            assert self.logs is not None
-            lg = self.logs.get_log(topic, partition)
+        """The log of a partition clients may use here: one this broker leads (see
+        ``missing_partition_error`` for why not); an internal topic's read-only."""
+        lg = self.topology.leader_log(topic, partition)
         if lg is not None and topic in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC):
             return ClientViewOfInternalLog(lg)  # type: ignore[return-value]  # read-only
         return lg
@@ -469,113 +441,14 @@ class Broker:
         """Why ``get_log`` gave None: NOT_LEADER_OR_FOLLOWER for a partition that exists
         in the cluster but is led elsewhere (or by nobody), else
         UNKNOWN_TOPIC_OR_PARTITION."""
-        if self.cluster is not None and self.cluster.metadata.partition_exists(topic, partition):
-            return ErrorCode.not_leader_or_follower
-        return ErrorCode.unknown_topic_or_partition
-
-    async def create_topic_anywhere(
-            self, name: str, partitions: int | None = None, configs: dict[str, str] | None = None,
-            *, replication_factor: int | None = None,
-            assignment: dict[int, list[int]] | None = None,
-            validate_only: bool = False) -> Topic:
-        """Create a topic: in the data directory (single node), or in ZooKeeper, where the
-        controller gives its partitions leaders."""
-        if self.cluster is None:
-            if replication_factor is not None and replication_factor > 1:
-                raise TopicError("INVALID_REPLICATION_FACTOR",
-                                 f"replication factor {replication_factor} is larger than the "
-                                 "1 broker available")
-            for p, replicas in (assignment or {}).items():
-                if list(replicas) != [self.node_id]:
-                    raise TopicError("INVALID_REPLICA_ASSIGNMENT",
-                                     f"partition {p} assigned to brokers {list(replicas)}; "
-                                     f"only {self.node_id} exists")
-            topic = self._register_topic(name, partitions, configs, validate_only)
-            if not validate_only:
-                await self._open_logs(name, topic.partitions)
-                log.info("created topic %s with %d partition(s)", name, topic.partitions)
-            return topic
-        return await self.cluster.create_topic(name, partitions, replication_factor, configs,
-                                               assignment=assignment,
-                                               validate_only=validate_only)
-
-    async def delete_topic_anywhere(self, name: str) -> Topic:
-        if self.cluster is None:
-            return self.delete_topic(name)
-        return await self.cluster.delete_topic(name)
-
-    async def add_partitions_anywhere(self, name: str, count: int,
-                                      assignment: list[list[int]] | None = None, *,
-                                      validate_only: bool = False) -> Topic:
-        if self.cluster is None:
-            for replicas in assignment or []:
-                if list(replicas) != [self.node_id]:
-                    raise TopicError("INVALID_REPLICA_ASSIGNMENT",
-                                     f"only broker {self.node_id} exists")
-            assert isinstance(self.metadata, MetadataStore)
-            topic = self.metadata.add_partitions(name, count, validate_only=validate_only)
-            if not validate_only:
-                await self._open_logs(name, topic.partitions)
-            return topic
-        return await self.cluster.add_partitions(name, count, assignment,
-                                                 validate_only=validate_only)
-
-    async def set_topic_configs_anywhere(self, name: str, configs: dict[str, str], *,
-                                         validate_only: bool = False) -> Topic:
-        if self.cluster is None:
-            return self.set_topic_configs(name, configs, validate_only=validate_only)
-        return await self.cluster.set_configs(name, configs, validate_only=validate_only)
-
-    async def _open_logs(self, name: str, partitions: int) -> None:
-        """Create (or open) a topic's partition logs, letting the event loop serve others
-        every ``LOGS_PER_STEP``: a new log costs about a millisecond of file work, and a
-        request for thousands of partitions must not hold every client for seconds (the
-        fuzz tier's finding). A topic deleted or recreated meanwhile ends it."""
-        assert self.logs is not None
-        topic = self.topic(name)
-        for partition in range(partitions):
-            if partition and partition % LOGS_PER_STEP == 0:
-                await asyncio.sleep(0)
-                if self.topic(name) is not topic:
-                    return
-            self.logs.get_or_create_log(name, partition,
-                                        topic_id=topic.topic_id if topic else None)
-
-    def _register_topic(self, name: str, partitions: int | None,
-                        configs: dict[str, str] | None, validate_only: bool) -> Topic:
-        assert isinstance(self.metadata, MetadataStore)  # single node: start() made it
-        count = self.config["num.partitions"] if partitions is None or partitions < 0 else (
-            partitions)
-        return self.metadata.create_topic(name, count, configs, validate_only=validate_only)
+        return self.topology.missing_partition_error(topic, partition)
 
     def create_topic(self, name: str, partitions: int | None = None,
-                     configs: dict[str, str] | None = None, *,
-                     validate_only: bool = False) -> Topic:
-        """Create a topic and its logs at once (auto-creation; CreateTopics goes through
-        ``create_topic_anywhere``, which yields while it makes many logs)."""
-        assert self.logs is not None
-        topic = self._register_topic(name, partitions, configs, validate_only)
-        if not validate_only:
-            for partition in range(topic.partitions):
-                self.logs.get_or_create_log(name, partition, topic_id=topic.topic_id)
-            log.info("created topic %s with %d partition(s)", name, topic.partitions)
-        return topic
-
-    def delete_topic(self, name: str) -> Topic:
-        assert isinstance(self.metadata, MetadataStore) and self.logs is not None
-        topic = self.metadata.delete_topic(name)
-        for partition in range(topic.partitions):
-            self.logs.delete_log(name, partition)
-        log.info("deleted topic %s", name)
-        return topic
-
-    def set_topic_configs(self, name: str, configs: dict[str, str], *,
-                          validate_only: bool = False) -> Topic:
-        assert isinstance(self.metadata, MetadataStore) and self.logs is not None
-        topic = self.metadata.set_configs(name, configs, validate_only=validate_only)
-        if not validate_only:
-            self.logs.update_config(name, self.log_config_for(name))
-        return topic
+                     configs: dict[str, str] | None = None) -> Topic:
+        """A single node's topic and its logs in one step, for tests and tools (clients'
+        topics are created through the topology: CreateTopics, auto-creation)."""
+        assert isinstance(self.topology, SingleNode), "a single node's helper"
+        return self.topology.create_topic_now(name, partitions, configs)
 
     # --- responses ---------------------------------------------------------------------
 

@@ -46,6 +46,7 @@ from odradek.coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from odradek.server.cluster_metadata import ClusterMetadata
 from odradek.server.config import SETTINGS, BrokerConfig
 from odradek.server.controller import Controller
+from odradek.server.documents import Document, StoreDocument
 from odradek.server.errors import error_code
 from odradek.server.inter_broker import inter_broker_client
 from odradek.server.metadata import META_PROPERTIES, Topic, TopicError, validate_topic_name
@@ -60,12 +61,14 @@ from odradek.server.store import (
     StoreError,
     StoreUnavailableError,
 )
+from odradek.server.topology import PartitionView
 from odradek.storage.config import LogConfig
 
 if TYPE_CHECKING:
     from odradek.coordinator.transactions import TxnMarkers
     from odradek.server.broker import Broker
     from odradek.server.replication.partition import Partition
+    from odradek.storage import Log
 
 log = logging.getLogger(__name__)
 
@@ -215,12 +218,60 @@ class ClusterNode:
                 f"the data directory {self.broker.config.data_dir} belongs to node.id "
                 f"{found['node.id']}, not {self.node_id}")
 
-    def claim_data_dir(self) -> None:
+    def logs_opened(self) -> None:
         """Write meta.properties (once the log manager holds the directory's lock)."""
         path = os.path.join(self.broker.config.data_dir, META_PROPERTIES)
         text = f"version=1\ncluster.id={self.cluster_id}\nnode.id={self.node_id}\n"
         with open(path, "w", encoding="utf-8") as f:
             f.write(text)
+
+    async def document(self, name: str, mode: int = 0o644) -> Document:
+        """A security document kept in ZooKeeper (followed from now on: every broker
+        applies a change at once)."""
+        document = StoreDocument(self.store, name)
+        await document.start(self.config["zookeeper.connection.timeout.ms"] / 1000)
+        return document
+
+    def stop_waiting(self) -> None:
+        """The broker is stopping: acks=all appends waiting here answer now."""
+        if self.replicas is not None:
+            self.replicas.stop_waiting()
+
+    # --- where partitions are led, and how the cluster looks to clients -------------------
+
+    def leader_log(self, topic: str, partition: int) -> Log | None:
+        """The log of a partition this broker leads (clients use no other here)."""
+        part = self.replicas.leaders.get((topic, partition))
+        return part.log if part is not None else None
+
+    def missing_partition_error(self, topic: str, partition: int) -> int:
+        """Why ``leader_log`` gave None: NOT_LEADER_OR_FOLLOWER for a partition that
+        exists but is led elsewhere (or by nobody), else UNKNOWN_TOPIC_OR_PARTITION."""
+        if self.metadata.partition_exists(topic, partition):
+            return ErrorCode.not_leader_or_follower
+        return ErrorCode.unknown_topic_or_partition
+
+    def live_brokers(self) -> list[BrokerInfo]:
+        return sorted(self.metadata.brokers.values(), key=lambda b: b.node_id)
+
+    def controller_id(self) -> int:
+        return self.metadata.controller_id
+
+    def partition_view(self, topic: str, partition: int) -> PartitionView:
+        md = self.metadata
+        live = md.brokers
+        replicas = list(md.replicas(topic, partition))
+        state = md.states.get((topic, partition))
+        leader = state.leader if state is not None and state.leader in live else -1
+        return PartitionView(leader, state.leader_epoch if state is not None else -1, replicas,
+                             list(state.isr) if state is not None else [],
+                             [r for r in replicas if r not in live])
+
+    def leader_broker(self, topic: str, partition: int) -> BrokerInfo | None:
+        return self.metadata.leader(topic, partition)
+
+    def replication_factor(self, topic: str) -> int:
+        return len(self.metadata.replicas(topic, 0))
 
     def _info(self) -> BrokerInfo:
         """This broker's registration: every listener's advertised address, host/port

@@ -61,6 +61,7 @@ from kio.schema.errors import ErrorCode
 
 from odradek.records import builder
 from odradek.server.metadata import MetadataStore
+from odradek.server.topology import SINGLE_NODE_LEADER_EPOCH
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
@@ -68,9 +69,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# The leader epoch of a single node's appends (``handlers.base.LEADER_EPOCH``, not
-# imported: the handlers package imports this module's subclasses' modules).
-SINGLE_NODE_LEADER_EPOCH = 0
 # A wait for a partition's records to be replicated: the awaitable ``broker.cluster``
 # handed out (of a Kafka error code) and the offset it waits for.
 Replication = tuple[Awaitable[int], int]

@@ -69,7 +69,7 @@ from odradek.server.coordinator_runtime import (
     replication_failure,
 )
 from odradek.server.errors import error_code
-from odradek.server.handlers.base import LEADER_EPOCH
+from odradek.server.topology import SINGLE_NODE_LEADER_EPOCH
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
@@ -353,7 +353,7 @@ class TxnRuntime(CoordinatorRuntime):
             try:
                 lg.append_marker(markers.producer_id, markers.producer_epoch, markers.commit,
                                  coordinator_epoch=markers.coordinator_epoch,
-                                 leader_epoch=LEADER_EPOCH)
+                                 leader_epoch=SINGLE_NODE_LEADER_EPOCH)
             except Exception as exc:
                 # INVALID_PRODUCER_EPOCH / TRANSACTION_COORDINATOR_FENCED: the partition
                 # already belongs to a newer epoch, whose markers end what this would

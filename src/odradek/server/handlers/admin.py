@@ -420,8 +420,8 @@ async def _alter(broker: Broker, request: Request,
                     assert broker.group_configs is not None
                     await broker.group_configs.set(res.resource_name, configs)
             else:
-                await broker.set_topic_configs_anywhere(res.resource_name, new_configs(res),
-                                                        validate_only=body.validate_only)
+                await broker.topology.set_configs(res.resource_name, new_configs(res),
+                                                  validate_only=body.validate_only)
         except (ConfigRequestError, DynamicConfigError, TopicError) as exc:
             entry.update(_failure(exc))
         responses.append(entry)

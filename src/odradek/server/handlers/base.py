@@ -15,11 +15,6 @@ if TYPE_CHECKING:
     from odradek.server.connection import Response
 
 
-# A single node leads every partition from the start and never changes leaders: every
-# batch is written with partition leader epoch 0, and every answer names epoch 0.
-LEADER_EPOCH = 0
-
-
 @dataclass(frozen=True, slots=True)
 class Api:
     """One API this broker serves, at versions min..max, and its handler."""

@@ -43,7 +43,6 @@ def _coordinator(broker: Broker, request: Request, key_type: int, key: str
                  ) -> dict[str, Any]:
     """The node that coordinates ``key`` (its fields of the answer, error included), at
     its address for the listener the request came in on."""
-    cluster = broker.cluster
     listener = listener_name(broker, request)
     if not allowed(broker, request, Operation.DESCRIBE, ResourceType.GROUP
                    if key_type == GROUP else ResourceType.TRANSACTIONAL_ID, key):
@@ -51,15 +50,11 @@ def _coordinator(broker: Broker, request: Request, key_type: int, key: str
                         else ErrorCode.transactional_id_authorization_failed,
                         "Group authorization failed." if key_type == GROUP
                         else "Transactional Id authorization failed.")
-    if cluster is None:
-        host, port = broker.endpoint(listener)
-        return {"node_id": broker.node_id, "host": host, "port": port, "error_code": 0,
-                "error_message": None}
     runtime = broker.groups if key_type == GROUP else broker.transactions
     if runtime is None:
         return _no_node(ErrorCode.coordinator_not_available, "the coordinator is not running")
     partition = runtime.partition_for(key)
-    leader = cluster.metadata.leader(runtime.topic, partition)
+    leader = broker.topology.leader_broker(runtime.topic, partition)
     if leader is None:
         # The internal topic does not exist yet, or the partition has no live leader:
         # the client asks again.
@@ -81,16 +76,12 @@ async def handle(broker: Broker, request: Request) -> bytes:
         node = _no_node(ErrorCode.invalid_request, f"unknown coordinator key type {key_type}")
         return respond(request, {"throttle_time": 0, **node,
                                  "coordinators": [{"key": key, **node} for key in keys or ()]})
-    if broker.cluster is not None:
-        # Kafka creates the internal topic when a coordinator is first looked for; in a
-        # cluster its partitions get leaders (and those load it) a moment later, and
-        # the client, answered COORDINATOR_NOT_AVAILABLE meanwhile, asks again.
-        await broker.cluster.ensure_internal_topic(
-            OFFSETS_TOPIC if key_type == GROUP else TRANSACTION_STATE_TOPIC)
-    elif key_type == TRANSACTION and broker.transactions is not None:
-        # A single node creates __transaction_state at once; its partitions are then
-        # loaded before the answer (they are empty).
-        broker.transactions.ensure_topic()
+    # Kafka creates the internal topic when a coordinator is first looked for. A single
+    # node does at once and loads its (empty) partitions before the answer; in a cluster
+    # its partitions get leaders (and those load it) a moment later, and the client,
+    # answered COORDINATOR_NOT_AVAILABLE meanwhile, asks again.
+    await broker.topology.ensure_internal_topic(
+        OFFSETS_TOPIC if key_type == GROUP else TRANSACTION_STATE_TOPIC)
     # v0-3 ask for one key; v4 has coordinator_keys instead (the top-level fields are
     # not in its answer).
     node = _coordinator(broker, request, key_type, getattr(body, "key", None) or "")

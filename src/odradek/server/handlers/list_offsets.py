@@ -15,7 +15,6 @@ from odradek.cluster.replication import epoch_error
 from odradek.protocol.codec import Request
 from odradek.security.acls import Operation, ResourceType
 from odradek.server.handlers.base import (
-    LEADER_EPOCH,
     Api,
     allowed,
     respond,
@@ -43,12 +42,10 @@ def lookup(broker: Broker, topic: str, partition: int, timestamp: int,
            read_committed: bool = False, current_leader_epoch: int = -1,
            version: int = 11) -> dict[str, Any]:
     lg = broker.get_log(topic, partition)
-    epoch = LEADER_EPOCH
-    error = 0
+    epoch = broker.topology.leader_epoch(topic, partition)
     if lg is None:
         error = broker.missing_partition_error(topic, partition)
-    elif broker.cluster is not None:
-        epoch = broker.cluster.replicas.leader_epoch(topic, partition)
+    else:
         error = epoch_error(current_leader_epoch, epoch)
     if lg is None or error:
         return {"partition_index": partition,

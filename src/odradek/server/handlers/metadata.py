@@ -20,7 +20,6 @@ from odradek.protocol.codec import Request
 from odradek.security.acls import Operation, ResourceType
 from odradek.server.handlers.base import (
     CLUSTER,
-    LEADER_EPOCH,
     NO_AUTHORIZED_OPERATIONS,
     Api,
     allowed,
@@ -37,40 +36,16 @@ if TYPE_CHECKING:
 
 
 def topic_entry(broker: Broker, topic: Topic) -> dict[str, Any]:
-    if broker.cluster is not None:
-        return _cluster_topic_entry(broker, topic)
-    node = broker.node_id
-    return {
-        "error_code": 0,
-        "name": topic.name,
-        "topic_id": topic.topic_id,
-        "is_internal": topic.internal,
-        "partitions": [
-            {"error_code": 0, "partition_index": p, "leader_id": node,
-             "leader_epoch": LEADER_EPOCH, "replica_nodes": [node], "isr_nodes": [node],
-             "offline_replicas": []}
-            for p in range(topic.partitions)
-        ],
-        "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS,
-    }
-
-
-def _cluster_topic_entry(broker: Broker, topic: Topic) -> dict[str, Any]:
-    assert broker.cluster is not None
-    md = broker.cluster.metadata
-    live = md.brokers
+    """A topic's partitions as the topology sees them: their live leaders (a partition
+    without one is LEADER_NOT_AVAILABLE), epochs, replicas and ISRs."""
+    view = broker.topology.partition_view
     partitions = []
     for p in range(topic.partitions):
-        replicas = list(md.replicas(topic.name, p))
-        state = md.states.get((topic.name, p))
-        leader = state.leader if state is not None and state.leader in live else -1
+        v = view(topic.name, p)
         partitions.append({
-            "error_code": 0 if leader >= 0 else ErrorCode.leader_not_available,
-            "partition_index": p, "leader_id": leader,
-            "leader_epoch": state.leader_epoch if state is not None else -1,
-            "replica_nodes": replicas,
-            "isr_nodes": list(state.isr) if state is not None else [],
-            "offline_replicas": [r for r in replicas if r not in live],
+            "error_code": 0 if v.leader >= 0 else ErrorCode.leader_not_available,
+            "partition_index": p, "leader_id": v.leader, "leader_epoch": v.leader_epoch,
+            "replica_nodes": v.replicas, "isr_nodes": v.isr, "offline_replicas": v.offline,
         })
     return {"error_code": 0, "name": topic.name, "topic_id": topic.topic_id,
             "is_internal": topic.internal, "partitions": partitions,
@@ -88,11 +63,8 @@ def brokers(broker: Broker, request: Request) -> list[dict[str, Any]]:
     listener the request came in on; a broker without that listener is left out, as
     Kafka does."""
     name = listener_name(broker, request)
-    if broker.cluster is None:
-        host, port = broker.endpoint(name)
-        return [{"node_id": broker.node_id, "host": host, "port": port, "rack": None}]
     out = []
-    for b in sorted(broker.cluster.metadata.brokers.values(), key=lambda b: b.node_id):
+    for b in broker.topology.live_brokers():
         address = b.address(name)
         if address is not None:
             out.append({"node_id": b.node_id, "host": address[0], "port": address[1],
@@ -101,7 +73,7 @@ def brokers(broker: Broker, request: Request) -> list[dict[str, Any]]:
 
 
 def controller_id(broker: Broker) -> int:
-    return broker.node_id if broker.cluster is None else broker.cluster.metadata.controller_id
+    return broker.topology.controller_id()
 
 
 async def handle(broker: Broker, request: Request) -> bytes:
@@ -151,21 +123,20 @@ async def handle(broker: Broker, request: Request) -> bytes:
                                "partitions": []})
                 continue
             try:
-                topic = await broker.create_topic_anywhere(name)
+                topic = await broker.topology.create_topic(name, None, None, None)
             except TopicError as exc:
-                if broker.cluster is not None and exc.kafka_error == "TOPIC_ALREADY_EXISTS":
-                    topics.append({"error_code": ErrorCode.leader_not_available, "name": name,
-                                   "partitions": []})  # created by another request just now
-                elif exc.kafka_error in ("TOPIC_ALREADY_EXISTS", "INVALID_TOPIC_EXCEPTION"):
-                    topics.append({"error_code": 3 if exc.kafka_error == "TOPIC_ALREADY_EXISTS"
-                                   else 17, "name": name, "partitions": []})
-                else:  # e.g. fewer live brokers than default.replication.factor
+                if exc.kafka_error == "INVALID_TOPIC_EXCEPTION":
+                    topics.append({"error_code": 17, "name": name, "partitions": []})
+                else:
+                    # TOPIC_ALREADY_EXISTS: created by another request just now; or e.g.
+                    # fewer live brokers than default.replication.factor: ask again.
                     topics.append({"error_code": ErrorCode.leader_not_available, "name": name,
                                    "partitions": []})
                 continue
-            if broker.cluster is not None:
-                # Kafka answers a topic it has just created LEADER_NOT_AVAILABLE: its
-                # partitions have no leader until the controller has acted.
+            if broker.topology.partition_view(name, 0).leader < 0:
+                # Kafka answers a topic it has just created LEADER_NOT_AVAILABLE while
+                # its partitions have no leader (in a cluster, until the controller has
+                # acted; a single node leads them at once).
                 topics.append({"error_code": ErrorCode.leader_not_available, "name": name,
                                "topic_id": topic.topic_id, "partitions": []})
                 continue

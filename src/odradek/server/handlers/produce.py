@@ -34,13 +34,13 @@ from odradek.security.acls import Operation, ResourceType
 from odradek.server.connection import ConnectionClosed
 from odradek.server.errors import error_code, message
 from odradek.server.handlers.base import (
-    LEADER_EPOCH,
     Api,
     allowed,
     throttle,
 )
 from odradek.server.replication.partition import ReplicationError
 from odradek.server.replication.purgatory import DelayedProduce
+from odradek.server.topology import SINGLE_NODE_LEADER_EPOCH
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
@@ -215,7 +215,8 @@ def _produce(broker: Broker, request: Request) -> _Steps:
                     else:
                         if lg.config.compacts:  # keys required (Kafka's LogValidator)
                             lg.check_keys(records)
-                        info = lg.append(records, flush=False, leader_epoch=LEADER_EPOCH)
+                        info = lg.append(records, flush=False,
+                                         leader_epoch=SINGLE_NODE_LEADER_EPOCH)
                     if lg.flush_due:  # flush.messages: answered once on disk, fsyncs shared
                         failure = yield lg, info.last_offset + 1
                         if failure is not None:

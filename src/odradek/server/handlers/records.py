@@ -26,7 +26,6 @@ from odradek.security.acls import Operation, ResourceType
 from odradek.server.errors import error_code
 from odradek.server.handlers.base import (
     CLUSTER,
-    LEADER_EPOCH,
     Api,
     allowed,
     respond,
@@ -96,8 +95,7 @@ def epoch_end(broker: Broker, topic: str, p: Any) -> dict[str, Any]:
         return entry
     # current_leader_epoch (KIP-320): the epoch the client believes the leader has; -1
     # means it does not say.
-    current = (LEADER_EPOCH if broker.cluster is None
-               else broker.cluster.replicas.leader_epoch(topic, p.partition))
+    current = broker.topology.leader_epoch(topic, p.partition)
     entry["error_code"] = epoch_error(getattr(p, "current_leader_epoch", -1), current)
     if not entry["error_code"]:
         epoch, end = lg.end_offset_for_epoch(p.leader_epoch)

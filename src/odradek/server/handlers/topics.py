@@ -103,15 +103,15 @@ async def create_topics(broker: Broker, request: Request) -> bytes:
             results.append(entry)
             continue
         try:
-            topic = await broker.create_topic_anywhere(
-                t.name, partitions, configs, replication_factor=t.replication_factor,
-                assignment=assignment, validate_only=validate_only)
+            topic = await broker.topology.create_topic(
+                t.name, partitions, t.replication_factor, configs, assignment=assignment,
+                validate_only=validate_only)
         except TopicError as exc:
             entry.update(error_code=_code(exc.kafka_error), error_message=str(exc))
         else:
             created[t.name] = topic.partitions
-            rf = (len(broker.cluster.metadata.replicas(t.name, 0)) if broker.cluster is not None
-                  and not validate_only else max(t.replication_factor, 1))
+            rf = (broker.topology.replication_factor(t.name) if not validate_only
+                  else max(t.replication_factor, 1))
             entry.update(topic_id=topic.topic_id, num_partitions=topic.partitions,
                          replication_factor=rf, configs=[
                              {"name": k, "value": v, "read_only": False, "config_source": 1,
@@ -119,8 +119,8 @@ async def create_topics(broker: Broker, request: Request) -> bytes:
                              for k, v in broker.log_config_for(t.name).to_kafka().items()
                          ] if not validate_only else [])
         results.append(entry)
-    if broker.cluster is not None and created and not validate_only:
-        await broker.cluster.wait_for_leaders(created, ms(body.timeout) / 1000)
+    if created and not validate_only:
+        await broker.topology.wait_for_leaders(created, ms(body.timeout) / 1000)
     _topics_changed(broker)
     return respond(request, {"throttle_time": 0, "topics": results})
 
@@ -158,17 +158,17 @@ async def delete_topics(broker: Broker, request: Request) -> bytes:
                          "every consumer group's state")
         else:
             try:
-                topic = await broker.delete_topic_anywhere(name)
+                topic = await broker.topology.delete_topic(name)
                 entry["topic_id"] = deleted[name] = topic.topic_id
             except TopicError as exc:
                 entry.update(error_code=_code(exc.kafka_error), error_message=str(exc))
         results.append(entry)
     timeout_ms = ms(body.timeout)
-    if broker.cluster is not None and deleted and timeout_ms > 0:
+    if deleted and timeout_ms > 0:
         # Kafka's DelayedDeleteTopics: a deletion not finished within the request's
-        # timeout answers REQUEST_TIMED_OUT (it goes on: its marker is in ZooKeeper).
-        # A timeout of 0 asks only that the deletion be recorded, and it is.
-        pending = await broker.cluster.wait_deleted(deleted, timeout_ms / 1000)
+        # timeout answers REQUEST_TIMED_OUT (a cluster's goes on: its marker is in
+        # ZooKeeper). A timeout of 0 asks only that the deletion be recorded, and it is.
+        pending = await broker.topology.wait_deleted(deleted, timeout_ms / 1000)
         for entry in results:
             if entry["name"] in pending and entry["error_code"] == 0:
                 entry.update(error_code=ErrorCode.request_timed_out, error_message=(
@@ -200,14 +200,14 @@ async def create_partitions(broker: Broker, request: Request) -> bytes:
                 raise TopicError("INVALID_TOPIC_EXCEPTION",
                                  f"{t.name} is an internal topic; its partition count is fixed")
             assignment = [list(a.broker_ids) for a in t.assignments or ()] or None
-            await broker.add_partitions_anywhere(t.name, t.count, assignment,
+            await broker.topology.add_partitions(t.name, t.count, assignment,
                                                  validate_only=body.validate_only)
             grown[t.name] = t.count
         except TopicError as exc:
             entry.update(error_code=_code(exc.kafka_error), error_message=str(exc))
         results.append(entry)
-    if broker.cluster is not None and grown and not body.validate_only:
-        await broker.cluster.wait_for_leaders(grown, ms(body.timeout) / 1000)
+    if grown and not body.validate_only:
+        await broker.topology.wait_for_leaders(grown, ms(body.timeout) / 1000)
     _topics_changed(broker)
     return respond(request, {"throttle_time": 0, "results": results})
 

@@ -1,0 +1,319 @@
+"""Where a broker stands: alone, or one of a replicated cluster. The broker and its
+handlers ask one ``Topology`` object and never branch on which it is (Kafka's
+``MetadataSupport``, split into ``ZkSupport`` and ``RaftSupport``, plays this part).
+
+Two implementations:
+
+- ``SingleNode`` (here): the data directory is the whole truth. Topics live in its
+  ``topics.json`` (server/metadata.py), dynamic configs and the security documents in its
+  files; this broker leads every partition at leader epoch 0 with an ISR of one, so
+  every append is committed at once and Metadata names this broker everywhere.
+- ``ClusterNode`` (server/cluster.py): the cluster's state is in ZooKeeper; partitions
+  are led where the controller put them, replicated by server/replication/.
+
+What it answers: its lifecycle steps in the broker's start and stop (``start``,
+``logs_opened``, ``start_replicas``, ``register``, ``controlled_shutdown``,
+``stop_waiting``, ``stop``, ``not_ready``), where documents and dynamic broker configs are
+kept, topic administration (create, delete, add partitions, configs, and waiting for
+their effect), where partitions are led (``leader_log``, ``leader_epoch``,
+``wait_replicated``, ``missing_partition_error``) and how the cluster looks to clients
+(``live_brokers``, ``controller_id``, ``partition_view``, ``leader_broker``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import uuid
+from collections.abc import Awaitable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from kio.schema.errors import ErrorCode
+
+from odradek.cluster.state import BrokerInfo
+from odradek.coordinator import TRANSACTION_STATE_TOPIC
+from odradek.server.documents import Document, FileDocument
+from odradek.server.dynamic_configs import BROKER_DOCUMENT, BrokerConfigStore
+from odradek.server.metadata import MetadataStore, Topic, TopicError
+
+if TYPE_CHECKING:
+    from odradek.server.broker import Broker
+    from odradek.server.cluster_metadata import ClusterMetadata
+    from odradek.storage import Log
+
+log = logging.getLogger(__name__)
+
+# A single node leads every partition from the start and never changes leaders: every
+# batch is written with partition leader epoch 0, and every answer names epoch 0.
+SINGLE_NODE_LEADER_EPOCH = 0
+# Partition logs a topic change creates between two turns of the event loop.
+LOGS_PER_STEP = 64
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionView:
+    """A partition as Metadata describes it: its live leader (-1: none), leader epoch,
+    replicas, in-sync replicas and replicas on brokers not alive."""
+
+    leader: int
+    leader_epoch: int
+    replicas: list[int]
+    isr: list[int]
+    offline: list[int]
+
+
+class Topology(Protocol):
+    """What the broker asks of where it stands (see the module docstring)."""
+
+    @property
+    def metadata(self) -> MetadataStore | ClusterMetadata: ...
+
+    # --- the broker's start and stop, in order --------------------------------------------
+    async def start(self) -> None: ...
+    def logs_opened(self) -> None: ...
+    async def document(self, name: str, mode: int = 0o644) -> Document: ...
+    def start_replicas(self) -> None: ...
+    async def register(self) -> None: ...
+    async def controlled_shutdown(self) -> None: ...
+    def stop_waiting(self) -> None: ...
+    async def stop(self) -> None: ...
+    def not_ready(self) -> str | None: ...
+
+    # --- dynamic broker configs -------------------------------------------------------------
+    def broker_configs(self, resource: str) -> dict[str, str]: ...
+    async def set_broker_configs(self, resource: str, configs: Mapping[str, str]) -> None: ...
+
+    # --- topics -----------------------------------------------------------------------------
+    async def create_topic(self, name: str, partitions: int | None,
+                           replication_factor: int | None, configs: Mapping[str, str] | None,
+                           *, assignment: Mapping[int, list[int]] | None = None,
+                           validate_only: bool = False) -> Topic: ...
+    async def delete_topic(self, name: str) -> Topic: ...
+    async def add_partitions(self, name: str, count: int,
+                             assignment: list[list[int]] | None = None, *,
+                             validate_only: bool = False) -> Topic: ...
+    async def set_configs(self, name: str, configs: Mapping[str, str], *,
+                          validate_only: bool = False) -> Topic: ...
+    async def wait_for_leaders(self, counts: Mapping[str, int], timeout_s: float) -> bool: ...
+    async def wait_deleted(self, topics: Mapping[str, uuid.UUID], timeout_s: float
+                           ) -> set[str]: ...
+    async def ensure_internal_topic(self, name: str) -> None: ...
+    def replication_factor(self, topic: str) -> int: ...
+
+    # --- partitions -------------------------------------------------------------------------
+    def leader_log(self, topic: str, partition: int) -> Log | None: ...
+    def missing_partition_error(self, topic: str, partition: int) -> int: ...
+    def leader_epoch(self, topic: str, partition: int) -> int: ...
+    def wait_replicated(self, topic: str, partition: int, end: int
+                        ) -> Awaitable[int] | None: ...
+
+    # --- as clients see it ------------------------------------------------------------------
+    def live_brokers(self) -> list[BrokerInfo]: ...
+    def controller_id(self) -> int: ...
+    def partition_view(self, topic: str, partition: int) -> PartitionView: ...
+    def leader_broker(self, topic: str, partition: int) -> BrokerInfo | None: ...
+
+
+class SingleNode:
+    """A broker alone: its data directory holds everything (see the module docstring)."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.config = broker.config
+        self.node_id: int = broker.node_id
+        self.metadata: MetadataStore = None  # type: ignore[assignment]  # from start()
+        self._broker_configs: BrokerConfigStore | None = None
+
+    # --- the broker's start and stop ---------------------------------------------------------
+
+    async def start(self) -> None:
+        data_dir = self.config.data_dir
+        # Before the logs open: they start from the dynamic topic-config defaults.
+        self._broker_configs = BrokerConfigStore(FileDocument(data_dir, BROKER_DOCUMENT))
+        # Read first: every log opens (and recovers) with its topic's own settings.
+        self.metadata = MetadataStore(os.path.abspath(data_dir), self.node_id)
+
+    def logs_opened(self) -> None:
+        """The logs are open: the directory is ours now; every topic gets its logs."""
+        logs = self.broker.logs
+        assert logs is not None
+        self.metadata.persist()
+        for topic in self.metadata.topics.values():
+            for partition in range(topic.partitions):
+                logs.get_or_create_log(topic.name, partition, topic_id=topic.topic_id)
+
+    async def document(self, name: str, mode: int = 0o644) -> Document:
+        return FileDocument(self.config.data_dir, name, mode=mode)
+
+    def start_replicas(self) -> None:
+        """Nothing to take up: this broker leads everything from the start."""
+
+    async def register(self) -> None:
+        """Nobody to tell."""
+
+    async def controlled_shutdown(self) -> None:
+        """No leadership to move."""
+
+    def stop_waiting(self) -> None:
+        """No append waits for replicas here."""
+
+    async def stop(self) -> None:
+        """Nothing of its own to stop."""
+
+    def not_ready(self) -> str | None:
+        return None
+
+    # --- dynamic broker configs ------------------------------------------------------------
+
+    def broker_configs(self, resource: str) -> dict[str, str]:
+        return self._broker_configs.get(resource) if self._broker_configs else {}
+
+    async def set_broker_configs(self, resource: str, configs: Mapping[str, str]) -> None:
+        assert self._broker_configs is not None
+        await self._broker_configs.set(resource, dict(configs))
+        self.broker.dynamic_configs_changed()
+
+    # --- topics ------------------------------------------------------------------------------
+
+    def _check_replicas(self, replicas: list[int], what: str) -> None:
+        if list(replicas) != [self.node_id]:
+            raise TopicError("INVALID_REPLICA_ASSIGNMENT",
+                             f"{what} assigned to brokers {list(replicas)}; "
+                             f"only {self.node_id} exists")
+
+    async def create_topic(self, name: str, partitions: int | None,
+                           replication_factor: int | None, configs: Mapping[str, str] | None,
+                           *, assignment: Mapping[int, list[int]] | None = None,
+                           validate_only: bool = False) -> Topic:
+        if replication_factor is not None and replication_factor > 1:
+            raise TopicError("INVALID_REPLICATION_FACTOR",
+                             f"replication factor {replication_factor} is larger than the "
+                             "1 broker available")
+        for p, replicas in (assignment or {}).items():
+            self._check_replicas(replicas, f"partition {p}")
+        topic = self._register(name, partitions, configs, validate_only)
+        if not validate_only:
+            await self._open_logs(name, topic.partitions)
+            log.info("created topic %s with %d partition(s)", name, topic.partitions)
+        return topic
+
+    def create_topic_now(self, name: str, partitions: int | None = None,
+                         configs: Mapping[str, str] | None = None) -> Topic:
+        """Create a topic and its logs in one step (tests and tools; CreateTopics goes
+        through ``create_topic``, which yields while it makes many logs)."""
+        logs = self.broker.logs
+        assert logs is not None
+        topic = self._register(name, partitions, configs, False)
+        for partition in range(topic.partitions):
+            logs.get_or_create_log(name, partition, topic_id=topic.topic_id)
+        log.info("created topic %s with %d partition(s)", name, topic.partitions)
+        return topic
+
+    def _register(self, name: str, partitions: int | None,
+                  configs: Mapping[str, str] | None, validate_only: bool) -> Topic:
+        count = self.config["num.partitions"] if partitions is None or partitions < 0 else (
+            partitions)
+        return self.metadata.create_topic(name, count, dict(configs) if configs else None,
+                                          validate_only=validate_only)
+
+    async def _open_logs(self, name: str, partitions: int) -> None:
+        """Create (or open) a topic's partition logs, letting the event loop serve others
+        every ``LOGS_PER_STEP``: a new log costs about a millisecond of file work, and a
+        request for thousands of partitions must not hold every client for seconds (the
+        fuzz tier's finding). A topic deleted or recreated meanwhile ends it."""
+        logs = self.broker.logs
+        assert logs is not None
+        topic = self.metadata.topics.get(name)
+        for partition in range(partitions):
+            if partition and partition % LOGS_PER_STEP == 0:
+                await asyncio.sleep(0)
+                if self.metadata.topics.get(name) is not topic:
+                    return
+            logs.get_or_create_log(name, partition,
+                                   topic_id=topic.topic_id if topic else None)
+
+    async def delete_topic(self, name: str) -> Topic:
+        logs = self.broker.logs
+        assert logs is not None
+        topic = self.metadata.delete_topic(name)
+        for partition in range(topic.partitions):
+            logs.delete_log(name, partition)
+        log.info("deleted topic %s", name)
+        return topic
+
+    async def add_partitions(self, name: str, count: int,
+                             assignment: list[list[int]] | None = None, *,
+                             validate_only: bool = False) -> Topic:
+        for replicas in assignment or []:
+            self._check_replicas(replicas, "a new partition")
+        topic = self.metadata.add_partitions(name, count, validate_only=validate_only)
+        if not validate_only:
+            await self._open_logs(name, topic.partitions)
+        return topic
+
+    async def set_configs(self, name: str, configs: Mapping[str, str], *,
+                          validate_only: bool = False) -> Topic:
+        logs = self.broker.logs
+        assert logs is not None
+        topic = self.metadata.set_configs(name, dict(configs), validate_only=validate_only)
+        if not validate_only:
+            logs.update_config(name, self.broker.log_config_for(name))
+        return topic
+
+    async def wait_for_leaders(self, counts: Mapping[str, int], timeout_s: float) -> bool:
+        return True  # this broker leads a topic's partitions from its creation
+
+    async def wait_deleted(self, topics: Mapping[str, uuid.UUID], timeout_s: float
+                           ) -> set[str]:
+        return set()  # deleted when the request was answered
+
+    async def ensure_internal_topic(self, name: str) -> None:
+        """__consumer_offsets exists from the start (the group runtime creates it);
+        __transaction_state is created at its first FindCoordinator, as Kafka does."""
+        transactions = self.broker.transactions
+        if name == TRANSACTION_STATE_TOPIC and transactions is not None:
+            transactions.ensure_topic()
+
+    def replication_factor(self, topic: str) -> int:
+        return 1
+
+    # --- partitions --------------------------------------------------------------------------
+
+    def leader_log(self, topic: str, partition: int) -> Log | None:
+        logs = self.broker.logs
+        assert logs is not None
+        return logs.get_log(topic, partition)
+
+    def missing_partition_error(self, topic: str, partition: int) -> int:
+        return ErrorCode.unknown_topic_or_partition
+
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        return SINGLE_NODE_LEADER_EPOCH
+
+    def wait_replicated(self, topic: str, partition: int, end: int) -> Awaitable[int] | None:
+        return None  # an ISR of one: committed once appended
+
+    # --- as clients see it -----------------------------------------------------------------
+
+    def _info(self) -> BrokerInfo:
+        broker = self.broker
+        host, port = broker.advertised_endpoint
+        listeners = tuple((lst.name, lst.protocol, *broker.endpoint(lst.name))
+                          for lst in self.config.listeners)
+        # No rack: a single node names none in Metadata (nothing to spread over).
+        return BrokerInfo(self.node_id, host, port, None, listeners=listeners)
+
+    def live_brokers(self) -> list[BrokerInfo]:
+        return [self._info()]
+
+    def controller_id(self) -> int:
+        return self.node_id
+
+    def partition_view(self, topic: str, partition: int) -> PartitionView:
+        me = [self.node_id]
+        return PartitionView(self.node_id, SINGLE_NODE_LEADER_EPOCH, me, me, [])
+
+    def leader_broker(self, topic: str, partition: int) -> BrokerInfo | None:
+        return self._info()
