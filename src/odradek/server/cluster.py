@@ -61,6 +61,7 @@ from odradek.server.store import (
     StoreError,
     StoreUnavailableError,
 )
+from odradek.server.tasks import TaskSet
 from odradek.server.topology import PartitionView
 from odradek.storage.config import LogConfig
 
@@ -123,7 +124,7 @@ class ClusterNode:
         self.replicas: ReplicaManager = None  # type: ignore[assignment]  # from start()
         self.broker_epoch = -1  # the session id our registration belongs to
         self.registered = asyncio.Event()
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = TaskSet("cluster node")
         self._pid_block: tuple[int, int] | None = None  # [next, end]
         self._next_block: tuple[int, int] | None = None
         self._pid_fetch: asyncio.Task[None] | None = None
@@ -340,7 +341,7 @@ class ClusterNode:
         elif state is SessionState.SUSPENDED:
             log.warning("lost the connection to ZooKeeper; serving on while it comes back")
         elif state is SessionState.CONNECTED and self._session_lost and not self.stopping:
-            self._spawn(self._reregister())
+            self._tasks.spawn(self._reregister(), name="reregister")
 
     async def _reregister(self) -> None:
         while not self.stopping:
@@ -353,12 +354,6 @@ class ClusterNode:
             except ClusterStartupError as exc:
                 log.error("%s", exc)
                 return
-
-    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
 
     async def controlled_shutdown(self) -> None:
         """Ask the controller to move leadership off this broker and wait until it has
@@ -401,12 +396,7 @@ class ClusterNode:
 
     async def stop(self) -> None:
         self.stopping = True
-        for task in list(self._tasks):
-            task.cancel()
-        if self._pid_fetch is not None:
-            self._pid_fetch.cancel()
-        await asyncio.gather(*self._tasks, *(t for t in [self._pid_fetch] if t),
-                             return_exceptions=True)
+        await self._tasks.close(self._pid_fetch)
         if self.controller is not None:
             await self.controller.stop()
         if self.replicas is not None:

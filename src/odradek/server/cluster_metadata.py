@@ -25,14 +25,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 from odradek.cluster import state as zk
 from odradek.cluster.state import BrokerInfo, PartitionState, TopicAssignment, TopicPartition
 from odradek.coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from odradek.server.metadata import Topic
 from odradek.server.store import CoordinationStore, NoNodeError, StoreError, Watch
+from odradek.server.tasks import TaskSet
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +86,7 @@ class ClusterMetadata:
         self._broker_children: list[str] = []
         self._pending_first: set[object] = set()  # watches that have not fired yet
         self._loaded = asyncio.Event()
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = TaskSet("metadata cache")
         self._changed = asyncio.Event()  # set after every change, for waiters
         self.next_producer_id: Callable[[], int] | None = None  # set by ClusterNode
 
@@ -123,10 +124,7 @@ class ClusterMetadata:
         self._watches.clear()
         self._topic_watches.clear()
         self._state_watches.clear()
-        for task in list(self._tasks):
-            task.cancel()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._tasks.close()
 
     def _expect(self, key: object) -> None:
         self._pending_first.add(key)
@@ -136,11 +134,6 @@ class ClusterMetadata:
         self._pending_first.discard(key)
         if not self._pending_first:
             self._loaded.set()
-
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
 
     async def wait_for(self, predicate: Callable[[], bool], timeout_s: float) -> bool:
         """Wait until ``predicate()`` holds after some change (True) or time runs out."""
@@ -160,7 +153,7 @@ class ClusterMetadata:
 
     def _on_brokers(self, children: list[str]) -> None:
         self._broker_children = children
-        self._spawn(self._read_brokers())
+        self._tasks.spawn(self._read_brokers())
 
     async def _read_brokers(self) -> None:
         # One reader at a time; the last children list wins (later events re-read).

@@ -61,6 +61,7 @@ from kio.schema.errors import ErrorCode
 
 from odradek.records import builder
 from odradek.server.metadata import MetadataStore
+from odradek.server.tasks import TaskSet
 from odradek.server.topology import SINGLE_NODE_LEADER_EPOCH
 
 if TYPE_CHECKING:
@@ -122,7 +123,7 @@ class CoordinatorRuntime(abc.ABC):
         # token -> (partition, future): resign fails the futures of its partition.
         self._waiting: dict[int, tuple[int, asyncio.Future[Any]]] = {}
         # Tasks the runtime started (deferred releases, marker writes) -> their partition.
-        self._tasks: dict[asyncio.Task[None], int] = {}
+        self._tasks = TaskSet(f"{self.topic} runtime")
         # partition -> the end of its appends not yet known to be replicated (a cluster).
         self._unconfirmed: dict[int, int] = {}
         self._rearm = asyncio.Event()
@@ -182,10 +183,7 @@ class CoordinatorRuntime(abc.ABC):
         holds the broker's shutdown up."""
         self.closed = True
         timer, self._timer = self._timer, None
-        tasks = [*self._tasks, *([timer] if timer is not None else [])]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await self._tasks.close(timer)
         self._fail_waiting(None, "the broker is shutting down")
 
     # --- partitions coordinated here --------------------------------------------------
@@ -238,9 +236,7 @@ class CoordinatorRuntime(abc.ABC):
             return
         del self._elected_epoch[partition]
         self._unconfirmed.pop(partition, None)
-        for task, of in list(self._tasks.items()):
-            if of == partition:
-                task.cancel()
+        self._tasks.cancel(partition)
         self._fail_waiting(partition, f"this broker no longer coordinates "
                                       f"{self.topic}-{partition}")
         self._rearm.set()
@@ -398,15 +394,7 @@ class CoordinatorRuntime(abc.ABC):
     def _spawn(self, partition: int, coro: Coroutine[Any, Any, None], name: str) -> None:
         """Run ``coro`` as a task of the runtime, on behalf of ``partition`` (cancelled
         if the partition resigns, and at ``stop``)."""
-        task = asyncio.get_running_loop().create_task(coro, name=name)
-        self._tasks[task] = partition
-        task.add_done_callback(self._task_done)
-
-    def _task_done(self, task: asyncio.Task[None]) -> None:
-        self._tasks.pop(task, None)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("%s: %s task failed", self.topic, task.get_name(),
-                      exc_info=task.exception())
+        self._tasks.spawn(coro, name=name, key=partition)
 
     # --- operations --------------------------------------------------------------------
 

@@ -45,6 +45,7 @@ from odradek.server.replication.partition import Partition
 from odradek.server.replication.purgatory import DelayedProduce, Purgatory
 from odradek.server.replication.reads import PartitionResult, Wanted
 from odradek.server.store import BadVersionError, NoNodeError, StoreError
+from odradek.server.tasks import TaskSet
 from odradek.storage.errors import OffsetOutOfRangeError
 
 if TYPE_CHECKING:
@@ -71,7 +72,7 @@ class ReplicaManager:
         # the broker's (a single node's long polls wait there too).
         self.produce_purgatory = Purgatory()
         self._fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = TaskSet("replica manager")
         self._isr_task: asyncio.Task[None] | None = None
         self.lag_ms: int = self.config["replica.lag.time.max.ms"]
         self.num_fetchers: int = self.config["num.replica.fetchers"]
@@ -120,15 +121,7 @@ class ReplicaManager:
         fetchers = list(self._fetchers.values())
         self._fetchers.clear()
         await asyncio.gather(*(f.stop() for f in fetchers), return_exceptions=True)
-        tasks = [t for t in (self._isr_task, *self._tasks) if t is not None]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        await self._tasks.close(self._isr_task)
 
     # --- metadata listener -----------------------------------------------------------------------
 
@@ -531,7 +524,8 @@ class ReplicaManager:
         repl.begin_isr_change(isr)
         # A pending expansion counts for the high watermark at once (maximal ISR).
         part.advance_high_watermark()
-        self._spawn(self._store_isr(part, repl, state, isr, why))
+        self._tasks.spawn(self._store_isr(part, repl, state, isr, why),
+                          name=f"isr-{part.tp[0]}-{part.tp[1]}")
 
     async def _store_isr(self, part: Partition, repl: LeaderReplication,
                          state: PartitionState, isr: frozenset[int], why: str) -> None:
