@@ -44,7 +44,8 @@ from dataclasses import dataclass
 from odradek.records import builder
 from odradek.records.batch import BatchHeader, read_header
 from odradek.storage import checkpoint
-from odradek.storage.log import CLEANED_SUFFIX, SWAP_SUFFIX, Clock, Log, wall_clock_ms
+from odradek.storage.local_log import CLEANED_SUFFIX, SWAP_SUFFIX
+from odradek.storage.log import Clock, Log, wall_clock_ms
 from odradek.storage.segment import LOG_SUFFIX, LogSegment
 from odradek.storage.txn_index import AbortedTxn
 

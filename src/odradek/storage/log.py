@@ -5,6 +5,23 @@ flush policy, recovery after an unclean stop, truncation, DeleteRecords and time
 retention. It deals in whole record batches and file regions; it never decodes records
 on append or read, and it knows nothing of requests, sockets or topic metadata.
 
+Its code is split by responsibility, as Kafka splits its log into UnifiedLog, LocalLog
+and LogLoader:
+
+- this module: ``Log``, the class callers use, with what runs per request: append
+  (validation, offsets, leader epochs, producer state), read and read_committed, the
+  high watermark and the last stable offset; and the types its answers come in;
+- ``local_log``: the segment list and its files: roll, the flush policy and the
+  recovery point, lookups by timestamp, truncation, DeleteRecords, retention, the
+  cleaner's swap, close and delete;
+- ``log_loader``: the work of ``Log.open``: file operations a crash interrupted,
+  recovery of unflushed segments, index rebuilds, and the producer state and leader
+  epochs derived at open.
+
+The functions of those two take the log and are bound here as its methods
+(``flush = local_log.flush``): callers call ``Log.flush`` as before, with no call in
+between, and the hot paths here were not touched by the split.
+
 Transactions (KIP-98): the producer state tracks each producer id's open transaction;
 ``append_marker`` writes the COMMIT/ABORT control batch that ends one. The last stable
 offset (``last_stable_offset``) is the first offset of the earliest open transaction, or
@@ -13,11 +30,11 @@ transactions of the range from the segments' aborted-transaction indexes (``.txn
 
 Replication (KIP-101, KIP-279): ``leader_epochs`` (``leader_epoch.LeaderEpochCache``,
 the file ``leader-epoch-checkpoint``) records where each leader epoch's data starts; the
-appends, truncations and log start moves here keep it in step with the batches, and
+appends, truncations and log start moves keep it in step with the batches, and
 ``end_offset_for_epoch`` answers OffsetsForLeaderEpoch from it. Its file is written
 unsynced when it changes and synced by the flushes, before the recovery point moves;
 recovery re-derives the entries of the data it validates from the batch headers (see
-``open`` and ``leader_epoch``). The high watermark is the
+``open``, ``log_loader`` and ``leader_epoch``). The high watermark is the
 log end while the log is not ``replicated`` (one copy: whatever is appended is committed);
 a replicated log keeps the one replication sets (``set_high_watermark``), which the log
 manager checkpoints in ``replication-offset-checkpoint``.
@@ -30,7 +47,6 @@ result in under ``lock`` (see ``cleaner``).
 from __future__ import annotations
 
 import bisect
-import logging
 import os
 import struct
 import threading
@@ -47,31 +63,21 @@ from odradek.records.errors import (
     RecordTooLargeError,
     RecordValidationError,
 )
-from odradek.storage.config import LONG_MAX, LogConfig
-from odradek.storage.errors import InvalidOffsetError, KafkaStorageError, OffsetOutOfRangeError
-from odradek.storage.index import IndexCorruptError
+from odradek.storage import local_log, log_loader
+from odradek.storage.config import LogConfig
+from odradek.storage.errors import InvalidOffsetError, OffsetOutOfRangeError
 from odradek.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT_FILE, LeaderEpochCache
-from odradek.storage.producer_state import (
-    SNAPSHOT_SUFFIX,
-    CompletedTxn,
-    ProducerStateManager,
-)
-from odradek.storage.segment import (
-    LOG_SUFFIX,
-    LogSegment,
-    parse_base_offset,
-    segment_name,
-)
+
+# Moved to the modules that use them; still importable from here.
+from odradek.storage.local_log import CLEANED_SUFFIX as CLEANED_SUFFIX
+from odradek.storage.local_log import DELETED_SUFFIX as DELETED_SUFFIX
+from odradek.storage.local_log import SWAP_SUFFIX as SWAP_SUFFIX
+from odradek.storage.log_loader import LEADER_EPOCH_TMP as LEADER_EPOCH_TMP
+from odradek.storage.producer_state import CompletedTxn, ProducerStateManager
+from odradek.storage.segment import LogSegment, segment_name
 from odradek.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, TransactionIndex
 
-log = logging.getLogger(__name__)
-
 Clock = Callable[[], int]
-
-DELETED_SUFFIX = ".deleted"  # retired files, closed after file.delete.delay.ms
-CLEANED_SUFFIX = ".cleaned"  # a cleaner's output being written: discarded on recovery
-SWAP_SUFFIX = ".swap"  # a finished, synced cleaner output: swapped in on recovery
-LEADER_EPOCH_TMP = LEADER_EPOCH_CHECKPOINT_FILE + ".tmp"  # a write a crash interrupted
 
 # A segment's offsets are stored relative to its base in int32 (index files).
 MAX_RELATIVE_OFFSET = 2**31 - 1
@@ -114,10 +120,6 @@ def _recompress(view: memoryview, codec: int) -> memoryview:
         out.append(builder.rebuild_batch(header, decoded.records, codec=codec))
     return memoryview(b"".join(out))
 
-
-# The leader epoch walk at open reads segments this much at a time (a few small batches,
-# or one large batch's header, per read).
-_HEADER_WALK_CHUNK = 4096
 
 _I64 = struct.Struct(">q")
 # baseOffset, batchLength, partitionLeaderEpoch: a batch's first 16 bytes as the leader
@@ -249,110 +251,19 @@ class Log:
         defaults to whether a checkpointed high watermark was given: only replicated logs
         are checkpointed, so a log found in that file was one when it was written.
         """
-        self = cls(directory, config or LogConfig(), clock=clock)
-        os.makedirs(directory, exist_ok=True)
-        self._finish_interrupted_operations()
-        bases = sorted(
-            base
-            for name in os.listdir(directory)
-            if name.endswith(LOG_SUFFIX) and (base := parse_base_offset(name)) is not None
-        )
-        interval = self.config.index_interval_bytes
-        for base in bases:
-            self.segments.append(
-                LogSegment(directory, base, index_interval_bytes=interval, create=False)
-            )
-        self._bases = bases
-        if not self.segments:
-            self._add_segment(log_start_offset)
-        recovered_from = self._recover(recovery_point, clean_shutdown)
-        self._load_txn_indexes()
-        self.active.ensure_indexes()  # appends extend them
-        self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
-        self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
-        if clean_shutdown:
-            self.recovery_point = self.log_end_offset  # the clean stop synced everything
-        else:
-            # Recovery validated the data after the recovery point but did not sync it
-            # (Kafka's LogLoader.recoverLog does not either): the point stays where the
-            # checkpoint had it, cut to the log end, and moves only when a flush syncs.
-            # Were it moved to the log end here, a crash after the next checkpoint would
-            # skip validating data that may never have reached the disk. Nothing lies
-            # below the first segment, so the point never needs to be lower than that.
-            self.recovery_point = max(min(recovery_point, self.log_end_offset),
-                                      self.segments[0].base_offset)
-        self._load_producer_state()
-        # Headers are walked for a log with batches and no readable file (written before
-        # leader epochs were kept, or lost or torn by a crash), and after an unclean stop
-        # for the segments recovery validated (their pages are in the cache: it has just
-        # read them). Opening a cleanly closed log reads one small file at most.
-        has_batches = any(segment.size for segment in self.segments)
-        self.leader_epochs = LeaderEpochCache.open(
-            directory, log_start_offset=self.log_start_offset,
-            log_end_offset=self.log_end_offset,
-            rebuild=self._epoch_starts_from_headers if has_batches else None,
-            recovered_from=recovered_from, durable=clean_shutdown)
-        self.replicated = high_watermark is not None if replicated is None else replicated
-        hw = self.log_start_offset if high_watermark is None else high_watermark
-        self._high_watermark = min(max(hw, self.log_start_offset), self.log_end_offset)
-        return self
+        return log_loader.load(
+            cls(directory, config or LogConfig(), clock=clock),
+            log_start_offset=log_start_offset, recovery_point=recovery_point,
+            clean_shutdown=clean_shutdown, high_watermark=high_watermark,
+            replicated=replicated)
 
-    def _epoch_starts_from_headers(self, start: int = 0) -> list[tuple[int, int]]:
-        """(epoch, base offset) of every batch in the segments from the first based at
-        or after ``start`` (0: all of them) whose partition leader epoch is above all
-        before it from there: what the appends would have assigned (batches without an
-        epoch, -1, assign nothing). Only at open: for a log without a usable file, and
-        for the segments recovery has just validated (their pages are cached).
+    # Bound from log_loader: the header walk, which the open looks up on the log (tests
+    # replace it to see whether an open walks), and the producer-state replay, which a
+    # truncation (local_log) runs again.
+    _epoch_starts_from_headers = log_loader.epoch_starts_from_headers
+    _load_producer_state = log_loader.load_producer_state
 
-        Reads only each batch's first 16 bytes (base offset, length, leader epoch), from
-        page-sized reads: with 20 small batches per log, walking them through
-        read_header cost ~22 us a log (a sixth of its unclean open), this ~4 us."""
-        starts: list[tuple[int, int]] = []
-        latest = -1
-        unpack = _OFFSET_LENGTH_EPOCH.unpack_from
-        min_length = rb.HEADER_SIZE - rb.LOG_OVERHEAD_SIZE
-        for segment in self.segments[bisect.bisect_left(self._bases, start):]:
-            fd, size, position = segment.fd, segment.size, 0
-            while position < size:
-                chunk = os.pread(fd, min(_HEADER_WALK_CHUNK, size - position), position)
-                at, available = 0, len(chunk)
-                while at + _OFFSET_LENGTH_EPOCH.size <= available:
-                    base, length, epoch = unpack(chunk, at)
-                    if length < min_length:  # never in a loaded or recovered segment
-                        raise CorruptRecordError(
-                            f"{segment.log_path}: no batch at {position + at}")
-                    if epoch > latest:
-                        latest = epoch
-                        starts.append((epoch, base))
-                    at += length + rb.LOG_OVERHEAD_SIZE
-                if at == 0:
-                    raise CorruptRecordError(f"{segment.log_path}: batch header cut "
-                                             f"short at {position}")
-                position += at
-        return starts
-
-    def _load_txn_indexes(self) -> None:
-        """Open the segments' aborted-transaction indexes; drop those of segments that
-        are gone and entries past the log end (a torn tail was cut)."""
-        bases = set(self._bases)
-        end = self.log_end_offset
-        for name in os.listdir(self.directory):
-            if not name.endswith(TXN_INDEX_SUFFIX):
-                continue
-            path = os.path.join(self.directory, name)
-            base = parse_base_offset(name)
-            if base is None or base not in bases:
-                os.unlink(path)
-                continue
-            try:
-                index = TransactionIndex(path)
-            except (OSError, ValueError) as exc:
-                log.warning("%s: %s; rebuilding it", path, exc)
-                os.unlink(path)
-                continue
-            index.truncate_to(end)
-            if index.entries:
-                self._txn_indexes[base] = index
+    # --- producer state (appends, markers, and the replay at open) --------------------
 
     def _txn_index(self, base: int) -> TransactionIndex:
         index = self._txn_indexes.get(base)
@@ -394,106 +305,6 @@ class Log:
                                           coordinator_epoch=coordinator_epoch)
         self._complete_txn(done, segment_base)
 
-    def _load_producer_state(self) -> None:
-        """Snapshot (if one fits the recovered log) plus the batch headers after it."""
-        end = self.log_end_offset
-        snapshot = ProducerStateManager.latest_snapshot(self.directory)
-        if snapshot is not None and snapshot[0] > end:
-            # Recovery cut the log below it: it describes data that is gone.
-            self._drop_snapshots_after(end)
-            snapshot = ProducerStateManager.latest_snapshot(self.directory)
-        start = self.segments[0].base_offset
-        if snapshot is not None and snapshot[0] <= end and self.producer_state.load_snapshot(
-            snapshot[1]
-        ):
-            start = snapshot[0]
-        if start >= end:
-            return
-        i = max(0, bisect.bisect_right(self._bases, start) - 1)
-        for segment in self.segments[i:]:
-            found = segment.find(start)
-            if found is None:
-                continue
-            for pos, header in segment.headers_from(found[0]):
-                if header.producer_id >= 0:
-                    data = segment.read_bytes(pos, header.size) if header.is_control else b""
-                    self._update_producer_state(data, header, header.base_offset,
-                                                segment.base_offset)
-    def _finish_interrupted_operations(self) -> None:
-        """Complete or undo file operations a crash interrupted (Kafka's swap protocol)."""
-        for name in sorted(os.listdir(self.directory)):
-            path = os.path.join(self.directory, name)
-            if name.endswith(DELETED_SUFFIX) or name.endswith(CLEANED_SUFFIX):
-                os.unlink(path)  # retired files, or a cleaner output never finished
-            elif name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
-                # A finished cleaner output: it replaces the segment of the same base.
-                # Its indexes may or may not have been swapped too: they are derived
-                # data, so drop them and let the segment rebuild them on load.
-                target = path[: -len(SWAP_SUFFIX)]
-                os.replace(path, target)
-                stem = target[: -len(LOG_SUFFIX)]
-                for suffix in (".index", ".timeindex"):
-                    if os.path.exists(stem + suffix):
-                        os.unlink(stem + suffix)
-            elif name.endswith(SWAP_SUFFIX):
-                os.unlink(path)  # an index swap file: indexes are rebuilt anyway
-        # Index files whose segment is gone (a removal interrupted between renames), and
-        # temporary files of rewrites a crash interrupted.
-        for name in os.listdir(self.directory):
-            stem, _, suffix = name.partition(".")
-            orphan = suffix in ("index", "timeindex") and not os.path.exists(
-                os.path.join(self.directory, stem + LOG_SUFFIX)
-            )
-            if orphan or suffix == "txnindex.tmp" or name == LEADER_EPOCH_TMP:
-                os.unlink(os.path.join(self.directory, name))
-
-    def _recover(self, recovery_point: int, clean_shutdown: bool) -> int | None:
-        """Validate what may not be on disk; returns the base offset of the first
-        segment validated as such (None: none, a clean stop), from which the leader
-        epochs are re-derived."""
-        # Segments from the one holding the recovery point on are validated in full.
-        first_unsafe = len(self.segments)
-        if not clean_shutdown:
-            first_unsafe = max(0, bisect.bisect_right(self._bases, recovery_point) - 1)
-        recovered_from = (self.segments[first_unsafe].base_offset
-                          if first_unsafe < len(self.segments) else None)
-        for i, segment in enumerate(self.segments):
-            must_rebuild = i >= first_unsafe
-            if not must_rebuild:
-                try:
-                    segment.load()
-                except (IndexCorruptError, CorruptRecordError) as exc:
-                    log.warning("%s: %s; validating it and rebuilding its index",
-                                segment.log_path, exc)
-                    must_rebuild = True
-            if must_rebuild:
-                cut = segment.recover()
-                # A segment after the recovery point is not synced here: the recovery
-                # point stays below it (see open), so a crash before the next flush
-                # validates it again. That was 3 fsyncs per partition, most of an
-                # unclean start with 10,000 partitions. Synced: a segment before the
-                # recovery point whose indexes had to be rebuilt (the point says it is
-                # on disk, indexes included), and a cut (rare; the torn bytes are gone
-                # from disk before anything is appended where they were).
-                if i < first_unsafe or cut:
-                    try:
-                        segment.flush()
-                    except KafkaStorageError as exc:
-                        # e.g. a full disk: the data is validated; the rebuilt indexes
-                        # stay in memory and are written at the next flush that succeeds.
-                        log.warning("%s; the rebuilt indexes stay in memory for now", exc)
-                if cut:
-                    log.warning("%s: cut %d bytes of torn or corrupt data at the end",
-                                segment.log_path, cut)
-                    # Nothing after a corrupt batch can be trusted (Kafka does the same).
-                    for later in self.segments[i + 1 :]:
-                        later.close(flush_indexes=False)
-                        later.delete_files()
-                        log.warning("%s: deleted, it followed corrupt data", later.log_path)
-                    del self.segments[i + 1 :]
-                    del self._bases[i + 1 :]
-                    break
-        return recovered_from
 
     # --- properties --------------------------------------------------------------------
 
@@ -851,40 +662,9 @@ class Log:
         if full or old or index_full or overflow:
             self.roll(first_offset)
 
-    def roll(self, base_offset: int | None = None) -> LogSegment:
-        """Close the active segment for writes and start a new one.
+    # --- rolling and flushing (local_log.py) -------------------------------------------
 
-        The old segment is not synced here: an fsync of up to a segment's worth of dirty
-        pages would stall every append behind it (0.6 s for 1 GiB measured here). As in
-        Kafka, it is synced in the background (``flush_rolled``, run by the duties
-        thread); until then it stays above the recovery point and is validated after an
-        unclean stop."""
-        with self.lock:
-            base = self.log_end_offset if base_offset is None else base_offset
-            if self.active.size == 0 and self.active.base_offset == base:
-                return self.active
-            self.active.offset_index.flush(fsync=False)  # entries out of memory: written
-            self.active.time_index.flush(fsync=False)
-            return self._add_segment(base)
-
-    def _add_segment(self, base_offset: int) -> LogSegment:
-        if self.segments and self.active.size == 0:
-            # An empty active segment is replaced rather than left behind.
-            empty = self.segments.pop()
-            self._bases.pop()
-            empty.close(flush_indexes=False)
-            empty.delete_files()
-        segment = LogSegment(
-            self.directory,
-            base_offset,
-            index_interval_bytes=self.config.index_interval_bytes,
-            create=True,
-        )
-        self.segments.append(segment)
-        self._bases.append(base_offset)
-        return segment
-
-    # --- flushing ----------------------------------------------------------------------
+    roll = local_log.roll
 
     # Told (with the log) when the log gets work for ``maybe_flush``: its first records
     # not yet synced since a flush (flush.ms starts counting), or records after a roll
@@ -909,124 +689,16 @@ class Log:
         ):
             self.flush_watcher(self)
 
-    def flush_deadline(self) -> int | None:
-        """When ``maybe_flush`` has work next (this log's clock, ms; a time already past
-        means now), or None while it has none: nothing unsynced, or only what
-        ``flush.ms`` (default: never) leaves to the page cache. Under the lock: the
-        duties thread asks too, and a truncation empties the segment list for a moment."""
-        with self.lock:
-            if self.recovery_point < self.segments[-1].base_offset:
-                return self._last_flush_ms  # rolled segments to sync: due at once
-            if self.config.flush_ms >= LONG_MAX:
-                return None
-            if self._unflushed_messages or self.recovery_point < self.log_end_offset:
-                return self._last_flush_ms + self.config.flush_ms
-            return None
-
-    def flush(self) -> None:
-        """fsync everything not yet synced, the leader epoch file included, and move the
-        recovery point to the log end."""
-        with self.lock:
-            end = self.log_end_offset
-            if self.recovery_point >= end and self._unflushed_messages == 0:
-                # No data to sync; a changed epoch file still is (an election's entry, a
-                # truncation): close() relies on this for a clean stop.
-                self.leader_epochs.flush()
-                return
-            start = max(0, bisect.bisect_right(self._bases, self.recovery_point) - 1)
-            started = time.perf_counter()
-            for segment in self.segments[start:]:
-                segment.flush()
-            # Before the recovery point covers the data: recovery trusts the file below it.
-            self.leader_epochs.flush()
-            if self.flush_timer is not None:
-                self.flush_timer(time.perf_counter() - started)
-            self.recovery_point = end
-            self._unflushed_messages = 0
-            self._last_flush_ms = self.clock()
-
     @property
     def flush_due(self) -> bool:
         """More messages than ``flush.messages`` are not yet synced."""
         return self._unflushed_messages >= self.config.flush_messages
 
-    def sync(self) -> int:
-        """Make everything appended so far durable, and return the offset it is durable
-        to (the new recovery point). The fsyncs run without the log's lock, so appends go
-        on meanwhile; they are covered by the next call. Rolled segments not yet synced
-        are synced whole (indexes too: they no longer change); the active segment's data
-        only — its index is rebuilt by recovery, which starts in the segment that holds
-        the recovery point. One call at a time per log."""
-        with self._sync_lock:
-            with self.lock:
-                end = self.log_end_offset
-                if self.recovery_point >= end:
-                    return self.recovery_point
-                start = max(0, bisect.bisect_right(self._bases, self.recovery_point) - 1)
-                pending = self.segments[start:]
-                covered = self._unflushed_messages
-                truncations = self._truncations
-            started = time.perf_counter()
-            for segment in pending[:-1]:
-                segment.flush()
-            last = pending[-1]
-            last.sync_data()
-            # The epoch file too, off the lock like the segments: flush writes the entries
-            # still only in memory, which cover the data below ``end``, and syncs them.
-            self.leader_epochs.flush()
-            if self.flush_timer is not None:
-                self.flush_timer(time.perf_counter() - started)
-            with self.lock:
-                if truncations != self._truncations:
-                    # Cut meanwhile: what was synced may be gone, and the data written
-                    # again in its place is not synced. truncate_to lowered the point.
-                    return self.recovery_point
-                if last is not self.active:
-                    # It rolled meanwhile and its index is not synced: the recovery point
-                    # stays in it, so recovery would rebuild that index (the next sync
-                    # syncs it whole).
-                    end = min(end, last.base_offset)
-                self.recovery_point = max(self.recovery_point, end)
-                self._unflushed_messages = max(0, self._unflushed_messages - covered)
-                self._last_flush_ms = self.clock()
-            return end
-
-    def maybe_flush(self, now: int | None = None) -> bool:
-        """Apply ``flush.ms`` (fsync when the oldest unflushed data is older than that),
-        and sync segments rolled since the last flush."""
-        now = self.clock() if now is None else now
-        with self.lock:  # the log end is read on the duties thread
-            # Data left unsynced by recovery counts too (no new record since): Kafka's
-            # flush.ms flushes whatever is above the recovery point.
-            unsynced = self._unflushed_messages or self.recovery_point < self.log_end_offset
-            if unsynced and now - self._last_flush_ms >= self.config.flush_ms:
-                self.flush()
-                return True
-        return self.flush_rolled()
-
-    def flush_rolled(self) -> bool:
-        """fsync segments that rolled and are not synced yet, and move the recovery point
-        to the active segment's base. The fsyncs run without the log's lock: appends go
-        to the active segment meanwhile, and a segment that leaves the log keeps its
-        descriptor open for file.delete.delay.ms."""
-        with self.lock:
-            target = self.active.base_offset
-            if self.recovery_point >= target:
-                return False
-            start = max(0, bisect.bisect_right(self._bases, self.recovery_point) - 1)
-            pending = self.segments[start:-1]
-            truncations = self._truncations
-        started = time.perf_counter()
-        for segment in pending:
-            segment.flush()
-        self.leader_epochs.flush()  # before the recovery point covers the rolled data
-        if self.flush_timer is not None:
-            self.flush_timer(time.perf_counter() - started)
-        with self.lock:
-            if truncations == self._truncations:  # else see sync()
-                self.recovery_point = max(self.recovery_point,
-                                          min(target, self.log_end_offset))
-        return True
+    flush_deadline = local_log.flush_deadline
+    flush = local_log.flush
+    sync = local_log.sync
+    maybe_flush = local_log.maybe_flush
+    flush_rolled = local_log.flush_rolled
 
     # --- reading -----------------------------------------------------------------------
 
@@ -1080,294 +752,19 @@ class Log:
                     return ReadResult(None, offset, start, end)
             return ReadResult(None, offset, start, end)
 
-    def read_batches(self, offset: int, max_bytes: int = 2**31 - 1) -> list[builder.DecodedBatch]:
-        """Decode whole batches from ``offset`` (for tools and tests, not the broker)."""
-        out: list[builder.DecodedBatch] = []
-        while offset < self.log_end_offset:
-            result = self.read(offset, max_bytes)
-            if result.region is None:
-                break
-            batches = builder.decode_batches(result.region.read())
-            out.extend(batches)
-            offset = batches[-1].header.next_offset
-            max_bytes -= result.region.length
-            if max_bytes <= 0:
-                break
-        return out
+    # Lookups for ListOffsets and tools (local_log.py).
+    read_batches = local_log.read_batches
+    offset_for_timestamp = local_log.offset_for_timestamp
+    offset_of_max_timestamp = local_log.offset_of_max_timestamp
 
-    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first record with timestamp >= ``timestamp`` (the
-        ListOffsets lookup), or None. Batches are found by their max timestamp through
-        the time index; only the one batch that holds the answer is decoded."""
-        with self.lock:
-            for segment in self.segments:
-                if segment.max_timestamp < timestamp or segment.size == 0:
-                    continue
-                segment.ensure_indexes()
-                start = max(segment.time_index.start_offset_for(timestamp), self.log_start_offset)
-                found = segment.find(start)
-                if found is None:
-                    continue
-                for pos, header in segment.headers_from(found[0]):
-                    if header.max_timestamp >= timestamp:
-                        decoded = builder.decode_batch(segment.read_bytes(pos, header.size))
-                        for r in decoded.records:
-                            if r.timestamp >= timestamp and r.offset >= self.log_start_offset:
-                                return r.offset, r.timestamp
-            return None
+    # --- changing the range, compaction, closing (local_log.py) ------------------------
 
-    def offset_of_max_timestamp(self) -> tuple[int, int] | None:
-        """(offset, timestamp) of the record with the largest timestamp (KIP-734)."""
-        with self.lock:
-            best = max(
-                (s for s in self.segments if s.size), key=lambda s: s.max_timestamp, default=None
-            )
-            if best is None or self.log_start_offset >= self.log_end_offset:
-                return None
-            found = best.find(best.offset_of_max_timestamp)
-            if found is not None:
-                pos, header = found
-                decoded = builder.decode_batch(best.read_bytes(pos, header.size))
-                for record in decoded.records:
-                    if record.timestamp == best.max_timestamp:
-                        return record.offset, record.timestamp
-            return None
-
-    # --- changing the range ------------------------------------------------------------
-
-    def truncate_to(self, offset: int) -> None:
-        """Remove every batch at or after ``offset`` (whole batches: a batch holding
-        ``offset`` goes entirely, and the log end becomes its base offset). Replication
-        uses this to drop a diverged tail."""
-        with self.lock:
-            if offset >= self.log_end_offset:
-                # No data to cut, but an epoch entry at the log end may be: this replica,
-                # as leader, assigned its epoch there and appended nothing before another
-                # leader took over (Kafka's UnifiedLog.truncateTo does the same).
-                self.leader_epochs.truncate_from_end(self.log_end_offset)
-                return
-            self._cursor = None  # the batches it names may be cut and written anew
-            self._truncations += 1
-            if offset < self.segments[0].base_offset:
-                self.truncate_fully_and_start_at(offset)
-                return
-            while len(self.segments) > 1 and self.active.base_offset >= offset:
-                self._retire(self.segments.pop())
-                self._bases.pop()
-            active = self.active
-            removed_base = active.truncate_to(offset)
-            new_end = offset if removed_base is None else min(offset, removed_base)
-            active.next_offset = max(active.next_offset, new_end)
-            end = self.log_end_offset
-            self.producer_state.truncate_to(end)
-            for index in self._txn_indexes.values():
-                index.truncate_to(end)
-            self._drop_snapshots_after(end)
-            if self.producer_state.has_transactions:
-                # A marker may have gone: open transactions come back only by replaying
-                # the log (from the last snapshot below the new end), as Kafka does.
-                self.producer_state = ProducerStateManager()
-                self._load_producer_state()
-            self.recovery_point = min(self.recovery_point, self.log_end_offset)
-            self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
-            self._high_watermark = min(self._high_watermark, end)
-            self.leader_epochs.truncate_from_end(end)
-
-    def truncate_fully_and_start_at(self, offset: int) -> None:
-        """Drop everything; the log restarts empty at ``offset`` (a follower too far
-        behind the leader's log start), with no leader epoch history."""
-        with self.lock:
-            self._truncations += 1
-            old = self.segments
-            self.segments, self._bases = [], []
-            for segment in old:
-                self._retire(segment)
-            self._drop_snapshots_after(-1)
-            if self.producer_state.has_transactions:
-                self.producer_state = ProducerStateManager()
-            self._add_segment(offset)
-            self.log_start_offset = offset
-            self.recovery_point = offset
-            self._high_watermark = offset
-            self.leader_epochs.clear()
-
-    def delete_records_before(self, offset: int) -> int:
-        """DeleteRecords: make ``offset`` the log start; whole segments below it go.
-        Returns the new log start offset. Not past the high watermark (Kafka's
-        maybeIncrementLogStartOffset: uncommitted data may still be truncated and
-        rewritten); that is the log end unless the log is replicated."""
-        with self.lock:
-            if offset > self.high_watermark:
-                raise OffsetOutOfRangeError(offset, self.log_start_offset, self.log_end_offset)
-            if offset > self.log_start_offset:
-                self.log_start_offset = offset
-                self._delete_leading(lambda seg, nxt: nxt <= offset)
-                self._log_start_moved()
-            return self.log_start_offset
-
-    def apply_retention(self, now: int | None = None) -> int:
-        """Delete whole old segments by ``retention.ms`` and ``retention.bytes`` (never the
-        active one). Returns how many were deleted."""
-        cfg = self.config
-        if not cfg.deletes:
-            return 0
-        now = self.clock() if now is None else now
-        deleted = 0
-        with self.lock:
-            if cfg.retention_ms >= 0:
-                deleted += self._delete_leading(
-                    lambda seg, _nxt: seg.max_timestamp < now - cfg.retention_ms
-                    if seg.size else True
-                )
-            if cfg.retention_bytes >= 0:
-                excess = self.size_bytes - cfg.retention_bytes
-
-                def over(seg: LogSegment, _nxt: int) -> bool:
-                    nonlocal excess
-                    if excess - seg.size < 0:
-                        return False
-                    excess -= seg.size
-                    return True
-
-                deleted += self._delete_leading(over)
-        return deleted
-
-    def _delete_leading(self, predicate: Callable[[LogSegment, int], bool]) -> int:
-        """Delete segments from the oldest while ``predicate(segment, next segment's base)``
-        holds; the active segment always stays, and so does any segment with offsets at
-        or above the high watermark (Kafka's deletableSegments: the log start never
-        passes it; unreplicated, the high watermark is the log end and this never
-        binds)."""
-        deleted = 0
-        hw = self.high_watermark
-        while (len(self.segments) > 1 and self._bases[1] <= hw
-               and predicate(self.segments[0], self._bases[1])):
-            self._retire(self.segments.pop(0))
-            self._bases.pop(0)
-            deleted += 1
-        if deleted:
-            self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
-            self._log_start_moved()
-            log.info("%s: deleted %d segment(s); log start offset is now %d",
-                     self.name, deleted, self.log_start_offset)
-        return deleted
-
-    def _log_start_moved(self) -> None:
-        """Keep the high watermark and the leader epochs at or after a new log start."""
-        self._high_watermark = max(self._high_watermark, self.log_start_offset)
-        self.leader_epochs.truncate_from_start(self.log_start_offset)
-
-    def _retire(self, segment: LogSegment) -> None:
-        """Take a segment out of service: rename its files ``.deleted`` and close them
-        after ``file.delete.delay.ms``, so regions already handed out stay valid."""
-        self._cursor = None
-        segment.rename_files(DELETED_SUFFIX)
-        index = self._txn_indexes.pop(segment.base_offset, None)
-        if index is not None:
-            index.delete()
-        self._retired.append((self.clock() + self.config.file_delete_delay_ms, segment, True))
-
-    def _drop_snapshots_after(self, offset: int) -> None:
-        """Delete producer-state snapshots past ``offset`` (the log was cut below them:
-        they describe data that is gone)."""
-        for name in os.listdir(self.directory):
-            stem = name[: -len(".snapshot")]
-            if name.endswith(".snapshot") and stem.isdigit() and int(stem) > offset:
-                os.unlink(os.path.join(self.directory, name))
-
-    def close_retired(self, now: int | None = None, *, everything: bool = False) -> int:
-        """Close and unlink retired segments whose delay has passed."""
-        now = self.clock() if now is None else now
-        if self.cleaning and not everything:
-            return 0
-        keep, done = [], 0
-        for deadline, segment, unlink in self._retired:
-            if everything or deadline <= now:
-                segment.close(flush_indexes=False)
-                if unlink:
-                    segment.delete_files()
-                done += 1
-            else:
-                keep.append((deadline, segment, unlink))
-        self._retired = keep
-        return done
-
-    # --- compaction support ------------------------------------------------------------
-
-    def replace_segment(self, old: LogSegment, new: LogSegment) -> bool:
-        """Put a cleaned segment in place of ``old`` (same base offset). Returns False if
-        ``old`` is no longer in the log (truncated or deleted meanwhile)."""
-        with self.lock:
-            i = bisect.bisect_left(self._bases, old.base_offset)
-            if i >= len(self.segments) or self.segments[i] is not old or old is self.active:
-                return False
-            self.segments[i] = new
-            self._cursor = None
-            # Its files were replaced on disk by the new ones (same names): close the old
-            # inodes later, but unlink nothing.
-            self._retired.append((self.clock() + self.config.file_delete_delay_ms, old, False))
-            return True
-
-    def remove_segment(self, old: LogSegment) -> bool:
-        """Drop a segment the cleaner found fully obsolete (offsets stay reserved)."""
-        with self.lock:
-            i = bisect.bisect_left(self._bases, old.base_offset)
-            if i >= len(self.segments) or self.segments[i] is not old or old is self.active:
-                return False
-            del self.segments[i]
-            del self._bases[i]
-            self._retire(old)
-            return True
-
-    # --- closing -----------------------------------------------------------------------
-
-    def close(self) -> bool:
-        """Flush everything and close every file. Returns whether the flush succeeded,
-        i.e. whether this was a clean shutdown of the log; the files are closed either
-        way, and an unclean one is recovered at the next open."""
-        with self.lock:
-            if self.closed:
-                return True
-            clean = True
-            try:
-                self.flush()
-                for index in self._txn_indexes.values():
-                    index.flush()  # entries before the snapshot are not replayed
-                self._write_snapshot_at_close()
-            except (KafkaStorageError, OSError) as exc:
-                log.error("%s: closing without a complete flush: %s", self.name, exc)
-                clean = False
-            for segment in self.segments:
-                segment.close()
-            self.close_retired(everything=True)
-            self.leader_epochs.close()
-            self.closed = True
-            return clean
-
-    def _write_snapshot_at_close(self) -> None:
-        """Write the producer state at the log end, so the next open reads it instead
-        of every batch header (even an empty one saves that scan) — unless a snapshot
-        at the log end is already there. One there describes this very state: producer
-        state changes only with the log end (appends move it up; a truncation moves it
-        down and deletes every snapshot above the new end, so the end cannot come back
-        to a snapshot's offset with other batches below it while that snapshot stays).
-        Skipping it spares most of a clean stop with many idle partitions one file
-        write and fsync each."""
-        end = self.log_end_offset
-        path = os.path.join(self.directory, f"{end:020d}{SNAPSHOT_SUFFIX}")
-        if not os.path.exists(path):
-            self.producer_state.write_snapshot(self.directory, end)
-
-    def delete(self) -> None:
-        """Close without flushing and remove the whole directory (topic deletion), the
-        leader epoch checkpoint with it (the cache holds no descriptor; it only stops
-        writing)."""
-        with self.lock:
-            for segment in self.segments:
-                segment.close(flush_indexes=False)
-            self.close_retired(everything=True)
-            self.leader_epochs.delete()
-            self.closed = True
-        for name in os.listdir(self.directory):
-            os.unlink(os.path.join(self.directory, name))
-        os.rmdir(self.directory)
+    truncate_to = local_log.truncate_to
+    truncate_fully_and_start_at = local_log.truncate_fully_and_start_at
+    delete_records_before = local_log.delete_records_before
+    apply_retention = local_log.apply_retention
+    close_retired = local_log.close_retired
+    replace_segment = local_log.replace_segment
+    remove_segment = local_log.remove_segment
+    close = local_log.close
+    delete = local_log.delete
