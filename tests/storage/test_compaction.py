@@ -248,3 +248,30 @@ def test_a_crash_at_any_stage_of_the_swap_recovers_old_or_new_but_never_both(
     assert len(segment_files) == len(reopened.segments)
     assert not [n for n in os.listdir(directory) if n.endswith((".cleaned", ".swap"))]
     reopened.close()
+
+
+def test_a_truncation_into_a_compacted_away_tail_ends_at_the_cut_and_keeps_it(
+        tmp_path, clock, cleaner):
+    """Truncating to an offset whose batches compaction removed ends the log at that
+    offset, durably: a restart finds the same end, and a later truncation below it
+    brings the end down (found by test_log_properties: the end was kept in memory only,
+    above the segment's data)."""
+    path = str(tmp_path / "t-0")
+    lg = Log.open(path, compact_config(), clock=clock)
+    work = Workload(lg, clock)
+    work.write(["a"])  # offset 0, superseded by
+    work.write(["a"])  # offset 1
+    lg.roll()
+    cleaner.clean(("t", 0), lg)
+    assert [offset for offset, _, _ in contents(lg)] == [1]
+    lg.truncate_to(1)  # offset 1 goes; offset 0 was compacted away: nothing is left
+    assert lg.log_end_offset == 1
+    lg.close()
+    lg = Log.open(path, compact_config(), clock=clock, clean_shutdown=True)
+    try:
+        assert lg.log_end_offset == 1
+        lg.truncate_to(0)
+        assert lg.log_end_offset == 0
+        assert lg.append(builder.build_simple([b"again"])).first_offset == 0
+    finally:
+        lg.close()

@@ -304,7 +304,14 @@ def truncate_to(lg: Log, offset: int) -> None:
         active = lg.active
         removed_base = active.truncate_to(offset)
         new_end = offset if removed_base is None else min(offset, removed_base)
-        active.next_offset = max(active.next_offset, new_end)
+        if active.next_offset < new_end:
+            # Compaction removed the batches between what is left and the cut: the log
+            # ends at the cut, and a segment based there records it (a segment's name
+            # is its base offset), so that a restart finds the same end. (Keeping the
+            # end in memory only, as before, lost it at the next start, and a later
+            # truncation below it could not bring the end down: found by
+            # tests/storage/test_log_properties.py.)
+            add_segment(lg, new_end)
         end = lg.log_end_offset
         lg.producer_state.truncate_to(end)
         for index in lg._txn_indexes.values():
