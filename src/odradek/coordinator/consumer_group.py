@@ -13,7 +13,8 @@ given a partition only once no other member still holds it, assigned or pending
 revocation (UNRELEASED_PARTITIONS until then).
 
 Partitions are named by topic id (uuid), as on the wire. Nothing here does I/O; the
-coordinator (``coordinator.py``) drives these objects and returns ``Effects``.
+group manager (``group_manager.py``, ``consumer_protocol.py``) drives these objects and
+returns ``Effects``.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """The coordinator's side of KIP-848: ConsumerGroupHeartbeat, ConsumerGroupDescribe, and
 the member-epoch checks of offset commits and fetches for ``consumer`` groups.
 
-A mixin of ``GroupCoordinator`` (it shares its timers, clock-less ``Effects`` and uuid
-source); the groups themselves and the assignors are in ``consumer_group.py``. The flow
-of one heartbeat, as in Kafka's GroupMetadataManager.consumerGroupHeartbeat:
+A mixin of ``GroupManager`` (``group_manager.py``; it shares its groups, timers,
+clock-less ``Effects`` and uuid source); the groups themselves and the assignors are in
+``consumer_group.py``. The flow of one heartbeat, as in Kafka's
+GroupMetadataManager.consumerGroupHeartbeat:
 
 1. validate the request, find or create the group and the member (epoch 0 joins, -1
    leaves, -2 leaves for now as a static member), fence a stale or future member epoch;
@@ -92,9 +93,9 @@ def _no_group_configs(group_id: str) -> Mapping[str, str]:
 
 
 class ConsumerProtocol:
-    """Mixed into ``GroupCoordinator``; see the module docstring."""
+    """Mixed into ``GroupManager``; see the module docstring."""
 
-    # Provided by GroupCoordinator.
+    # Provided by GroupManager.
     groups: dict[str, Group]
     consumer_groups: dict[str, ConsumerGroup]
     consumer_session_timeout_ms: int
@@ -543,7 +544,7 @@ class ConsumerProtocol:
 
     def _load_consumer_record(self, key: ot.ConsumerGroupRecordKey, value: bytes | None
                               ) -> None:
-        """Replay one KIP-848 record (``GroupCoordinator.load`` dispatches here)."""
+        """Replay one KIP-848 record (``GroupManager.load`` dispatches here)."""
         group = self.consumer_groups.get(key.group)
         if group is None:
             if value is None:
@@ -617,19 +618,19 @@ class ConsumerProtocol:
 
     # --- offsets ---------------------------------------------------------------------
 
-    def _validate_consumer_offset_commit(self, group: ConsumerGroup, member_id: str,
-                                         member_epoch: int) -> int | None:
+    def validate_consumer_offset_commit(self, group: ConsumerGroup, member_id: str,
+                                        member_epoch: int) -> int | None:
         """Kafka's ConsumerGroup.validateOffsetCommit: from outside the group only while
         it is empty; from a member only at its current epoch (Kafka 4.4 also takes an
         older epoch at or after the one each partition was assigned in: not done here,
         see docs/compatibility.md)."""
         if member_epoch < 0 and not group.members:
             return None
-        return self._validate_consumer_member_epoch(group, member_id, member_epoch)
+        return self.validate_consumer_member_epoch(group, member_id, member_epoch)
 
     @staticmethod
-    def _validate_consumer_member_epoch(group: ConsumerGroup, member_id: str | None,
-                                        member_epoch: int) -> int | None:
+    def validate_consumer_member_epoch(group: ConsumerGroup, member_id: str | None,
+                                       member_epoch: int) -> int | None:
         member = group.members.get(member_id or "")
         if member is None:
             return ErrorCode.unknown_member_id

@@ -5,7 +5,7 @@ the group.instance.id -> member id map of static members (KIP-345), members that
 handed an id and must rejoin with it (KIP-394), its committed offsets, and the deadlines
 of its timers. It knows the rules that do not involve other requests: which protocols
 every member supports, which one wins the vote, who leads, which transitions are legal.
-The coordinator (``coordinator.py``) drives it.
+The group manager (``group_manager.py``, ``classic_rebalance.py``) drives it.
 
 A request that has to wait is represented by its ``token`` on the member
 (``join_token``/``sync_token``); ``_WAITING`` objects wrap them because a token may be
