@@ -3,13 +3,13 @@
 Created by the broker when ``zookeeper.connect`` is set; without it the broker is the
 single node it always was and none of this runs. ``ClusterNode`` owns, for one broker:
 
-- the ZooKeeper session (``server/zookeeper.py``; reconnects, and a broker whose
+- the ZooKeeper session (``server/cluster/zookeeper.py``; reconnects, and a broker whose
   ZooKeeper is unreachable at start says so and retries), the cluster id
   (``/cluster/id``, created by the first broker, checked against the data directory's
   ``meta.properties``), and the broker's registration (the ephemeral
   ``/brokers/ids/N``: refused when another live broker holds the id);
-- the metadata cache (``server/cluster_metadata.py``), the controller role
-  (``server/controller.py``) and the replica manager (``server/replication/``);
+- the metadata cache (``server/cluster/metadata.py``), the controller role
+  (``server/cluster/controller.py``) and the replica manager (``server/replication/``);
 - what any broker may write to the store for a client: topic creation, deletion,
   partition additions and config changes (CreateTopics, DeleteTopics,
   CreatePartitions, AlterConfigs), and producer id blocks (``/latest_producer_id_block``,
@@ -43,15 +43,9 @@ from odradek.cluster import state as zk
 from odradek.cluster.placement import PlacementError, assign_replicas, check_assignment
 from odradek.cluster.state import BrokerInfo, TopicAssignment
 from odradek.coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
-from odradek.server.cluster_metadata import ClusterMetadata
-from odradek.server.config import SETTINGS, BrokerConfig
-from odradek.server.controller import Controller
-from odradek.server.documents import Document, StoreDocument
-from odradek.server.errors import error_code
-from odradek.server.inter_broker import inter_broker_client
-from odradek.server.metadata import META_PROPERTIES, Topic, TopicError, validate_topic_name
-from odradek.server.replication.replica_manager import ReplicaManager
-from odradek.server.store import (
+from odradek.server.cluster.controller import Controller
+from odradek.server.cluster.metadata import ClusterMetadata
+from odradek.server.cluster.store import (
     BadVersionError,
     CoordinationStore,
     NodeExistsError,
@@ -61,6 +55,12 @@ from odradek.server.store import (
     StoreError,
     StoreUnavailableError,
 )
+from odradek.server.config import SETTINGS, BrokerConfig
+from odradek.server.errors import error_code
+from odradek.server.metadata import META_PROPERTIES, Topic, TopicError, validate_topic_name
+from odradek.server.network.inter_broker import inter_broker_client
+from odradek.server.replication.replica_manager import ReplicaManager
+from odradek.server.security.documents import Document, StoreDocument
 from odradek.server.tasks import TaskSet
 from odradek.server.topology import PartitionView
 from odradek.storage.config import LogConfig
