@@ -19,7 +19,7 @@ from kio.schema.errors import ErrorCode
 from odradek.client.connection import Cluster as ClientCluster
 from odradek.cluster import state as zk
 from odradek.protocol.messages import build
-from odradek.server.cluster.node import PRODUCER_ID_FORMAT_RETRY_S
+from odradek.server.cluster.producer_ids import PRODUCER_ID_FORMAT_RETRY_S
 from tests.cluster_processes import Cluster, ClusterBroker, run_cluster
 from tests.zookeeper import ZooKeeperServer
 

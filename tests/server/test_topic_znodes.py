@@ -199,7 +199,7 @@ def test_a_deletion_a_controller_left_half_done_is_finished_by_the_next() -> Non
 
 def test_creating_a_name_marked_for_deletion_is_refused_until_the_deletion_ends() -> None:
     """The marker check a broker's CreateTopics makes: the same transaction shape as
-    ClusterNode.create_topic (create and delete the marker: ZooKeeper's only "absent"
+    TopicAdmin.create_topic (create and delete the marker: ZooKeeper's only "absent"
     check), refused while a deletion of the name is unfinished."""
     from odradek.server.cluster.store import NodeExistsError
 

@@ -10,12 +10,25 @@ single node it always was and none of this runs. ``ClusterNode`` owns, for one b
   ``/brokers/ids/N``: refused when another live broker holds the id);
 - the metadata cache (``server/cluster/metadata.py``), the controller role
   (``server/cluster/controller.py``) and the replica manager (``server/replication/``);
-- what any broker may write to the store for a client: topic creation, deletion,
-  partition additions and config changes (CreateTopics, DeleteTopics,
-  CreatePartitions, AlterConfigs), and producer id blocks (``/latest_producer_id_block``,
-  Kafka's ZooKeeper-era ProducerIdManager);
-- transaction markers for partitions led elsewhere (WriteTxnMarkers to their leaders);
-- controlled shutdown: before the broker stops, the controller moves its leadership.
+- controlled shutdown: before the broker stops, the controller moves its leadership;
+- the answers to the broker's ``Topology`` questions (``server/topology.py``): its start
+  and stop steps, where partitions are led and how the cluster looks to clients, and
+  its health and readiness (metrics, ``/readyz``).
+
+The rest it does through parts of its own, one module each, and forwards to them what
+the ``Topology`` protocol and other code ask of the node:
+
+- ``TopicAdmin`` (``server/cluster/topic_admin.py``, ``node.topics``): what any broker
+  may write to the store for a client about topics: creation, deletion, partition
+  additions and config changes (CreateTopics, DeleteTopics, CreatePartitions,
+  AlterConfigs), and the internal topics;
+- ``ProducerIds`` (``server/cluster/producer_ids.py``, ``node.producer_ids``): producer
+  id blocks (``/latest_producer_id_block``, Kafka's ZooKeeper-era ProducerIdManager);
+- ``TxnMarkerWriter`` (``server/cluster/txn_markers.py``, ``node.markers``):
+  transaction markers, for partitions led elsewhere (WriteTxnMarkers to their leaders)
+  and here;
+- ``DynamicBrokerConfigs`` (``server/cluster/broker_configs.py``,
+  ``node.dynamic_configs``): dynamic broker configs in ZooKeeper.
 
 Losing the ZooKeeper session (it expired: this broker was paused or cut off for longer
 than ``zookeeper.session.timeout.ms``) ends every leadership here at once — the
@@ -23,7 +36,6 @@ controller has elected others meanwhile — until the broker has registered agai
 controller has elected it anew. A broker merely disconnected (ZooKeeper down, session
 alive) keeps serving.
 """
-
 from __future__ import annotations
 
 import asyncio
@@ -37,47 +49,37 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from odradek.client.aio import AsyncBrokerConnection, KafkaClientError
-from odradek.client.codec import WRITE_TXN_MARKERS
 from odradek.cluster import state as zk
-from odradek.cluster.placement import PlacementError, assign_replicas, check_assignment
-from odradek.cluster.state import BrokerInfo, TopicAssignment
-from odradek.coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from odradek.cluster.state import BrokerInfo
+from odradek.server.cluster.broker_configs import DynamicBrokerConfigs
 from odradek.server.cluster.controller import Controller
 from odradek.server.cluster.metadata import ClusterMetadata
+from odradek.server.cluster.producer_ids import ProducerIds
 from odradek.server.cluster.store import (
-    BadVersionError,
     CoordinationStore,
     NodeExistsError,
     NoNodeError,
-    Op,
     SessionState,
     StoreError,
     StoreUnavailableError,
 )
-from odradek.server.config import SETTINGS, BrokerConfig
-from odradek.server.errors import error_code
-from odradek.server.metadata import META_PROPERTIES, Topic, TopicError, validate_topic_name
+from odradek.server.cluster.topic_admin import TopicAdmin
+from odradek.server.cluster.txn_markers import TxnMarkerWriter
+from odradek.server.config import BrokerConfig
+from odradek.server.metadata import META_PROPERTIES, Topic
 from odradek.server.network.inter_broker import inter_broker_client
 from odradek.server.replication.replica_manager import ReplicaManager
 from odradek.server.security.documents import Document, StoreDocument
 from odradek.server.tasks import TaskSet
 from odradek.server.topology import PartitionView
-from odradek.storage.config import LogConfig
 
 if TYPE_CHECKING:
     from odradek.coordinator.transactions import TxnMarkers
     from odradek.server.broker import Broker
-    from odradek.server.replication.partition import Partition
     from odradek.storage import Log
 
 log = logging.getLogger(__name__)
 
-# Producer ids are reserved from ZooKeeper this many at a time (Kafka's block size).
-PRODUCER_ID_BLOCK = 1000
-# How often a broker retries reserving producer ids while the last block's znode does
-# not parse: a few ERROR lines a minute, not one per second.
-PRODUCER_ID_FORMAT_RETRY_S = 15.0
 # How long a broker waits for another broker's registration of its node.id to go away
 # (a previous run of itself, killed less than a session timeout ago) beyond the session
 # timeout, before it concludes that a live broker holds the id.
@@ -87,24 +89,10 @@ CONNECT_RETRY_S = 2.0
 # How long a broker that has handed its leadership over keeps answering (with
 # NOT_LEADER_OR_FOLLOWER) before it closes its connections (see controlled_shutdown).
 CONTROLLED_SHUTDOWN_LINGER_S = 0.3
-# Retries of a marker write whose partition leader cannot take it yet.
-MARKER_RETRY_S = 0.2
-# A marker's answers after which it is not sent again: written, or never to be (the
-# partition is gone, or a newer producer or coordinator epoch already ended this
-# transaction there, as Kafka's TransactionMarkerRequestCompletionHandler decides).
-MARKER_DONE = frozenset({ErrorCode.none, ErrorCode.unknown_topic_or_partition,
-                         ErrorCode.invalid_producer_epoch,
-                         ErrorCode.transaction_coordinator_fenced})
 
 
 class ClusterStartupError(Exception):
     """The broker cannot join the cluster (the message says why)."""
-
-
-class ProducerIdsUnavailable(Exception):
-    """No producer id block is reserved right now (ZooKeeper unreachable): retriable."""
-
-    kafka_error = "COORDINATOR_LOAD_IN_PROGRESS"
 
 
 class ClusterNode:
@@ -125,13 +113,13 @@ class ClusterNode:
         self.broker_epoch = -1  # the session id our registration belongs to
         self.registered = asyncio.Event()
         self._tasks = TaskSet("cluster node")
-        self._pid_block: tuple[int, int] | None = None  # [next, end]
-        self._next_block: tuple[int, int] | None = None
-        self._pid_fetch: asyncio.Task[None] | None = None
-        self._marker_conns: dict[int, AsyncBrokerConnection] = {}
-        self._marker_lock = asyncio.Lock()
         self.stopping = False
         self._session_lost = False
+        # What the node does through parts of its own (each module says what it owns).
+        self.topics = TopicAdmin(self)
+        self.dynamic_configs = DynamicBrokerConfigs(self)
+        self.producer_ids = ProducerIds(self)
+        self.markers = TxnMarkerWriter(self)
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -146,18 +134,12 @@ class ClusterNode:
         self.cluster_id = await self._cluster_id()
         self._check_data_dir()
         self.metadata = ClusterMetadata(self.store, self.cluster_id, self.node_id)
-        self.metadata.next_producer_id = self.next_producer_id
+        self.metadata.next_producer_id = self.producer_ids.next_producer_id
         self.controller = Controller(self)
         self.replicas = ReplicaManager(self)
         self.metadata.listeners = [self.replicas, self.controller]
         await self.metadata.start(timeout_s=60)
-        try:
-            self._pid_block = await self._reserve_block()
-        except zk.ZnodeFormatError as exc:
-            # Serve without producer ids (InitProducerId answers "retry") rather than
-            # not at all; the background reservation keeps trying.
-            log.error("cannot reserve producer ids: %s: %s", zk.PRODUCER_ID_BLOCK_PATH, exc)
-            self._prefetch_block()
+        await self.producer_ids.start()
 
     def start_replicas(self) -> None:
         """Take up the roles the store gives (after the coordinator runtimes exist)."""
@@ -396,15 +378,14 @@ class ClusterNode:
 
     async def stop(self) -> None:
         self.stopping = True
-        await self._tasks.close(self._pid_fetch)
+        await self._tasks.close(self.producer_ids.fetching)
         if self.controller is not None:
             await self.controller.stop()
         if self.replicas is not None:
             await self.replicas.stop()
         if self.metadata is not None:
             await self.metadata.stop()
-        for conn in self._marker_conns.values():
-            await conn.close()
+        await self.markers.close()
         await self.store.close()
 
     # --- settings -------------------------------------------------------------------------------
@@ -412,220 +393,37 @@ class ClusterNode:
     def unclean_election(self, topic: str) -> bool:
         return self.broker.log_config_for(topic).unclean_leader_election_enable
 
-    # --- topics (any broker writes them; the controller acts on them) ---------------------------
-
-    def live_racks(self) -> dict[int, str | None]:
-        return {b: info.rack for b, info in self.metadata.brokers.items()}
+    # --- topics (TopicAdmin: any broker writes them; the controller acts on them) ---------------
 
     async def create_topic(self, name: str, partitions: int | None, replication_factor: int | None,
                            configs: Mapping[str, str] | None = None, *,
                            assignment: Mapping[int, Sequence[int]] | None = None,
                            validate_only: bool = False) -> Topic:
-        validate_topic_name(name)
-        if name in self.metadata.assignments:
-            raise TopicError("TOPIC_ALREADY_EXISTS", f"topic {name!r} already exists")
-        configs = {k: str(v) for k, v in (configs or {}).items()}
-        try:
-            LogConfig.from_kafka(configs)
-        except ValueError as exc:
-            raise TopicError("INVALID_CONFIG", str(exc)) from None
-        live = self.live_racks()
-        try:
-            if assignment:
-                check_assignment(assignment, list(live))
-                replicas = {p: list(r) for p, r in assignment.items()}
-            else:
-                count = self.config["num.partitions"] if partitions is None or partitions < 0 \
-                    else partitions
-                rf = self._default_rf(name) if replication_factor is None or \
-                    replication_factor < 0 else replication_factor
-                replicas = assign_replicas(live, count, rf)
-        except PlacementError as exc:
-            raise TopicError(exc.kafka_error, str(exc)) from None
-        if sorted(replicas) != list(range(len(replicas))):
-            raise TopicError("INVALID_REPLICA_ASSIGNMENT",
-                             "partitions must be numbered from 0 without gaps")
-        topic_assignment = TopicAssignment(
-            name, uuid.uuid4(), tuple(tuple(replicas[p]) for p in range(len(replicas))))
-        topic = Topic(name, topic_assignment.topic_id, topic_assignment.partitions, configs,
-                      name in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC))
-        if validate_only:
-            return topic
-        marker = zk.delete_marker_path(name)
-        try:
-            await self.store.multi([
-                # Not while a deletion of the name is asked and unfinished (Kafka's
-                # "marked for deletion"): creating the marker and deleting it again in
-                # the same transaction is ZooKeeper's only "absent" check.
-                Op.create(marker), Op.delete(marker),
-                Op.create(zk.config_path(name), zk.config_to_json(configs)),
-                Op.create(zk.topic_path(name), topic_assignment.to_json()),
-            ])
-        except NodeExistsError as exc:
-            if exc.at(marker):
-                raise TopicError("TOPIC_ALREADY_EXISTS",
-                                 f"topic {name!r} is marked for deletion") from None
-            raise TopicError("TOPIC_ALREADY_EXISTS", f"topic {name!r} already exists") from None
-        except StoreError as exc:
-            raise TopicError("REQUEST_TIMED_OUT", f"ZooKeeper: {exc}") from None
-        log.info("created topic %s: %d partition(s), replicas %s", name,
-                 topic_assignment.partitions, [list(r) for r in topic_assignment.replicas])
-        return topic
+        return await self.topics.create_topic(name, partitions, replication_factor, configs,
+                                              assignment=assignment, validate_only=validate_only)
 
     async def ensure_internal_topic(self, name: str) -> None:
-        """Create ``__consumer_offsets`` or ``__transaction_state`` if it does not exist
-        (Kafka creates them at the first FindCoordinator that needs them), with its
-        settings: compacted, ``*.num.partitions`` partitions, ``*.replication.factor``
-        replicas — refused, as in Kafka, while fewer brokers are alive — and for
-        transactions ``min.insync.replicas`` = ``transaction.state.log.min.isr``."""
-        if name in self.metadata.assignments:
-            return
-        cfg = self.config
-        configs = {"cleanup.policy": "compact", "compression.type": "producer"}
-        if name == OFFSETS_TOPIC:
-            partitions = cfg["offsets.topic.num.partitions"]
-            configs["segment.bytes"] = str(cfg["offsets.topic.segment.bytes"])
-        else:
-            partitions = cfg["transaction.state.log.num.partitions"]
-            configs["segment.bytes"] = str(cfg["transaction.state.log.segment.bytes"])
-            configs["min.insync.replicas"] = str(cfg["transaction.state.log.min.isr"])
-        try:
-            await self.create_topic(name, partitions, None, configs)
-        except TopicError as exc:
-            if exc.kafka_error != "TOPIC_ALREADY_EXISTS":
-                log.warning("cannot create %s yet: %s", name, exc)
-
-    def _default_rf(self, name: str) -> int:
-        if name == OFFSETS_TOPIC:
-            return self.config["offsets.topic.replication.factor"]
-        if name == TRANSACTION_STATE_TOPIC:
-            return self.config["transaction.state.log.replication.factor"]
-        return self.config["default.replication.factor"]
+        await self.topics.ensure_internal_topic(name)
 
     async def wait_for_leaders(self, counts: Mapping[str, int], timeout_s: float) -> bool:
-        """Until each of these topics has (at least) its number of partitions here and
-        every one of them a leader (what a client that creates a topic, or adds
-        partitions, and then produces to it needs), or time runs out."""
-        md = self.metadata
-
-        def ready() -> bool:
-            for name, count in counts.items():
-                assignment = md.assignments.get(name)
-                if assignment is None or assignment.partitions < count:
-                    return False
-                for p in range(assignment.partitions):
-                    state = md.states.get((name, p))
-                    if state is None or state.leader < 0:
-                        return False
-            return True
-
-        return await md.wait_for(ready, timeout_s)
+        return await self.topics.wait_for_leaders(counts, timeout_s)
 
     async def delete_topic(self, name: str) -> Topic:
-        topic = self.metadata.topics.get(name)
-        if topic is None:
-            raise TopicError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
-        try:
-            await self.store.create(zk.delete_marker_path(name), b"")
-        except NodeExistsError:
-            pass  # already marked for deletion
-        except StoreError as exc:
-            raise TopicError("REQUEST_TIMED_OUT", f"ZooKeeper: {exc}") from None
-        return topic
+        return await self.topics.delete_topic(name)
 
     async def wait_deleted(self, topics: Mapping[str, uuid.UUID], timeout_s: float
                            ) -> set[str]:
-        """Wait until these topics (name -> topic id) are gone from this broker's
-        metadata (the controller has deleted them; a topic of the same name created
-        since is another one), or time runs out; the names of those still there."""
-        def left() -> set[str]:
-            assignments = self.metadata.assignments
-            return {n for n, topic_id in topics.items()
-                    if n in assignments and assignments[n].topic_id == topic_id}
-
-        await self.metadata.wait_for(lambda: not left(), timeout_s)
-        return left()
+        return await self.topics.wait_deleted(topics, timeout_s)
 
     async def add_partitions(self, name: str, count: int,
                              assignment: Sequence[Sequence[int]] | None = None, *,
                              validate_only: bool = False) -> Topic:
-        for _ in range(5):
-            try:
-                data, version = await self.store.get(zk.topic_path(name))
-            except NoNodeError:
-                raise TopicError("UNKNOWN_TOPIC_OR_PARTITION",
-                                 f"topic {name!r} does not exist") from None
-            try:
-                current = TopicAssignment.from_json(name, data)
-            except zk.ZnodeFormatError as exc:
-                log.error("cannot add partitions to %s: %s: %s", name, zk.topic_path(name), exc)
-                raise TopicError("UNKNOWN_SERVER_ERROR",
-                                 f"{zk.topic_path(name)} is corrupt: {exc}") from None
-            if count <= current.partitions:
-                raise TopicError("INVALID_PARTITIONS",
-                                 f"topic {name!r} has {current.partitions} partitions; the new "
-                                 f"count must be larger, got {count}")
-            added = count - current.partitions
-            rf = len(current.replicas[0]) if current.replicas else 1
-            try:
-                if assignment:
-                    if len(assignment) != added:
-                        raise PlacementError(
-                            f"{len(assignment)} assignments for {added} new partitions")
-                    new = {current.partitions + i: list(r) for i, r in enumerate(assignment)}
-                    check_assignment(new, list(self.live_racks()))
-                else:
-                    new = assign_replicas(self.live_racks(), added, rf,
-                                          first_partition=current.partitions)
-            except PlacementError as exc:
-                raise TopicError(exc.kafka_error, str(exc)) from None
-            grown = TopicAssignment(name, current.topic_id, current.replicas + tuple(
-                tuple(new[p]) for p in sorted(new)), current.adding, current.removing)
-            topic = Topic(name, grown.topic_id, grown.partitions,
-                          dict(self.metadata.configs.get(name, {})), False)
-            if validate_only:
-                return topic
-            try:
-                await self.store.set(zk.topic_path(name), grown.to_json(), version)
-            except BadVersionError:
-                continue
-            except StoreError as exc:
-                raise TopicError("REQUEST_TIMED_OUT", f"ZooKeeper: {exc}") from None
-            return topic
-        raise TopicError("REQUEST_TIMED_OUT", f"topic {name!r} kept changing; try again")
+        return await self.topics.add_partitions(name, count, assignment,
+                                                validate_only=validate_only)
 
     async def set_configs(self, name: str, configs: Mapping[str, str], *,
                           validate_only: bool = False) -> Topic:
-        topic = self.metadata.topics.get(name)
-        if topic is None:
-            raise TopicError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
-        try:
-            LogConfig.from_kafka(configs)
-        except ValueError as exc:
-            raise TopicError("INVALID_CONFIG", str(exc)) from None
-        if not validate_only:
-            data = zk.config_to_json(configs)
-            # Only while the topic exists: a config written for a topic deleted meanwhile
-            # would keep its name from being created again.
-            exists = Op.check(zk.topic_path(name), -1)
-            try:
-                try:
-                    await self.store.multi([exists, Op.set(zk.config_path(name), data)])
-                except NoNodeError as exc:
-                    if not exc.at(zk.config_path(name)):
-                        raise
-                    await self.store.multi([exists, Op.create(zk.config_path(name), data)])
-            except NoNodeError:
-                raise TopicError("UNKNOWN_TOPIC_OR_PARTITION",
-                                 f"topic {name!r} does not exist") from None
-            except StoreError as exc:
-                raise TopicError("REQUEST_TIMED_OUT", f"ZooKeeper: {exc}") from None
-            # The watch brings it to every broker; this one applies it now, so that a
-            # DescribeConfigs right after the answer sees it.
-            self.metadata.configs[name] = dict(configs)
-            self.metadata._refresh_topic(name)
-            self.replicas.configs_changed(name)
-        return Topic(name, topic.topic_id, topic.partitions, dict(configs), topic.internal)
+        return await self.topics.set_configs(name, configs, validate_only=validate_only)
 
     # --- health (metrics, /readyz) ---------------------------------------------------------------
 
@@ -661,107 +459,17 @@ class ClusterNode:
             return f"catching up: not in the ISR of {behind} partition(s)"
         return None
 
-    # --- dynamic broker configs ----------------------------------------------------------------
-
-    def dynamic_setting(self, name: str) -> tuple[str, str] | None:
-        """The value of a dynamic broker config set for this broker ("broker") or for
-        the cluster ("default"), with where it comes from; None: not set dynamically."""
-        for key, source in ((str(self.node_id), "broker"), (zk.DEFAULT_BROKER, "default")):
-            value = self.metadata.broker_configs.get(key, {}).get(name)
-            if value is not None:
-                return value, source
-        return None
+    # --- dynamic broker configs (DynamicBrokerConfigs) -------------------------------------------
 
     def setting(self, name: str) -> Any:
-        """A broker setting as it applies now: dynamic (this broker's, then the cluster
-        default), else static (command line, environment, file, default)."""
-        dynamic = self.dynamic_setting(name)
-        if dynamic is None:
-            return self.config[name]
-        return SETTINGS[name].parse(name, dynamic[0])
+        """A broker setting as it applies now (dynamic, else static)."""
+        return self.dynamic_configs.setting(name)
 
     def broker_configs(self, resource: str) -> dict[str, str]:
-        """The dynamic configs stored for a broker resource ("" is the cluster default)."""
-        return dict(self.metadata.broker_configs.get(resource or zk.DEFAULT_BROKER, {}))
+        return self.dynamic_configs.broker_configs(resource)
 
     async def set_broker_configs(self, resource: str, configs: Mapping[str, str]) -> None:
-        """Replace the dynamic configs of broker ``resource`` ("" for the cluster
-        default): /config/brokers/N or /config/brokers/<default>, as Kafka stores them.
-        Every broker watches its own and the default, and applies them at once. The
-        caller has validated them (``Broker.set_broker_configs``)."""
-        key = resource or zk.DEFAULT_BROKER
-        path = zk.broker_config_path(key)
-        data = zk.config_to_json(configs)
-        try:
-            try:
-                await self.store.set(path, data)
-            except NoNodeError:
-                await self.store.create(path, data)
-        except StoreError as exc:
-            raise TopicError("REQUEST_TIMED_OUT", f"ZooKeeper: {exc}") from None
-        if key in (str(self.node_id), zk.DEFAULT_BROKER):
-            # As for topic configs: in force here before the answer, not a watch later.
-            self.metadata.broker_configs[key] = dict(configs)
-            self.replicas.broker_configs_changed()
-
-    # --- producer ids ----------------------------------------------------------------------------
-
-    async def _reserve_block(self) -> tuple[int, int]:
-        """Kafka's ZooKeeper-era ProducerIdManager: read the last block handed out, write
-        the next one conditionally on the version read; the winner of a race keeps it."""
-        while True:
-            try:
-                data, version = await self.store.get(zk.PRODUCER_ID_BLOCK_PATH)
-            except NoNodeError:
-                data, version = b"", -1
-            last = zk.producer_id_block_from_json(data)
-            start = 0 if last is None else last[1] + 1
-            end = start + PRODUCER_ID_BLOCK - 1
-            block = zk.producer_id_block_to_json(self.node_id, start, end)
-            try:
-                if version < 0:
-                    await self.store.create(zk.PRODUCER_ID_BLOCK_PATH, block)
-                else:
-                    await self.store.set(zk.PRODUCER_ID_BLOCK_PATH, block, version)
-            except (BadVersionError, NodeExistsError):
-                continue
-            return start, end
-
-    def next_producer_id(self) -> int:
-        """A producer id never handed out by any broker. The next block is reserved in
-        the background when half of this one is used."""
-        block = self._pid_block
-        if block is None or block[0] > block[1]:
-            block = self._pid_block = self._next_block
-            self._next_block = None
-            if block is None:
-                self._prefetch_block()
-                raise ProducerIdsUnavailable("no producer ids reserved yet; retry")
-        pid = block[0]
-        self._pid_block = (pid + 1, block[1])
-        if self._next_block is None and block[1] - pid < PRODUCER_ID_BLOCK // 2:
-            self._prefetch_block()
-        return pid
-
-    def _prefetch_block(self) -> None:
-        if self._pid_fetch is not None and not self._pid_fetch.done():
-            return
-
-        async def fetch() -> None:
-            while self._next_block is None and not self.stopping:
-                try:
-                    self._next_block = await self._reserve_block()
-                except StoreError as exc:
-                    log.warning("cannot reserve producer ids: %s; retrying", exc)
-                    await asyncio.sleep(1)
-                except zk.ZnodeFormatError as exc:
-                    # Handing out ids without knowing the last block could reuse some:
-                    # wait for an operator to fix the znode, one ERROR line a while.
-                    log.error("cannot reserve producer ids: %s: %s; retrying in %.0f s",
-                              zk.PRODUCER_ID_BLOCK_PATH, exc, PRODUCER_ID_FORMAT_RETRY_S)
-                    await asyncio.sleep(PRODUCER_ID_FORMAT_RETRY_S)
-
-        self._pid_fetch = asyncio.get_running_loop().create_task(fetch())
+        await self.dynamic_configs.set_broker_configs(resource, configs)
 
     # --- hooks of the coordinator runtimes -----------------------------------------------------
 
@@ -772,105 +480,9 @@ class ClusterNode:
         return self.replicas.wait_replicated(topic, partition, end)
 
     async def write_txn_markers(self, markers: TxnMarkers) -> None:
-        """Write one COMMIT/ABORT marker in every partition of a transaction, each on its
-        partition's leader (locally, or with WriteTxnMarkers), retrying until each is
-        written or its partition is gone (Kafka's TransactionMarkerChannelManager)."""
-        pending = set(markers.partitions)
-        while pending:
-            if self.stopping:
-                raise RuntimeError(f"the broker is stopping; markers for producer "
-                                   f"{markers.producer_id} not written to {sorted(pending)}")
-            by_leader: dict[int, list[tuple[str, int]]] = {}
-            for tp in sorted(pending):
-                if not self.metadata.partition_exists(*tp):
-                    log.info("no marker for %s-%d: the partition no longer exists", *tp)
-                    pending.discard(tp)
-                    continue
-                state = self.metadata.states.get(tp)
-                leader = state.leader if state is not None else -1
-                by_leader.setdefault(leader, []).append(tp)
-            results = await asyncio.gather(*(
-                self._markers_to(leader, tps, markers) for leader, tps in by_leader.items()))
-            for done in results:
-                pending -= done
-            if pending:
-                await asyncio.sleep(MARKER_RETRY_S)
-
-    async def _markers_to(self, leader: int, tps: list[tuple[str, int]],
-                          markers: TxnMarkers) -> set[tuple[str, int]]:
-        """The partitions of ``tps`` whose marker ``leader`` wrote."""
-        if leader < 0:
-            return set()
-        if leader == self.node_id:
-            codes = await self.write_markers_locally(
-                markers.producer_id, markers.producer_epoch, markers.commit,
-                markers.coordinator_epoch, tps)
-            return {tp for tp, code in codes.items() if code in MARKER_DONE}
-        info = self.metadata.brokers.get(leader)
-        if info is None:
-            return set()
-        try:
-            conn = await self._marker_connection(leader, info)
-            topics: dict[str, list[int]] = {}
-            for t, p in tps:
-                topics.setdefault(t, []).append(p)
-            answer = await conn.request(WRITE_TXN_MARKERS, {"markers": [{
-                "producer_id": markers.producer_id, "producer_epoch": markers.producer_epoch,
-                "transaction_result": markers.commit,
-                "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()],
-                "coordinator_epoch": markers.coordinator_epoch}]})
-        except KafkaClientError as exc:
-            log.info("WriteTxnMarkers to broker %d: %s", leader, exc)
-            stale = self._marker_conns.pop(leader, None)
-            if stale is not None:
-                await stale.close()
-            return set()
-        return {(topic.name, p.partition_index) for result in answer.markers
-                for topic in result.topics for p in topic.partitions
-                if p.error_code in MARKER_DONE}
-
-    async def _marker_connection(self, leader: int, info: BrokerInfo) -> AsyncBrokerConnection:
-        async with self._marker_lock:
-            conn = self._marker_conns.get(leader)
-            if conn is not None and not conn.closed:
-                return conn
-            conn = await self.inter_broker.open(
-                info.host, info.port, client_id=f"broker-{self.node_id}-txn-markers",
-                timeout_s=self.config["replica.socket.timeout.ms"] / 1000)
-            self._marker_conns[leader] = conn
-            return conn
-
-    async def write_markers_locally(self, producer_id: int, producer_epoch: int, commit: bool,
-                                    coordinator_epoch: int, tps: Sequence[tuple[str, int]]
-                                    ) -> dict[tuple[str, int], int]:
-        """Append the markers to these partitions where this broker leads them and wait
-        until they are replicated (WriteTxnMarkers appends with acks=all); the Kafka
-        error code of each partition."""
-        codes: dict[tuple[str, int], int] = {}
-        waits: list[tuple[Partition, int]] = []
-        for tp in tps:
-            part = self.replicas.leaders.get(tp)
-            if part is None:
-                codes[tp] = self.broker.missing_partition_error(*tp)
-                continue
-            try:
-                info = part.append_marker_as_leader(producer_id, producer_epoch, commit,
-                                                    coordinator_epoch)
-            except Exception as exc:
-                log.warning("marker for producer %d epoch %d not written to %s-%d: %s",
-                            producer_id, producer_epoch, tp[0], tp[1], exc)
-                codes[tp] = error_code(exc)
-                continue
-            if tp[0] == OFFSETS_TOPIC and self.broker.groups is not None:
-                self.broker.groups.txn_marker_written(tp[1], producer_id, commit)
-            waits.append((part, info.last_offset + 1))
-        if waits:
-            # Without a timeout, as WriteTxnMarkers' appends in Kafka: the coordinator
-            # retries what is not answered; a leadership lost answers at once.
-            for (part, _), code in zip(waits, await self.replicas.delay_produce(waits, None),
-                                       strict=True):
-                codes[part.tp] = code
-        return codes
+        """Write a transaction's markers on its partitions' leaders (``TxnMarkerWriter``);
+        the transaction runtime's hook."""
+        await self.markers.write_txn_markers(markers)
 
 
 def _new_cluster_id() -> str:

@@ -41,7 +41,7 @@ async def handle(broker: Broker, request: Request) -> bytes:
             # Kafka's answer where no cluster needs this request
             codes = dict.fromkeys(tps, ErrorCode.unsupported_version)
         else:
-            codes = await broker.cluster.write_markers_locally(
+            codes = await broker.cluster.markers.write_markers_locally(
                 marker.producer_id, marker.producer_epoch, marker.transaction_result,
                 marker.coordinator_epoch, tps)
         by_topic: dict[str, list[dict[str, Any]]] = {}
