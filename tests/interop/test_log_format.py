@@ -81,7 +81,7 @@ def test_json_lines_at_the_default_levels(tmp_path: Path):
     logged = records(broker.stderr_lines)
     levels = {r["level"] for r in logged}
     assert "DEBUG" not in levels
-    created = [r for r in logged if r["logger"] == "odradek.server.broker"
+    created = [r for r in logged if r["logger"] == "odradek.server.topology"
                and r["message"].startswith("created topic logged")]
     assert len(created) == 1 and created[0]["level"] == "INFO"
     assert any(r["message"] == "stopped; logs flushed and closed" for r in logged)
