@@ -19,7 +19,7 @@ from kio.schema.errors import ErrorCode
 from odradek.client.connection import Cluster as ClientCluster
 from odradek.cluster import state as zk
 from odradek.protocol.messages import build
-from odradek.server.cluster import PRODUCER_ID_FORMAT_RETRY_S
+from odradek.server.cluster.producer_ids import PRODUCER_ID_FORMAT_RETRY_S
 from tests.cluster_processes import Cluster, ClusterBroker, run_cluster
 from tests.zookeeper import ZooKeeperServer
 
@@ -105,7 +105,7 @@ def test_topic_znodes_that_are_no_topic_are_removed_and_a_corrupt_topic_kept(
     removals = [line for b in pair.brokers.values() for line in b.process.output().splitlines()
                 if "controller: removed /brokers/topics/" in line]  # type: ignore[union-attr]
     assert sorted(removals) == sorted(
-        f"WARNING odradek.server.controller: controller: removed /brokers/topics/{name}: "
+        f"WARNING odradek.server.cluster.controller: controller: removed /brokers/topics/{name}: "
         + why + ", so it is no topic (a deletion that did not finish); the name can be "
         "created again" for name, why in [
             ("garbage", "it does not parse (partitions.0: expected a list of broker ids, got "

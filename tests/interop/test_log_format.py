@@ -23,7 +23,7 @@ pytestmark = pytest.mark.interop
 
 WAIT = 30.0
 KEYS = {"time", "level", "logger", "message"}
-CONNECTION = "odradek.server.connection"
+CONNECTION = "odradek.server.network.connection"
 
 
 def records(lines: list[str]) -> list[dict[str, Any]]:

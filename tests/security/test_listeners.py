@@ -15,7 +15,7 @@ import pytest
 
 from odradek.devcluster.certs import TestCA
 from odradek.server.config import HIDDEN, ConfigError, load_config
-from odradek.server.tls import map_principal, principal_rules
+from odradek.server.network.tls import map_principal, principal_rules
 from odradek.testing import running_broker
 
 
@@ -51,7 +51,7 @@ def test_brokers_connect_to_each_other_with_the_inter_broker_listeners_security(
     certificate; host names checked unless ssl.endpoint.identification.algorithm is
     empty) and SASL (sasl.mechanism.inter.broker.protocol, with the username and
     password of that mechanism's JAAS line on the listener)."""
-    from odradek.server.inter_broker import inter_broker_client
+    from odradek.server.network.inter_broker import inter_broker_client
 
     ca = TestCA(tmp_path / "ca")
     keystore = ca.issue("broker", "CN=broker", server=True).keystore()
@@ -84,7 +84,7 @@ def test_brokers_connect_to_each_other_with_the_inter_broker_listeners_security(
      "scram-sha-512.sasl.jaas.config"),
 ])
 def test_inter_broker_login_settings_that_cannot_work_stop_the_start(settings, message):
-    from odradek.server.inter_broker import inter_broker_client
+    from odradek.server.network.inter_broker import inter_broker_client
 
     with pytest.raises(ConfigError, match=message):
         inter_broker_client(config(**{"listeners": "SASL_PLAINTEXT://:9095",

@@ -19,8 +19,8 @@ from typing import Any
 
 from odradek.devcluster import FAST_SETTINGS, cluster_defaults
 from odradek.server.broker import Broker
+from odradek.server.cluster.store import MemoryStore, MemoryTree
 from odradek.server.config import load_config
-from odradek.server.store import MemoryStore, MemoryTree
 
 
 class MemoryCluster:

@@ -316,7 +316,7 @@ def test_a_woken_long_poll_is_answered_from_the_append_that_woke_it(broker, monk
     """The parked fetch's answer goes out in the producer's call (before the loop steps
     to the fetch's connection), and when it is larger than the socket takes, the request
     loop sends the rest: the consumer gets every byte, then its next answer."""
-    from odradek.server.connection import Connection
+    from odradek.server.network.connection import Connection
 
     sent = []
     real = Connection._send_parked

@@ -1,4 +1,4 @@
-"""A broker's metadata cache (``server/cluster_metadata.py``) against a store in memory:
+"""A broker's metadata cache (``server/cluster/metadata.py``) against a store in memory:
 what it tells its listeners when a topic is deleted and created again faster than its
 watches read, and when a topic's znode is no topic.
 
@@ -16,8 +16,8 @@ import pytest
 
 from odradek.cluster import state as zk
 from odradek.cluster.state import PartitionState, TopicAssignment, TopicPartition
-from odradek.server.cluster_metadata import ClusterMetadata
-from odradek.server.store import MemoryStore, Op
+from odradek.server.cluster.metadata import ClusterMetadata
+from odradek.server.cluster.store import MemoryStore, Op
 
 
 class Recorder:

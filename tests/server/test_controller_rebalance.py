@@ -18,8 +18,8 @@ from typing import Any
 
 from odradek.cluster import state as zk
 from odradek.cluster.state import BrokerInfo, PartitionState, TopicPartition
-from odradek.server.controller import Controller
-from odradek.server.store import MemoryStore
+from odradek.server.cluster.controller import Controller
+from odradek.server.cluster.store import MemoryStore
 
 TP: TopicPartition = ("orders", 0)
 REPLICAS = (1, 2, 3)  # broker 1 is the preferred leader

@@ -36,11 +36,11 @@ from odradek.coordinator.transaction_log import partition_for as txn_partition_f
 from odradek.coordinator.transactions import TxnMarkers, TxnResult, TxnState
 from odradek.protocol.messages import build
 from odradek.server.config import load_config
-from odradek.server.coordinator_runtime import CoordinatorUnavailable
-from odradek.server.groups import GroupRuntime
+from odradek.server.coordinators.coordinator_runtime import CoordinatorUnavailable
+from odradek.server.coordinators.groups import GroupRuntime
+from odradek.server.coordinators.transactions import TxnRuntime
 from odradek.server.metadata import MetadataStore
 from odradek.server.replication.purgatory import Purgatory
-from odradek.server.transactions import TxnRuntime
 from odradek.storage import LogManager
 from odradek.storage.log import wall_clock_ms
 from odradek.testing import RunningBroker, running_broker

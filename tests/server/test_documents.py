@@ -1,4 +1,4 @@
-"""Where the security state lives (``server.documents``): a file of the data directory on
+"""Where the security state lives (``server.security.documents``): a file of the data directory on
 one node, a znode shared by a cluster's brokers (here on ``MemoryStore``, the store
 contract's in-memory twin): what one broker writes the others see, concurrent writers
 lose nothing, and a write that cannot be saved changes nothing."""
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from odradek.server.documents import DocumentError, FileDocument, StoreDocument
-from odradek.server.store import MemoryStore, MemoryTree
+from odradek.server.cluster.store import MemoryStore, MemoryTree
+from odradek.server.security.documents import DocumentError, FileDocument, StoreDocument
 
 
 def add(name: str):
@@ -100,8 +100,8 @@ def test_a_znode_written_wrong_by_hand_is_ignored_and_the_last_good_content_stay
     import logging
 
     from odradek.security.acls import Acl, Operation, PatternType, Permission, ResourceType
-    from odradek.server.authorizer import Authorizer
     from odradek.server.config import BrokerConfig
+    from odradek.server.security.authorizer import Authorizer
 
     def acl(operation: str) -> dict:
         return {"resource_type": "TOPIC", "name": "t", "pattern_type": "LITERAL",
@@ -115,7 +115,7 @@ def test_a_znode_written_wrong_by_hand_is_ignored_and_the_last_good_content_stay
             records.append(record)
 
     handler = Keep(logging.ERROR)
-    logging.getLogger("odradek.server.documents").addHandler(handler)
+    logging.getLogger("odradek.server.security.documents").addHandler(handler)
     tree = MemoryTree()
 
     async def body() -> None:
@@ -162,4 +162,4 @@ def test_a_znode_written_wrong_by_hand_is_ignored_and_the_last_good_content_stay
     try:
         asyncio.run(body())
     finally:
-        logging.getLogger("odradek.server.documents").removeHandler(handler)
+        logging.getLogger("odradek.server.security.documents").removeHandler(handler)

@@ -247,9 +247,9 @@ def test_with_acls_fetches_need_read_and_replication_needs_cluster_action(broker
     """The authorizer on and no ACL: a consumer's fetch is refused for the topic it may not
     READ, a follower's (replica id 2) for want of CLUSTER_ACTION - answered at once, nothing
     read; a super user passes both."""
-    from odradek.server.authorizer import Authorizer
-    from odradek.server.documents import FileDocument
-    from odradek.server.session import Session
+    from odradek.server.network.session import Session
+    from odradek.server.security.authorizer import Authorizer
+    from odradek.server.security.documents import FileDocument
 
     broker.authorizer = Authorizer(load_config(environ={}, overrides={
         "authorizer.class.name": "x", "super.users": "User:broker"}),

@@ -272,7 +272,7 @@ def test_a_member_that_stops_heartbeating_is_removed_when_its_session_ends():
 def test_a_failed_append_answers_coordinator_not_available(monkeypatch):
     """Decide, then act: if the group's records cannot be stored, nobody is told they
     were."""
-    from odradek.server.groups import GroupRuntime
+    from odradek.server.coordinators.groups import GroupRuntime
 
     def broken(self, fx):
         raise OSError("disk on fire")

@@ -490,7 +490,7 @@ def test_small_fetches_are_sent_in_one_write_and_large_ones_by_sendfile(broker, 
     the sendfile path for a few KiB); above it they go by sendfile. Same bytes either way."""
     import os
 
-    from odradek.server.connection import COPY_REGION_MAX_BYTES
+    from odradek.server.network.connection import COPY_REGION_MAX_BYTES
 
     create(broker.bootstrap, "sizes")
     small = builder.build_simple([b"s" * 100] * 10)

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
-from odradek.server.store import (
+from odradek.server.cluster.store import (
     BadVersionError,
     CoordinationStore,
     MemoryStore,
@@ -33,7 +33,7 @@ from odradek.server.store import (
     StoreError,
     StoreUnavailableError,
 )
-from odradek.server.zookeeper import ZooKeeperStore
+from odradek.server.cluster.zookeeper import ZooKeeperStore
 from tests.zookeeper import ZooKeeperServer
 
 CONNECTED, SUSPENDED, LOST = SessionState.CONNECTED, SessionState.SUSPENDED, SessionState.LOST
@@ -556,7 +556,7 @@ def test_a_cancelled_watch_ends_even_when_its_read_swallows_the_cancellation() -
     # cancellation whose answer arrives in the same loop step: the read then returns
     # as if nothing happened. The watch's task must still end, not wait unreferenced
     # for a poke no one sends (the garbage collector then destroys it pending).
-    from odradek.server.store import RefreshingWatch
+    from odradek.server.cluster.store import RefreshingWatch
 
     async def body() -> None:
         answer: asyncio.Future[None] = asyncio.get_running_loop().create_future()

@@ -1,5 +1,5 @@
 """What the controller writes to create partition states and to delete topics
-(``server/topic_znodes.py``), against a store in memory: nothing it writes may bring a
+(``server/cluster/topic_znodes.py``), against a store in memory: nothing it writes may bring a
 deleted topic's znodes back, a deletion ends all at once, and what earlier versions
 left behind (an empty topic znode, a config without a topic) is cleared so the name can
 be created again (issue 29).
@@ -18,9 +18,9 @@ import pytest
 
 from odradek.cluster import state as zk
 from odradek.cluster.state import PartitionState, TopicAssignment
-from odradek.server.controller import Controller, NotController
-from odradek.server.store import MemoryStore, Op
-from odradek.server.topic_znodes import MAX_OPS, TopicZnodes
+from odradek.server.cluster.controller import Controller, NotController
+from odradek.server.cluster.store import MemoryStore, Op
+from odradek.server.cluster.topic_znodes import MAX_OPS, TopicZnodes
 
 STATE = PartitionState(1, 0, (1, 2, 3), 1, 101)
 
@@ -199,9 +199,9 @@ def test_a_deletion_a_controller_left_half_done_is_finished_by_the_next() -> Non
 
 def test_creating_a_name_marked_for_deletion_is_refused_until_the_deletion_ends() -> None:
     """The marker check a broker's CreateTopics makes: the same transaction shape as
-    ClusterNode.create_topic (create and delete the marker: ZooKeeper's only "absent"
+    TopicAdmin.create_topic (create and delete the marker: ZooKeeper's only "absent"
     check), refused while a deletion of the name is unfinished."""
-    from odradek.server.store import NodeExistsError
+    from odradek.server.cluster.store import NodeExistsError
 
     async def body(store: MemoryStore, controller: Controller) -> None:
         await store.create(zk.delete_marker_path("orders"))

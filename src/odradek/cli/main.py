@@ -113,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _serve(args: argparse.Namespace) -> int:
     import asyncio
 
-    from odradek.server.cluster import ClusterStartupError
+    from odradek.server.cluster.node import ClusterStartupError
     from odradek.server.config import ConfigError, load_config
     from odradek.server.log_setup import configure_logging
     from odradek.server.run import serve

@@ -65,7 +65,7 @@ DEFAULT_VERSIONS: dict[int, tuple[int, int]] = {
     API_VERSIONS: (0, 3),
 }
 # Requests sent and not yet answered, per connection. Odradek's broker stops reading a
-# connection that has 16 requests queued (server/connection.py, MAX_QUEUED_REQUESTS), so
+# connection that has 16 requests queued (server/network/connection.py, MAX_QUEUED_REQUESTS), so
 # more would only wait in socket buffers while their timeouts run; the bound also caps
 # the request bytes a runaway caller can queue in this process, which is why writes are
 # not awaited (drained) one by one.

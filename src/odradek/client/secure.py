@@ -1,7 +1,7 @@
 """TLS and SASL for Odradek's own clients. The SASL exchange (``login_steps``) is shared
 by the blocking connection (``client/connection.py``) and the asyncio one brokers use
 with each other (``client/aio.py``, set up from the broker's inter-broker listener by
-``server/tls.py``). The blocking client takes its settings named as librdkafka names
+``server/network/tls.py``). The blocking client takes its settings named as librdkafka names
 them — what the ``odradek`` admin tools read from ``--command-config`` and ``-X``
 (``cli/security.translate_client_config`` turns a Java
 client's properties into these): ``security.protocol``, ``ssl.ca.location``,

@@ -9,6 +9,7 @@ Kafka's ZooKeeper-era design, without the I/O:
 
 The coordination store these states are kept in (its interface, watches and in-memory
 implementation) runs tasks and takes locks: it lives with the I/O, in
-``odradek.server.store`` beside the ZooKeeper implementation (``odradek.server.zookeeper``).
+``odradek.server.cluster.store`` beside the ZooKeeper implementation
+(``odradek.server.cluster.zookeeper``).
 Nothing here imports asyncio, threading or kazoo (an import-linter contract checks it).
 """

@@ -66,7 +66,7 @@ class Request(NamedTuple):
     correlation_id: int
     client_id: str | None
     body: Any  # the kio request dataclass
-    # Who sent it, over which listener: the connection's session (server.session), opaque
+    # Who sent it, over which listener: the connection's session (server.network.session), opaque
     # here; None for requests made inside the broker.
     session: Any = None
     size: int = 0  # the request's bytes (without the size prefix): for produce quotas

@@ -4,7 +4,7 @@ and owns their lifetimes.
 
 Without ``zookeeper.connect`` it is a single node: its topics live in the data
 directory (``server/metadata.py``) and it leads every partition. With it, topics,
-leaders and ISRs live in ZooKeeper, and ``cluster`` (``server/cluster.py``) holds what
+leaders and ISRs live in ZooKeeper, and ``cluster`` (``server/cluster/node.py``) holds what
 this broker knows of them and the roles it plays; ``get_log`` then hands clients only
 the logs of partitions this broker leads.
 
@@ -27,33 +27,33 @@ from odradek.coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from odradek.protocol.codec import Request, encode_response
 from odradek.protocol.framing import BufferPool
 from odradek.protocol.messages import build
-from odradek.server import authorizer, credentials, quotas
-from odradek.server.authorizer import Authorizer
 from odradek.server.config import SETTINGS, BrokerConfig, Listener
-from odradek.server.connection import Connection, Response
-from odradek.server.credentials import CredentialStore
-from odradek.server.documents import Document
+from odradek.server.coordinators.groups import ClientViewOfInternalLog, GroupRuntime
+from odradek.server.coordinators.transactions import TxnRuntime
 from odradek.server.dynamic_configs import (
     GROUP_DOCUMENT,
     GroupConfigStore,
     validate_broker_configs,
 )
 from odradek.server.group_commit import GroupCommit
-from odradek.server.groups import ClientViewOfInternalLog, GroupRuntime
 from odradek.server.metadata import MetadataStore, Topic
 from odradek.server.metrics import BrokerStats, MetricsServer
-from odradek.server.quotas import ClientQuotas
+from odradek.server.network.connection import Connection, Response
+from odradek.server.network.session import Session
 from odradek.server.replication.purgatory import Purgatory
-from odradek.server.session import Session
+from odradek.server.security import authorizer, credentials, quotas
+from odradek.server.security.authorizer import Authorizer
+from odradek.server.security.credentials import CredentialStore
+from odradek.server.security.documents import Document
+from odradek.server.security.quotas import ClientQuotas
 from odradek.server.topology import SingleNode, Topology
-from odradek.server.transactions import TxnRuntime
 from odradek.storage import DutyIntervals, Log, LogConfig, LogDuties, LogManager
 from odradek.storage.log import wall_clock_ms
 
 if TYPE_CHECKING:
-    from odradek.server.cluster import ClusterNode
-    from odradek.server.cluster_metadata import ClusterMetadata
-    from odradek.server.store import CoordinationStore
+    from odradek.server.cluster.metadata import ClusterMetadata
+    from odradek.server.cluster.node import ClusterNode
+    from odradek.server.cluster.store import CoordinationStore
 
 log = logging.getLogger(__name__)
 
@@ -205,7 +205,7 @@ class Broker:
     async def _listen(self) -> None:
         """A server socket per listener (TLS on SSL and SASL_SSL ones); the main listener's
         port becomes ``self.port`` (it may have been 0: any free port)."""
-        from odradek.server.tls import send_handshake_alerts, server_context
+        from odradek.server.network.tls import send_handshake_alerts, server_context
 
         loop = asyncio.get_running_loop()
         if any(listener.tls for listener in self.config.listeners):
@@ -225,8 +225,8 @@ class Broker:
         cfg = self.config
         topology: Topology
         if cfg.clustered:
-            from odradek.server.cluster import ClusterNode
-            from odradek.server.zookeeper import ZooKeeperStore
+            from odradek.server.cluster.node import ClusterNode
+            from odradek.server.cluster.zookeeper import ZooKeeperStore
 
             store = self._store or ZooKeeperStore(
                 cfg["zookeeper.connect"],
@@ -359,7 +359,7 @@ class Broker:
         """The session of a connection just accepted (after its TLS handshake): on a
         TLS listener with a client certificate, its principal is the certificate's mapped
         distinguished name; SASL listeners start unauthenticated."""
-        from odradek.server.tls import distinguished_name, map_principal, principal_rules
+        from odradek.server.network.tls import distinguished_name, map_principal, principal_rules
 
         session = Session(listener, client_host, authenticated=not listener.sasl)
         if listener.tls and not listener.sasl:

@@ -15,9 +15,9 @@ Precedence, highest first: this broker's dynamic value, the cluster default's, t
 static one (file, environment, command line), the default.
 
 Where they are kept: on a single node, the document ``broker_configs`` of the data
-directory (server.documents), ``{"<broker id>" or "<default>": {name: value}}``; in a
+directory (server.security.documents), ``{"<broker id>" or "<default>": {name: value}}``; in a
 cluster, ZooKeeper's ``/config/brokers/<id>`` and ``/config/brokers/<default>`` as
-Kafka lays them out (server.cluster), watched by every broker.
+Kafka lays them out (server.cluster.broker_configs), watched by every broker.
 
 Group configs (Kafka's GroupConfig): ``consumer.session.timeout.ms`` and
 ``consumer.heartbeat.interval.ms``, which the KIP-848 coordinator applies to that group's
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from odradek.server.config import DYNAMIC_BROKER_SETTINGS, SETTINGS, ConfigError
-from odradek.server.documents import Document, DocumentError
+from odradek.server.security.documents import Document, DocumentError
 
 BROKER_DOCUMENT = "broker_configs"
 GROUP_DOCUMENT = "group_configs"
@@ -157,7 +157,7 @@ def validate_broker_configs(resource: str, configs: Mapping[str, str]) -> None:
 
 class BrokerConfigStore:
     """A single node's dynamic broker configs, in a document (see the module docstring);
-    a cluster keeps them in ZooKeeper (``ClusterNode.broker_configs``)."""
+    a cluster keeps them in ZooKeeper (``server.cluster.broker_configs``)."""
 
     def __init__(self, document: Document) -> None:
         self.document = document

@@ -8,7 +8,7 @@ Two implementations:
   ``topics.json`` (server/metadata.py), dynamic configs and the security documents in its
   files; this broker leads every partition at leader epoch 0 with an ISR of one, so
   every append is committed at once and Metadata names this broker everywhere.
-- ``ClusterNode`` (server/cluster.py): the cluster's state is in ZooKeeper; partitions
+- ``ClusterNode`` (server/cluster/node.py): the cluster's state is in ZooKeeper; partitions
   are led where the controller put them, replicated by server/replication/.
 
 What it answers: its lifecycle steps in the broker's start and stop (``start``,
@@ -34,13 +34,13 @@ from kio.schema.errors import ErrorCode
 
 from odradek.cluster.state import BrokerInfo
 from odradek.coordinator import TRANSACTION_STATE_TOPIC
-from odradek.server.documents import Document, FileDocument
 from odradek.server.dynamic_configs import BROKER_DOCUMENT, BrokerConfigStore
 from odradek.server.metadata import MetadataStore, Topic, TopicError
+from odradek.server.security.documents import Document, FileDocument
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
-    from odradek.server.cluster_metadata import ClusterMetadata
+    from odradek.server.cluster.metadata import ClusterMetadata
     from odradek.storage import Log
 
 log = logging.getLogger(__name__)

@@ -20,13 +20,13 @@ from odradek.security.acls import (
     Permission,
     ResourceType,
 )
-from odradek.server.documents import DocumentError
 from odradek.server.handlers.base import (
     CLUSTER,
     Api,
     allowed,
     respond,
 )
+from odradek.server.security.documents import DocumentError
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker

@@ -12,7 +12,7 @@ from odradek.security.acls import Operation, ResourceType
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
-    from odradek.server.connection import Response
+    from odradek.server.network.connection import Response
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,7 +26,7 @@ class Api:
     handle: Callable[[Broker, Request], Coroutine[Any, Any, Response]]
     # Optional: the same answer without a coroutine when it needs no wait (the response),
     # else an awaitable giving it. The connection calls it for a request that arrives
-    # while nothing else is in progress, and answers at once (see server.connection).
+    # while nothing else is in progress, and answers at once (see server.network.connection).
     handle_now: Callable[[Broker, Request], Response | Awaitable[Response]] | None = None
 
 

@@ -6,7 +6,7 @@ another broker answers NOT_CONTROLLER, which makes them refresh metadata and ret
 Kafka's ZooKeeper-era brokers do. A single node has no replicas to elect or move: it is
 its own controller and answers as Kafka does for a partition with one replica
 (ELECTION_NOT_NEEDED; a reassignment to anything but itself is refused).
-The decisions are the controller's (server/controller.py); this module only translates.
+The decisions are the controller's (server/cluster/controller.py); this module only translates.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from kio.schema.errors import ErrorCode
 from odradek.cluster.state import TopicPartition
 from odradek.protocol.codec import Request
 from odradek.security.acls import Operation, ResourceType
-from odradek.server.controller import PREFERRED, NotController, Outcome
+from odradek.server.cluster.controller import PREFERRED, NotController, Outcome
 from odradek.server.handlers.base import (
     CLUSTER,
     Api,

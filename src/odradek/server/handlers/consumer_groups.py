@@ -26,8 +26,8 @@ from odradek.coordinator import results as r
 from odradek.protocol.codec import Request
 from odradek.protocol.messages import ms
 from odradek.security.acls import Operation, ResourceType
-from odradek.server.coordinator_runtime import CoordinatorUnavailable
-from odradek.server.groups import topic_metadata
+from odradek.server.coordinators.coordinator_runtime import CoordinatorUnavailable
+from odradek.server.coordinators.groups import topic_metadata
 from odradek.server.handlers.base import Api, allowed, respond
 from odradek.server.handlers.groups import _client_host, group_operations, group_runtime
 

@@ -5,10 +5,11 @@ transactional id. As in Kafka, a key's coordinator is the leader of its partitio
 ``__consumer_offsets`` or ``__transaction_state`` (``partition_for``). A single node
 leads every partition, so it answers itself for every key: its groups are loaded from
 ``__consumer_offsets`` and its transactions from ``__transaction_state`` before it
-listens (``server/groups.py``, ``server/transactions.py``), so there is no loading phase
-to answer COORDINATOR_NOT_AVAILABLE for; the first lookup of a transaction coordinator
-creates ``__transaction_state``, as in Kafka. In a cluster (``broker.cluster``) the
-answer is the partition's current leader, COORDINATOR_NOT_AVAILABLE while it has none.
+listens (``server/coordinators/groups.py``, ``server/coordinators/transactions.py``),
+so there is no loading phase to answer COORDINATOR_NOT_AVAILABLE for; the first lookup
+of a transaction coordinator creates ``__transaction_state``, as in Kafka. In a cluster
+(``broker.cluster``) the answer is the partition's current leader,
+COORDINATOR_NOT_AVAILABLE while it has none.
 Serving this API matters beyond groups too: librdkafka enables LZ4 only when the broker
 lists FindCoordinator in ApiVersions (it reads that as "a 0.9+ broker")."""
 

@@ -62,8 +62,8 @@ from odradek.storage.txn_index import AbortedTxn
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
     from odradek.server.metrics import BrokerStats
-    from odradek.server.quotas import ClientQuotas
     from odradek.server.replication.partition import Partition
+    from odradek.server.security.quotas import ClientQuotas
 
 FINAL_EPOCH = -1
 INITIAL_EPOCH = 0

@@ -3,7 +3,7 @@ LeaveGroup (13), OffsetCommit (8), OffsetFetch (9), ListGroups (16), DescribeGro
 DeleteGroups (42), OffsetDelete (47).
 
 Each handler maps its request, whatever the version, onto the coordinator's
-version-agnostic arguments, has the group runtime (``server/groups.py``) run it, and
+version-agnostic arguments, has the group runtime (``server/coordinators/groups.py``) run it, and
 describes the answer once for ``respond`` to fit to the version asked for.
 
 Routing: a group is coordinated by the coordinator of its ``__consumer_offsets``
@@ -49,8 +49,8 @@ from odradek.coordinator import results as r
 from odradek.protocol.codec import Request
 from odradek.protocol.messages import ms
 from odradek.security.acls import Operation, ResourceType
-from odradek.server.coordinator_runtime import CoordinatorUnavailable
-from odradek.server.groups import GroupRuntime
+from odradek.server.coordinators.coordinator_runtime import CoordinatorUnavailable
+from odradek.server.coordinators.groups import GroupRuntime
 from odradek.server.handlers.base import (
     CLUSTER,
     NO_AUTHORIZED_OPERATIONS,

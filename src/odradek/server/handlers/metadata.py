@@ -1,7 +1,7 @@
 """Metadata (3): brokers, cluster id and topics with their partitions.
 
 A single node leads every partition and is its only replica. In a cluster the answer is
-this broker's view of ZooKeeper (server/cluster_metadata.py): every live broker with
+this broker's view of ZooKeeper (server/cluster/metadata.py): every live broker with
 its rack, the controller, and per partition its leader, leader epoch, replicas, ISR and
 offline replicas (replicas on brokers that are not registered); a partition without a
 leader has LEADER_NOT_AVAILABLE. Unknown topics are created on request when

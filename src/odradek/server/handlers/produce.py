@@ -31,13 +31,13 @@ from odradek.protocol.framing import encode_uvarint
 from odradek.records import batch as rb
 from odradek.records.errors import RecordValidationError
 from odradek.security.acls import Operation, ResourceType
-from odradek.server.connection import ConnectionClosed
 from odradek.server.errors import error_code, message
 from odradek.server.handlers.base import (
     Api,
     allowed,
     throttle,
 )
+from odradek.server.network.connection import ConnectionClosed
 from odradek.server.replication.partition import ReplicationError
 from odradek.server.replication.purgatory import DelayedProduce
 from odradek.server.topology import SINGLE_NODE_LEADER_EPOCH
@@ -100,7 +100,7 @@ def handle_now(broker: Broker, request: Request
                ) -> bytes | Coroutine[Any, Any, bytes | None] | None:
     """The answer (None for acks=0) if no append has to wait for an fsync, else a
     coroutine that waits for them and then answers; the connection calls this when the
-    request arrives (see server.connection), ``handle`` awaits it."""
+    request arrives (see server.network.connection), ``handle`` awaits it."""
     steps = _produce(broker, request)
     try:
         wait = steps.send(None)

@@ -19,13 +19,13 @@ from odradek.security.quotas import (
     validate_entity,
     validate_value,
 )
-from odradek.server.documents import DocumentError
 from odradek.server.handlers.base import (
     CLUSTER,
     Api,
     allowed,
     respond,
 )
+from odradek.server.security.documents import DocumentError
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker

@@ -4,13 +4,13 @@ credential APIs (KIP-554).
 - SaslHandshake v0-1: the client names a mechanism among ``sasl.enabled.mechanisms`` of
   its listener; anything else is UNSUPPORTED_SASL_MECHANISM and the connection closes.
   After v0 (deprecated, still served by Kafka 4) the tokens come as bare frames
-  (server.connection's ``_raw_sasl_token``); after v1 in SaslAuthenticate requests.
+  (server.network.connection's ``_raw_sasl_token``); after v1 in SaslAuthenticate requests.
 - SaslAuthenticate v0-2: the tokens of the chosen mechanism; success makes the session
   authenticated with its principal and, with ``connections.max.reauth.ms``, a lifetime the
   client must re-authenticate within (the same principal only); failure answers
   SASL_AUTHENTICATION_FAILED and closes the connection.
 - Before authentication a connection may send ApiVersions, SaslHandshake and
-  SaslAuthenticate only (server.connection closes it otherwise), as Kafka.
+  SaslAuthenticate only (server.network.connection closes it otherwise), as Kafka.
 - DescribeUserScramCredentials / AlterUserScramCredentials: list, add and delete SCRAM
   credentials; the client sends the salted password (never the password).
 """
@@ -45,13 +45,13 @@ from odradek.security.scram import (
     ScramCredential,
     from_salted_password,
 )
-from odradek.server.documents import DocumentError
 from odradek.server.handlers.base import (
     CLUSTER,
     Api,
     allowed,
     respond,
 )
+from odradek.server.security.documents import DocumentError
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker

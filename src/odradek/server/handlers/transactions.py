@@ -5,7 +5,8 @@ too.
 
 Each handler maps its request onto the transaction coordinator's (or, for
 TxnOffsetCommit, the group coordinator's) version-agnostic arguments, has the runtime
-(``server/transactions.py``, ``server/groups.py``) run it, and describes the answer once.
+(``server/coordinators/transactions.py``, ``server/coordinators/groups.py``) run it, and
+describes the answer once.
 
 Routing: a transactional id is served by the coordinator of its ``__transaction_state``
 partition, a group (TxnOffsetCommit) by that of its ``__consumer_offsets`` partition;
@@ -45,7 +46,7 @@ from odradek.coordinator.offsets_topic import OFFSETS_TOPIC
 from odradek.protocol.codec import Request
 from odradek.protocol.messages import ms
 from odradek.security.acls import Operation, ResourceType
-from odradek.server.coordinator_runtime import CoordinatorUnavailable
+from odradek.server.coordinators.coordinator_runtime import CoordinatorUnavailable
 from odradek.server.handlers.base import (
     Api,
     allowed,
@@ -55,7 +56,7 @@ from odradek.server.handlers.groups import commit_response, group_runtime, offse
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
-    from odradek.server.transactions import TxnRuntime
+    from odradek.server.coordinators.transactions import TxnRuntime
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 

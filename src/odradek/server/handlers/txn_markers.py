@@ -6,7 +6,7 @@ partition, then replicated before the answer (Kafka appends markers with acks=al
 so that once the coordinator records the transaction complete, every in-sync replica
 has its markers. A marker to ``__consumer_offsets`` also settles the transaction's
 offset commits in this broker's group coordinator. Only brokers send this request, and
-only in a cluster: a single node writes its markers itself (server/transactions.py).
+only in a cluster: a single node writes its markers itself (server/coordinators/transactions.py).
 Version 1 only: Kafka 4 removed v0.
 """
 
@@ -41,7 +41,7 @@ async def handle(broker: Broker, request: Request) -> bytes:
             # Kafka's answer where no cluster needs this request
             codes = dict.fromkeys(tps, ErrorCode.unsupported_version)
         else:
-            codes = await broker.cluster.write_markers_locally(
+            codes = await broker.cluster.markers.write_markers_locally(
                 marker.producer_id, marker.producer_epoch, marker.transaction_result,
                 marker.coordinator_epoch, tps)
         by_topic: dict[str, list[dict[str, Any]]] = {}

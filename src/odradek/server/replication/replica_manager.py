@@ -1,6 +1,6 @@
 """The replicas this broker hosts, the role it plays for each, and what handlers ask
 of them (Kafka's ``ReplicaManager``), driven by partition states read from the
-coordination store (server/cluster_metadata.py) instead of LeaderAndIsr requests.
+coordination store (server/cluster/metadata.py) instead of LeaderAndIsr requests.
 
 - Roles: ``apply`` takes up the role the store gives (cluster/replication.py's
   ``replica_role``): **leader** (the state names this broker under its current
@@ -39,17 +39,17 @@ from odradek.cluster.replica_selector import FollowerInfo, preferred_read_replic
 from odradek.cluster.replication import LeaderReplication, Role, epoch_error, replica_role
 from odradek.cluster.state import PartitionState, TopicPartition
 from odradek.coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from odradek.server.cluster.store import BadVersionError, NoNodeError, StoreError
 from odradek.server.errors import error_code
 from odradek.server.replication.fetcher import ReplicaFetcher
 from odradek.server.replication.partition import Partition
 from odradek.server.replication.purgatory import DelayedProduce, Purgatory
 from odradek.server.replication.reads import PartitionResult, Wanted
-from odradek.server.store import BadVersionError, NoNodeError, StoreError
 from odradek.server.tasks import TaskSet
 from odradek.storage.errors import OffsetOutOfRangeError
 
 if TYPE_CHECKING:
-    from odradek.server.cluster import ClusterNode
+    from odradek.server.cluster.node import ClusterNode
 
 log = logging.getLogger(__name__)
 

@@ -37,7 +37,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from odradek.cluster import state as zk
 from odradek.cluster.state import PartitionState, TopicAssignment
-from odradek.server.store import (
+from odradek.server.cluster.store import (
     BadVersionError,
     CoordinationStore,
     NodeExistsError,

@@ -43,9 +43,10 @@ COORDINATOR_NOT_AVAILABLE. The runtime remembers, per partition, the end of appe
 yet known to be replicated (``_unconfirmed``), so that the transaction runtime can hold
 answers that append nothing but may reveal such state.
 
-What differs stays in ``server/groups.py`` and ``server/transactions.py``: the
-coordinator, what a record is, how an operation's effects are appended (transactional
-offset batches, markers) and how a replay feeds the coordinator.
+What differs stays in ``server/coordinators/groups.py`` and
+``server/coordinators/transactions.py``: the coordinator, what a record is, how an
+operation's effects are appended (transactional offset batches, markers) and how a replay
+feeds the coordinator.
 """
 
 from __future__ import annotations

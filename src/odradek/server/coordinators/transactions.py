@@ -3,14 +3,14 @@ decides (KIP-98).
 
 The pure ``TransactionCoordinator`` returns ``TxnEffects``: records for
 ``__transaction_state``, responses keyed by request tokens, and ``TxnMarkers`` to write.
-This module owns the rest, as ``server/groups.py`` does for groups:
+This module owns the rest, as ``server/coordinators/groups.py`` does for groups:
 
 - one ``TransactionCoordinator`` per ``__transaction_state`` partition coordinated here
   (Kafka's transaction coordinator of an id is the leader of ``partition_for(
   transactional_id, transaction.state.log.num.partitions)``), loaded from that
   partition's log alone; they share the broker's producer id allocator. A single node
   coordinates every partition from ``start``; in a cluster the replica manager calls
-  ``elect``/``resign`` (``server/coordinator_runtime.py``);
+  ``elect``/``resign`` (``server/coordinators/coordinator_runtime.py``);
 - a token per request and a future per token: an InitProducerId that fences an open
   transaction waits (on its future) for the abort it caused to complete;
 - appending: an operation's records go to the transactional id's partition as one
@@ -62,7 +62,7 @@ from odradek.coordinator.transactions import (
     TxnState,
 )
 from odradek.records import builder
-from odradek.server.coordinator_runtime import (
+from odradek.server.coordinators.coordinator_runtime import (
     CoordinatorRuntime,
     CoordinatorUnavailable,
     Replication,

@@ -1,6 +1,6 @@
 """The coordination store on a real ZooKeeper ensemble, through ``kazoo``.
 
-``ZooKeeperStore`` implements ``odradek.server.store.CoordinationStore`` (read its module
+``ZooKeeperStore`` implements ``odradek.server.cluster.store.CoordinationStore`` (read its module
 docstring for the contract). This module owns the bridge between kazoo's threads and the
 broker's event loop, and kazoo's gaps:
 
@@ -44,7 +44,7 @@ from kazoo.handlers.threading import KazooTimeoutError, SequentialThreadingHandl
 from kazoo.protocol.states import KazooState, WatchedEvent
 from kazoo.retry import KazooRetry
 
-from odradek.server.store import (
+from odradek.server.cluster.store import (
     BadVersionError,
     ChildrenCallback,
     CoordinationStore,

@@ -31,7 +31,7 @@ class Session:
     # Set by a handler whose answer must be the connection's last (a failed login, an
     # unsupported mechanism): the reason, logged when the connection closes.
     close_after_response: str | None = None
-    # Client quotas (server.quotas): the throttle the response being made earns (its
+    # Client quotas (server.security.quotas): the throttle the response being made earns (its
     # throttle_time_ms; the connection is muted that long after sending it), the
     # monotonic time the mute ends (0.0: not muted), and the quotas of this client as
     # last resolved (quotas version, client id, Limits).

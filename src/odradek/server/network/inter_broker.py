@@ -27,7 +27,7 @@ from odradek.client.aio import AsyncBrokerConnection
 from odradek.client.secure import MECHANISMS, SaslLogin
 from odradek.security.sasl import parse_jaas
 from odradek.server.config import BrokerConfig, ConfigError
-from odradek.server.tls import load_keystore
+from odradek.server.network.tls import load_keystore
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ change their own ISRs concurrently (Kafka's controller re-reads states before
 electing for the same reason).
 
 Departure from Kafka: the controller sends no LeaderAndIsr/UpdateMetadata/StopReplica
-requests; brokers watch the state znodes it writes (server/cluster_metadata.py).
+requests; brokers watch the state znodes it writes (server/cluster/metadata.py).
 
 A znode it reads that does not parse (``ZnodeFormatError``) is logged as one ERROR line
 naming its path, and that partition (or reassignment) is left alone; the event goes on
@@ -40,7 +40,7 @@ from odradek.cluster import elections, reassignment
 from odradek.cluster import state as zk
 from odradek.cluster.reassignment import ReassignmentError
 from odradek.cluster.state import PartitionState, TopicAssignment, TopicPartition
-from odradek.server.store import (
+from odradek.server.cluster.store import (
     BadVersionError,
     NodeExistsError,
     NoNodeError,
@@ -49,10 +49,10 @@ from odradek.server.store import (
     StoreUnavailableError,
     Watch,
 )
-from odradek.server.topic_znodes import TopicZnodes
+from odradek.server.cluster.topic_znodes import TopicZnodes
 
 if TYPE_CHECKING:
-    from odradek.server.cluster import ClusterNode
+    from odradek.server.cluster.node import ClusterNode
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

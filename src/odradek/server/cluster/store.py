@@ -5,7 +5,7 @@ Kafka's ZooKeeper-era design, as ZooKeeper shapes it: a tree of znodes, each wit
 and a ``dataVersion`` (0 after create, +1 per set) that conditional writes name; ephemeral
 znodes that live as long as the session that created them; sequence znodes; atomic
 multi-operations; and watches. Every piece of cluster code talks to
-``CoordinationStore``; ``odradek.server.zookeeper.ZooKeeperStore`` is the real thing and
+``CoordinationStore``; ``odradek.server.cluster.zookeeper.ZooKeeperStore`` is the real thing and
 ``MemoryStore`` (here) stands in for it in tests, several brokers sharing one
 ``MemoryStore.Tree``. ``tests/server/test_store.py`` runs one contract against both.
 

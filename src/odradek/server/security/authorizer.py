@@ -5,7 +5,7 @@ or ``kafka.security.authorizer.AclAuthorizer``; there is one authorizer here), w
 
 The rule is ``security.acls`` (Kafka's); this module binds it to requests (the principal
 and client address of their session; requests made inside the broker have none and are
-allowed) and keeps the ACLs in the ``acls`` document (server.documents: ``acls.json`` in
+allowed) and keeps the ACLs in the ``acls`` document (server.security.documents: ``acls.json`` in
 the data directory, or the cluster's znode, which every broker follows).
 """
 
@@ -26,7 +26,7 @@ from odradek.security.acls import (
     describe,
 )
 from odradek.server.config import BrokerConfig
-from odradek.server.documents import Document
+from odradek.server.security.documents import Document
 
 log = logging.getLogger(__name__)
 

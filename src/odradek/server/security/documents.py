@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from odradek.storage.checkpoint import write_atomically
 
 if TYPE_CHECKING:
-    from odradek.server.store import CoordinationStore, Watch
+    from odradek.server.cluster.store import CoordinationStore, Watch
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +149,7 @@ class StoreDocument(Document):
         return value
 
     async def update(self, change: Change) -> Content:
-        from odradek.server.store import (
+        from odradek.server.cluster.store import (
             BadVersionError,
             NodeExistsError,
             NoNodeError,

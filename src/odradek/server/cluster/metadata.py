@@ -31,8 +31,8 @@ from typing import Protocol
 from odradek.cluster import state as zk
 from odradek.cluster.state import BrokerInfo, PartitionState, TopicAssignment, TopicPartition
 from odradek.coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from odradek.server.cluster.store import CoordinationStore, NoNodeError, StoreError, Watch
 from odradek.server.metadata import Topic
-from odradek.server.store import CoordinationStore, NoNodeError, StoreError, Watch
 from odradek.server.tasks import TaskSet
 
 log = logging.getLogger(__name__)

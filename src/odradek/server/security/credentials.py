@@ -1,6 +1,6 @@
 """The broker's SCRAM credentials (KIP-554): per user and mechanism, the salted and hashed
 form only (``security.scram.ScramCredential``), kept in the ``scram-credentials``
-document (server.documents: ``scram-credentials.json`` in the data directory, or the
+document (server.security.documents: ``scram-credentials.json`` in the data directory, or the
 cluster's znode, so a user made through one broker logs in on all). What
 AlterUserScramCredentials, DescribeUserScramCredentials, ``odradek users`` and SCRAM
 logins read and write.
@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.security.scram import ScramCredential
-from odradek.server.documents import Document
+from odradek.server.security.documents import Document
 
 DOCUMENT = "scram-credentials"
 FILE_MODE = 0o600  # hashes only, but still nobody else's business

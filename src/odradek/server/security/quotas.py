@@ -5,7 +5,7 @@ the handlers ask: how long a request's client is to be throttled.
 
 How a throttle is applied is Kafka's (KIP-219): the response goes out at once with
 ``throttle_time_ms`` set, and the connection is then muted for that long (no request of
-it is read; ``server.connection``). Per API, as Kafka's KafkaApis:
+it is read; ``server.network.connection``). Per API, as Kafka's KafkaApis:
 
 - Produce records the request's size against ``producer_byte_rate``;
 - a consumer Fetch asks for at most one window of its quota, records the response's
@@ -46,7 +46,7 @@ from odradek.security.quotas import (
     resolve,
 )
 from odradek.server.config import BrokerConfig
-from odradek.server.documents import Document
+from odradek.server.security.documents import Document
 
 log = logging.getLogger(__name__)
 

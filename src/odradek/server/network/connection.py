@@ -42,7 +42,7 @@ from odradek.protocol.codec import (
 )
 from odradek.protocol.framing import FrameDecoder, FrameError
 from odradek.server.metrics import T_LOCAL, T_READY, RequestTiming, new_timing
-from odradek.server.session import Session
+from odradek.server.network.session import Session
 from odradek.storage.log import FileRegion
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ then act" asks:
   offsets.topic.num.partitions)``), loaded from that partition's log alone: its groups,
   their offsets, and the TxnOffsetCommits still pending on a marker. A single node
   coordinates every partition from ``start``; in a cluster the replica manager calls
-  ``elect``/``resign`` (``server/coordinator_runtime.py``);
+  ``elect``/``resign`` (``server/coordinators/coordinator_runtime.py``);
 - a token per request and a future per token: a JoinGroup or SyncGroup that has to wait
   for a rebalance is an ``await`` on its future, completed by whichever later call (another
   member's request, a timer) produces its answer, or NOT_COORDINATOR if its partition
@@ -31,7 +31,7 @@ then act" asks:
 
 The request plumbing, the coordinators per partition, the timer task and the
 internal-topic handling are shared with the transaction runtime
-(``server/coordinator_runtime.py``).
+(``server/coordinators/coordinator_runtime.py``).
 
 Everything runs on the broker's event loop; a coordinator is called by one caller at a
 time, and appends are synchronous (as produce's are), so an operation and its append are
@@ -50,7 +50,7 @@ from odradek.coordinator import OFFSETS_TOPIC, Effects, GroupCoordinator, partit
 from odradek.coordinator.consumer_group import TopicInfo
 from odradek.coordinator.offsets_topic import OffsetsTopicFormatError
 from odradek.records import builder
-from odradek.server.coordinator_runtime import (
+from odradek.server.coordinators.coordinator_runtime import (
     CoordinatorRuntime,
     CoordinatorUnavailable,
 )
