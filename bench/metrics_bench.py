@@ -37,9 +37,12 @@ sequential loads' per-round ratios spread by tens of percent.
 
 The ``count-`` loads count instead of timing: both brokers run under valgrind's
 callgrind (``valgrind`` from Debian), instrumented only during the load's requests, and
-the figure is instructions per request, metrics on against off. ``count-produce`` is
-``paired-produce``'s requests, ``count-fetch`` ``paired-fetch``'s fetches (without the
-pauses and the cache sweeper: instructions do not depend on them). Instructions are what
+the figure is instructions per request, metrics on against off (ab_bench.py's
+``count_instructions``, which its ``--count`` uses for two source trees; the storage
+duties that run on the wall clock, such as the log cleaner's pass every 15 s, are put
+off past the run). ``count-produce`` is ``paired-produce``'s requests, ``count-fetch``
+``paired-fetch``'s fetches (without the pauses and the cache sweeper: instructions do
+not depend on them). Instructions are what
 the code does; seconds add what the caches make of it, which the paired loads show.
 A broker starts in a few minutes under callgrind, so use fewer records
 (``--records 390000``: 50 fetches; ``100000``: 100 produce requests).
@@ -55,13 +58,11 @@ import argparse
 import contextlib
 import datetime
 import os
-import shutil
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
 from collections.abc import Sequence
@@ -129,14 +130,14 @@ def paired(args: argparse.Namespace, tmp_root: str) -> dict[str, dict[str, Any]]
     ports = {"off": None, "on": free_port()}
     procs: dict[str, Any] = {}
     with contextlib.ExitStack() as cleanup:
-        cleanup.callback(_stop_all, procs, 60)
+        cleanup.callback(ab_bench.stop_all, procs, 60)
 
         for side, port in ports.items():
             extra = ("--override", f"metrics.listen=127.0.0.1:{port}") if port else ()
             partitions = args.raw_partitions if args.load == "paired-produce" else 1
             procs[side] = ab_bench.serve(ab_bench.REPO / "src",
                                          tempfile.mkdtemp(dir=tmp_root), partitions, extra)
-        socks = _connect(cleanup, procs, 30)
+        socks = ab_bench.connect(cleanup, procs, 30)
         pids = {side: proc.pid for side, (proc, _) in procs.items()}
         cpu = (_paired_produce if args.load == "paired-produce" else _paired_fetch)(
             args, socks, pids)
@@ -148,45 +149,10 @@ def paired(args: argparse.Namespace, tmp_root: str) -> dict[str, dict[str, Any]]
         return result
 
 
-def _stop_all(procs: dict[str, Any], timeout_s: float) -> None:
-    """Stop every side's broker (the paired and counted loads' way out, whatever it is)."""
-    for proc, _ in procs.values():
-        stop_process(proc, timeout_s)
-
-
-def _connect(cleanup: contextlib.ExitStack, procs: dict[str, Any], timeout_s: float
-             ) -> dict[str, socket.socket]:
-    """A client connection to each side's broker, closed with ``cleanup``."""
-    socks = {}
-    for side, (_, bootstrap) in procs.items():
-        socks[side] = cleanup.enter_context(socket.create_connection(
-            ("127.0.0.1", int(bootstrap.rsplit(":", 1)[1])), timeout=timeout_s))
-        socks[side].setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    return socks
-
-
-def _produce_requests(args: argparse.Namespace) -> tuple[list[bytearray], int]:
-    """raw-produce's requests: the distinct frames and how many requests to send."""
-    targets = [(ab_bench.TOPIC, p) for p in range(args.raw_partitions)]
-    return scale_bench.raw_produce_frames(targets, args.records, b"x" * 100, args.raw_batch,
-                                          10, same_batches=True)
-
-
-def _fetches(args: argparse.Namespace, socks: dict[str, socket.socket]) -> list[bytes]:
-    """spaced-fetch's fetches, one per batch, after writing the batches to every side
-    (not measured)."""
-    batch = ab_bench.SPACED_BATCH
-    batches = max(1, args.records // batch)
-    frames, requests = scale_bench.raw_produce_frames(
-        [(ab_bench.TOPIC, 0)], batches * batch, b"x" * 100, batch, 1)
-    for sock in socks.values():
-        scale_bench.send_raw_produce(sock, frames, 0, requests)
-    return [ab_bench.fetch_frame(i, i * batch) for i in range(batches)]
-
-
 def _paired_produce(args: argparse.Namespace, socks: dict[str, socket.socket],
                     pids: dict[str, int]) -> dict[str, float]:
-    frames, requests = _produce_requests(args)
+    frames, requests = ab_bench.produce_requests(args.records, args.raw_batch,
+                                                 args.raw_partitions)
     cpu0 = {side: proc_cpu_s(pid) for side, pid in pids.items()}
     for k, start in enumerate(range(0, requests, PAIRED_CHUNK)):
         for side in (("off", "on") if k % 2 == 0 else ("on", "off")):
@@ -197,7 +163,7 @@ def _paired_produce(args: argparse.Namespace, socks: dict[str, socket.socket],
 
 def _paired_fetch(args: argparse.Namespace, socks: dict[str, socket.socket],
                   pids: dict[str, int]) -> dict[str, float]:
-    fetches = _fetches(args, socks)
+    fetches = ab_bench.write_for_fetches(args.records, socks)
     hog = subprocess.Popen([sys.executable, "-c", ab_bench.HOG,
                             str(len(fetches) * (args.gap_ms / 1000 + 0.02) + 30)])
     try:
@@ -213,82 +179,18 @@ def _paired_fetch(args: argparse.Namespace, socks: dict[str, socket.socket],
         hog.wait()
 
 
-VALGRIND_START_S = 900  # a broker's start under callgrind: its imports run ~50x slower
-
-
 def counted(args: argparse.Namespace, tmp_root: str) -> dict[str, dict[str, Any]]:
-    """The ``count-`` loads: both brokers under valgrind's callgrind, instrumentation off
-    until the timed part (the records of ``count-fetch`` are written before it), on for
-    exactly its requests, then dumped: the instructions (callgrind's Ir, every thread of
-    the process) per request, metrics on against off. Deterministic where CPU seconds on
-    this shared machine are not (same hash seed, same requests); it counts the work the
-    code does, not what cold caches make it cost (the paired- loads show that)."""
-    procs: dict[str, Any] = {}
-    out = {side: os.path.join(tmp_root, f"callgrind.{side}") for side in ("off", "on")}
-    prefix = {side: ("valgrind", "--tool=callgrind", "--instr-atstart=no",
-                     f"--callgrind-out-file={out[side]}") for side in out}
-    os.environ["PYTHONHASHSEED"] = "0"  # the brokers' dicts and sets alike in both runs
-    with contextlib.ExitStack() as cleanup:
-        cleanup.callback(_stop_all, procs, 120)
-
-        def start(side: str) -> None:
-            extra = (("--override", f"metrics.listen=127.0.0.1:{free_port()}")
-                     if side == "on" else ())
-            partitions = args.raw_partitions if args.load == "count-produce" else 1
-            procs[side] = ab_bench.serve(ab_bench.REPO / "src", tempfile.mkdtemp(dir=tmp_root),
-                                         partitions, extra, prefix[side], VALGRIND_START_S)
-
-        starters = [threading.Thread(target=start, args=(side,)) for side in out]
-        for t in starters:
-            t.start()
-        for t in starters:
-            t.join()
-        if set(procs) != set(out):
-            raise RuntimeError("a broker did not start under valgrind")
-        socks = _connect(cleanup, procs, 600)
-        pids = {side: proc.pid for side, (proc, _) in procs.items()}
-        if args.load == "count-fetch":
-            fetches = _fetches(args, socks)
-            requests = len(fetches)
-
-            def load(side: str) -> None:
-                for frame in fetches:
-                    ab_bench.fetch_one(socks[side], frame)
-        else:
-            frames, requests = _produce_requests(args)
-
-            def load(side: str) -> None:
-                scale_bench.send_raw_produce(socks[side], frames, 0, requests)
-
-        result: dict[str, dict[str, Any]] = {}
-        for side in out:
-            subprocess.run(["callgrind_control", "-i", "on", str(pids[side])], check=True,
-                           capture_output=True)
-            load(side)
-            subprocess.run(["callgrind_control", "-i", "off", str(pids[side])], check=True,
-                           capture_output=True)
-            subprocess.run(["callgrind_control", "-d", str(pids[side])], check=True,
-                           capture_output=True)
-            instructions = _dumped_instructions(out[side])
-            if args.keep_dumps:  # for callgrind_annotate: where the difference is
-                os.makedirs(args.keep_dumps, exist_ok=True)
-                for dump in Path(out[side]).parent.glob(Path(out[side]).name + ".*"):
-                    shutil.copy(dump, args.keep_dumps)
-            result[side] = {args.load: {
-                "instructions_per_request": instructions / requests, "requests": requests,
-                "instructions_per_record": instructions / args.records}}
-        return result
-
-
-def _dumped_instructions(prefix: str) -> int:
-    """Ir of the last dump of the callgrind run writing ``prefix``.N: its ``totals:``
-    line (its ``summary:`` says 0 when the dump is asked for with instrumentation off)."""
-    dumps = sorted(Path(prefix).parent.glob(Path(prefix).name + ".*"),
-                   key=lambda p: int(p.suffix[1:]))
-    for line in reversed(dumps[-1].read_text().splitlines()):
-        if line.startswith("totals:"):
-            return int(line.split()[1])
-    raise RuntimeError(f"no instruction total in {dumps[-1]}")
+    """The ``count-`` loads: ab_bench.count_instructions on two brokers of this source
+    tree under callgrind, metrics off and on: instructions per request of
+    ``count-produce`` (raw-produce's requests) or ``count-fetch`` (spaced-fetch's
+    fetches, without the pauses and the cache sweeper)."""
+    src = ab_bench.REPO / "src"
+    sides = {"off": (src, ()),
+             "on": (src, ("--override", f"metrics.listen=127.0.0.1:{free_port()}"))}
+    load = {"count-produce": "raw-produce", "count-fetch": "spaced-fetch"}[args.load]
+    counts = ab_bench.count_instructions(load, sides, args.records, tmp_root, args.raw_batch,
+                                         args.raw_partitions, args.keep_dumps)
+    return {side: {args.load: figures} for side, figures in counts.items()}
 
 
 def scrape_cost(port: int, pid: int, scrapes: int) -> dict[str, Any]:
