@@ -130,6 +130,21 @@ def test_too_few_in_sync_replicas_refuse_acks_all_before_writing(tmp_path) -> No
     run(tmp_path, body)
 
 
+async def _an_append_in_doubt(cluster: MemoryCluster, conn: AsyncBrokerConnection,
+                              leader: int) -> asyncio.Task[Any]:
+    """Every follower stalled, an acks=all append waiting (30 s timeout) in the leader's
+    produce purgatory."""
+    for node in cluster.brokers:
+        if node != leader:
+            _stall_fetchers(cluster, node)
+    waiting = asyncio.create_task(produce(conn, [b"in doubt"], timeout_ms=30_000))
+    lead = cluster.brokers[leader].cluster
+    assert lead is not None
+    await cluster.wait_for(lambda: lead.replicas.produce_purgatory.size() == 1,
+                           "the append waiting in the purgatory")
+    return waiting
+
+
 def test_a_waiting_append_is_answered_when_leadership_ends_not_at_its_timeout(
         tmp_path) -> None:
     async def body(cluster: MemoryCluster) -> None:
@@ -137,14 +152,9 @@ def test_a_waiting_append_is_answered_when_leadership_ends_not_at_its_timeout(
         leader = cluster.leader(TOPIC, 0)
         conn = await connect(cluster, leader)
         try:
-            for node in cluster.brokers:
-                if node != leader:
-                    _stall_fetchers(cluster, node)
-            waiting = asyncio.create_task(produce(conn, [b"in doubt"], timeout_ms=30_000))
+            waiting = await _an_append_in_doubt(cluster, conn, leader)
             lead = cluster.brokers[leader].cluster
             assert lead is not None
-            await cluster.wait_for(lambda: lead.replicas.produce_purgatory.size() == 1,
-                                   "the append waiting in the purgatory")
             started = time.monotonic()
             # The leader's session expires: its registration is gone, it leads no more.
             cluster.stores[leader].expire_session()
@@ -164,14 +174,9 @@ def test_a_stopping_broker_answers_its_waiting_appends_at_once(tmp_path) -> None
         leader = cluster.leader(TOPIC, 0)
         conn = await connect(cluster, leader)
         try:
-            for node in cluster.brokers:
-                if node != leader:
-                    _stall_fetchers(cluster, node)
-            waiting = asyncio.create_task(produce(conn, [b"in doubt"], timeout_ms=30_000))
+            waiting = await _an_append_in_doubt(cluster, conn, leader)
             lead = cluster.brokers[leader].cluster
             assert lead is not None
-            await cluster.wait_for(lambda: lead.replicas.produce_purgatory.size() == 1,
-                                   "the append waiting in the purgatory")
             lead.replicas.stop_waiting()  # what Broker.stop does first
             answer = await asyncio.wait_for(waiting, 10)
             assert answer.error_code == ErrorCode.not_leader_or_follower

@@ -1,4 +1,4 @@
-"""The broker: asyncio listener, request handlers per API family, fetch purgatory,
+"""The broker: asyncio listener, request handlers per API family, replication,
 configuration and topic metadata. The only layer that owns tasks and sockets.
 
 At the top: the broker itself (``broker``), its configuration (``config``,
