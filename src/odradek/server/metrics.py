@@ -287,8 +287,6 @@ def take_snapshot(broker: Broker) -> Snapshot:
             snap.logs.append((topic, partition, lg.size_bytes, lg.log_start_offset,
                               lg.log_end_offset))
     snap.purgatory_fetch = broker.purgatory.size()
-    if broker.cluster is not None and broker.cluster.replicas is not None:  # (started)
-        snap.purgatory_produce = broker.cluster.replicas.produce_purgatory.size()
     if broker.groups is not None:
         for coordinator in list(broker.groups.coordinators.values()):
             snap.groups += len(coordinator.groups) + len(coordinator.consumer_groups)
@@ -296,8 +294,10 @@ def take_snapshot(broker: Broker) -> Snapshot:
     if broker.transactions is not None:
         snap.transactions = sum(len(getattr(c, "transactions", ()))
                                 for c in broker.transactions.coordinators.values())
-    if broker.cluster is not None:
-        snap.cluster = broker.cluster.health()
+    topology = broker.topology
+    if topology is not None:  # (started)
+        snap.purgatory_produce = topology.produce_waiting()
+        snap.cluster = topology.health()
     snap.ready = broker.not_ready()
     return snap
 

@@ -13,8 +13,9 @@ Two implementations:
 
 What it answers: its lifecycle steps in the broker's start and stop (``start``,
 ``logs_opened``, ``start_replicas``, ``register``, ``controlled_shutdown``,
-``stop_waiting``, ``stop``, ``not_ready``), where documents and dynamic broker configs are
-kept, topic administration (create, delete, add partitions, configs, and waiting for
+``stop_waiting``, ``stop``), its readiness and health (``not_ready``, ``health``,
+``produce_waiting``), where documents and dynamic broker configs are kept, topic
+administration (create, delete, add partitions, configs, and waiting for
 their effect), where partitions are led (``leader_log``, ``leader_epoch``,
 ``wait_replicated``, ``missing_partition_error``) and how the cluster looks to clients
 (``live_brokers``, ``controller_id``, ``partition_view``, ``leader_broker``).
@@ -80,6 +81,8 @@ class Topology(Protocol):
     def stop_waiting(self) -> None: ...
     async def stop(self) -> None: ...
     def not_ready(self) -> str | None: ...
+    def health(self) -> dict[str, int] | None: ...
+    def produce_waiting(self) -> int: ...
 
     # --- dynamic broker configs -------------------------------------------------------------
     def broker_configs(self, resource: str) -> dict[str, str]: ...
@@ -164,6 +167,13 @@ class SingleNode:
 
     def not_ready(self) -> str | None:
         return None
+
+    def health(self) -> dict[str, int] | None:
+        """No replica-manager or controller metrics: nothing is replicated here."""
+        return None
+
+    def produce_waiting(self) -> int:
+        return 0  # every append is committed at once
 
     # --- dynamic broker configs ------------------------------------------------------------
 

@@ -446,6 +446,10 @@ class ClusterNode:
             if controller else 0,
         }
 
+    def produce_waiting(self) -> int:
+        """acks=all appends waiting for their followers (the produce purgatory's size)."""
+        return self.replicas.produce_purgatory.size() if self.replicas is not None else 0
+
     def not_ready(self) -> str | None:
         """Why this broker should not take traffic yet (None: it may): not registered,
         or out of the ISR of partitions it holds (catching up)."""
