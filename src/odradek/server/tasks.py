@@ -65,3 +65,6 @@ class TaskSet:
             task.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+
+    def __len__(self) -> int:
+        return len(self._tasks)
