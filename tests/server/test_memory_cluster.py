@@ -155,12 +155,11 @@ def test_a_waiting_append_is_answered_when_leadership_ends_not_at_its_timeout(
             waiting = await _an_append_in_doubt(cluster, conn, leader)
             lead = cluster.brokers[leader].cluster
             assert lead is not None
-            started = time.monotonic()
             # The leader's session expires: its registration is gone, it leads no more.
+            # Answered well before the append's 30 s timeout (wait_for fails at 10 s).
             cluster.stores[leader].expire_session()
             answer = await asyncio.wait_for(waiting, 10)
             assert answer.error_code == ErrorCode.not_leader_or_follower
-            assert time.monotonic() - started < 10
             assert lead.replicas.produce_purgatory.size() == 0
         finally:
             await conn.close()

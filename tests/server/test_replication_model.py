@@ -126,9 +126,8 @@ class Replication(RuleBasedStateMachine):
         if offset < end:
             read = lead.log.read(offset, 1 << 20, min_one=True)
             assert read.region is not None
-            batches = decode_batches(read.region.read())[:max_batches]
             data = read.region.read()
-            records = _prefix(data, len(batches))
+            records = _prefix(data, min(max_batches, len(decode_batches(data))))
             end = read.log_end_offset
         grown = lead.record_follower_fetch(replica, offset, end, self.now, 0, True)
         if grown is not None:

@@ -54,7 +54,7 @@ from odradek.server.handlers.base import (
     allowed,
     throttle,
 )
-from odradek.server.replication.reads import PartitionResult, Wanted
+from odradek.server.replication.reads import PartitionResult, Refused, Wanted
 from odradek.storage.errors import OffsetOutOfRangeError
 from odradek.storage.log import FileRegion
 from odradek.storage.txn_index import AbortedTxn
@@ -117,8 +117,6 @@ class FetchSessionCache:
         return session
 
 
-# A cluster's refusals decided before reading: (topic, partition) -> error code.
-Refused = dict[tuple[str, int], int]
 # KIP-392: partitions the consumer should fetch from another replica -> its broker id.
 Preferred = dict[tuple[str, int], int]
 # A consumer's read of a partition this broker follows (None: not a follower of it).

@@ -166,11 +166,3 @@ class DelayedProduce:
                 self.codes[i] = ErrorCode.request_timed_out
         self.pending.clear()
         future.set_result(self.codes)
-
-    def cancel(self) -> None:
-        """Its request is gone (the connection closed): out of the purgatory now."""
-        if self.timer is not None:
-            self.timer.cancel()
-        self.purgatory.unwatch(list(self.pending), self)
-        if self.future is not None and not self.future.done():
-            self.future.cancel()

@@ -11,6 +11,8 @@ from odradek.storage.txn_index import AbortedTxn
 
 # (topic, partition, fetch offset, partition max bytes): what one partition asks for
 Wanted = tuple[str, int, int, int]
+# Partitions refused before reading (epoch or authorization): (topic, partition) -> code.
+Refused = dict[tuple[str, int], int]
 
 
 @dataclass(slots=True)

@@ -44,7 +44,7 @@ from odradek.server.errors import error_code
 from odradek.server.replication.fetcher import ReplicaFetcher
 from odradek.server.replication.partition import Partition
 from odradek.server.replication.purgatory import DelayedProduce, Purgatory
-from odradek.server.replication.reads import PartitionResult, Wanted
+from odradek.server.replication.reads import PartitionResult, Refused, Wanted
 from odradek.server.tasks import TaskSet
 from odradek.storage.errors import OffsetOutOfRangeError
 
@@ -53,8 +53,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# A partition's refusals decided before reading: (topic, partition) -> error code.
-Refused = dict[TopicPartition, int]
 
 
 class ReplicaManager:
