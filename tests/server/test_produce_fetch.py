@@ -321,6 +321,27 @@ def test_produce_to_an_unknown_partition_is_refused_per_partition(broker):
         assert errors == [0, 3]
 
 
+def test_acks_all_on_a_single_node_honours_min_insync_replicas_as_kafka_does(broker):
+    # One replica can never make two in sync: acks=all is refused with nothing written
+    # (Kafka's answer for a topic whose min.insync.replicas exceeds its replicas), while
+    # acks=1 is taken; with the default of one, acks=all is committed at once.
+    create(broker.bootstrap, "strict", partitions=1, **{"min.insync.replicas": "2"})
+    create(broker.bootstrap, "lenient", partitions=1)
+
+    def produce(c: WireClient, topic: str, acks: int) -> tuple[int, int]:
+        response = c.request(0, 9, {"acks": acks, "timeout": 5000, "topic_data": [
+            {"name": topic, "partition_data": [
+                {"index": 0, "records": builder.build_simple([b"r"])}]}]})
+        answer = response.responses[0].partition_responses[0]
+        return answer.error_code.value, answer.base_offset
+
+    with WireClient(broker.port) as c:
+        assert produce(c, "strict", -1) == (19, -1)  # NOT_ENOUGH_REPLICAS
+        assert produce(c, "strict", 1) == (0, 0)  # the refused append wrote nothing
+        assert produce(c, "lenient", -1) == (0, 0)
+        assert produce(c, "lenient", -1) == (0, 1)
+
+
 def test_a_corrupt_batch_is_refused_with_corrupt_message_and_nothing_is_stored(broker):
     create(broker.bootstrap, "careful")
     bad = bytearray(builder.build_simple([b"payload"]))

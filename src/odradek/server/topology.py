@@ -27,7 +27,7 @@ import asyncio
 import logging
 import os
 import uuid
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -37,14 +37,18 @@ from odradek.cluster.state import BrokerInfo
 from odradek.coordinator import TRANSACTION_STATE_TOPIC
 from odradek.server.dynamic_configs import BROKER_DOCUMENT, BrokerConfigStore
 from odradek.server.metadata import MetadataStore, Topic, TopicError
+from odradek.server.replication.purgatory import DelayedProduce, Purgatory
 from odradek.server.security.documents import Document, FileDocument
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
     from odradek.server.cluster.metadata import ClusterMetadata
+    from odradek.server.replication.partition import Partition
     from odradek.storage import Log
 
 log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
 
 # A single node leads every partition from the start and never changes leaders: every
 # batch is written with partition leader epoch 0, and every answer names epoch 0.
@@ -106,6 +110,14 @@ class Topology(Protocol):
     def replication_factor(self, topic: str) -> int: ...
 
     # --- partitions -------------------------------------------------------------------------
+    @property
+    def leaders(self) -> Mapping[tuple[str, int], Partition]:
+        """The partitions this broker may append to as leader (Produce's lookup)."""
+    def lead(self, topic: str, partition: int) -> Partition | None:
+        """A partition missing from ``leaders`` that this broker leads after all (a
+        single node's, on first use), or None."""
+    def delay_produce(self, waits: Sequence[tuple[Partition, int]], timeout_ms: int | None
+                      ) -> DelayedProduce: ...
     def leader_log(self, topic: str, partition: int) -> Log | None: ...
     def missing_partition_error(self, topic: str, partition: int) -> int: ...
     def leader_epoch(self, topic: str, partition: int) -> int: ...
@@ -128,6 +140,10 @@ class SingleNode:
         self.node_id: int = broker.node_id
         self.metadata: MetadataStore = None  # type: ignore[assignment]  # from start()
         self._broker_configs: BrokerConfigStore | None = None
+        self.produces = Purgatory()  # stays empty: every append is committed at once
+        # Every partition here as a sole-leader ``Partition``, made by ``lead`` when first
+        # appended to (a plain dict: Produce looks each partition up in it).
+        self.leaders: dict[TopicPartition, Partition] = {}
 
     # --- the broker's start and stop ---------------------------------------------------------
 
@@ -249,6 +265,8 @@ class SingleNode:
         assert logs is not None
         topic = self.metadata.delete_topic(name)
         for partition in range(topic.partitions):
+            self.leaders.pop((name, partition), None)
+        for partition in range(topic.partitions):
             logs.delete_log(name, partition)
         log.info("deleted topic %s", name)
         return topic
@@ -290,6 +308,27 @@ class SingleNode:
         return 1
 
     # --- partitions --------------------------------------------------------------------------
+
+    def delay_produce(self, waits: Sequence[tuple[Partition, int]], timeout_ms: int | None
+                      ) -> DelayedProduce:
+        return DelayedProduce(self.produces, waits, None)  # settled at once
+
+    def lead(self, topic: str, partition: int) -> Partition | None:
+        """The partition as this broker's to append to, made on first use from its log
+        (None if there is no such log yet): this broker its only replica and leader at
+        epoch 0 for good, an ISR of one."""
+        logs = self.broker.logs
+        assert logs is not None
+        lg = logs.get_log(topic, partition)
+        if lg is None:
+            return None
+        from odradek.server.replication.partition import Partition
+
+        tp = (topic, partition)
+        part = self.leaders[tp] = Partition.sole_leader(
+            tp, lg, self.node_id, SINGLE_NODE_LEADER_EPOCH,
+            fetches=self.broker.purgatory, produces=self.produces)
+        return part
 
     def leader_log(self, topic: str, partition: int) -> Log | None:
         logs = self.broker.logs

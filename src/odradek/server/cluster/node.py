@@ -76,6 +76,8 @@ from odradek.server.topology import PartitionView
 if TYPE_CHECKING:
     from odradek.coordinator.transactions import TxnMarkers
     from odradek.server.broker import Broker
+    from odradek.server.replication.partition import Partition
+    from odradek.server.replication.purgatory import DelayedProduce
     from odradek.storage import Log
 
 log = logging.getLogger(__name__)
@@ -445,6 +447,19 @@ class ClusterNode:
             "offline": sum(1 for s in md.states.values() if s.leader not in md.brokers)
             if controller else 0,
         }
+
+    @property
+    def leaders(self) -> dict[tuple[str, int], Partition]:
+        return self.replicas.leaders
+
+    def lead(self, topic: str, partition: int) -> Partition | None:
+        """None: a cluster's leaders are made by the replica manager as the controller
+        elects them, all of them in ``leaders``."""
+        return None
+
+    def delay_produce(self, waits: Sequence[tuple[Partition, int]], timeout_ms: int | None
+                      ) -> DelayedProduce:
+        return self.replicas.delay_produce(waits, timeout_ms)
 
     def produce_waiting(self) -> int:
         """acks=all appends waiting for their followers (the produce purgatory's size)."""

@@ -40,7 +40,6 @@ from odradek.server.handlers.base import (
 from odradek.server.network.connection import ConnectionClosed
 from odradek.server.replication.partition import ReplicationError
 from odradek.server.replication.purgatory import DelayedProduce
-from odradek.server.topology import SINGLE_NODE_LEADER_EPOCH
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
@@ -160,15 +159,12 @@ def _produce(broker: Broker, request: Request) -> _Steps:
     acks = body.acks
     bad_acks = acks not in (-1, 0, 1)
     transactional_id = body.transactional_id
-    get_log = broker.get_log
-    notify = broker.purgatory.notify
-    cluster = broker.cluster
-    # In a cluster the partitions this broker leads, which take the appends
-    # (server/replication/partition.py); on a single node the logs themselves.
-    replicas = cluster.replicas if cluster is not None else None
-    leaders = replicas.leaders if replicas is not None else None
+    # The partitions this broker leads (server/replication/partition.py): a single
+    # node's every partition, a cluster's where it is the leader.
+    topology = broker.topology
+    leaders = topology.leaders
     acks_all = acks == -1
-    waits: list[tuple[Partition, int]] = []  # acks=-1 in a cluster: what to wait for
+    waits: list[tuple[Partition, int]] = []  # acks=-1: what to wait for
     waiting: list[tuple[list[PartitionAnswer], int]] = []  # (answers, index) of each wait
     responses: list[tuple[str, list[PartitionAnswer]]] = []
     failures = []
@@ -183,12 +179,8 @@ def _produce(broker: Broker, request: Request) -> _Steps:
         partitions: list[PartitionAnswer] = []
         tstats = stats.topic(name) if stats is not None else None  # metrics.listen
         for index, records in topic_data.partition_data:
-            part: Partition | None = None
-            if leaders is None:
-                lg = get_log(name, index)
-            else:
-                part = leaders.get((name, index))
-                lg = part.log if part is not None else None
+            part = leaders.get((name, index)) or topology.lead(name, index)
+            lg = part.log if part is not None else None
             if bad_acks:
                 entry = _failed(index, ErrorCode.invalid_required_acks,
                                 f"acks must be -1, 0 or 1, not {acks}")
@@ -207,24 +199,18 @@ def _produce(broker: Broker, request: Request) -> _Steps:
                                                       records)) is not None):
                 entry = _failed(index, *refused)
             else:
+                assert part is not None
                 try:
-                    if part is not None:
-                        # The min-ISR check (acks=all), the append with the leader epoch,
-                        # the wake-ups and the high-watermark step, in one place.
-                        info = part.append_as_leader(records, require_min_isr=acks_all)
-                    else:
-                        if lg.config.compacts:  # keys required (Kafka's LogValidator)
-                            lg.check_keys(records)
-                        info = lg.append(records, flush=False,
-                                         leader_epoch=SINGLE_NODE_LEADER_EPOCH)
+                    # The min-ISR check (acks=all), the append with the leader epoch, the
+                    # wake-ups and the high-watermark step, in one place.
+                    info = part.append_as_leader(records, require_min_isr=acks_all)
                     if lg.flush_due:  # flush.messages: answered once on disk, fsyncs shared
                         failure = yield lg, info.last_offset + 1
                         if failure is not None:
                             # an fsync's outcome (a list of codes answers a DelayedProduce)
                             assert isinstance(failure, Exception)
                             raise failure
-                        if part is not None:
-                            part.after_append(info)
+                        part.after_append(info)
                 except ReplicationError as exc:  # not this replica's to take: no log line
                     entry = _failed(index, error_code(exc), message(exc))
                 except Exception as exc:
@@ -238,17 +224,19 @@ def _produce(broker: Broker, request: Request) -> _Steps:
                     elif code in _WITH_LOG_START:
                         entry = (*entry[:4], lg.log_start_offset, *entry[5:])
                 else:
-                    if not info.duplicate:
-                        if part is None:
-                            notify((name, index))
-                        if tstats is not None:
-                            tstats.messages_in += info.last_offset - info.first_offset + 1
-                            tstats.bytes_in += len(records)
+                    if not info.duplicate and tstats is not None:
+                        tstats.messages_in += info.last_offset - info.first_offset + 1
+                        tstats.bytes_in += len(records)
                     entry = (index, 0, info.first_offset, info.log_append_time,
                              info.log_start_offset, None, ())
-                    if part is not None and acks_all:
-                        waiting.append((partitions, len(partitions)))
-                        waits.append((part, info.last_offset + 1))
+                    # acks=all: answered now if committed already (an ISR of one), else
+                    # once the followers have it (the produce purgatory, below).
+                    if acks_all and (acked := part.acked(info.last_offset + 1)) != 0:
+                        if acked is None:
+                            waiting.append((partitions, len(partitions)))
+                            waits.append((part, info.last_offset + 1))
+                        else:
+                            entry = _failed(index, acked, _ERROR_TEXT.get(acked, ""))
             if entry[1]:
                 failures.append(f"{name}-{index}: {entry[5]}")
             if tstats is not None:
@@ -258,9 +246,8 @@ def _produce(broker: Broker, request: Request) -> _Steps:
             partitions.append(entry)
         responses.append((name, partitions))
     if waits:
-        assert replicas is not None
-        delayed = replicas.delay_produce(waits, body.timeout_ms)
-        # Settled at once (an ISR of one, or followers already there): no wait.
+        delayed = topology.delay_produce(waits, body.timeout_ms)
+        # Settled at once (followers already there meanwhile): no wait.
         codes = delayed.codes if delayed.done else (yield delayed)
         assert isinstance(codes, list)
         for (answers, i), code in zip(waiting, codes, strict=True):

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kio.schema.errors import ErrorCode
+
 from odradek.cluster.replication import LeaderReplication, Role
 from odradek.cluster.state import PartitionState, TopicPartition
 from odradek.coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
@@ -83,6 +85,22 @@ class Partition:
         self.stopped_waiting = False
         self._fetches = fetches
         self._produces = produces
+
+    @classmethod
+    def sole_leader(cls, tp: TopicPartition, lg: Log, me: int, epoch: int, *,
+                    fetches: Purgatory, produces: Purgatory) -> Partition:
+        """A single node's partition: this broker its only replica, leader at ``epoch``
+        for good, an ISR of one (its log is not replicated: the high watermark is the
+        log end)."""
+        part = cls(tp, lg, fetches=fetches, produces=produces)
+        part.replicas = (me,)
+        part.role = Role.LEADER
+        part.leader_id = me
+        part.leader_epoch = epoch
+        end = lg.log_end_offset
+        part.repl = LeaderReplication(me, (me,), (me,), epoch, epoch_start_offset=end,
+                                      high_watermark=end, now_ms=0)
+        return part
 
     @property
     def is_leader(self) -> bool:
@@ -149,6 +167,23 @@ class Partition:
         repl = self.repl
         return repl is not None and len(repl.isr) >= self.log.config.min_insync_replicas
 
+    def acked(self, end: int) -> int | None:
+        """An acks=all append that ends at ``end``, if it is settled now: NONE once the
+        high watermark has passed it with ``min.insync.replicas`` in sync,
+        NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below that meanwhile,
+        NOT_LEADER_OR_FOLLOWER once this broker no longer leads it (or is stopping);
+        None while it waits for followers (the produce purgatory's ``DelayedProduce``
+        asks again at each high-watermark move)."""
+        repl = self.repl
+        if repl is None or self.stopped_waiting:
+            return ErrorCode.not_leader_or_follower
+        lg = self.log
+        if end > lg.high_watermark:
+            return None
+        if len(repl.isr) >= lg.config.min_insync_replicas:
+            return ErrorCode.none
+        return ErrorCode.not_enough_replicas_after_append
+
     def append_as_leader(self, records: bytes | memoryview, *, require_min_isr: bool
                          ) -> AppendInfo:
         """A client's produce: NOT_ENOUGH_REPLICAS (nothing written) when acks=all and
@@ -169,8 +204,11 @@ class Partition:
         if lg.config.compacts:  # keys required (Kafka's LogValidator)
             lg.check_keys(records)
         info = lg.append(records, flush=False, leader_epoch=self.leader_epoch)
-        if not lg.flush_due:
-            self.after_append(info)
+        if not lg.flush_due:  # after_append, written out: this is Produce's hot path
+            if not info.duplicate:
+                self._fetches.notify(self.tp)
+            if lg.replicated:
+                self.advance_high_watermark()
         return info
 
     def after_append(self, info: AppendInfo) -> None:
@@ -195,9 +233,9 @@ class Partition:
         """Move the high watermark to the smallest log end in the ISR, and wake what
         waits for it (acks=all appends; fetches, which may read further)."""
         repl = self.repl
-        if repl is None:
-            return
         lg = self.log
+        if repl is None or not lg.replicated:  # unreplicated: the log end is the mark
+            return
         if repl.advance_high_watermark(lg.log_end_offset):
             lg.set_high_watermark(repl.high_watermark)
             self._produces.notify(self.tp)

@@ -124,21 +124,16 @@ class DelayedProduce:
         return (yield from self.future.__await__())
 
     def _check(self, tp: TopicPartition) -> None:
-        """Settle what can be settled of ``tp``'s waits now."""
+        """Settle what can be settled of ``tp``'s waits now (``Partition.acked``)."""
         part, waits = self.pending[tp]
-        if not part.is_leader or part.stopped_waiting:
-            for i, _ in waits:
-                self.codes[i] = ErrorCode.not_leader_or_follower
-            del self.pending[tp]
-            return
-        hw = part.log.high_watermark
-        left = [(i, end) for i, end in waits if end > hw]
-        if len(left) < len(waits):
-            code = (ErrorCode.none if part.enough_in_sync()
-                    else ErrorCode.not_enough_replicas_after_append)
-            for i, end in waits:
-                if end <= hw:
-                    self.codes[i] = code
+        left = []
+        codes = self.codes
+        for i, end in waits:
+            code = part.acked(end)
+            if code is None:
+                left.append((i, end))
+            else:
+                codes[i] = code
         if left:
             self.pending[tp] = (part, left)
         else:
