@@ -25,6 +25,7 @@ from odradek.cluster.state import BrokerInfo
 from odradek.protocol.codec import Request
 from odradek.protocol.fetch import FetchPartition, FetchRequestBody, FetchTopic
 from odradek.records.builder import build_simple, decode_batches
+from odradek.server.cluster.node import ClusterNode
 from odradek.server.config import load_config
 from odradek.server.handlers import fetch
 from odradek.server.replication.partition import Partition
@@ -56,6 +57,13 @@ class FakeCluster:
         self.metadata = FakeMetadata()
         self.replicas = ReplicaManager(self)  # type: ignore[arg-type]
 
+    # What the fetch handler asks of the broker's topology: ClusterNode's own answers,
+    # which hand the question to the replica manager.
+    read_for_follower = ClusterNode.read_for_follower
+    following = ClusterNode.following
+    epoch_refusals = ClusterNode.epoch_refusals
+    preferred_read_replicas = ClusterNode.preferred_read_replicas
+
 
 class FakeBroker:
     def __init__(self, root: Path, selector: str) -> None:
@@ -67,6 +75,7 @@ class FakeBroker:
         self.purgatory = Purgatory()
         self.fetch_sessions = fetch.FetchSessionCache()
         self.cluster = FakeCluster(self)
+        self.topology = self.cluster
         self.authorizer = None  # no ACLs: every request allowed
         self.quotas = None  # no client quotas
         self.stats = None  # no metrics

@@ -250,6 +250,34 @@ def test_every_fetch_version_decodes_with_kafkas_schema(broker, version):
         assert builder.decode_batches(partition.records)[0].records[0].value == b"v"
 
 
+def test_a_single_node_answers_fetches_with_leader_epochs_and_from_replicas_as_kafka(broker):
+    # KIP-320: the single node leads at epoch 0, so a consumer naming epoch 0 (or none)
+    # reads, one naming a later epoch is told UNKNOWN_LEADER_EPOCH. A fetch as a replica
+    # (replica_id >= 0) reads nothing: no broker holds a replica of a single node's
+    # partitions (REPLICA_NOT_AVAILABLE, what a cluster's leader tells a non-replica).
+    create(broker.bootstrap, "epochs")
+    with WireClient(broker.port) as c:
+        c.request(0, 9, {"acks": 1, "timeout": 5000, "topic_data": [
+            {"name": "epochs", "partition_data": [
+                {"index": 0, "records": builder.build_simple([b"e"])}]}]})
+
+        def fetched(epoch: int, replica_id: int = -1) -> tuple[int, int]:
+            response = c.request(1, 11, {
+                "replica_id": replica_id, "max_wait": 0, "min_bytes": 1,
+                "max_bytes": 1 << 20, "isolation_level": 0,
+                "topics": [{"topic": "epochs", "partitions": [
+                    {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20,
+                     "current_leader_epoch": epoch}]}]})
+            partition = response.responses[0].partitions[0]
+            records = builder.decode_batches(partition.records) if partition.records else []
+            return partition.error_code.value, len(records)
+
+        assert fetched(-1) == (0, 1)
+        assert fetched(0) == (0, 1)
+        assert fetched(3) == (75, 0)  # UNKNOWN_LEADER_EPOCH
+        assert fetched(0, replica_id=2) == (9, 0)  # REPLICA_NOT_AVAILABLE
+
+
 def test_a_retried_idempotent_produce_gets_its_first_offset_again(broker):
     create(broker.bootstrap, "exactly")
     with WireClient(broker.port) as c:

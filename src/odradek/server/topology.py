@@ -27,20 +27,23 @@ import asyncio
 import logging
 import os
 import uuid
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from kio.schema.errors import ErrorCode
 
+from odradek.cluster.replication import epoch_error
 from odradek.cluster.state import BrokerInfo
 from odradek.coordinator import TRANSACTION_STATE_TOPIC
 from odradek.server.dynamic_configs import BROKER_DOCUMENT, BrokerConfigStore
 from odradek.server.metadata import MetadataStore, Topic, TopicError
 from odradek.server.replication.purgatory import DelayedProduce, Purgatory
+from odradek.server.replication.reads import Following, PartitionResult, Refused, Wanted
 from odradek.server.security.documents import Document, FileDocument
 
 if TYPE_CHECKING:
+    from odradek.protocol.fetch import FetchTopic
     from odradek.server.broker import Broker
     from odradek.server.cluster.metadata import ClusterMetadata
     from odradek.server.replication.partition import Partition
@@ -119,6 +122,21 @@ class Topology(Protocol):
     def delay_produce(self, waits: Sequence[tuple[Partition, int]], timeout_ms: int | None
                       ) -> DelayedProduce: ...
     def leader_log(self, topic: str, partition: int) -> Log | None: ...
+    # Fetch: a replica's reads, and the epoch checks and replica choices of a consumer's
+    # (the replica manager's in a cluster).
+    def read_for_follower(self, replica: int, wanted: list[Wanted], max_bytes: int,
+                          asked_epochs: dict[TopicPartition, int],
+                          log_starts: dict[TopicPartition, int],
+                          quota_wait: list[float] | None = None
+                          ) -> tuple[list[PartitionResult], int]: ...
+    @property
+    def following(self) -> Following | None:
+        """The lookup of partitions this broker follows, for consumers' follower reads
+        (KIP-392); None where it follows nothing."""
+    def epoch_refusals(self, topics: Iterable[FetchTopic], follower_reads: bool
+                       ) -> Refused | None: ...
+    def preferred_read_replicas(self, wanted: list[Wanted], client_rack: str,
+                                refused: Refused | None) -> dict[TopicPartition, int]: ...
     def missing_partition_error(self, topic: str, partition: int) -> int: ...
     def leader_epoch(self, topic: str, partition: int) -> int: ...
     def wait_replicated(self, topic: str, partition: int, end: int
@@ -337,6 +355,47 @@ class SingleNode:
 
     def missing_partition_error(self, topic: str, partition: int) -> int:
         return ErrorCode.unknown_topic_or_partition
+
+    def read_for_follower(self, replica: int, wanted: list[Wanted], max_bytes: int,
+                          asked_epochs: dict[TopicPartition, int],
+                          log_starts: dict[TopicPartition, int],
+                          quota_wait: list[float] | None = None
+                          ) -> tuple[list[PartitionResult], int]:
+        """No broker replicates a single node's partitions: a replica's fetch gets
+        REPLICA_NOT_AVAILABLE for each partition there is (a cluster's leader answers a
+        broker that holds no replica so), UNKNOWN_TOPIC_OR_PARTITION for the rest."""
+        logs = self.broker.logs
+        assert logs is not None
+        return [PartitionResult(topic, partition,
+                                ErrorCode.replica_not_available
+                                if logs.get_log(topic, partition) is not None
+                                else ErrorCode.unknown_topic_or_partition, -1, -1, -1, None)
+                for topic, partition, _, _ in wanted], 0
+
+    following = None  # nothing to follow: every partition is led here
+
+    def epoch_refusals(self, topics: Iterable[FetchTopic], follower_reads: bool
+                       ) -> Refused | None:
+        """KIP-320 for a consumer's fetch: a current leader epoch other than epoch 0
+        (or -1, none given) is refused, for partitions there are."""
+        refused: Refused | None = None
+        for t in topics:
+            for p in t.partitions:
+                asked = p.current_leader_epoch
+                if asked == SINGLE_NODE_LEADER_EPOCH or not (
+                        code := epoch_error(asked, SINGLE_NODE_LEADER_EPOCH)):
+                    continue
+                logs = self.broker.logs
+                assert logs is not None
+                if logs.get_log(t.topic, p.partition) is not None:
+                    if refused is None:
+                        refused = {}
+                    refused[(t.topic, p.partition)] = code
+        return refused
+
+    def preferred_read_replicas(self, wanted: list[Wanted], client_rack: str,
+                                refused: Refused | None) -> dict[TopicPartition, int]:
+        return {}  # the only replica is here
 
     def leader_epoch(self, topic: str, partition: int) -> int:
         return SINGLE_NODE_LEADER_EPOCH

@@ -44,13 +44,13 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
 from odradek.cluster import state as zk
-from odradek.cluster.state import BrokerInfo
+from odradek.cluster.state import BrokerInfo, TopicPartition
 from odradek.server.cluster.broker_configs import DynamicBrokerConfigs
 from odradek.server.cluster.controller import Controller
 from odradek.server.cluster.metadata import ClusterMetadata
@@ -68,6 +68,7 @@ from odradek.server.cluster.txn_markers import TxnMarkerWriter
 from odradek.server.config import BrokerConfig
 from odradek.server.metadata import META_PROPERTIES, Topic
 from odradek.server.network.inter_broker import inter_broker_client
+from odradek.server.replication.reads import Following, PartitionResult, Refused, Wanted
 from odradek.server.replication.replica_manager import ReplicaManager
 from odradek.server.security.documents import Document, StoreDocument
 from odradek.server.tasks import TaskSet
@@ -75,6 +76,7 @@ from odradek.server.topology import PartitionView
 
 if TYPE_CHECKING:
     from odradek.coordinator.transactions import TxnMarkers
+    from odradek.protocol.fetch import FetchTopic
     from odradek.server.broker import Broker
     from odradek.server.replication.partition import Partition
     from odradek.server.replication.purgatory import DelayedProduce
@@ -451,6 +453,26 @@ class ClusterNode:
     @property
     def leaders(self) -> dict[tuple[str, int], Partition]:
         return self.replicas.leaders
+
+    def read_for_follower(self, replica: int, wanted: list[Wanted], max_bytes: int,
+                          asked_epochs: dict[TopicPartition, int],
+                          log_starts: dict[TopicPartition, int],
+                          quota_wait: list[float] | None = None
+                          ) -> tuple[list[PartitionResult], int]:
+        return self.replicas.read_for_follower(replica, wanted, max_bytes, asked_epochs,
+                                               log_starts, quota_wait)
+
+    @property
+    def following(self) -> Following:
+        return self.replicas.following
+
+    def epoch_refusals(self, topics: Iterable[FetchTopic], follower_reads: bool
+                       ) -> Refused:
+        return self.replicas.epoch_refusals(topics, follower_reads)
+
+    def preferred_read_replicas(self, wanted: list[Wanted], client_rack: str,
+                                refused: Refused | None) -> dict[TopicPartition, int]:
+        return self.replicas.preferred_read_replicas(wanted, client_rack, refused)
 
     def lead(self, topic: str, partition: int) -> Partition | None:
         """None: a cluster's leaders are made by the replica manager as the controller

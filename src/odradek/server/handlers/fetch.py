@@ -54,7 +54,13 @@ from odradek.server.handlers.base import (
     allowed,
     throttle,
 )
-from odradek.server.replication.reads import PartitionResult, Refused, Wanted
+from odradek.server.replication.reads import (
+    Following,
+    PartitionResult,
+    Preferred,
+    Refused,
+    Wanted,
+)
 from odradek.storage.errors import OffsetOutOfRangeError
 from odradek.storage.log import FileRegion
 from odradek.storage.txn_index import AbortedTxn
@@ -62,7 +68,6 @@ from odradek.storage.txn_index import AbortedTxn
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
     from odradek.server.metrics import BrokerStats
-    from odradek.server.replication.partition import Partition
     from odradek.server.security.quotas import ClientQuotas
 
 FINAL_EPOCH = -1
@@ -117,10 +122,6 @@ class FetchSessionCache:
         return session
 
 
-# KIP-392: partitions the consumer should fetch from another replica -> its broker id.
-Preferred = dict[tuple[str, int], int]
-# A consumer's read of a partition this broker follows (None: not a follower of it).
-Following = Callable[[str, int], "Partition | None"]
 
 
 def _read_refusals(broker: Broker, request: Request, wanted: list[Wanted],
@@ -289,7 +290,8 @@ def handle_now(broker: Broker, request: Request
     stats = broker.stats if body.replica_id < 0 else None  # consumers' (metrics.listen)
     if quotas is not None and (cap := quotas.fetch_max_bytes(request)) is not None:
         max_bytes = min(max_bytes, cap)  # no more than the quota allows over its window
-    if body.replica_id >= 0 and broker.cluster is not None:
+    topology = broker.topology
+    if body.replica_id >= 0:
         epochs = {(t.topic, p.partition): p.current_leader_epoch
                   for t in body.topics for p in t.partitions}
         log_starts = {(t.topic, p.partition): p.log_start_offset
@@ -307,31 +309,22 @@ def handle_now(broker: Broker, request: Request
                 PartitionResult(t, p, ErrorCode.topic_authorization_failed, -1, -1, -1, None)
                 for t, p, _, _ in wanted], session, incremental)
 
-        read_for_follower = broker.cluster.replicas.read_for_follower
+        read_for_follower = topology.read_for_follower
 
         def read() -> tuple[list[PartitionResult], int]:
             return read_for_follower(replica, wanted, max_bytes, epochs, log_starts,
                                      quota_wait)
     else:
         read_committed = body.isolation_level == 1
-        following: Following | None = None
-        refused: Refused | None = None
-        if broker.cluster is not None:
-            replicas = broker.cluster.replicas
-            if version >= 11:
-                # KIP-392: a v11+ consumer fetch may be served by a follower (Kafka's
-                # FetchParams.fetchOnlyLeader is false once the client sends its metadata).
-                following = replicas.following
-            refused = replicas.epoch_refusals(
-                ((t.topic, p.partition, p.current_leader_epoch)
-                 for t in body.topics for p in t.partitions), following is not None)
+        # KIP-392: a v11+ consumer fetch may be served by a follower (Kafka's
+        # FetchParams.fetchOnlyLeader is false once the client sends its metadata).
+        following = topology.following if version >= 11 else None
+        refused = topology.epoch_refusals(body.topics, following is not None)
         if broker.authorizer is not None:
             refused = _read_refusals(broker, request, wanted, refused)
         if (following is not None and body.rack_id
                 and broker.config["replica.selector.class"] != NO_SELECTOR):
-            assert broker.cluster is not None
-            preferred = broker.cluster.replicas.preferred_read_replicas(
-                wanted, body.rack_id, refused)
+            preferred = topology.preferred_read_replicas(wanted, body.rack_id, refused)
 
         def read() -> tuple[list[PartitionResult], int]:
             return _read(broker, wanted, max_bytes, read_committed, refused, preferred,

@@ -4,15 +4,24 @@ fetch handler (consumers' reads, the response's encoding) and the replica manage
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from odradek.storage.log import FileRegion
 from odradek.storage.txn_index import AbortedTxn
+
+if TYPE_CHECKING:
+    from odradek.server.replication.partition import Partition
 
 # (topic, partition, fetch offset, partition max bytes): what one partition asks for
 Wanted = tuple[str, int, int, int]
 # Partitions refused before reading (epoch or authorization): (topic, partition) -> code.
 Refused = dict[tuple[str, int], int]
+# KIP-392: partitions the consumer should fetch from another replica -> its broker id.
+Preferred = dict[tuple[str, int], int]
+# A consumer's read of a partition this broker follows (None: not a follower of it).
+Following = Callable[[str, int], "Partition | None"]
 
 
 @dataclass(slots=True)

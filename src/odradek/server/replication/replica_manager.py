@@ -49,6 +49,7 @@ from odradek.server.tasks import TaskSet
 from odradek.storage.errors import OffsetOutOfRangeError
 
 if TYPE_CHECKING:
+    from odradek.protocol.fetch import FetchTopic
     from odradek.server.cluster.node import ClusterNode
 
 log = logging.getLogger(__name__)
@@ -379,21 +380,22 @@ class ReplicaManager:
 
     # --- the leader's side: fetches -----------------------------------------------------------
 
-    def epoch_refusals(self, asked: Iterable[tuple[str, int, int]], follower_reads: bool
-                       ) -> Refused:
-        """Of ``asked`` (topic, partition, the client's current leader epoch): those led
-        here (or, with ``follower_reads``, followed here) at another epoch, with their
+    def epoch_refusals(self, topics: Iterable[FetchTopic], follower_reads: bool) -> Refused:
+        """Of a consumer's fetch: the partitions led here (or, with ``follower_reads``,
+        followed here) at another epoch than the one the client names, with their
         KIP-320 error."""
         refused: Refused = {}
         leaders = self.leaders
-        for topic, partition, asked_epoch in asked:
-            part = leaders.get((topic, partition))
-            if part is None and follower_reads:
-                part = self.following(topic, partition)
-            if part is not None:
-                code = epoch_error(asked_epoch, part.leader_epoch)
-                if code:
-                    refused[(topic, partition)] = code
+        for t in topics:
+            topic = t.topic
+            for p in t.partitions:
+                part = leaders.get((topic, p.partition))
+                if part is None and follower_reads:
+                    part = self.following(topic, p.partition)
+                if part is not None:
+                    code = epoch_error(p.current_leader_epoch, part.leader_epoch)
+                    if code:
+                        refused[(topic, p.partition)] = code
         return refused
 
     def preferred_read_replicas(self, wanted: list[Wanted], client_rack: str,
