@@ -159,8 +159,8 @@ class SingleNode:
         self.metadata: MetadataStore = None  # type: ignore[assignment]  # from start()
         self._broker_configs: BrokerConfigStore | None = None
         self.produces = Purgatory()  # stays empty: every append is committed at once
-        # Every partition here as a sole-leader ``Partition``, made by ``lead`` when first
-        # appended to (a plain dict: Produce looks each partition up in it).
+        # Every partition here as a sole-leader ``Partition``, made with its log (``_host``;
+        # ``lead`` makes any other on first use): a plain dict, Produce's lookup.
         self.leaders: dict[TopicPartition, Partition] = {}
 
     # --- the broker's start and stop ---------------------------------------------------------
@@ -179,7 +179,7 @@ class SingleNode:
         self.metadata.persist()
         for topic in self.metadata.topics.values():
             for partition in range(topic.partitions):
-                logs.get_or_create_log(topic.name, partition, topic_id=topic.topic_id)
+                self._host(topic.name, partition, topic.topic_id)
 
     async def document(self, name: str, mode: int = 0o644) -> Document:
         return FileDocument(self.config.data_dir, name, mode=mode)
@@ -251,7 +251,7 @@ class SingleNode:
         assert logs is not None
         topic = self._register(name, partitions, configs, False)
         for partition in range(topic.partitions):
-            logs.get_or_create_log(name, partition, topic_id=topic.topic_id)
+            self._host(name, partition, topic.topic_id)
         log.info("created topic %s with %d partition(s)", name, topic.partitions)
         return topic
 
@@ -275,8 +275,7 @@ class SingleNode:
                 await asyncio.sleep(0)
                 if self.metadata.topics.get(name) is not topic:
                     return
-            logs.get_or_create_log(name, partition,
-                                   topic_id=topic.topic_id if topic else None)
+            self._host(name, partition, topic.topic_id if topic else None)
 
     async def delete_topic(self, name: str) -> Topic:
         logs = self.broker.logs
@@ -330,6 +329,16 @@ class SingleNode:
     def delay_produce(self, waits: Sequence[tuple[Partition, int]], timeout_ms: int | None
                       ) -> DelayedProduce:
         return DelayedProduce(self.produces, waits, None)  # settled at once
+
+    def _host(self, topic: str, partition: int, topic_id: uuid.UUID | None) -> None:
+        """Open (or create) a partition's log and lead it: its ``Partition`` is made with
+        the topic, as Kafka's are, not at its first produce."""
+        logs = self.broker.logs
+        assert logs is not None
+        lg = logs.get_or_create_log(topic, partition, topic_id=topic_id)
+        part = self.leaders.get((topic, partition))
+        if part is None or part.log is not lg:
+            self.lead(topic, partition)
 
     def lead(self, topic: str, partition: int) -> Partition | None:
         """The partition as this broker's to append to, made on first use from its log
