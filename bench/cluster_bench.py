@@ -2,12 +2,12 @@
 
 What it measures (the replication issue's targets), against processes it starts itself on
 free ports of 127.0.0.1 with fresh data directories: a real ZooKeeper (Debian's
-``zookeeper`` package, ``tests.zookeeper.ZooKeeperServer``, one for the whole run, each
-cluster in a chroot of its own) and ``odradek serve`` processes. The cluster's brokers
-(node ids 1..3) run with the default config except ``zookeeper.connect``, ``node.id``,
-``zookeeper.session.timeout.ms`` (``--session-timeout-ms``, default Kafka's 18000) and
-whatever ``--broker-override`` adds; every cluster topic has replication factor 3 and
-``min.insync.replicas=2``.
+``zookeeper`` package, ``odradek.devcluster.ZooKeeperServer``, one for the whole run, each
+cluster in a chroot of its own) and ``odradek serve`` processes (``Cluster``, an
+``odradek.devcluster.DevCluster``). The cluster's brokers (node ids 1..3) run with the
+default config except ``zookeeper.connect``, ``node.id``, ``zookeeper.session.timeout.ms``
+(``--session-timeout-ms``, default Kafka's 18000) and whatever ``--broker-override``
+adds; every cluster topic has replication factor 3 and ``min.insync.replicas=2``.
 
 1. Throughput and CPU (``--only throughput``): the same librdkafka load as
    ``broker_bench.py`` (``confluent_kafka.Producer`` in this process, ``--records`` records
@@ -130,8 +130,13 @@ from broker_bench import (
     broker_machine_info,
     broker_machine_line,
 )
-from odradek.devcluster import BrokerProcess as DevBroker
-from odradek.devcluster import ClusterError, ZooKeeperServer, four_letter_word, free_port
+from odradek.devcluster import (
+    BrokerProcess,
+    ClusterError,
+    DevCluster,
+    ZooKeeperServer,
+    four_letter_word,
+)
 from odradek.devcluster.apache_kafka import (
     KAFKA_VERSION,
     ApacheKafkaCluster,
@@ -229,167 +234,83 @@ def _stop_leftovers() -> None:
             os.kill(pid, signal.SIGKILL)
 
 
-class ClusterNode:
-    """One ``odradek serve`` of a cluster (``odradek.devcluster``'s launcher): its node id,
-    port and data dir survive restarts."""
-
-    def __init__(self, node_id: int, root: str, settings: dict[str, Any]) -> None:
-        self.node_id = node_id
-        self.broker = DevBroker(node_id, Path(root) / f"broker-{node_id}",
-                                Path(root) / f"broker-{node_id}.log", port=free_port(),
-                                settings=settings)
-        self.port = self.broker.port
-        self.bootstrap = self.broker.bootstrap
-        self.data_dir = str(self.broker.data_dir)
-        self.log_path = str(self.broker.log_path)
-
-    @property
-    def pid(self) -> int:
-        assert self.broker.pid is not None
-        return self.broker.pid
-
-    @property
-    def running(self) -> bool:
-        return self.broker.running
-
-    def output(self, tail: int = 3000) -> str:
-        return self.broker.output()[-tail:]
+class ClusterNode(BrokerProcess):
+    """One ``odradek serve`` of a ``Cluster`` (``odradek.devcluster``'s launcher: its node
+    id, port and data dir survive restarts), in ``_LIVE`` while it runs; one that ignores
+    SIGTERM is noted in ``HUNG``."""
 
     def start(self) -> None:
-        self.broker.start()
+        super().start()
+        assert self.pid is not None
         _LIVE[self.pid] = self.terminate
-        try:
-            self.broker.wait_ready(time.monotonic() + START_TIMEOUT_S)
-        except ClusterError as exc:
-            raise RuntimeError(f"broker {self.node_id} did not start: {exc}") from None
 
-    def cpu_s(self) -> float:
-        return proc_cpu_s(self.pid)
-
-    def kill9(self) -> None:
+    def stop(self, timeout_s: float = STOP_TIMEOUT_S,
+             hurry: Callable[[], bool] = lambda: False) -> int | None:
         pid = self.pid
-        self.broker.kill()
-        _LIVE.pop(pid, None)
+        try:
+            return super().stop(timeout_s, hurry)
+        except ClusterError:
+            note(f"  broker {self.node_id} (pid {pid}) ignored SIGTERM for "
+                 f"{timeout_s:.0f} s: killed; the end of its output:\n{self.output()[-4000:]}")
+            HUNG.append({"node": self.node_id, "log_tail": self.output()[-8000:]})
+            raise
+        finally:
+            _LIVE.pop(pid or -1, None)
+
+    def kill(self) -> None:
+        """kill -9."""
+        pid = self.pid
+        super().kill()
+        _LIVE.pop(pid or -1, None)
 
     def terminate(self, timeout_s: float = STOP_TIMEOUT_S) -> tuple[int, float, bool]:
         """SIGTERM; SIGKILL after ``timeout_s``. Returns (exit code, seconds until it
         exited, whether it was killed)."""
-        pid, t0 = self.pid, time.monotonic()
+        t0 = time.monotonic()
         try:
-            code, killed = self.broker.stop(timeout_s), False
+            code, killed = self.stop(timeout_s), False
         except ClusterError:
-            code, killed = self.broker.returncode, True
-        _LIVE.pop(pid, None)
-        if killed:
-            note(f"  broker {self.node_id} (pid {pid}) ignored SIGTERM for "
-                 f"{timeout_s:.0f} s: killed; the end of its output:\n{self.output(4000)}")
-            HUNG.append({"node": self.node_id, "log_tail": self.output(8000)})
+            code, killed = self.returncode, True
         assert code is not None
         return code, time.monotonic() - t0, killed
 
+    def cpu_s(self) -> float:
+        assert self.pid is not None
+        return proc_cpu_s(self.pid)
 
-class Cluster:
-    """``SIZE`` brokers on a chroot of ``zookeeper``; ``start()``, then ``stop()``."""
 
-    _count = 0
+class Measured:
+    """What the loads and the report read of a cluster, Odradek's or Kafka's: its
+    brokers' CPU time and peak RSS, waits that ``check_interrupted``, a topic of RF 3.
+    Each also has ``start``, ``stop`` (exit codes), ``state`` (a partition's leader, ISR
+    and when the controller wrote them) and ``controller``."""
 
-    def __init__(self, zookeeper: ZooKeeperServer, root: str, settings: dict[str, Any]) -> None:
-        Cluster._count += 1
-        self.root = tempfile.mkdtemp(prefix="cluster-", dir=root)
-        self.chroot = f"/odradek-bench-{os.getpid()}-{Cluster._count}"
-        self.zk_server = zookeeper.connect_string
-        self.connect = f"{self.zk_server}{self.chroot}"
-        self.settings = {**settings, "zookeeper.connect": self.connect}
-        self.nodes = {n: ClusterNode(n, self.root, self.settings) for n in range(1, SIZE + 1)}
-        self.zk: KazooClient | None = None
+    root: Path
+    bootstrap: str
 
-    @property
-    def bootstrap(self) -> str:
-        return ",".join(n.bootstrap for n in self.nodes.values())
-
-    def start(self) -> None:
-        root = KazooClient(hosts=self.zk_server, timeout=10)
-        root.start(timeout=15)
-        try:
-            root.ensure_path(self.chroot)
-        finally:
-            root.stop()
-            root.close()
-        self.zk = KazooClient(hosts=self.connect, timeout=10)
-        self.zk.start(timeout=15)
-        for node in self.nodes.values():
-            node.start()
-        self.wait_for(lambda: self.live_brokers() == sorted(self.nodes), START_TIMEOUT_S,
-                      "every broker registered in ZooKeeper")
-
-    def stop(self) -> dict[int, int]:
-        """SIGTERM to each running broker in turn, waiting for each. Returns {node: exit
-        code}. One at a time: each controlled shutdown moves its leadership to brokers
-        still running, and the last has none left to move, so it stops at once; signalled
-        together, each waited controlled.shutdown.max.retries x retry.backoff.ms (15 s)
-        for partitions it could not move (seen with __consumer_offsets)."""
-        codes: dict[int, int] = {}
-        for node in self.nodes.values():
-            if node.running:
-                codes[node.node_id] = node.terminate()[0]
-        if self.zk is not None:
-            with contextlib.suppress(Exception):
-                self.zk.stop()
-                self.zk.close()
-            self.zk = None
-        return codes
-
-    def remove(self) -> None:
-        if not KEEP:
-            shutil.rmtree(self.root, ignore_errors=True)
-
-    def pids(self) -> dict[int, int]:
-        return {n: node.pid for n, node in self.nodes.items()}
-
-    def cpu_by_node(self) -> dict[int, float]:
-        return {n: proc_cpu_s(pid) for n, pid in self.pids().items()}
-
-    def peak_rss_mib(self) -> float:
-        """The brokers' peak resident sets (VmHWM), summed."""
-        return sum(proc_peak_rss_mib(pid) for pid in self.pids().values())
+    def broker_pids(self) -> dict[int, int]:
+        raise NotImplementedError
 
     def tails(self) -> str:
         """The end of every broker's output, for an error message."""
-        return "\n".join(f"=== broker {n} ===\n{node.output(1500)}"
-                         for n, node in self.nodes.items())
+        raise NotImplementedError
+
+    def full_isr(self, topic: str, partitions: int) -> bool:
+        raise NotImplementedError
+
+    def cpu_by_node(self) -> dict[int, float]:
+        return {n: proc_cpu_s(pid) for n, pid in self.broker_pids().items()}
+
+    def peak_rss_mib(self) -> float:
+        """The brokers' peak resident sets (VmHWM), summed."""
+        return sum(proc_peak_rss_mib(pid) for pid in self.broker_pids().values())
 
     def cpu_s(self) -> float:
         return sum(self.cpu_by_node().values())
 
-    # --- what ZooKeeper and the clients say -------------------------------------------
-
-    def live_brokers(self) -> list[int]:
-        assert self.zk is not None
-        if not self.zk.exists("/brokers/ids"):
-            return []
-        return sorted(int(c) for c in self.zk.get_children("/brokers/ids"))
-
-    def controller(self) -> int:
-        assert self.zk is not None
-        if not self.zk.exists("/controller"):
-            return -1
-        return int(json.loads(self.zk.get("/controller")[0])["brokerid"])
-
-    def state(self, topic: str, partition: int) -> tuple[dict[str, Any], float] | None:
-        """The partition's state znode and its mtime (wall clock, seconds)."""
-        assert self.zk is not None
-        path = f"/brokers/topics/{topic}/partitions/{partition}/state"
-        if not self.zk.exists(path):
-            return None
-        data, stat = self.zk.get(path)
-        return json.loads(data), stat.mtime / 1000
-
-    def full_isr(self, topic: str, partitions: int) -> bool:
-        for p in range(partitions):
-            st = self.state(topic, p)
-            if st is None or sorted(st[0]["isr"]) != sorted(self.nodes):
-                return False
-        return True
+    def remove(self) -> None:
+        if not KEEP:
+            shutil.rmtree(self.root, ignore_errors=True)
 
     def wait_for(self, predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
         deadline = time.monotonic() + timeout_s
@@ -416,20 +337,111 @@ class Cluster:
         return [parts[p].leader if p in parts else -1 for p in range(partitions)]
 
 
-class KafkaCluster(Cluster):
+class Cluster(Measured, DevCluster):
+    """``SIZE`` brokers on a chroot of ``zookeeper`` (``odradek.devcluster.DevCluster``:
+    started together, ready once each lists every other, stopped one at a time, the
+    controller last); ``start()``, then ``stop()``. Their settings are ``settings`` over
+    the brokers' defaults (no ``cluster_defaults``): the session timeout and
+    ``--broker-override``. Leaders, ISR and the controller are read from ZooKeeper."""
+
+    _count = 0
+
+    def __init__(self, zookeeper: ZooKeeperServer, root: str, settings: dict[str, Any]) -> None:
+        Cluster._count += 1
+        super().__init__(tempfile.mkdtemp(prefix="cluster-", dir=root), SIZE,
+                         zookeeper=zookeeper, base_port=0, defaults={}, settings=settings,
+                         chroot=f"/odradek-bench-{os.getpid()}-{Cluster._count}")
+        self.zk: KazooClient | None = None
+
+    def make_broker(self, node: int) -> ClusterNode:
+        return ClusterNode(node, self.root / f"broker-{node}", self.root / f"broker-{node}.log")
+
+    def node(self, node: int) -> ClusterNode:
+        broker = self.brokers[node]
+        assert isinstance(broker, ClusterNode)
+        return broker
+
+    def start(self, interrupted: Callable[[], bool] = lambda: bool(_INTERRUPTED),
+              on_zookeeper: Callable[[], None] | None = None) -> None:
+        super().start(interrupted, on_zookeeper)
+        self.zk = KazooClient(hosts=self.zookeeper_connect, timeout=10)
+        self.zk.start(timeout=15)
+
+    def stop(self) -> dict[int, int]:
+        """SIGTERM to each running broker in turn, the controller last, waiting for each
+        (DevCluster.close). Returns {node: exit code}. One at a time: each controlled
+        shutdown moves its leadership to brokers still running, and the last has none
+        left to move, so it stops at once; signalled together, each waited
+        controlled.shutdown.max.retries x retry.backoff.ms (15 s) for partitions it could
+        not move (seen with __consumer_offsets)."""
+        codes: dict[int, int] = {}
+
+        def stopped(node: int, code: int | None) -> None:
+            if code is not None:
+                codes[node] = code
+
+        try:
+            self.close(on_stop=stopped)
+        except ClusterError:
+            pass  # told by the exit codes (and HUNG)
+        finally:
+            if self.zk is not None:
+                with contextlib.suppress(Exception):
+                    self.zk.stop()
+                    self.zk.close()
+                self.zk = None
+        return codes
+
+    def broker_pids(self) -> dict[int, int]:
+        return {n: b.pid for n, b in self.brokers.items() if b.pid is not None}
+
+    def tails(self) -> str:
+        return "\n".join(f"=== broker {n} ===\n{b.output()[-1500:]}"
+                         for n, b in self.brokers.items())
+
+    # --- what ZooKeeper says ------------------------------------------------------------
+
+    def live_brokers(self) -> list[int]:
+        assert self.zk is not None
+        if not self.zk.exists("/brokers/ids"):
+            return []
+        return sorted(int(c) for c in self.zk.get_children("/brokers/ids"))
+
+    def controller(self) -> int:
+        assert self.zk is not None
+        if not self.zk.exists("/controller"):
+            return -1
+        return int(json.loads(self.zk.get("/controller")[0])["brokerid"])
+
+    def state(self, topic: str, partition: int) -> tuple[dict[str, Any], float] | None:
+        """The partition's state znode and its mtime (wall clock, seconds)."""
+        assert self.zk is not None
+        path = f"/brokers/topics/{topic}/partitions/{partition}/state"
+        if not self.zk.exists(path):
+            return None
+        data, stat = self.zk.get(path)
+        return json.loads(data), stat.mtime / 1000
+
+    def full_isr(self, topic: str, partitions: int) -> bool:
+        for p in range(partitions):
+            st = self.state(topic, p)
+            if st is None or sorted(st[0]["isr"]) != sorted(self.brokers):
+                return False
+        return True
+
+
+class KafkaCluster(Measured):
     """``--kafka``: Apache Kafka's 3-node cluster (``devcluster.apache_kafka.ApacheKafkaCluster``:
     KRaft, each node broker and controller, a static quorum, internal topics RF 3 / min
-    ISR 2, 1 GiB heap each, the rest Kafka's defaults) in ``Cluster``'s shape, so that the
-    throughput and latency loads run on it unchanged. What ``Cluster`` reads from
+    ISR 2, 1 GiB heap each, the rest Kafka's defaults) measured as ``Cluster`` is, so that
+    the throughput and latency loads run on it unchanged. What ``Cluster`` reads from
     ZooKeeper (a partition's leader and ISR, the controller) comes from the client's
     Metadata here; ``--broker-override`` and the session timeout are Odradek's only."""
 
-    def __init__(self, root: str) -> None:  # no ZooKeeper: Cluster.__init__ is not for it
-        self.root = tempfile.mkdtemp(prefix="kafka-cluster-", dir=root)
+    def __init__(self, root: str) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="kafka-cluster-", dir=root))
         self.kafka = ApacheKafkaCluster(self.root)
         self.kafka.ready_poll_s = 0.05
-        self.nodes = self.kafka.nodes  # type: ignore[assignment]
-        self.zk = None
         self._admin: AdminClient | None = None
 
     @property
@@ -455,7 +467,7 @@ class KafkaCluster(Cluster):
         return {n: 0 if rc == 128 + signal.SIGTERM else (rc if rc is not None else -1)
                 for n, rc in codes.items()}
 
-    def pids(self) -> dict[int, int]:
+    def broker_pids(self) -> dict[int, int]:
         return self.kafka.pids
 
     def tails(self) -> str:
@@ -478,14 +490,15 @@ class KafkaCluster(Cluster):
     def full_isr(self, topic: str, partitions: int) -> bool:
         parts = self._partitions(topic)
         return len(parts) == partitions and all(
-            p.leader >= 0 and sorted(p.isrs) == sorted(self.nodes) for p in parts.values())
+            p.leader >= 0 and sorted(p.isrs) == sorted(self.kafka.nodes)
+            for p in parts.values())
 
     def controller(self) -> int:
         return self._client().list_topics(timeout=10).controller_id
 
 
 def new_cluster(kind: str, zk: ZooKeeperServer, tmp_root: str,
-                settings: dict[str, Any]) -> Cluster:
+                settings: dict[str, Any]) -> Cluster | KafkaCluster:
     """A fresh (not started) cluster of ``kind``: Odradek's on ``zk``, or Kafka's."""
     return KafkaCluster(tmp_root) if kind == KAFKA_CLUSTER else Cluster(zk, tmp_root, settings)
 
@@ -804,7 +817,7 @@ class _LatencyCluster:
             self.stop()
             raise
         self.bootstrap = self.cluster.bootstrap
-        self.pid = self.cluster.pids()[1]
+        self.pid = self.cluster.broker_pids()[1]
 
     def _coordinator_topic(self) -> None:
         """The consumer's group.id makes librdkafka send FindCoordinator at once (even
@@ -1166,7 +1179,7 @@ def one_fault(cluster: Cluster, fault: str, args: argparse.Namespace) -> dict[st
     victim = state0[0]["leader"]
     md_before = cluster.metadata_leaders(FAILOVER_TOPIC, 1)[0]
     controller = cluster.controller()
-    node = cluster.nodes[victim]
+    node = cluster.node(victim)
     rc: int | None = None
     producer = FailoverProducer(cluster.bootstrap, args.failover_rate, args.value_bytes,
                                 args.rdkafka_debug)
@@ -1175,7 +1188,7 @@ def one_fault(cluster: Cluster, fault: str, args: argparse.Namespace) -> dict[st
         watch = LeaderWatch(cluster, victim)
         t_fault = time.time()
         if fault == "kill":
-            node.kill9()
+            node.kill()
         else:
             rc = node.terminate(STOP_TIMEOUT_S)[0]
         t_exit = time.time()
@@ -1269,10 +1282,10 @@ def run_failover(zk: ZooKeeperServer, args: argparse.Namespace, settings: dict[s
                          f"{r['max_ack_gap_ms']} ms (steady {r['steady_max_ack_gap_ms']} ms); "
                          f"delivery errors {r['delivery_errors']}")
                 # The stopped broker back, same port and data, before the next fault.
-                for node in cluster.nodes.values():
-                    if not node.running:
-                        node.start()
-                cluster.wait_for(lambda: cluster.live_brokers() == sorted(cluster.nodes),
+                for n, broker in cluster.brokers.items():
+                    if not broker.running:
+                        cluster.start_broker(n, everywhere=False)
+                cluster.wait_for(lambda: cluster.live_brokers() == sorted(cluster.brokers),
                                  START_TIMEOUT_S, "every broker registered again")
     finally:
         codes = cluster.stop()
@@ -1416,7 +1429,7 @@ def one_rebalance(cluster: Cluster, args: argparse.Namespace) -> dict[str, Any]:
     preferred = preferred_leader(cluster)
     cluster.wait_for(lambda: _balanced(cluster, preferred), START_TIMEOUT_S * 2,
                      f"broker {preferred} leading with every replica in sync")
-    node = cluster.nodes[preferred]
+    node = cluster.node(preferred)
     rc = node.terminate(STOP_TIMEOUT_S)[0]
     away = cluster.state(FAILOVER_TOPIC, 0)
     assert away is not None
@@ -1426,7 +1439,7 @@ def one_rebalance(cluster: Cluster, args: argparse.Namespace) -> dict[str, Any]:
         time.sleep(args.steady_s)  # steady acknowledgements from the stand-in leader
         watch = LeaderWatch(cluster, away[0]["leader"], want=preferred)
         t_start = time.time()
-        node.start()
+        cluster.start_broker(preferred, everywhere=False)
         cluster.wait_for(lambda: cluster.full_isr(FAILOVER_TOPIC, 1), START_TIMEOUT_S * 2,
                          f"broker {preferred} back in the ISR")
         t_isr = time.time()
@@ -1475,7 +1488,8 @@ def one_rolling(cluster: Cluster, args: argparse.Namespace) -> dict[str, Any]:
     try:
         time.sleep(args.steady_s)
         t0 = time.time()
-        for n, node in cluster.nodes.items():
+        for n in list(cluster.brokers):
+            node = cluster.node(n)
             check_interrupted()
             step: dict[str, Any] = {"broker": n, "was_leader": n == preferred}
             t_term = time.time()
@@ -1487,7 +1501,7 @@ def one_rolling(cluster: Cluster, args: argparse.Namespace) -> dict[str, Any]:
             # come from the shutdown or from the restart.
             time.sleep(RESTART_PAUSE_S)
             t_start = time.time()
-            node.start()
+            cluster.start_broker(n, everywhere=False)
             cluster.wait_for(lambda: cluster.full_isr(FAILOVER_TOPIC, 1),
                              START_TIMEOUT_S * 2, f"broker {n} back in the ISR")
             t_isr = time.time()
@@ -1564,9 +1578,9 @@ def run_balance(zk: ZooKeeperServer, args: argparse.Namespace, settings: dict[st
                 note(f"  longest ack gap {r['max_ack_gap_ms']} ms (steady "
                      f"{r['steady_max_ack_gap_ms']} ms); delivery errors "
                      f"{r['delivery_errors']}")
-            for node in cluster.nodes.values():
-                if not node.running:
-                    node.start()
+            for n, broker in cluster.brokers.items():
+                if not broker.running:
+                    cluster.start_broker(n, everywhere=False)
     finally:
         codes = cluster.stop()
         cluster.remove()

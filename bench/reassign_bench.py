@@ -48,14 +48,14 @@ import cluster_bench as cb
 from _common import finish, note, shown_path
 from odradek.cli.reassign import set_throttles
 from odradek.client.admin import alter_reassignments
-from odradek.devcluster import ZooKeeperServer
+from odradek.devcluster import BrokerProcess, ZooKeeperServer
 
 RECORD_BYTES = 1000
 MOVE_TARGET_RATIO = 0.2  # the throttled move within 20% of the throttle
 PRODUCER_TARGET = 0.8
 
 
-def _dir_bytes(path: str) -> int:
+def _dir_bytes(path: str | Path) -> int:
     p = Path(path)
     return sum(f.stat().st_size for f in p.glob("*.log")) if p.exists() else 0
 
@@ -83,7 +83,7 @@ def fill(bootstrap: str, topic: str, megabytes: int) -> int:
     return megabytes * 1000
 
 
-def move(cluster: cb.Cluster, new: cb.ClusterNode, topic: str, total: int
+def move(cluster: cb.Cluster, new: BrokerProcess, topic: str, total: int
          ) -> list[tuple[float, int]]:
     """Move ``topic``-0 to [2,3,4]; broker 4's copy size over time, until complete."""
     result = alter_reassignments(cluster.bootstrap, {(topic, 0): [2, 3, 4]})
@@ -119,14 +119,11 @@ def acks_between(acks: list[tuple[float, int]], wall0: float, wall1: float) -> f
 
 def one_round(zk: ZooKeeperServer, args: argparse.Namespace, root: str) -> dict[str, Any]:
     cluster = cb.Cluster(zk, root, {})
-    new = cb.ClusterNode(4, cluster.root, cluster.settings)
     try:
         cluster.start()
-        new.start()
-        cluster.wait_for(lambda: 4 in cluster.live_brokers(), cb.START_TIMEOUT_S,
-                         "broker 4 registered")
+        new = cluster.add_broker()  # broker 4, once every broker lists it
         fill(cluster.bootstrap, "move-free", args.megabytes)
-        total = _dir_bytes(os.path.join(cluster.nodes[1].data_dir, "move-free-0"))
+        total = _dir_bytes(os.path.join(cluster.brokers[1].data_dir, "move-free-0"))
         note(f"  unthrottled move of {total / 1e6:.1f} MB")
         free = move(cluster, new, "move-free", total)
         free_rate = total / (free[-1][0] - free[0][0])
@@ -134,7 +131,7 @@ def one_round(zk: ZooKeeperServer, args: argparse.Namespace, root: str) -> dict[
         note(f"  unthrottled: {free_rate / 1e6:.1f} MB/s; throttle {throttle / 1e6:.2f} MB/s")
 
         fill(cluster.bootstrap, "move-throttled", args.megabytes)
-        total = _dir_bytes(os.path.join(cluster.nodes[1].data_dir, "move-throttled-0"))
+        total = _dir_bytes(os.path.join(cluster.brokers[1].data_dir, "move-throttled-0"))
         cb.create_topic(cluster.bootstrap, cb.FAILOVER_TOPIC, 1, 3,
                         {"min.insync.replicas": "2"})
         producer = cb.FailoverProducer(cluster.bootstrap, args.producer_rate, args.value_bytes,
@@ -170,8 +167,6 @@ def one_round(zk: ZooKeeperServer, args: argparse.Namespace, root: str) -> dict[
              f"({out['producer_ratio']}x)")
         return out
     finally:
-        if new.running:
-            new.terminate()
         cluster.stop()
         cluster.remove()
 

@@ -4,6 +4,10 @@ pause (SIGSTOP) and restart on the same port. Given a ``NetworkCuts`` (tests/net
 ``run_cluster(..., cuts=cuts)``), each broker runs in a cgroup of its own, and a test can
 cut one off the other brokers and/or ZooKeeper (``isolate``) and ``heal`` it.
 
+Starting, stopping and waiting for the brokers is ``odradek.devcluster.DevCluster``'s
+(the launcher ``odradek cluster up`` and ``odradek.testing`` use); ``Cluster`` adds the
+faults, what ZooKeeper says, and failures as failed tests with the brokers' output.
+
 Brokers run with short timeouts so failures are noticed in seconds:
 ``zookeeper.session.timeout.ms`` (a dead or paused broker's registration goes),
 ``replica.lag.time.max.ms`` (a stalled follower leaves the ISR), and few internal-topic
@@ -14,16 +18,18 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import signal
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pytest
 from kazoo.client import KazooClient
 
 from odradek import devcluster
-from tests.interop.conftest import BrokerProcess, start_broker
+from tests.interop.conftest import STOP_TIMEOUT, BrokerProcess
 from tests.zookeeper import ZooKeeperServer
 
 if TYPE_CHECKING:
@@ -35,114 +41,79 @@ FAST_SETTINGS = {**devcluster.FAST_SETTINGS, "num.partitions": 1,
 SESSION_TIMEOUT_MS: int = FAST_SETTINGS["zookeeper.session.timeout.ms"]
 
 
-@dataclass
-class ClusterBroker:
-    node_id: int
-    data_dir: Path
-    port: int = 0  # 0 until first started; restarts reuse it
-    process: BrokerProcess | None = None
-    _context: Any = None
-    stopped_by_test: bool = False
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    @property
-    def pid(self) -> int:
-        assert self.process is not None
-        return self.process.pid
-
-    @property
-    def running(self) -> bool:
-        return self.process is not None and self.process.process.poll() is None
+@contextlib.contextmanager
+def _failing() -> Iterator[None]:
+    """A broker that cannot start or stop cleanly fails the test, with its log."""
+    try:
+        yield
+    except devcluster.ClusterError as exc:
+        pytest.fail(str(exc), pytrace=False)
 
 
-@dataclass
-class Cluster:
-    """N brokers on one ZooKeeper chroot. Use as a context manager (``run_cluster``)."""
+class Cluster(devcluster.DevCluster):
+    """N brokers (``FAST_SETTINGS`` under ``settings``, ``node_settings`` over them for
+    one broker: broker.rack) on a chroot of their own of ``zookeeper``, node ids 1..N,
+    data in ``root``/broker-N, output in ``root``/broker-N.stdout and .stderr. Use as a
+    context manager (``run_cluster``). ``client_settings`` are the librdkafka settings of
+    the clients this helper makes (a secured cluster's login)."""
 
     zookeeper: ZooKeeperServer
-    root: Path
-    size: int = 3
-    settings: dict[str, Any] = field(default_factory=dict)
-    chroot: str = ""
-    brokers: dict[int, ClusterBroker] = field(default_factory=dict)
-    cuts: NetworkCuts | None = None  # each broker in a cgroup of its own: isolate()/heal()
-    # Settings of one broker only (node id -> settings), over ``settings``: broker.rack.
-    node_settings: dict[int, dict[str, Any]] = field(default_factory=dict)
-    # librdkafka settings of the clients this helper makes (a secured cluster's login).
-    client_settings: dict[str, str] = field(default_factory=dict)
+    brokers: dict[int, BrokerProcess]
 
-    def __post_init__(self) -> None:
-        self.chroot = self.chroot or f"/odradek-{time.monotonic_ns()}"
-        for node in range(1, self.size + 1):
-            self.brokers[node] = ClusterBroker(node, self.root / f"broker-{node}")
+    def __init__(self, zookeeper: ZooKeeperServer, root: Path, size: int = 3,
+                 settings: dict[str, Any] | None = None, *, chroot: str = "",
+                 cuts: NetworkCuts | None = None,
+                 node_settings: dict[int, dict[str, Any]] | None = None,
+                 client_settings: dict[str, str] | None = None) -> None:
+        super().__init__(root, size, zookeeper=zookeeper, base_port=0,
+                         chroot=chroot or f"/odradek-{time.monotonic_ns()}",
+                         defaults=FAST_SETTINGS, settings=settings,
+                         node_settings=node_settings)
+        self.stop_timeout_s = STOP_TIMEOUT
+        self.cuts = cuts  # each broker in a cgroup of its own: isolate()/heal()
+        self.client_settings = dict(client_settings or {})
 
-    @property
-    def connect(self) -> str:
-        return f"{self.zookeeper.connect_string}{self.chroot}"
+    def make_broker(self, node: int) -> BrokerProcess:
+        """Its output beside its data directory, stdout and stderr apart (this start's:
+        ``output()``; its banner: ``metrics_url()``)."""
+        data_dir = self.root / f"broker-{node}"
+        return BrokerProcess(node, data_dir, data_dir.with_name(f"broker-{node}.stdout"),
+                             stderr_path=data_dir.with_name(f"broker-{node}.stderr"))
 
-    @property
-    def bootstrap(self) -> str:
-        return ",".join(b.bootstrap for b in self.brokers.values() if b.port)
+    def broker_args(self, node: int) -> list[str]:
+        """``odradek serve`` options (after --listen and --data-dir) of broker ``node``,
+        for a test that starts one itself."""
+        settings = {**self.broker_settings(node), "node.id": node}
+        return [f"--override={k}={v}" for k, v in settings.items()]
 
-    def broker_args(self, broker: ClusterBroker) -> list[str]:
-        """`odradek serve` options (after --listen and --data-dir) of ``broker``."""
-        settings = {**FAST_SETTINGS, **self.settings,
-                    **self.node_settings.get(broker.node_id, {}), "node.id": broker.node_id,
-                    "zookeeper.connect": self.connect}
-        args = [f"--override={k}={v}" for k, v in settings.items()]
-        if broker.port:
-            args.append(f"--listen=127.0.0.1:{broker.port}")
-        return args
+    def start(self, interrupted: Callable[[], bool] = lambda: False,
+              on_zookeeper: Callable[[], None] | None = None) -> None:
+        """Every broker, until each lists every other."""
+        with _failing():
+            super().start(interrupted, on_zookeeper)
 
-    def start(self, node: int) -> ClusterBroker:
-        broker = self.brokers[node]
-        assert not broker.running, f"broker {node} is running"
-        broker.data_dir.mkdir(parents=True, exist_ok=True)
-        prefix = None if self.cuts is None else self.cuts.prefix(_group_name(node))
-        broker._context = start_broker(broker.data_dir, *self.broker_args(broker),
-                                       argv_prefix=prefix)
-        broker.process = broker._context.__enter__()
-        broker.port = broker.process.port
-        broker.stopped_by_test = False
-        return broker
+    def start_broker(self, node: int, *, wait: bool = True,
+                     everywhere: bool = False) -> BrokerProcess:
+        """Start broker ``node`` (again: same port and data) and, with ``wait``, until it
+        serves (it has registered in ZooKeeper; the other brokers may not know yet:
+        some may be paused or cut off)."""
+        if self.cuts is not None:
+            self.brokers[node].argv_prefix = self.cuts.prefix(_group_name(node))
+        with _failing():
+            return super().start_broker(node, wait=wait, everywhere=everywhere)
 
-    def start_all(self) -> None:
-        for node in self.brokers:
-            self.start(node)
-        self.wait_for(lambda: len(self.live_brokers()) == self.size, 60,
-                      "every broker registered")
-        # ... and every broker has seen every registration (its own watch can lag
-        # ZooKeeper by a moment; CreateTopics there would find too few brokers).
-        self.wait_for(lambda: all(self.brokers_seen_by(n) == self.size for n in self.brokers),
-                      30, "every broker seeing every other")
-
-    def add_broker(self) -> ClusterBroker:
-        """Start one more broker (the next node id) and wait until it is registered."""
-        node = max(self.brokers) + 1
-        self.brokers[node] = ClusterBroker(node, self.root / f"broker-{node}")
-        self.start(node)
-        self.wait_for(lambda: node in self.live_brokers(), 60, f"broker {node} registered")
-        # And known to every broker's Metadata answer: librdkafka sends a broker resource's
-        # configs to that broker, and one it has not heard of from the broker it asked it
-        # waits for until its next metadata refresh (minutes) - the CI flake of
-        # test_reassignment's controller failover.
-        count = len(self.live_brokers())
-        self.wait_for(lambda: all(self.brokers_seen_by(n) == count
-                                  for n in self.live_brokers()), 60,
-                      f"every broker listing broker {node}")
-        return self.brokers[node]
-
-    def brokers_seen_by(self, node: int) -> int:
-        """How many brokers ``node``'s own Metadata answer lists."""
+    def metadata_brokers(self, node: int) -> set[int]:
+        """The brokers ``node``'s own Metadata answer lists, through librdkafka with
+        ``client_settings`` (a secured cluster's login); none if it does not answer."""
         from confluent_kafka.admin import AdminClient
 
         admin = AdminClient({**self.client_settings,
                              "bootstrap.servers": self.brokers[node].bootstrap,
                              "socket.timeout.ms": 5000})
-        return len(admin.list_topics(timeout=5).brokers)
+        try:
+            return set(admin.list_topics(timeout=5).brokers)
+        except Exception:  # not answering yet: asked again
+            return set()
 
     def leaders_seen_by(self, node: int, topic: str) -> dict[int, int]:
         """Partition -> leader as ``node``'s own Metadata answer has them (-1: none yet;
@@ -173,31 +144,19 @@ class Cluster:
 
         self.wait_for(known, timeout_s, f"every broker's metadata for {topic}")
 
-    def stop(self, node: int) -> None:
-        """SIGTERM and a clean exit (code 0), as start_broker checks."""
-        broker = self.brokers[node]
-        if broker._context is not None:
-            context, broker._context = broker._context, None
-            context.__exit__(None, None, None)
-        broker.stopped_by_test = True
+    def stop_broker(self, node: int) -> int | None:
+        """SIGTERM and a clean exit (code 0), unless the test killed it."""
+        with _failing():
+            return super().stop_broker(node)
 
     def kill(self, node: int) -> None:
         """kill -9: no shutdown, no flush, the registration stays until the session ends."""
-        broker = self.brokers[node]
-        assert broker.process is not None
-        broker.process.kill()
-        self.stop(node)
+        self.brokers[node].kill()
 
     def pause(self, node: int) -> None:
-        import os
-        import signal
-
         os.kill(self.brokers[node].pid, signal.SIGSTOP)
 
     def resume(self, node: int) -> None:
-        import os
-        import signal
-
         os.kill(self.brokers[node].pid, signal.SIGCONT)
 
     # --- network partitions (with cuts) ----------------------------------------------------
@@ -235,29 +194,21 @@ class Cluster:
                 self.cuts.heal(self._group(other), port)
         self.cuts.heal(group, self.zookeeper.port)
 
-    def close(self) -> None:
-        """Stop every broker still running, each whatever happened to the others (a
-        broker that does not exit 0 fails the test, after the rest are stopped)."""
+    def close(self, on_stop: Callable[[int, int | None], None] | None = None,
+              hurry: Callable[[], bool] = lambda: False) -> None:
+        """Heal every cut, then stop every broker still running, the controller last,
+        each whatever happened to the others; ClusterError (after all are stopped) if
+        one did not exit 0 and the test had not killed it."""
         if self.cuts is not None:  # a test that failed mid-cut: stop brokers that can talk
             with contextlib.suppress(Exception):
                 self.cuts.heal_all()
-        first: BaseException | None = None
-        for node, broker in self.brokers.items():
-            if broker._context is not None:
-                try:
-                    if broker.running and _is_stopped(broker.pid):
-                        self.resume(node)
-                    self.stop(node)
-                except BaseException as exc:  # pytest.fail is a BaseException
-                    first = first or exc
-        if first is not None:
-            raise first
+        super().close(on_stop, hurry)
 
     # --- what ZooKeeper says ------------------------------------------------------------
 
     @contextlib.contextmanager
     def zk(self) -> Iterator[KazooClient]:
-        client = KazooClient(hosts=self.connect, timeout=10)
+        client = KazooClient(hosts=self.zookeeper_connect, timeout=10)
         client.start(timeout=10)
         try:
             yield client
@@ -340,31 +291,24 @@ class Cluster:
         same on every replica (segments concatenated: replicas may roll differently)."""
         for node in self.brokers:
             if self.brokers[node].running:
-                self.stop(node)
+                self.stop_broker(node)
         for p in range(partitions):
             copies = {node: self.log_bytes(node, topic, p) for node in self.brokers}
             lengths = {node: len(data) for node, data in copies.items()}
             assert len(set(copies.values())) == 1, f"{topic}-{p}: replicas differ {lengths}"
 
     def output(self) -> str:
+        """Every broker's output of its last start (a stopped one's too)."""
         parts = []
         for node, broker in self.brokers.items():
-            if broker.process is not None:
-                parts.append(f"=== broker {node} (pid {broker.process.pid}) ===\n"
-                             + broker.process.output()[-20000:])
+            if broker.log_path.exists():
+                pid = "stopped" if broker.process is None else f"pid {broker.process.pid}"
+                parts.append(f"=== broker {node} ({pid}) ===\n" + broker.output()[-20000:])
         return "\n".join(parts)
 
 
 def _group_name(node: int) -> str:
     return f"broker-{node}"
-
-
-def _is_stopped(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ", 1)[1].startswith("T")
-    except OSError:
-        return False
 
 
 @contextlib.contextmanager
@@ -380,10 +324,10 @@ def run_cluster(zookeeper: ZooKeeperServer, root: Path, size: int = 3, *,
     of their own (``{1: {"broker.rack": "a"}, ...}``); ``client_settings`` are librdkafka
     settings for the clients the helper makes (a secured cluster's login)."""
     cluster = Cluster(zookeeper, root, size, settings, cuts=cuts,
-                      node_settings=node_settings or {},
-                      client_settings=client_settings or {})
+                      node_settings=node_settings, client_settings=client_settings)
     try:
-        cluster.start_all()
+        cluster.start()
         yield cluster
     finally:
-        cluster.close()
+        with _failing():
+            cluster.close()

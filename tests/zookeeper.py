@@ -26,7 +26,6 @@ from odradek.devcluster import (
     ZOOKEEPER_JAR,
     ZooKeeperError,
     four_letter_word,
-    free_port,
 )
 from odradek.devcluster import ZooKeeperServer as _ZooKeeperServer
 
@@ -35,7 +34,6 @@ __all__ = ["CLASSPATH", "INSTALL_HINT", "JAVA_DIR", "JVM_OPTIONS", "ZOOKEEPER_JA
 
 INSTALL_HINT = ("the ZooKeeper tests need Debian's zookeeper package "
                 "(`apt-get install zookeeper`; scripts/test.sh installs it)")
-_free_port = free_port  # the name this module had
 
 
 class ZooKeeperServer(_ZooKeeperServer):

@@ -105,7 +105,7 @@ def test_a_replication_factor_above_the_brokers_is_refused(cluster: Cluster) -> 
 
 def test_a_second_broker_with_a_registered_node_id_is_refused(cluster: Cluster,
                                                               tmp_path: Path) -> None:
-    settings = {**FAST_SETTINGS, "node.id": 2, "zookeeper.connect": cluster.connect}
+    settings = {**FAST_SETTINGS, "node.id": 2, "zookeeper.connect": cluster.zookeeper_connect}
     argv = [sys.executable, "-m", "odradek", "serve", "--listen", "127.0.0.1:0",
             "--data-dir", str(tmp_path / "impostor"),
             *(f"--override={k}={v}" for k, v in settings.items())]
@@ -125,7 +125,7 @@ def test_a_broker_waits_for_an_unreachable_zookeeper_and_joins_when_it_answers(
         cluster.brokers[1].data_dir.mkdir(parents=True)
         argv = [sys.executable, "-m", "odradek", "serve", "--listen", "127.0.0.1:0",
                 "--data-dir", str(cluster.brokers[1].data_dir),
-                *cluster.broker_args(cluster.brokers[1])]
+                *cluster.broker_args(1)]
         process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                    stdin=subprocess.DEVNULL, text=True)
         try:
@@ -146,8 +146,8 @@ def test_sigterm_moves_leadership_away_before_the_broker_exits(cluster: Cluster)
     cluster.create_topic("handover", partitions=3, rf=3)
     cluster.wait_for_full_isr("handover", 3)
     leader = cluster.leader("handover", 0)
-    cluster.stop(leader)  # exit code 0 checked
-    output = cluster.brokers[leader].process.output()
+    cluster.stop_broker(leader)  # exit code 0 checked
+    output = cluster.brokers[leader].output()
     assert "leadership moved off this broker" in output
     assert cluster.leader("handover", 0) not in (leader, -1)
     assert all(cluster.leader("handover", p) != leader for p in range(3))

@@ -558,7 +558,7 @@ def leader_stopped_and_started(cluster: Cluster, client: str) -> dict[str, Any]:
         victim = cluster.leader(topic, 0)
         before = run.acked_in(0)
         stopping = time.monotonic()
-        cluster.stop(victim)  # SIGTERM: controlled shutdown moves its leaderships first
+        cluster.stop_broker(victim)  # SIGTERM: controlled shutdown moves its leaderships first
         stop_s = time.monotonic() - stopping
         new_leader = cluster.leader(topic, 0)
         assert new_leader not in (victim, -1), "the stopped broker still leads partition 0"
@@ -566,7 +566,7 @@ def leader_stopped_and_started(cluster: Cluster, client: str) -> dict[str, Any]:
         wait_until(f"{client} to write to partition 0's new leader",
                    lambda: run.acked_in(0) >= before + 30, details=run.summary)
         while_stopped = run.acked_in(0) - before
-        cluster.start(victim)
+        cluster.start_broker(victim)
         cluster.wait_for_full_isr(topic, PARTITIONS, WAIT)
         after_restart = run.acked_in(0)
         wait_until(f"{client} to write on after the restart",
@@ -670,11 +670,11 @@ def test_kcat_round_trip_and_a_leader_stopped_and_started(cluster: Cluster) -> N
     try:
         time.sleep(2)  # it joins the group and fetches from the committed offsets
         victim = cluster.leader(topic, 0)
-        cluster.stop(victim)
+        cluster.stop_broker(victim)
         assert cluster.leader(topic, 0) not in (victim, -1)
         second = [f"kcat-{i}" for i in range(ROUND_TRIP, ROUND_TRIP + 100)]
         delivered += kcat_produce(kcat, cluster.bootstrap, topic, second)
-        cluster.start(victim)
+        cluster.start_broker(victim)
         cluster.wait_for_full_isr(topic, PARTITIONS, WAIT)
         third = [f"kcat-{i}" for i in range(ROUND_TRIP + 100, ROUND_TRIP + 200)]
         delivered += kcat_produce(kcat, cluster.bootstrap, topic, third)
@@ -763,7 +763,7 @@ def test_committed_offsets_survive_the_group_coordinator_s_broker_stopping(
     first = coordinator(cluster.bootstrap, group)
     assert first == cluster.leader("__consumer_offsets", offsets_partition)
 
-    cluster.stop(first)
+    cluster.stop_broker(first)
     cluster.wait_for(lambda: cluster.leader("__consumer_offsets", offsets_partition)
                      not in (first, -1), 30, "a new leader of the group's offsets partition")
     second = coordinator(cluster.bootstrap, group)
@@ -779,11 +779,11 @@ def test_committed_offsets_survive_the_group_coordinator_s_broker_stopping(
 
     # Again, with the offsets the second coordinator wrote: the first broker comes back,
     # catches up on the offsets partition, and the second coordinator stops.
-    cluster.start(first)
+    cluster.start_broker(first)
     everyone = sorted(cluster.brokers)
     cluster.wait_for(lambda: cluster.isr("__consumer_offsets", offsets_partition) == everyone,
                      WAIT, "the restarted broker back in the offsets partition's ISR")
-    cluster.stop(second)
+    cluster.stop_broker(second)
     cluster.wait_for(lambda: cluster.leader("__consumer_offsets", offsets_partition)
                      not in (second, -1), 30, "another leader of the offsets partition")
     third = coordinator(cluster.bootstrap, group)
@@ -889,7 +889,7 @@ def test_an_open_transaction_commits_after_its_coordinator_s_broker_stops(
     for i in range(30):
         producer.produce(topic, f"open-{i}".encode(), partition=i % PARTITIONS)
     producer.flush(WAIT)
-    cluster.stop(first)
+    cluster.stop_broker(first)
     assert cluster.leader("__transaction_state", state_partition) not in (first, -1)
     producer.commit_transaction(WAIT)
     producer.begin_transaction()
@@ -901,6 +901,6 @@ def test_an_open_transaction_commits_after_its_coordinator_s_broker_stops(
     expected = ([f"before-{i}" for i in range(30)] + [f"open-{i}" for i in range(30)]
                 + [f"after-{p}" for p in range(PARTITIONS)])
     assert sorted(read_topic(cluster.bootstrap, topic, True, 63)) == sorted(expected)
-    cluster.start(first)
+    cluster.start_broker(first)
     cluster.wait_for_full_isr(topic, PARTITIONS, WAIT)
     cluster.stop_all_and_compare_replicas(topic, PARTITIONS)

@@ -28,7 +28,7 @@ PARTITIONS = 3
 
 
 def gauge(cluster, node: int, name: str) -> float:  # type: ignore[no-untyped-def]
-    return scrape(cluster.brokers[node].process.metrics_url())[(name, ())]
+    return scrape(cluster.brokers[node].metrics_url())[(name, ())]
 
 
 def total(cluster, nodes, name: str) -> float:  # type: ignore[no-untyped-def]
@@ -37,7 +37,7 @@ def total(cluster, nodes, name: str) -> float:  # type: ignore[no-untyped-def]
 
 def counter(cluster, nodes, name: str) -> float:  # type: ignore[no-untyped-def]
     """A counter's sum over ``nodes`` (0 where a broker has not reported it yet)."""
-    return sum(scrape(cluster.brokers[n].process.metrics_url()).get((name, ()), 0)
+    return sum(scrape(cluster.brokers[n].metrics_url()).get((name, ()), 0)
                for n in nodes)
 
 
@@ -46,7 +46,7 @@ EXPANDS = "kafka_server_replicamanager_isrexpands_total"
 
 
 def ready(cluster, node: int) -> bool:  # type: ignore[no-untyped-def]
-    url = cluster.brokers[node].process.metrics_url().removesuffix("/metrics") + "/readyz"
+    url = cluster.brokers[node].metrics_url().removesuffix("/metrics") + "/readyz"
     try:
         with urllib.request.urlopen(url, timeout=10) as answer:
             return answer.status == 200
@@ -85,7 +85,7 @@ def test_partition_health_adds_up_and_follows_a_broker_stop(zookeeper: ZooKeeper
             producer.produce("watched", b"replicated", partition=i % PARTITIONS)
         assert producer.flush(60) == 0
         produce_remote = (("request", "Produce"),)
-        waited = sum(scrape(cluster.brokers[n].process.metrics_url()).get(
+        waited = sum(scrape(cluster.brokers[n].metrics_url()).get(
             ("kafka_network_requestmetrics_remotetimems_sum", produce_remote), 0)
             for n in nodes)
         assert waited > 0  # acks=all: each answer waited for two followers' fetches
@@ -93,7 +93,7 @@ def test_partition_health_adds_up_and_follows_a_broker_stop(zookeeper: ZooKeeper
         live = [1, 2]
         led_by_live = total(cluster, live, "kafka_server_replicamanager_leadercount")
         shrinks, expands = counter(cluster, nodes, SHRINKS), counter(cluster, nodes, EXPANDS)
-        cluster.stop(3)
+        cluster.stop_broker(3)
         eventually(lambda: total(cluster, live,
                                  "kafka_server_replicamanager_underreplicatedpartitions")
                    == total(cluster, live, "kafka_server_replicamanager_leadercount"),
@@ -104,7 +104,7 @@ def test_partition_health_adds_up_and_follows_a_broker_stop(zookeeper: ZooKeeper
         assert counter(cluster, live, SHRINKS) - shrinks == led_by_live > 0
         assert counter(cluster, live, EXPANDS) == expands
 
-        cluster.start(3)
+        cluster.start_broker(3)
         eventually(lambda: ready(cluster, 3), "broker 3 ready (back in every ISR)")
         eventually(lambda: total(cluster, nodes,
                                  "kafka_server_replicamanager_underreplicatedpartitions") == 0,

@@ -26,7 +26,7 @@ def test_a_follower_refuses_a_corrupt_batch_and_replicates_the_other_partitions(
         admin.create_topics([NewTopic("rot", 2, replica_assignment=[[1, 2], [1, 2]])],
                             operation_timeout=30)["rot"].result(timeout=60)
         c.wait_for_full_isr("rot", 2)
-        c.stop(2)  # the follower: broker 1 keeps leading both, ISR [1]
+        c.stop_broker(2)  # the follower: broker 1 keeps leading both, ISR [1]
         c.wait_for(lambda: c.isr("rot", 0) == c.isr("rot", 1) == [1], 30, "ISR [1]")
         producer = Producer({"bootstrap.servers": c.brokers[1].bootstrap, "acks": "1"})
         for partition in (0, 1):
@@ -40,12 +40,12 @@ def test_a_follower_refuses_a_corrupt_batch_and_replicates_the_other_partitions(
         data[-1] ^= 0x01
         segment.write_bytes(bytes(data))
 
-        c.start(2)
+        c.start_broker(2)
         c.wait_for(lambda: c.isr("rot", 1) == [1, 2], 30, "broker 2 back in rot-1's ISR")
         c.wait_for(lambda: "rot-0: cannot append what leader 1 sent at offset 0"
-                   in c.brokers[2].process.output(), 30,  # type: ignore[union-attr]
+                   in c.brokers[2].output(), 30,
                    "broker 2 refusing rot-0")
-        output = c.brokers[2].process.output()  # type: ignore[union-attr]
+        output = c.brokers[2].output()
         refusals = [line for line in output.splitlines() if "rot-0: cannot append" in line]
         assert all(re.match(r"ERROR \S+: ", line) for line in refusals), refusals
         assert "crc" in refusals[0].lower(), refusals[0]

@@ -20,7 +20,7 @@ from odradek.client.connection import Cluster as ClientCluster
 from odradek.cluster import state as zk
 from odradek.protocol.messages import build
 from odradek.server.cluster.producer_ids import PRODUCER_ID_FORMAT_RETRY_S
-from tests.cluster_processes import Cluster, ClusterBroker, run_cluster
+from tests.cluster_processes import Cluster, run_cluster
 from tests.zookeeper import ZooKeeperServer
 
 pytestmark = pytest.mark.cluster
@@ -61,7 +61,7 @@ def round_trip(cluster: Cluster, topic: str, value: bytes) -> None:
 
 def error_lines(cluster: Cluster, path: str) -> dict[int, list[str]]:
     """Each running broker's log lines naming ``path``."""
-    return {node: [line for line in b.process.output().splitlines() if path in line]
+    return {node: [line for line in b.output().splitlines() if path in line]
             for node, b in cluster.brokers.items() if b.process is not None}
 
 
@@ -73,7 +73,7 @@ def assert_one_line_errors(cluster: Cluster, path: str, *, everyone: bool = True
                      f"{'every' if everyone else 'a'} broker logging {path}")
     for node, lines in error_lines(cluster, path).items():
         assert all(re.match(r"ERROR \S+: ", line) for line in lines), (node, lines)
-        output = cluster.brokers[node].process.output()  # type: ignore[union-attr]
+        output = cluster.brokers[node].output()
         assert "Traceback" not in output, f"broker {node} logged a traceback:\n{output}"
         assert cluster.brokers[node].running
 
@@ -102,8 +102,8 @@ def test_topic_znodes_that_are_no_topic_are_removed_and_a_corrupt_topic_kept(
     with pair.zk() as client:
         pair.wait_for(lambda: not any(client.exists(f"/brokers/topics/{name}")
                                       for name in abandoned), 20, "abandoned znodes removed")
-    removals = [line for b in pair.brokers.values() for line in b.process.output().splitlines()
-                if "controller: removed /brokers/topics/" in line]  # type: ignore[union-attr]
+    removals = [line for b in pair.brokers.values() for line in b.output().splitlines()
+                if "controller: removed /brokers/topics/" in line]
     assert sorted(removals) == sorted(
         f"WARNING odradek.server.cluster.controller: controller: removed /brokers/topics/{name}: "
         + why + ", so it is no topic (a deletion that did not finish); the name can be "
@@ -138,7 +138,7 @@ def test_a_garbage_partition_state_leaves_that_partition_alone_and_the_rest_move
         # A ValueError out of the controller's event before: the event ended there.
         client.set(path, b'{"leader":"one","leader_epoch":0,"isr":[1,2]}')
     assert_one_line_errors(pair, path)
-    pair.stop(1)
+    pair.stop_broker(1)
     pair.wait_for(lambda: pair.leader("good") == 2, 20, "broker 2 leading good")
     round_trip(pair, "good", b"after the move")
     # The controller (broker 2 now, or before) read the corrupt state fresh, said so in
@@ -189,10 +189,10 @@ def test_a_garbage_producer_id_block_holds_new_ids_back_until_it_is_fixed(
     retry), logs why in one line, serves everything else, and reserves a block once the
     znode is fixed - after the fixed block, never inside it."""
     pair.create_topic("good", partitions=1, rf=2)
-    pair.stop(2)
+    pair.stop_broker(2)
     with pair.zk() as client:
         client.set(zk.PRODUCER_ID_BLOCK_PATH, b'{"version":1,"block_end":"soon"}')
-    pair.start(2)
+    pair.start_broker(2)
     assert_one_line_errors(pair, zk.PRODUCER_ID_BLOCK_PATH, everyone=False)
     assert error_lines(pair, zk.PRODUCER_ID_BLOCK_PATH)[2], "broker 2 said nothing"
     assert init_producer_id(pair, 2) == (ErrorCode.coordinator_load_in_progress, -1)
@@ -215,11 +215,11 @@ def test_a_garbage_cluster_id_stops_a_starting_broker_and_says_why(
     pair.create_topic("good", partitions=1, rf=2)
     with pair.zk() as client:
         client.set(zk.CLUSTER_ID_PATH, b'{"version":"1","id":7}')
-    newcomer = ClusterBroker(3, tmp_path / "broker-3")
-    newcomer.data_dir.mkdir(parents=True)
+    newcomer = tmp_path / "broker-3"
+    newcomer.mkdir(parents=True)
     done = subprocess.run(
         [sys.executable, "-m", "odradek", "serve", "--listen", "127.0.0.1:0",
-         "--data-dir", str(newcomer.data_dir), *pair.broker_args(newcomer)],
+         "--data-dir", str(newcomer), *pair.broker_args(3)],
         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
     assert done.returncode == 1, (done.returncode, done.stdout, done.stderr)
     assert f"{zk.CLUSTER_ID_PATH} is corrupt" in done.stderr, done.stderr

@@ -70,6 +70,6 @@ def test_broker_and_group_configs_reach_every_broker_and_survive_a_restart(
 
     check()
     for node in list(cluster.brokers):
-        cluster.stop(node)
-    cluster.start_all()
+        cluster.stop_broker(node)
+    cluster.start()
     check()

@@ -43,7 +43,7 @@ def test_kill_9_of_a_leader_loses_no_acknowledged_record(cluster: Cluster) -> No
     cluster.wait_for(lambda: cluster.leader(TOPIC, 0) not in (victim, -1),
                      SESSION_TIMEOUT_MS / 1000 + 15, "a new leader")
     time.sleep(2)  # writes go on to the new leader
-    cluster.start(victim)
+    cluster.start_broker(victim)
     _finish(cluster, runs)
 
 
@@ -56,7 +56,7 @@ def test_a_follower_killed_and_restarted_catches_up_and_rejoins_the_isr(
     cluster.wait_for(lambda: follower not in cluster.isr(TOPIC, 0),
                      SESSION_TIMEOUT_MS / 1000 + 15, "the dead follower out of the ISR")
     time.sleep(3)  # it falls behind
-    cluster.start(follower)
+    cluster.start_broker(follower)
     _finish(cluster, runs)
 
 

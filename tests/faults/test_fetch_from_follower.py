@@ -272,6 +272,6 @@ def test_a_consumer_whose_follower_dies_goes_back_to_the_leader(cluster: Cluster
             assert reader.records_from.get(LEADER, 0) > 0, reader.details()
     finally:
         reader.close()
-        cluster.start(FOLLOWER)
+        cluster.start_broker(FOLLOWER)
         cluster.wait_for(lambda: FOLLOWER in cluster.live_brokers(), WAIT,
                          "the follower registered again")

@@ -63,7 +63,7 @@ def test_a_follower_with_a_full_disk_leaves_the_isr_and_catches_up_later(
         out_at = len(run.acked)
         time.sleep(2)
         assert len(run.acked) > out_at, "the other replicas went on acknowledging"
-        assert "No space left on device" in cluster.brokers[FULL].process.output()
+        assert "No space left on device" in cluster.brokers[FULL].output()
         # Space again: it catches up from where its appends stopped.
         subprocess.run(["mount", "-o", "remount,size=512m", str(small_disk)], check=True)
         cluster.wait_for_full_isr(TOPIC, 2, 90)

@@ -50,11 +50,11 @@ def test_leadership_returns_to_the_preferred_replica_by_itself_after_a_restart(
     try:
         time.sleep(2)  # records flowing before the restart
         victim = preferred[0]
-        cluster.stop(victim)  # controlled shutdown: its leadership moves to the others
+        cluster.stop_broker(victim)  # controlled shutdown: its leadership moves to the others
         assert cluster.leader(TOPIC, 0) not in (victim, -1)
         time.sleep(2)  # it falls behind
         epoch_away = cluster.state(TOPIC, 0)["leader_epoch"]  # type: ignore[index]
-        cluster.start(victim)
+        cluster.start_broker(victim)
         cluster.wait_for_full_isr(TOPIC, PARTITIONS, WAIT_S)  # caught up
         caught_up = time.monotonic()
         cluster.wait_for(lambda: cluster.led_by_preferred(TOPIC), REBALANCE_WITHIN_S,

@@ -23,7 +23,7 @@ def test_a_broker_that_lost_its_disk_copies_its_replicas_back(cluster: Cluster) 
     shutil.rmtree(cluster.brokers[3].data_dir)  # the disk is gone, and replaced
     cluster.wait_for(lambda: all(3 not in cluster.isr("kept", p) for p in range(2)), 30,
                      "broker 3 out of the ISR")
-    cluster.start(3)
+    cluster.start_broker(3)
     cluster.wait_for_full_isr("kept", 2, timeout_s=90)
     stop_producers(run)
     report = check(cluster.bootstrap, run)

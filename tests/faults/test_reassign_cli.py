@@ -119,10 +119,10 @@ def test_groups_describe_is_the_same_after_the_coordinator_moves(cluster: Cluste
     assert before.returncode == 0, before.stderr
     assert "ledger  0          15         20       5" in before.stdout, before.stdout
     coordinator = _coordinator(cluster, "auditors")
-    cluster.stop(coordinator)
+    cluster.stop_broker(coordinator)
     cluster.wait_for(lambda: _coordinator(cluster, "auditors") != coordinator, 60,
                      "the group's coordinator moved")
     after = odradek(cluster, "groups", "describe", "auditors")  # one bootstrap is down
     assert after.returncode == 0, after.stderr
     assert after.stdout == before.stdout
-    cluster.start(coordinator)
+    cluster.start_broker(coordinator)

@@ -40,10 +40,10 @@ def test_preferred_leader_election_puts_leadership_back(cluster: Cluster) -> Non
     run = start_producer(cluster.bootstrap, "elect", 3, "p")
     preferred = {p: r[0] for p, r in cluster.replicas("elect").items()}
     victim = preferred[0]
-    cluster.stop(victim)
+    cluster.stop_broker(victim)
     cluster.wait_for(lambda: cluster.leader("elect", 0) not in (-1, victim), 30,
                      "leadership moved off the stopped broker")
-    cluster.start(victim)
+    cluster.start_broker(victim)
     cluster.wait_for_full_isr("elect", 3)
     assert cluster.leader("elect", 0) != victim  # auto-rebalance is too slow to have run
 
@@ -78,10 +78,10 @@ def test_unclean_election_on_request_and_its_refusals(cluster: Cluster) -> None:
         # Shrink the ISR to the leader (the follower stops), then stop the leader too.
         leader, follower = replicas[0], replicas[1]
         cluster.wait_for(lambda: cluster.leader("lonely") == leader, 30, "preferred leads")
-        cluster.stop(follower)
+        cluster.stop_broker(follower)
         cluster.wait_for(lambda: cluster.isr("lonely") == [leader], 30, "ISR of one")
-        cluster.stop(leader)
-        cluster.start(follower)
+        cluster.stop_broker(leader)
+        cluster.start_broker(follower)
         cluster.wait_for(lambda: follower in cluster.live_brokers(), 30, "follower back")
         time.sleep(1)
         assert cluster.leader("lonely") == -1  # offline: unclean election is off
@@ -99,7 +99,7 @@ def test_unclean_election_on_request_and_its_refusals(cluster: Cluster) -> None:
         assert cluster.isr("lonely") == [follower]
     finally:
         admin.close()
-    cluster.start(leader)
+    cluster.start_broker(leader)
 
 
 def _dir_bytes(path: Path) -> int:
@@ -256,7 +256,7 @@ def test_a_move_survives_a_controller_failover(cluster: Cluster) -> None:
     try:
         result = kadmin.alter_partition_reassignments({KTopicPartition("handover", 0): target})
         assert result == {KTopicPartition("handover", 0): None}
-        cluster.stop(controller)
+        cluster.stop_broker(controller)
         cluster.wait_for(lambda: cluster.controller() not in (-1, controller), 30,
                          "a new controller")
         # kafka-python's admin client keeps the controller it found: a new one, as an
@@ -273,6 +273,6 @@ def test_a_move_survives_a_controller_failover(cluster: Cluster) -> None:
     finally:
         kadmin.close()
     assert sorted(cluster.isr("handover")) == sorted(target)
-    cluster.start(controller)
+    cluster.start_broker(controller)
     cluster.wait_for(lambda: not (cluster.brokers[controller].data_dir / "handover-0").exists(),
                      30, "the old replica deleted")

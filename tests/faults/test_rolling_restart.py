@@ -298,7 +298,7 @@ def test_rolling_restart_loses_nothing_and_the_group_repeats_only_uncommitted_re
         run = start_producer(cluster.bootstrap, TOPIC, PARTITIONS, "rolling")
         time.sleep(2)  # records flowing and consumed before the first stop
         for step, node in enumerate(sorted(cluster.brokers)):
-            cluster.stop(node)  # SIGTERM: controlled shutdown, then a clean exit
+            cluster.stop_broker(node)  # SIGTERM: controlled shutdown, then a clean exit
             if node == home:
                 cluster.wait_for(lambda n=node: coordinator(cluster.bootstrap) not in (n, -1),
                                  WAIT_S, f"the group's coordinator moved off broker {node}")
@@ -311,7 +311,7 @@ def test_rolling_restart_loses_nothing_and_the_group_repeats_only_uncommitted_re
                                  and len(group_log.owners()) == PARTITIONS, WAIT_S,
                                  "the group rebalanced over its new member")
             time.sleep(1)  # the producer and the group go on with two brokers
-            cluster.start(node)
+            cluster.start_broker(node)
             for topic, partitions in ((TOPIC, PARTITIONS), (OFFSETS_TOPIC, OFFSETS_PARTITIONS)):
                 cluster.wait_for_full_isr(topic, partitions, WAIT_S)
                 cluster.wait_for(lambda t=topic: cluster.led_by_preferred(t), WAIT_S,

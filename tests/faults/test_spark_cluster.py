@@ -148,7 +148,7 @@ def test_every_request_of_the_source_rides_over_a_leader_killed_under_it(
     for thread in threads:
         thread.join(120)
     warm.close()
-    cluster.start(victim)
+    cluster.start_broker(victim)
     failed = {n: r for n, r in results.items() if isinstance(r[1], Exception)}
     assert not failed, failed
     assert set(results) == set(calls), "a call still hangs"
@@ -218,7 +218,7 @@ def test_pipeline_tables_stay_exact_when_a_leader_is_killed_and_restarted_mid_st
         assert generator.poll() is None, "the generator was done before the restart: " \
             "the fault did not land mid-stream"
         assert job.failed() is None, job.failed()
-        cluster.start(victim)
+        cluster.start_broker(victim)
 
         assert generator.wait(PROCESS_TIMEOUT_S) == 0, _tail(log)
         jobs.wait_until_processed(job, timeout_s=PROCESS_TIMEOUT_S)

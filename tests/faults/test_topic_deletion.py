@@ -174,9 +174,9 @@ class Nemesis:
         broker = self.cluster.brokers[node]
         assert broker.process is not None
         self.cluster.kill(node)
-        self.outputs.append(f"=== broker {node}, a killed run ===\n{broker.process.output()}")
+        self.outputs.append(f"=== broker {node}, a killed run ===\n{broker.output()}")
         time.sleep(1)
-        self.cluster.start(node)
+        self.cluster.start_broker(node)
 
     def controller(self) -> int:
         self.cluster.wait_for(lambda: self.cluster.controller() > 0, SETTLE_S, "a controller")

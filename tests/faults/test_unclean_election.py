@@ -40,7 +40,7 @@ def test_no_leader_outside_the_isr_unless_the_topic_allows_it(cluster: Cluster) 
     cluster.wait_for(lambda: cluster.leader("careful") == cluster.leader("careless") == -1,
                      WAIT_S, "both partitions offline")
 
-    cluster.start(2)  # not in either ISR
+    cluster.start_broker(2)  # not in either ISR
     alter = AdminClient({"bootstrap.servers": cluster.brokers[2].bootstrap})
     resource = ConfigResource("topic", "careless",
                               set_config={"unclean.leader.election.enable": "true"})
@@ -49,7 +49,7 @@ def test_no_leader_outside_the_isr_unless_the_topic_allows_it(cluster: Cluster) 
     assert cluster.leader("careful") == -1, "elected outside the ISR without being allowed"
     assert cluster.isr("careful") == [1]
 
-    cluster.start(1)  # the ISR member returns: it leads the careful topic again
+    cluster.start_broker(1)  # the ISR member returns: it leads the careful topic again
     cluster.wait_for(lambda: cluster.leader("careful") == 1, WAIT_S, "the clean leader back")
     cluster.wait_for(lambda: cluster.isr("careful") == [1, 2], 60, "careful in sync")
     cluster.wait_for(lambda: cluster.isr("careless") == [1, 2], 60, "careless in sync")

@@ -15,8 +15,10 @@ This package owns the processes and the waits between them, once, for all their 
   cluster prints once it has registered in ZooKeeper).
 - ``DevCluster``: ZooKeeper (unless given one) plus the brokers, started together, ready
   once every broker's own Metadata lists every broker; a broker can be stopped and started
-  again on the same port; ``close`` stops the brokers one at a time, the controller last
-  (each does a controlled shutdown), then ZooKeeper.
+  again on the same port, and one more added; ``close`` stops the brokers one at a time,
+  the controller last (each does a controlled shutdown), then ZooKeeper. The test suite's
+  cluster (tests/cluster_processes.py: faults) and the cluster benchmark's
+  (bench/cluster_bench.py: measurements) are subclasses of it.
 
 Failures are ``ClusterError`` (ZooKeeper's: ``ZooKeeperError``) with the tail of the log
 that explains them; callers turn them into an exit code or a failed test.

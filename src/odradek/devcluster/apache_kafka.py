@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from odradek.devcluster.jvm import LIB, classpath, java
-from odradek.devcluster.processes import free_port
+from odradek.devcluster.processes import free_port, stop_process
 
 KAFKA_VERSION = "4.4.0"
 STARTUP_TIMEOUT = 120.0  # seconds: a cold JVM on two busy cores
@@ -191,19 +191,9 @@ class ApacheKafka:
 
     def stop(self) -> int | None:
         """SIGTERM, then SIGKILL after ``STOP_TIMEOUT``; by pid. Returns the exit code."""
-        proc = self.process
-        if proc is None:
+        if self.process is None:
             return None
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=STOP_TIMEOUT)
-        return proc.returncode
+        return stop_process(self.process, STOP_TIMEOUT)[0]
 
     def output(self, tail: int = 60) -> str:
         try:
@@ -260,6 +250,15 @@ class ApacheKafkaNode(ApacheKafka):
 class ApacheKafkaCluster:
     """``size`` Apache Kafka nodes (each broker and controller, node ids 1..size) on
     127.0.0.1, in ``directory``/node-N, with a static quorum of all of them.
+
+    Not a ``DevCluster``, though both start N brokers: this is another system, whose
+    every step differs. No ZooKeeper (the nodes are their own KRaft quorum); each storage
+    is formatted with one cluster id first; ports are chosen before the start, since
+    every node's settings name every controller's port (``controller.quorum.voters``);
+    ready is Metadata listing all nodes and a controller; and the nodes are stopped all
+    at once, not one by one with the controller last (one at a time, the last ones
+    would wait for a quorum that has gone). What it shares with DevCluster, the
+    processes' stop (SIGTERM, then SIGKILL by pid) and ports, is ``processes``'.
 
     - Internal topics have replication factor 3 and min ISR 2
       (``offsets.topic.replication.factor``, ``transaction.state.log.*``, the share

@@ -11,7 +11,11 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from odradek.devcluster.broker import BROKER_START_TIMEOUT_S, BrokerProcess
+from odradek.devcluster.broker import (
+    BROKER_START_TIMEOUT_S,
+    BROKER_STOP_TIMEOUT_S,
+    BrokerProcess,
+)
 from odradek.devcluster.processes import ClusterError, port_in_use
 from odradek.devcluster.zookeeper import ZooKeeperServer
 
@@ -52,19 +56,35 @@ def cluster_defaults(brokers: int) -> dict[str, Any]:
 
 
 class DevCluster:
-    """ZooKeeper (unless ``zookeeper`` names one: ``HOST:PORT[,...][/CHROOT]``) and
-    ``size`` brokers, node ids 1..size, data under ``root``:
+    """ZooKeeper and ``size`` brokers, node ids 1..size, data under ``root``:
 
         root/zookeeper/     zoo.cfg, data/, zookeeper.log
         root/broker-N/      broker N's data directory
         root/logs/broker-N.log
 
+    ``zookeeper``: None, a ZooKeeper of the cluster's own, started and stopped with it;
+    a ``ZooKeeperServer`` someone else runs (the test suite's, a benchmark's, shared by
+    many clusters), neither started nor stopped here, the brokers in ``chroot`` of it;
+    or a connect string ``HOST:PORT[,...][/CHROOT]`` used as it is.
+
     Ports: ``base_port``, ``base_port + 1``, ... (``base_port=0``: free ones). The same
     ``root`` again is the same cluster: ZooKeeper's data holds the cluster id the brokers'
-    meta.properties remember."""
+    meta.properties remember.
 
-    def __init__(self, root: Path | str, size: int = 3, *, zookeeper: str | None = None,
-                 base_port: int = DEFAULT_BASE_PORT, settings: Mapping[str, Any] | None = None,
+    Settings: ``settings`` over ``defaults`` (default: ``cluster_defaults(size)``), and
+    ``node_settings[N]`` over both for broker N only (``broker.rack``).
+
+    Subclasses add what they need around this (tests/cluster_processes.py: faults;
+    bench/cluster_bench.py: measurements): ``make_broker`` makes each broker's
+    ``BrokerProcess``, ``metadata_brokers`` asks a broker which brokers it knows (a
+    secured cluster's clients log in) and ``controller`` which is the controller."""
+
+    def __init__(self, root: Path | str, size: int = 3, *,
+                 zookeeper: str | ZooKeeperServer | None = None,
+                 chroot: str = DEFAULT_CHROOT, base_port: int = DEFAULT_BASE_PORT,
+                 settings: Mapping[str, Any] | None = None,
+                 defaults: Mapping[str, Any] | None = None,
+                 node_settings: Mapping[int, Mapping[str, Any]] | None = None,
                  zookeeper_tick_ms: int = 200, die_with_parent: bool = False) -> None:
         if size < 1:
             raise ValueError("a cluster needs at least one broker")
@@ -72,21 +92,34 @@ class DevCluster:
         self.size = size
         self.base_port = base_port
         self.die_with_parent = die_with_parent
+        self.chroot = chroot
         self.zookeeper: ZooKeeperServer | None = None
+        self.owns_zookeeper = zookeeper is None  # started and stopped with the cluster
+        self._zookeeper_connect: str | None = None
         if zookeeper is None:
             self.zookeeper = ZooKeeperServer(self.root / "zookeeper",
                                              tick_time_ms=zookeeper_tick_ms,
                                              die_with_parent=die_with_parent)
-        self._zookeeper_connect = zookeeper
-        self.settings = {**cluster_defaults(size), **(settings or {})}
-        self.brokers: dict[int, BrokerProcess] = {}
-        for node in range(1, size + 1):
-            self.brokers[node] = BrokerProcess(
-                node, self.root / f"broker-{node}", self.root / "logs" / f"broker-{node}.log",
-                port=base_port + node - 1 if base_port else 0,
-                die_with_parent=die_with_parent)
+        elif isinstance(zookeeper, ZooKeeperServer):
+            self.zookeeper = zookeeper
+        else:
+            self._zookeeper_connect = zookeeper
+        self.settings = {**(cluster_defaults(size) if defaults is None else defaults),
+                         **(settings or {})}
+        self.node_settings = {node: dict(s) for node, s in (node_settings or {}).items()}
+        self.stop_timeout_s = BROKER_STOP_TIMEOUT_S  # SIGTERM to SIGKILL, each broker
+        self.brokers: dict[int, BrokerProcess] = {
+            node: self.make_broker(node) for node in range(1, size + 1)}
         self.cluster_id: str | None = None
         self._lock: Any = None
+
+    def make_broker(self, node: int) -> BrokerProcess:
+        """Broker ``node``'s process (not started): data in root/broker-N, output in
+        root/logs/broker-N.log, on base_port + N - 1 (or a free port)."""
+        return BrokerProcess(
+            node, self.root / f"broker-{node}", self.root / "logs" / f"broker-{node}.log",
+            port=self.base_port + node - 1 if self.base_port else 0,
+            die_with_parent=self.die_with_parent)
 
     @property
     def zookeeper_connect(self) -> str:
@@ -94,7 +127,7 @@ class DevCluster:
         if self._zookeeper_connect is not None:
             return self._zookeeper_connect
         assert self.zookeeper is not None
-        return self.zookeeper.connect_string + DEFAULT_CHROOT
+        return self.zookeeper.connect_string + self.chroot
 
     @property
     def bootstrap(self) -> str:
@@ -116,6 +149,8 @@ class DevCluster:
         would start two ZooKeepers on one data directory."""
         import fcntl
 
+        if self._lock is not None:  # started again after its brokers were stopped
+            return
         self.root.mkdir(parents=True, exist_ok=True)
         lock = open(self.root / ".lock", "a+")  # noqa: SIM115 - held until close()
         try:
@@ -131,8 +166,10 @@ class DevCluster:
         if lock is not None:
             lock.close()  # closing releases the lock
 
-    def _broker_settings(self) -> dict[str, Any]:
-        return {**self.settings, "zookeeper.connect": self.zookeeper_connect}
+    def broker_settings(self, node: int) -> dict[str, Any]:
+        """Broker ``node``'s ``--override`` settings (its ``node.id`` aside)."""
+        return {**self.settings, **self.node_settings.get(node, {}),
+                "zookeeper.connect": self.zookeeper_connect}
 
     def start(self, interrupted: Callable[[], bool] = lambda: False,
               on_zookeeper: Callable[[], None] | None = None) -> None:
@@ -145,7 +182,7 @@ class DevCluster:
             self._unlock_root()
             raise
         try:
-            if self.zookeeper is not None:
+            if self.zookeeper is not None and self.owns_zookeeper:
                 self.zookeeper.start()
             if on_zookeeper is not None:
                 on_zookeeper()
@@ -161,21 +198,41 @@ class DevCluster:
                 self.close()
             raise
 
-    def start_broker(self, node: int, *, wait: bool = True) -> BrokerProcess:
+    def start_broker(self, node: int, *, wait: bool = True,
+                     everywhere: bool = True) -> BrokerProcess:
         """Start broker ``node`` (again: on the port it had); with ``wait``, until it
-        serves and every running broker sees it."""
+        serves (it has registered in ZooKeeper) and, with ``everywhere``, until every
+        running broker lists it too."""
         broker = self.brokers[node]
-        broker.settings = self._broker_settings()
+        broker.settings = self.broker_settings(node)
         broker.start()
         if wait:
             broker.wait_ready(time.monotonic() + BROKER_START_TIMEOUT_S)
-            self.wait_registered()
+            if everywhere:
+                self.wait_registered()
         return broker
 
+    def add_broker(self) -> BrokerProcess:
+        """One more broker, the next node id, started; ready once every running broker
+        lists it: librdkafka sends a broker resource's configs to that broker, and one it
+        has not heard of from the broker it asked it waits for until its next metadata
+        refresh (minutes; the CI flake of test_reassignment's controller failover)."""
+        node = max(self.brokers) + 1
+        self.brokers[node] = self.make_broker(node)
+        self.size = len(self.brokers)
+        return self.start_broker(node, wait=True, everywhere=True)
+
     def stop_broker(self, node: int) -> int | None:
-        """SIGTERM broker ``node`` (a controlled shutdown) and wait for it to exit;
-        its exit code."""
-        return self.brokers[node].stop()
+        """SIGTERM broker ``node`` (a controlled shutdown) and wait for it to exit
+        (SIGKILL after ``stop_timeout_s``); its exit code (None: it was not running).
+        ClusterError if it had to be killed, or exited with an error unless ``kill``ed
+        before."""
+        broker = self.brokers[node]
+        code = broker.stop(self.stop_timeout_s)
+        if code not in (0, None) and not broker.killed:
+            raise ClusterError(f"broker {node} exited with code {code}\n"
+                               f"{broker.describe_log()}")
+        return code
 
     def running_brokers(self) -> list[BrokerProcess]:
         return [b for b in self.brokers.values() if b.running]
@@ -188,8 +245,7 @@ class DevCluster:
         """Until the Metadata of every running broker lists every running broker (a
         broker's view of ZooKeeper can lag it by a moment; a topic created through it
         meanwhile would find too few brokers)."""
-        from odradek.client.codec import METADATA
-        from odradek.client.connection import BrokerConnection, KafkaClientError
+        from odradek.client.connection import KafkaClientError
 
         deadline = time.monotonic() + timeout_s
         last = "no answer yet"
@@ -197,17 +253,7 @@ class DevCluster:
             running = self.running_nodes()
             wanted = set(running)
             try:
-                seen: dict[int, set[int]] = {}
-                for node, broker in running.items():
-                    conn = BrokerConnection("127.0.0.1", broker.port,
-                                            client_id="odradek-cluster", timeout_s=5)
-                    try:
-                        answer = conn.request(METADATA, {"topics": [],
-                                                         "allow_auto_topic_creation": False})
-                    finally:
-                        conn.close()
-                    seen[node] = {b.node_id for b in answer.brokers}
-                    self.cluster_id = answer.cluster_id
+                seen = {node: self.metadata_brokers(node) for node in running}
                 lagging = {n: sorted(s) for n, s in seen.items() if s != wanted}
                 if not lagging:
                     return
@@ -220,6 +266,21 @@ class DevCluster:
                 raise ClusterError(f"brokers {sorted(wanted)} did not all see each other "
                                    f"within {timeout_s:.0f}s: {last}")
             time.sleep(0.2)
+
+    def metadata_brokers(self, node: int) -> set[int]:
+        """The node ids broker ``node``'s own Metadata answer lists (KafkaClientError if
+        it does not answer); notes the cluster id it names."""
+        from odradek.client.codec import METADATA
+        from odradek.client.connection import BrokerConnection
+
+        conn = BrokerConnection("127.0.0.1", self.brokers[node].port,
+                                client_id="odradek-cluster", timeout_s=5)
+        try:
+            answer = conn.request(METADATA, {"topics": [], "allow_auto_topic_creation": False})
+        finally:
+            conn.close()
+        self.cluster_id = answer.cluster_id
+        return {b.node_id for b in answer.brokers}
 
     def controller(self) -> int:
         """The controller's node id, as a running broker says (-1 if none answers)."""
@@ -266,7 +327,7 @@ class DevCluster:
             was_running = broker.running
             killed = broker.killed  # by the caller, before: no clean exit expected
             try:
-                code = broker.stop(hurry=hurry)
+                code = broker.stop(self.stop_timeout_s, hurry=hurry)
             except ClusterError as exc:
                 problems.append(str(exc))
                 code, killed = broker.returncode, True
@@ -276,7 +337,7 @@ class DevCluster:
                 problems.append(f"broker {node} exited with code {code}\n"
                                 f"{broker.describe_log()}")
             broker.process = None
-        if self.zookeeper is not None:
+        if self.zookeeper is not None and self.owns_zookeeper:
             self.zookeeper.stop()
         self._unlock_root()
         if problems:
@@ -289,7 +350,8 @@ class DevCluster:
 
     def pids(self) -> Iterable[int]:
         """Every process this cluster started that still runs."""
-        if self.zookeeper is not None and self.zookeeper.running and self.zookeeper.pid:
+        if (self.zookeeper is not None and self.owns_zookeeper and self.zookeeper.running
+                and self.zookeeper.pid):
             yield self.zookeeper.pid
         for broker in self.running_brokers():
             assert broker.pid is not None
