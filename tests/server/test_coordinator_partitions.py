@@ -6,9 +6,10 @@ drops what it held, one elected again comes back from its log.
 The first tests drive a real single-node broker: the partition is resigned and elected
 on the broker's own event loop (as the cluster's replica manager will), while real
 clients and raw requests (``odradek.client.connection.BrokerConnection``) watch. The
-last ones run the runtimes in cluster mode against a fake ``broker.cluster``, to see
-the replication hooks: leader epochs on appends, answers held until the records are
-replicated, markers written through the cluster once their decision is.
+last ones run the runtimes in cluster mode against a fake cluster topology
+(``broker.topology``), to see the replication hooks: leader epochs on appends, answers
+held until the records are replicated, markers written through the cluster once their
+decision is.
 """
 
 from __future__ import annotations
@@ -347,14 +348,16 @@ def test_a_transactional_producer_commits_across_a_resignation_and_election():
             consumer.close()
 
 
-# --- cluster mode, against a fake broker.cluster -------------------------------------------
+# --- cluster mode, against a fake cluster topology ------------------------------------------
 
 
 class FakeCluster:
-    """What the runtimes ask of ``broker.cluster``: a leader epoch, replication waits the
-    test completes by hand (while ``hold``), and markers it records."""
+    """What the runtimes ask of a cluster's ``broker.topology``: a leader epoch, the
+    internal topics' partition counts (its metadata's), replication waits the test
+    completes by hand (while ``hold``), and markers it records."""
 
     def __init__(self) -> None:
+        self.metadata: MetadataStore | None = None  # the broker's, set by FakeBroker
         self.epoch = 7
         self.hold = True
         self.waits: list[tuple[str, int, int, asyncio.Future[int]]] = []
@@ -362,6 +365,11 @@ class FakeCluster:
 
     def leader_epoch(self, topic: str, partition: int) -> int:
         return self.epoch
+
+    def internal_topic_partition_count(self, name: str) -> int | None:
+        assert self.metadata is not None
+        topic = self.metadata.topics.get(name)
+        return topic.partitions if topic is not None else None
 
     def wait_replicated(self, topic: str, partition: int, end: int) -> asyncio.Future[int] | None:
         if not self.hold:
@@ -390,8 +398,8 @@ class FakeBroker:
                                   overrides={"offsets.topic.num.partitions": 4,
                                              "transaction.state.log.num.partitions": 4})
         self.clock = wall_clock_ms
-        self.cluster = cluster
-        self.metadata = MetadataStore(data_dir, 1)
+        self.cluster = self.topology = cluster
+        self.metadata = cluster.metadata = MetadataStore(data_dir, 1)
         self.logs = LogManager.open(data_dir, default_config=self.config.log_config(),
                                     clock=self.clock)
         self.purgatory = Purgatory()

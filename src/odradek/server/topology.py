@@ -110,6 +110,7 @@ class Topology(Protocol):
     async def wait_deleted(self, topics: Mapping[str, uuid.UUID], timeout_s: float
                            ) -> set[str]: ...
     async def ensure_internal_topic(self, name: str) -> None: ...
+    def internal_topic_partition_count(self, name: str) -> int | None: ...
     def replication_factor(self, topic: str) -> int: ...
 
     # --- partitions -------------------------------------------------------------------------
@@ -320,6 +321,12 @@ class SingleNode:
         transactions = self.broker.transactions
         if name == TRANSACTION_STATE_TOPIC and transactions is not None:
             transactions.ensure_topic()
+
+    def internal_topic_partition_count(self, name: str) -> int | None:
+        """None: the coordinator runtime's own count stands. It fixes the count itself,
+        when it creates or opens the topic here (``_create_topic``), and nothing changes
+        it after (an internal topic's partitions cannot be added)."""
+        return None
 
     def replication_factor(self, topic: str) -> int:
         return 1

@@ -409,6 +409,13 @@ class ClusterNode:
     async def ensure_internal_topic(self, name: str) -> None:
         await self.topics.ensure_internal_topic(name)
 
+    def internal_topic_partition_count(self, name: str) -> int | None:
+        """The count the internal topic has in the cluster's metadata, once it exists
+        (as Kafka's coordinators read it from ZooKeeper), whatever this broker's setting
+        says: every broker must route a key to the same partition. None until then."""
+        topic = self.metadata.topics.get(name)
+        return topic.partitions if topic is not None else None
+
     async def wait_for_leaders(self, counts: Mapping[str, int], timeout_s: float) -> bool:
         return await self.topics.wait_for_leaders(counts, timeout_s)
 

@@ -29,10 +29,11 @@ alone. ``CoordinatorRuntime`` owns that common part:
   their ``next_deadline()`` and ticks the due ones), re-armed by every operation, and
   ``stop``, which answers every waiting request NOT_COORDINATOR.
 
-Replication (a cluster only; with no ``broker.cluster`` none of this happens and a
-single node behaves as it always has). Records are appended with the partition's
-leader epoch (``broker.cluster.leader_epoch``); after the append,
-``broker.cluster.wait_replicated(topic, partition, end)`` says whether the records up
+Replication (``broker.topology``, server/topology.py: a single node's leader epoch is
+always 0 and its appends are committed at once, so none of the waiting below happens
+there). Records are appended with the partition's leader epoch
+(``topology.leader_epoch``); after the append,
+``topology.wait_replicated(topic, partition, end)`` says whether the records up
 to ``end`` are committed (None) or hands an awaitable of a Kafka error code. The
 append stays synchronous, in the same step as the decision, so operations never
 interleave with their appends; only the answers wait, on a task the runtime owns
@@ -63,7 +64,6 @@ from kio.schema.errors import ErrorCode
 from odradek.records import builder
 from odradek.server.metadata import MetadataStore
 from odradek.server.tasks import TaskSet
-from odradek.server.topology import SINGLE_NODE_LEADER_EPOCH
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
@@ -71,7 +71,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# A wait for a partition's records to be replicated: the awaitable ``broker.cluster``
+# A wait for a partition's records to be replicated: the awaitable the topology
 # handed out (of a Kafka error code) and the offset it waits for.
 Replication = tuple[Awaitable[int], int]
 # Bytes read per step when replaying an internal topic's partition (at least one batch is
@@ -286,18 +286,14 @@ class CoordinatorRuntime(abc.ABC):
 
     def partition_count(self) -> int:
         """The internal topic's partition count, which ``partition_for`` divides by. It
-        is fixed when the topic is created; in a cluster it is the count the topic has
-        in the cluster's metadata once it exists (as Kafka reads it from ZooKeeper),
-        whatever the setting says now, and the setting until then."""
-        if self.cluster is not None:
-            self._adopt_partition_count()
+        is fixed when the topic is created; where the topology knows it
+        (``internal_topic_partition_count``: a cluster's metadata, as Kafka reads it from
+        ZooKeeper) that count, whatever the setting says now; else the runtime's own (a
+        single node's: the setting, then the count ``_create_topic`` found)."""
+        count = self.broker.topology.internal_topic_partition_count(self.topic)
+        if count is not None:
+            self.num_partitions = count
         return self.num_partitions
-
-    def _adopt_partition_count(self) -> None:
-        assert self.broker.metadata is not None
-        topic = self.broker.metadata.topics.get(self.topic)
-        if topic is not None:
-            self.num_partitions = topic.partitions
 
     def _log(self, partition: int) -> Log:
         assert self.broker.logs is not None
@@ -322,14 +318,12 @@ class CoordinatorRuntime(abc.ABC):
                 offset = batch.header.next_offset
                 yield batch
 
-    # --- replication hooks (a cluster only) ---------------------------------------------
+    # --- replication hooks (the topology's) ---------------------------------------------
 
     def _leader_epoch(self, partition: int) -> int:
-        """The leader epoch to stamp on this partition's appends."""
-        cluster = self.cluster
-        if cluster is None:
-            return SINGLE_NODE_LEADER_EPOCH
-        return int(cluster.leader_epoch(self.topic, partition))
+        """The leader epoch to stamp on this partition's appends (the topology's: a
+        single node's is always 0)."""
+        return self.broker.topology.leader_epoch(self.topic, partition)
 
     def _replicated(self, partition: int, end: int | None) -> Replication | None:
         """None if the records of ``partition`` below ``end`` are committed (always, on a
@@ -343,16 +337,16 @@ class CoordinatorRuntime(abc.ABC):
         answered from that state without a record of its own — an AddPartitionsToTxn
         for partitions already added — and must not hear of it before it is
         committed.)"""
-        cluster = self.cluster
-        if cluster is None:
-            return None
         if end is None:
             end = self._unconfirmed.get(partition)
             if end is None:
                 return None
-        wait: Awaitable[int] | None = cluster.wait_replicated(self.topic, partition, end)
+        wait = self.broker.topology.wait_replicated(self.topic, partition, end)
         if wait is None:
-            self._confirmed(partition, end)
+            # (Tested first: a single node, whose appends are committed at once, never
+            # has anything unconfirmed, and its commits pay for no more calls.)
+            if self._unconfirmed:
+                self._confirmed(partition, end)
             return None
         self._unconfirmed[partition] = max(end, self._unconfirmed.get(partition, end))
         return wait, end
