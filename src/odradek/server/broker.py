@@ -158,11 +158,12 @@ class Broker:
                 self.authorizer = Authorizer(cfg, await self._document(authorizer.DOCUMENT))
             self.quotas = ClientQuotas(cfg, await self._document(quotas.DOCUMENT))
             self.group_configs = GroupConfigStore(await self._document(GROUP_DOCUMENT))
-            # Groups are loaded before the listener starts: no request sees them loading.
+            # The coordinator runtimes (transactions' needs the groups'), then the
+            # topology has them load the partitions led here (a single node: all of
+            # them, groups first), before the listener starts: no request sees them
+            # loading.
             self.groups = GroupRuntime(self)
             self.groups.start()
-            # Then transactions: markers of prepared transactions written at load may
-            # complete TxnOffsetCommits the group runtime has just loaded as pending.
             self.transactions = TxnRuntime(self)
             self.transactions.start()
             self.topology.start_replicas()  # leaders of internal partitions load them

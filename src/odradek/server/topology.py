@@ -110,6 +110,7 @@ class Topology(Protocol):
     async def wait_deleted(self, topics: Mapping[str, uuid.UUID], timeout_s: float
                            ) -> set[str]: ...
     async def ensure_internal_topic(self, name: str) -> None: ...
+    def open_internal_topic(self, name: str) -> None: ...
     def internal_topic_partition_count(self, name: str) -> int | None: ...
     def replication_factor(self, topic: str) -> int: ...
 
@@ -186,7 +187,16 @@ class SingleNode:
         return FileDocument(self.config.data_dir, name, mode=mode)
 
     def start_replicas(self) -> None:
-        """Nothing to take up: this broker leads everything from the start."""
+        """This broker leads everything from the start, so its coordinator runtimes
+        coordinate every partition of their internal topics now, before it listens
+        (where a cluster's replica manager elects those it leads, as Kafka's
+        onLeadershipChange calls onElection): groups first, so that the markers of
+        prepared transactions written at the transactions' load find the offsets they
+        settle."""
+        groups, transactions = self.broker.groups, self.broker.transactions
+        assert groups is not None and transactions is not None
+        groups.elect_all()
+        transactions.elect_all()
 
     async def register(self) -> None:
         """Nobody to tell."""
@@ -318,6 +328,12 @@ class SingleNode:
     async def ensure_internal_topic(self, name: str) -> None:
         """__consumer_offsets exists from the start (the group runtime creates it);
         __transaction_state is created at its first FindCoordinator, as Kafka does."""
+        self.open_internal_topic(name)
+
+    def open_internal_topic(self, name: str) -> None:
+        """Created here and now if missing, with its logs (by the runtime that owns it):
+        __transaction_state at its first use (FindCoordinator, or an InitProducerId with
+        a transactional id, whose record goes to it)."""
         transactions = self.broker.transactions
         if name == TRANSACTION_STATE_TOPIC and transactions is not None:
             transactions.ensure_topic()

@@ -409,6 +409,13 @@ class ClusterNode:
     async def ensure_internal_topic(self, name: str) -> None:
         await self.topics.ensure_internal_topic(name)
 
+    def open_internal_topic(self, name: str) -> None:
+        """Nothing at once: internal topics are created through ZooKeeper at the first
+        FindCoordinator that needs them (``ensure_internal_topic``, as Kafka does) and
+        the replica manager opens the logs of the partitions this broker holds; an
+        InitProducerId for a partition not led here is answered NOT_COORDINATOR, as
+        Kafka answers it."""
+
     def internal_topic_partition_count(self, name: str) -> int | None:
         """The count the internal topic has in the cluster's metadata, once it exists
         (as Kafka's coordinators read it from ZooKeeper), whatever this broker's setting

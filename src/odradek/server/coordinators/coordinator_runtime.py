@@ -11,9 +11,10 @@ alone. ``CoordinatorRuntime`` owns that common part:
 
 - which partitions are coordinated here: ``elect(partition)`` replays the partition's
   log into a fresh coordinator and acts on its ``finish_load``; ``resign(partition)``
-  drops it, answering the requests waiting on it NOT_COORDINATOR. A single node elects
-  every partition at ``start``; in a cluster the replica manager calls both as the
-  leadership of the internal topic's partitions moves (``broker.cluster``);
+  drops it, answering the requests waiting on it NOT_COORDINATOR. The topology calls
+  them (``start_replicas``): a single node elects every partition at once
+  (``_elect_all``), a cluster's replica manager calls both as the leadership of the
+  internal topic's partitions moves;
 - routing: ``call(key, operation)`` runs ``operation(coordinator, token, now_ms)`` on
   the coordinator of the key's partition, ``coordinator_for(key)`` hands it out for
   reads, and both raise NOT_COORDINATOR when that partition is not coordinated here;

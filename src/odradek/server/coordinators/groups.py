@@ -7,9 +7,10 @@ then act" asks:
 - one ``GroupCoordinator`` per ``__consumer_offsets`` partition coordinated here (Kafka's
   group coordinator is the leader of ``partition_for(group_id,
   offsets.topic.num.partitions)``), loaded from that partition's log alone: its groups,
-  their offsets, and the TxnOffsetCommits still pending on a marker. A single node
-  coordinates every partition from ``start``; in a cluster the replica manager calls
-  ``elect``/``resign`` (``server/coordinators/coordinator_runtime.py``);
+  their offsets, and the TxnOffsetCommits still pending on a marker. Which partitions
+  those are is the topology's to say (``start_replicas``): a single node coordinates
+  every partition from the start (``elect_all``); in a cluster the replica manager
+  calls ``elect``/``resign`` (``server/coordinators/coordinator_runtime.py``);
 - a token per request and a future per token: a JoinGroup or SyncGroup that has to wait
   for a rebalance is an ``await`` on its future, completed by whichever later call (another
   member's request, a timer) produces its answer, or NOT_COORDINATOR if its partition
@@ -133,19 +134,23 @@ class GroupRuntime(CoordinatorRuntime):
     # --- lifecycle ---------------------------------------------------------------------
 
     def start(self) -> None:
-        """Single node: create ``__consumer_offsets`` if missing and coordinate every
-        partition (each replayed), before the broker accepts connections. In a cluster:
-        only the timer task; the replica manager elects the partitions this broker
-        leads (and creates the topic)."""
-        if self.cluster is None:
-            self._create_topic(
-                dict(OFFSETS_TOPIC_CONFIG, **{"segment.bytes": str(
-                    self.broker.config["offsets.topic.segment.bytes"])}),
-                "offsets.topic.num.partitions")
-            groups, records = self._elect_all()
-            log.info("loaded %d group(s) from %d record(s) of %s", groups, records,
-                     OFFSETS_TOPIC)
+        """Start the timer task. Which partitions are coordinated here is the
+        topology's to say, at ``start_replicas``: a single node's are all of them
+        (``elect_all``), a cluster's those its replica manager elects."""
         self._start_timer("group-coordinator-timers")
+
+    def elect_all(self) -> None:
+        """A single node leads every partition (``SingleNode.start_replicas``): create
+        ``__consumer_offsets`` if missing and coordinate every partition (each
+        replayed), before the broker accepts connections. (In a cluster the topic is
+        created through ZooKeeper at the first FindCoordinator that needs it.)"""
+        self._create_topic(
+            dict(OFFSETS_TOPIC_CONFIG, **{"segment.bytes": str(
+                self.broker.config["offsets.topic.segment.bytes"])}),
+            "offsets.topic.num.partitions")
+        groups, records = self._elect_all()
+        log.info("loaded %d group(s) from %d record(s) of %s", groups, records,
+                 OFFSETS_TOPIC)
 
     def elect(self, partition: int) -> None:
         """Become the group coordinator of ``__consumer_offsets`` partition

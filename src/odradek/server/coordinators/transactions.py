@@ -8,9 +8,10 @@ This module owns the rest, as ``server/coordinators/groups.py`` does for groups:
 - one ``TransactionCoordinator`` per ``__transaction_state`` partition coordinated here
   (Kafka's transaction coordinator of an id is the leader of ``partition_for(
   transactional_id, transaction.state.log.num.partitions)``), loaded from that
-  partition's log alone; they share the broker's producer id allocator. A single node
-  coordinates every partition from ``start``; in a cluster the replica manager calls
-  ``elect``/``resign`` (``server/coordinators/coordinator_runtime.py``);
+  partition's log alone; they share the broker's producer id allocator. Which
+  partitions those are is the topology's to say (``start_replicas``): a single node
+  coordinates every partition from the start (``elect_all``); in a cluster the replica
+  manager calls ``elect``/``resign`` (``server/coordinators/coordinator_runtime.py``);
 - a token per request and a future per token: an InitProducerId that fences an open
   transaction waits (on its future) for the abort it caused to complete;
 - appending: an operation's records go to the transactional id's partition as one
@@ -148,19 +149,23 @@ class TxnRuntime(CoordinatorRuntime):
     # --- lifecycle ---------------------------------------------------------------------
 
     def start(self) -> None:
-        """Single node: replay ``__transaction_state`` if it exists and coordinate every
-        partition (writing the markers of prepared transactions), before the broker
-        accepts connections and after the group runtime has loaded, so that markers to
-        ``__consumer_offsets`` find their pending offsets. In a cluster: only the timer
-        task; the replica manager elects the partitions this broker leads."""
-        assert self.broker.metadata is not None
-        if self.cluster is None:
-            if TRANSACTION_STATE_TOPIC in self.broker.metadata.topics:
-                self.ensure_topic()
-            ids, records = self._elect_all()
-            log.info("loaded %d transactional id(s) from %d record(s) of %s", ids, records,
-                     TRANSACTION_STATE_TOPIC)
+        """Start the timer task. Which partitions are coordinated here is the
+        topology's to say, at ``start_replicas``: a single node's are all of them
+        (``elect_all``), a cluster's those its replica manager elects."""
         self._start_timer("transaction-coordinator-timers")
+
+    def elect_all(self) -> None:
+        """A single node leads every partition (``SingleNode.start_replicas``): replay
+        ``__transaction_state`` if it exists and coordinate every partition (writing the
+        markers of prepared transactions), before the broker accepts connections and
+        after the group runtime has loaded, so that markers to ``__consumer_offsets``
+        find their pending offsets."""
+        assert self.broker.metadata is not None
+        if TRANSACTION_STATE_TOPIC in self.broker.metadata.topics:
+            self.ensure_topic()
+        ids, records = self._elect_all()
+        log.info("loaded %d transactional id(s) from %d record(s) of %s", ids, records,
+                 TRANSACTION_STATE_TOPIC)
 
     def elect(self, partition: int) -> None:
         """Become the transaction coordinator of ``__transaction_state`` partition
@@ -171,8 +176,11 @@ class TxnRuntime(CoordinatorRuntime):
 
     def ensure_topic(self) -> None:
         """Single node: create ``__transaction_state`` if it does not exist yet (and open
-        its logs). In a cluster the replica manager creates it."""
-        if self._topic_ready or self.cluster is not None:
+        its logs): at ``elect_all`` if it exists, else at its first use
+        (``SingleNode.open_internal_topic``). In a cluster it is created through
+        ZooKeeper at the first FindCoordinator that needs it, and the replica manager
+        opens its logs; nothing calls this there."""
+        if self._topic_ready:
             return
         self._create_topic(
             dict(TRANSACTION_STATE_TOPIC_CONFIG, **{"segment.bytes": str(

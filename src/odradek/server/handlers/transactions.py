@@ -43,6 +43,7 @@ from kio.schema.errors import ErrorCode
 from odradek.coordinator import results as r
 from odradek.coordinator import transactions as tx
 from odradek.coordinator.offsets_topic import OFFSETS_TOPIC
+from odradek.coordinator.transaction_log import TRANSACTION_STATE_TOPIC
 from odradek.protocol.codec import Request
 from odradek.protocol.messages import ms
 from odradek.security.acls import Operation, ResourceType
@@ -88,7 +89,7 @@ async def init_producer_id(broker: Broker, request: Request) -> bytes:
                                  "producer_id": -1, "producer_epoch": -1})
     try:
         rt = runtime(broker)
-        rt.ensure_topic()
+        broker.topology.open_internal_topic(TRANSACTION_STATE_TOPIC)
         result: tx.InitProducerIdResult = await rt.call(
             body.transactional_id, lambda coordinator, token, now: coordinator.init_producer_id(
                 body.transactional_id, ms(body.transaction_timeout),
