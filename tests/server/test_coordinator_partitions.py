@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import struct
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import closing
 from typing import Any
 
@@ -378,7 +379,10 @@ class FakeCluster:
         self.waits.append((topic, partition, end, future))
         return future
 
-    async def write_txn_markers(self, markers: TxnMarkers) -> None:
+    def write_txn_markers(self, markers: TxnMarkers) -> Callable[[], Awaitable[None]]:
+        return functools.partial(self.send_txn_markers, markers)
+
+    async def send_txn_markers(self, markers: TxnMarkers) -> None:
         self.markers.append(markers)
 
     def replicate(self, code: int = 0) -> None:
@@ -568,7 +572,7 @@ def test_in_a_cluster_markers_written_after_a_resignation_are_left_to_the_new_co
             cluster.markers.append(markers)
             await release.wait()
 
-        cluster.write_txn_markers = slow_markers  # type: ignore[method-assign]
+        cluster.send_txn_markers = slow_markers  # type: ignore[method-assign]
         async with txn_runtimes(fake) as (_, txns, partition, pid, epoch):
             await txns.call("tx", lambda c, token, now: c.add_partitions(
                 "tx", pid, epoch, [("t", 0)], token=token, now_ms=now))

@@ -27,7 +27,7 @@ import asyncio
 import logging
 import os
 import uuid
-from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -43,6 +43,7 @@ from odradek.server.replication.reads import Following, PartitionResult, Refused
 from odradek.server.security.documents import Document, FileDocument
 
 if TYPE_CHECKING:
+    from odradek.coordinator.transactions import TxnMarkers
     from odradek.protocol.fetch import FetchTopic
     from odradek.server.broker import Broker
     from odradek.server.cluster.metadata import ClusterMetadata
@@ -143,6 +144,12 @@ class Topology(Protocol):
     def leader_epoch(self, topic: str, partition: int) -> int: ...
     def wait_replicated(self, topic: str, partition: int, end: int
                         ) -> Awaitable[int] | None: ...
+
+    # --- transaction markers --------------------------------------------------------------
+    def write_txn_markers(self, markers: TxnMarkers) -> Callable[[], Awaitable[None]] | None: ...
+    async def append_txn_markers(self, producer_id: int, producer_epoch: int, commit: bool,
+                                 coordinator_epoch: int, partitions: Sequence[TopicPartition]
+                                 ) -> dict[TopicPartition, int]: ...
 
     # --- as clients see it ------------------------------------------------------------------
     def live_brokers(self) -> list[BrokerInfo]: ...
@@ -434,6 +441,27 @@ class SingleNode:
 
     def wait_replicated(self, topic: str, partition: int, end: int) -> Awaitable[int] | None:
         return None  # an ISR of one: committed once appended
+
+    # --- transaction markers -----------------------------------------------------------------
+
+    def write_txn_markers(self, markers: TxnMarkers) -> Callable[[], Awaitable[None]] | None:
+        """Written here and now (None: nothing to send). This broker leads every
+        partition of the transaction, so its transaction runtime appends the markers to
+        its own logs in the step that decided them (what Kafka's marker channel sends
+        as WriteTxnMarkers), and a committed transaction is readable once EndTxn is
+        answered."""
+        transactions = self.broker.transactions
+        assert transactions is not None  # it decided them
+        transactions.write_markers_locally(markers)
+        return None
+
+    async def append_txn_markers(self, producer_id: int, producer_epoch: int, commit: bool,
+                                 coordinator_epoch: int, partitions: Sequence[TopicPartition]
+                                 ) -> dict[TopicPartition, int]:
+        """WriteTxnMarkers from another broker's coordinator, where there is none:
+        UNSUPPORTED_VERSION for every partition, Kafka's answer where no cluster needs
+        this request (this broker's coordinator writes its own: ``write_txn_markers``)."""
+        return dict.fromkeys(partitions, ErrorCode.unsupported_version)
 
     # --- as clients see it -----------------------------------------------------------------
 

@@ -40,11 +40,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import time
 import uuid
-from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -534,10 +535,24 @@ class ClusterNode:
     def wait_replicated(self, topic: str, partition: int, end: int) -> Awaitable[int] | None:
         return self.replicas.wait_replicated(topic, partition, end)
 
-    async def write_txn_markers(self, markers: TxnMarkers) -> None:
-        """Write a transaction's markers on its partitions' leaders (``TxnMarkerWriter``);
-        the transaction runtime's hook."""
-        await self.markers.write_txn_markers(markers)
+    # --- transaction markers (TxnMarkerWriter) -------------------------------------------------
+
+    def write_txn_markers(self, markers: TxnMarkers) -> Callable[[], Awaitable[None]]:
+        """How a transaction's markers are written on its partitions' leaders, here or on
+        other brokers (WriteTxnMarkers): a send the transaction runtime awaits on a task
+        of its own, and again after a failure (as Kafka's TransactionMarkerChannelManager
+        retries). A call rather than a coroutine, so that a task cancelled before it
+        starts leaves no coroutine never awaited."""
+        return functools.partial(self.markers.write_txn_markers, markers)
+
+    async def append_txn_markers(self, producer_id: int, producer_epoch: int, commit: bool,
+                                 coordinator_epoch: int, partitions: Sequence[TopicPartition]
+                                 ) -> dict[TopicPartition, int]:
+        """WriteTxnMarkers from a coordinator (on this broker or another): the markers
+        appended in the partitions led here and replicated; each one's Kafka error
+        code."""
+        return await self.markers.write_markers_locally(
+            producer_id, producer_epoch, commit, coordinator_epoch, partitions)
 
 
 def _new_cluster_id() -> str:

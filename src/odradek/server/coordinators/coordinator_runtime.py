@@ -157,11 +157,6 @@ class CoordinatorRuntime(abc.ABC):
 
     # --- lifecycle ---------------------------------------------------------------------
 
-    @property
-    def cluster(self) -> Any:
-        """The broker's cluster membership (replica manager), or None on a single node."""
-        return getattr(self.broker, "cluster", None)
-
     def _start_timer(self, name: str) -> None:
         self._timer = asyncio.get_running_loop().create_task(self._run_timers(), name=name)
 

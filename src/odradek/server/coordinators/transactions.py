@@ -24,9 +24,10 @@ This module owns the rest, as ``server/coordinators/groups.py`` does for groups:
   the decision (before the event loop sends the EndTxn answer), so a committed
   transaction is readable once EndTxn is answered; a marker in ``__consumer_offsets``
   also tells the group runtime, so the transaction's TxnOffsetCommits count or go. In a
-  cluster they are ``broker.cluster.write_txn_markers`` (WriteTxnMarkers to each
-  partition's leader), on a task of the runtime, once the record that decided them is
-  replicated; EndTxn is then answered as Kafka answers it, once that record is;
+  cluster they are sent (WriteTxnMarkers to each partition's leader), on a task of the
+  runtime, once the record that decided them is replicated; EndTxn is then answered as
+  Kafka answers it, once that record is. Which of the two is the topology's
+  ``write_txn_markers``;
 - one timer task that calls ``tick(now)`` at ``next_deadline()`` of every loaded
   coordinator (timed-out transactions are aborted, expired transactional ids removed);
 - ``__transaction_state`` itself on a single node: replayed before the broker listens,
@@ -45,6 +46,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -300,31 +302,33 @@ class TxnRuntime(CoordinatorRuntime):
             self._send_markers(partition, m)
 
     def _send_markers(self, partition: int, markers: TxnMarkers) -> None:
-        """Write a transaction's markers, then complete it (``markers_written``)."""
+        """Write a transaction's markers (the topology's ``write_txn_markers``: here and
+        now, or a send to await), then complete it (``markers_written``)."""
         coordinator = self.coordinators.get(partition)
         if coordinator is None:
             return
-        if self.cluster is not None:
-            self._spawn(partition, self._write_markers_in_cluster(
-                partition, coordinator, markers),
+        send = self.broker.topology.write_txn_markers(markers)
+        if send is not None:
+            self._spawn(partition, self._send_markers_then_complete(
+                partition, coordinator, markers, send),
                 f"{TRANSACTION_STATE_TOPIC}-{partition}-markers-{markers.producer_id}")
             return
-        self._write_markers(markers)
         self._act(partition, coordinator.markers_written(
             markers.transactional_id, markers.producer_id, markers.producer_epoch,
             now_ms=self.clock()))
 
-    async def _write_markers_in_cluster(self, partition: int,
-                                        coordinator: TransactionCoordinator,
-                                        markers: TxnMarkers) -> None:
-        """WriteTxnMarkers to the leaders of the transaction's partitions (wherever they
-        are; ``broker.cluster`` sends them and tells the group coordinators of
-        ``__consumer_offsets`` partitions), then complete the transaction — if this
-        broker still coordinates it: after a resignation the new coordinator sends the
-        markers of the prepared transaction again at its load."""
+    async def _send_markers_then_complete(self, partition: int,
+                                          coordinator: TransactionCoordinator,
+                                          markers: TxnMarkers,
+                                          send: Callable[[], Awaitable[None]]) -> None:
+        """Await ``send`` (a cluster's WriteTxnMarkers to the leaders of the
+        transaction's partitions, wherever they are, which also tells the group
+        coordinators of ``__consumer_offsets`` partitions), then complete the
+        transaction — if this broker still coordinates it: after a resignation the new
+        coordinator sends the markers of the prepared transaction again at its load."""
         while True:
             try:
-                await self.cluster.write_txn_markers(markers)
+                await send()
                 break
             except asyncio.CancelledError:
                 raise
@@ -346,9 +350,10 @@ class TxnRuntime(CoordinatorRuntime):
             markers.transactional_id, markers.producer_id, markers.producer_epoch,
             now_ms=self.clock()))
 
-    def _write_markers(self, markers: TxnMarkers) -> None:
-        """Single node: one control batch per partition of the transaction
-        (WriteTxnMarkers, local)."""
+    def write_markers_locally(self, markers: TxnMarkers) -> None:
+        """Single node (``SingleNode.write_txn_markers``): one control batch per
+        partition of the transaction, in this broker's own logs (WriteTxnMarkers,
+        local)."""
         assert self.broker.logs is not None
         for topic, partition in markers.partitions:
             lg = self.broker.logs.get_log(topic, partition)

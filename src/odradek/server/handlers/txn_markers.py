@@ -6,8 +6,9 @@ partition, then replicated before the answer (Kafka appends markers with acks=al
 so that once the coordinator records the transaction complete, every in-sync replica
 has its markers. A marker to ``__consumer_offsets`` also settles the transaction's
 offset commits in this broker's group coordinator. Only brokers send this request, and
-only in a cluster: a single node writes its markers itself (server/coordinators/transactions.py).
-Version 1 only: Kafka 4 removed v0.
+only in a cluster: a single node writes its markers itself and refuses it (the
+topology's ``append_txn_markers``, server/topology.py). Version 1 only: Kafka 4 removed
+v0.
 """
 
 from __future__ import annotations
@@ -37,11 +38,8 @@ async def handle(broker: Broker, request: Request) -> bytes:
         if not allowed(broker, request, Operation.CLUSTER_ACTION, ResourceType.CLUSTER,
                        CLUSTER):
             codes = dict.fromkeys(tps, ErrorCode.cluster_authorization_failed)  # brokers only
-        elif broker.cluster is None:
-            # Kafka's answer where no cluster needs this request
-            codes = dict.fromkeys(tps, ErrorCode.unsupported_version)
-        else:
-            codes = await broker.cluster.markers.write_markers_locally(
+        else:  # (a single node refuses: no cluster needs this request)
+            codes = await broker.topology.append_txn_markers(
                 marker.producer_id, marker.producer_epoch, marker.transaction_result,
                 marker.coordinator_epoch, tps)
         by_topic: dict[str, list[dict[str, Any]]] = {}
