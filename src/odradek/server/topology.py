@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from odradek.coordinator.transactions import TxnMarkers
     from odradek.protocol.fetch import FetchTopic
     from odradek.server.broker import Broker
+    from odradek.server.cluster.controller import Outcome
     from odradek.server.cluster.metadata import ClusterMetadata
     from odradek.server.replication.partition import Partition
     from odradek.storage import Log
@@ -71,6 +72,21 @@ class PartitionView:
     replicas: list[int]
     isr: list[int]
     offline: list[int]
+
+
+class AdminController(Protocol):
+    """What the controller's admin requests ask of the active controller
+    (server/handlers/cluster_admin.py): a cluster's ``Controller``
+    (server/cluster/controller.py), or a single node's ``SingleNodeController``."""
+
+    async def elect_leaders(self, election_type: int, partitions: list[TopicPartition] | None
+                            ) -> dict[TopicPartition, Outcome]: ...
+    async def alter_reassignments(self,
+                                  wanted: dict[TopicPartition, tuple[int, ...] | None]
+                                  ) -> dict[TopicPartition, Outcome]: ...
+    def list_reassignments(self, partitions: list[TopicPartition] | None
+                           ) -> dict[TopicPartition, tuple[tuple[int, ...], tuple[int, ...],
+                                                           tuple[int, ...]]]: ...
 
 
 class Topology(Protocol):
@@ -154,6 +170,8 @@ class Topology(Protocol):
     # --- as clients see it ------------------------------------------------------------------
     def live_brokers(self) -> list[BrokerInfo]: ...
     def controller_id(self) -> int: ...
+    def active_controller(self) -> AdminController | None: ...
+    def origin_replicas(self, topic: str, partition: int) -> tuple[int, ...] | None: ...
     def partition_view(self, topic: str, partition: int) -> PartitionView: ...
     def leader_broker(self, topic: str, partition: int) -> BrokerInfo | None: ...
 
@@ -171,6 +189,7 @@ class SingleNode:
         # Every partition here as a sole-leader ``Partition``, made with its log (``_host``;
         # ``lead`` makes any other on first use): a plain dict, Produce's lookup.
         self.leaders: dict[TopicPartition, Partition] = {}
+        self._controller = SingleNodeController(self)
 
     # --- the broker's start and stop ---------------------------------------------------------
 
@@ -479,9 +498,63 @@ class SingleNode:
     def controller_id(self) -> int:
         return self.node_id
 
+    def active_controller(self) -> SingleNodeController:
+        """Always this broker's: Metadata names it the controller."""
+        return self._controller
+
+    def origin_replicas(self, topic: str, partition: int) -> tuple[int, ...] | None:
+        """This broker, for a partition that exists: it holds every replica, and nothing
+        is ever reassigned."""
+        found = self.broker.topic(topic)
+        return (self.node_id,) if found is not None and partition < found.partitions else None
+
     def partition_view(self, topic: str, partition: int) -> PartitionView:
         me = [self.node_id]
         return PartitionView(self.node_id, SINGLE_NODE_LEADER_EPOCH, me, me, [])
 
     def leader_broker(self, topic: str, partition: int) -> BrokerInfo | None:
         return self._info()
+
+
+class SingleNodeController:
+    """A single node is its own controller, and answers the controller's admin requests
+    as Kafka does for partitions of one replica: that replica leads already, and there
+    is nowhere to move it."""
+
+    def __init__(self, node: SingleNode) -> None:
+        self.node = node
+
+    async def elect_leaders(self, election_type: int, partitions: list[TopicPartition] | None
+                            ) -> dict[TopicPartition, Outcome]:
+        """ELECTION_NOT_NEEDED for every partition named that exists (none named: none
+        elected, so none reported, as Kafka reports only elections that ran)."""
+        out: dict[TopicPartition, Outcome] = {}
+        for topic, p in partitions or []:
+            known = ((found := self.node.broker.topic(topic)) is not None
+                     and 0 <= p < found.partitions)
+            out[(topic, p)] = (("ELECTION_NOT_NEEDED", "a single node leads every "
+                                "partition") if known else
+                               ("UNKNOWN_TOPIC_OR_PARTITION", f"{topic}-{p} does not exist"))
+        return out
+
+    async def alter_reassignments(self, wanted: dict[TopicPartition, tuple[int, ...] | None]
+                                  ) -> dict[TopicPartition, Outcome]:
+        """Only a "reassignment" to this broker alone is accepted (it changes nothing);
+        a cancellation finds nothing in progress."""
+        return {tp: self._reassignment(tp, replicas) for tp, replicas in wanted.items()}
+
+    def _reassignment(self, tp: TopicPartition, replicas: tuple[int, ...] | None) -> Outcome:
+        node_id = self.node.node_id
+        if self.node.origin_replicas(*tp) is None:
+            return "UNKNOWN_TOPIC_OR_PARTITION", f"{tp[0]}-{tp[1]} does not exist"
+        if replicas is None:
+            return "NO_REASSIGNMENT_IN_PROGRESS", f"{tp[0]}-{tp[1]} is not being reassigned"
+        if replicas != (node_id,):
+            return ("INVALID_REPLICA_ASSIGNMENT",
+                    f"a single node (broker {node_id}) holds every replica")
+        return None, None
+
+    def list_reassignments(self, partitions: list[TopicPartition] | None
+                           ) -> dict[TopicPartition, tuple[tuple[int, ...], tuple[int, ...],
+                                                           tuple[int, ...]]]:
+        return {}  # nothing is ever being reassigned

@@ -245,6 +245,21 @@ class ClusterNode:
     def controller_id(self) -> int:
         return self.metadata.controller_id
 
+    def active_controller(self) -> Controller | None:
+        """The controller role here while it is the cluster's active controller; None
+        otherwise (admin clients are answered NOT_CONTROLLER, and find the active one
+        in Metadata: Kafka's ``controller.isActive`` check)."""
+        controller = self.controller
+        return controller if controller is not None and controller.active else None
+
+    def origin_replicas(self, topic: str, partition: int) -> tuple[int, ...] | None:
+        """The partition's replicas before any reassignment in progress (Kafka's
+        originReplicas), as this broker's metadata has them; None if it does not exist."""
+        assignment = self.metadata.assignments.get(topic)
+        if assignment is None or partition >= assignment.partitions:
+            return None
+        return assignment.origin(partition)
+
     def partition_view(self, topic: str, partition: int) -> PartitionView:
         md = self.metadata
         live = md.brokers

@@ -3,10 +3,12 @@ AlterPartitionReassignments (45) and ListPartitionReassignments (46, KIP-455).
 
 Admin clients send them to the controller (the ``controller_id`` of a Metadata answer);
 another broker answers NOT_CONTROLLER, which makes them refresh metadata and retry, as
-Kafka's ZooKeeper-era brokers do. A single node has no replicas to elect or move: it is
-its own controller and answers as Kafka does for a partition with one replica
-(ELECTION_NOT_NEEDED; a reassignment to anything but itself is refused).
-The decisions are the controller's (server/cluster/controller.py); this module only translates.
+Kafka's ZooKeeper-era brokers do. Which controller answers is the topology's
+(``active_controller``): a cluster's while it is active (server/cluster/controller.py);
+a single node, which has no replicas to elect or move, is always its own and answers as
+Kafka does for a partition with one replica (``SingleNodeController``,
+server/topology.py: ELECTION_NOT_NEEDED; a reassignment to anything but itself is
+refused). The decisions are the controller's; this module only translates.
 """
 
 from __future__ import annotations
@@ -36,14 +38,6 @@ def _code(name: str | None) -> int:
     return 0 if name is None else ErrorCode[name.lower()].value
 
 
-def _controller(broker: Broker) -> Any:
-    """The active controller on this broker, or None (answer NOT_CONTROLLER)."""
-    cluster = broker.cluster
-    if cluster is None or cluster.controller is None or not cluster.controller.active:
-        return None
-    return cluster.controller
-
-
 def _by_topic(outcomes: dict[TopicPartition, Outcome], partition_key: str,
               make: Any) -> list[dict[str, Any]]:
     topics: dict[str, list[dict[str, Any]]] = {}
@@ -56,7 +50,7 @@ def _by_topic(outcomes: dict[TopicPartition, Outcome], partition_key: str,
 async def _run(broker: Broker, request: Request, timeout_ms: int, work: Any
                ) -> tuple[int, str | None, Any]:
     """Await the controller's ``work``: (top-level error code, message, result)."""
-    controller = _controller(broker)
+    controller = broker.topology.active_controller()
     if controller is None:
         return ErrorCode.not_controller, "this broker is not the controller", None
     try:
@@ -88,20 +82,11 @@ async def elect_leaders(broker: Broker, request: Request) -> bytes:
     election_type = getattr(body, "election_type", PREFERRED)
     wanted = _wanted(body.topic_partitions, lambda t: t.partitions)
     code: int
+    message: str | None
     outcomes: dict[TopicPartition, Outcome]
     if not allowed(broker, request, Operation.ALTER, ResourceType.CLUSTER, CLUSTER):
         code, message = ErrorCode.cluster_authorization_failed, "Cluster authorization failed."
         outcomes = {tp: ("CLUSTER_AUTHORIZATION_FAILED", message) for tp in wanted or []}
-    elif broker.cluster is None:
-        # One replica per partition: it leads already.
-        outcomes = {}
-        for topic, p in wanted or []:
-            known = (found := broker.topic(topic)) is not None and 0 <= p < found.partitions
-            outcomes[(topic, p)] = (("ELECTION_NOT_NEEDED", "a single node leads every "
-                                     "partition") if known else
-                                    ("UNKNOWN_TOPIC_OR_PARTITION",
-                                     f"{topic}-{p} does not exist"))
-        code, message = 0, None
     else:
         code, message, outcomes = await _run(
             broker, request, _timeout_ms(body),
@@ -133,19 +118,15 @@ async def alter_reassignments(broker: Broker, request: Request) -> bytes:
             tp = (topic.name, p.partition_index)
             replicas = tuple(p.replicas) if p.replicas is not None else None
             if replicas is not None and not allow_rf_change:
-                current = _current_replicas(broker, tp)
+                current = broker.topology.origin_replicas(*tp)
                 if current is not None and len(current) != len(replicas):
                     refused[tp] = ("INVALID_REPLICA_ASSIGNMENT",
                                    f"{tp[0]}-{tp[1]} has {len(current)} replicas; the "
                                    f"request would make it {len(replicas)}")
                     continue
             wanted[tp] = replicas
-    if broker.cluster is None:
-        code, message, outcomes = 0, None, {tp: _single_node_reassignment(broker, tp, r)
-                                            for tp, r in wanted.items()}
-    else:
-        code, message, outcomes = await _run(broker, request, _timeout_ms(body),
-                                             lambda c: c.alter_reassignments(wanted))
+    code, message, outcomes = await _run(broker, request, _timeout_ms(body),
+                                         lambda c: c.alter_reassignments(wanted))
     if code:
         return respond(request, {"throttle_time": 0, "error_code": code,
                                  "error_message": message, "responses": []})
@@ -157,36 +138,14 @@ async def alter_reassignments(broker: Broker, request: Request) -> bytes:
                                lambda t, ps: {"name": t, "partitions": ps})})
 
 
-def _current_replicas(broker: Broker, tp: TopicPartition) -> tuple[int, ...] | None:
-    if broker.cluster is None:
-        topic = broker.topic(tp[0])
-        return (broker.node_id,) if topic is not None and tp[1] < topic.partitions else None
-    assignment = broker.cluster.metadata.assignments.get(tp[0])
-    if assignment is None or tp[1] >= assignment.partitions:
-        return None
-    return assignment.origin(tp[1])
-
-
-def _single_node_reassignment(broker: Broker, tp: TopicPartition,
-                              replicas: tuple[int, ...] | None) -> Outcome:
-    if _current_replicas(broker, tp) is None:
-        return "UNKNOWN_TOPIC_OR_PARTITION", f"{tp[0]}-{tp[1]} does not exist"
-    if replicas is None:
-        return "NO_REASSIGNMENT_IN_PROGRESS", f"{tp[0]}-{tp[1]} is not being reassigned"
-    if replicas != (broker.node_id,):
-        return ("INVALID_REPLICA_ASSIGNMENT",
-                f"a single node (broker {broker.node_id}) holds every replica")
-    return None, None
-
-
 async def list_reassignments(broker: Broker, request: Request) -> bytes:
     body = request.body
     wanted = _wanted(body.topics, lambda t: t.partition_indexes)
     code, message, ongoing = 0, None, {}
     if not allowed(broker, request, Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER):
         code, message = ErrorCode.cluster_authorization_failed, "Cluster authorization failed."
-    elif broker.cluster is not None:
-        controller = _controller(broker)
+    else:
+        controller = broker.topology.active_controller()
         if controller is None:
             code, message = ErrorCode.not_controller, "this broker is not the controller"
         else:
