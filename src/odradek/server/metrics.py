@@ -258,7 +258,8 @@ class Snapshot:
     groups: int = 0
     transactions: int = 0
     lag: list[tuple[str, str, int, int, int]] = field(default_factory=list)
-    cluster: dict[str, int] | None = None
+    # The topology's replica-manager and controller counts (None: a single node has none).
+    health: dict[str, int] | None = None
     isr_changes: tuple[int, int] = (0, 0)  # shrinks, expands
     log_flush: tuple[float, list[int]] | None = None  # (sum, buckets) of fsync times
     ready: str | None = "starting"  # None: ready; else why not
@@ -297,7 +298,7 @@ def take_snapshot(broker: Broker) -> Snapshot:
     topology = broker.topology
     if topology is not None:  # (started)
         snap.purgatory_produce = topology.produce_waiting()
-        snap.cluster = topology.health()
+        snap.health = topology.health()
     snap.ready = broker.not_ready()
     return snap
 
@@ -435,7 +436,7 @@ def _broker_families(snap: Snapshot) -> Iterator[Any]:
         current.add_metric(labels, offset)
     yield lag
     yield current
-    if snap.cluster is not None:
+    if snap.health is not None:
         names = {
             "partitions": ("kafka_server_replicamanager_partitioncount",
                            "partitions this broker holds a replica of"),
@@ -452,7 +453,7 @@ def _broker_families(snap: Snapshot) -> Iterator[Any]:
                         "partitions without a live leader (the controller's count)"),
         }
         for key, (name, text) in names.items():
-            yield GaugeMetricFamily(name, text, value=snap.cluster.get(key, 0))
+            yield GaugeMetricFamily(name, text, value=snap.health.get(key, 0))
         shrinks, expands = snap.isr_changes
         yield CounterMetricFamily("kafka_server_replicamanager_isrshrinks",
                                   "ISR shrinks of partitions led here", value=shrinks)
