@@ -100,7 +100,7 @@ class Broker:
         # by start(); the broker asks it rather than branching on which it is.
         self.topology: Topology = None  # type: ignore[assignment]
         # The same object when it is a cluster's: for what only a cluster does (its
-        # replicas, controller and admin requests).
+        # replica manager).
         self.cluster: ClusterNode | None = None
         self._store = store
         self.credentials: CredentialStore | None = None  # SCRAM users, from start()

@@ -7,18 +7,25 @@ Two implementations:
 - ``SingleNode`` (here): the data directory is the whole truth. Topics live in its
   ``topics.json`` (server/metadata.py), dynamic configs and the security documents in its
   files; this broker leads every partition at leader epoch 0 with an ISR of one, so
-  every append is committed at once and Metadata names this broker everywhere.
+  every append is committed at once and Metadata names this broker everywhere. It
+  coordinates every internal-topic partition from the start, writes transaction
+  markers into its own logs, and is its own controller (``SingleNodeController``).
 - ``ClusterNode`` (server/cluster/node.py): the cluster's state is in ZooKeeper; partitions
   are led where the controller put them, replicated by server/replication/.
 
 What it answers: its lifecycle steps in the broker's start and stop (``start``,
-``logs_opened``, ``start_replicas``, ``register``, ``controlled_shutdown``,
+``logs_opened``, ``start_replicas`` — where the coordinators of the internal-topic
+partitions led here are elected —, ``register``, ``controlled_shutdown``,
 ``stop_waiting``, ``stop``), its readiness and health (``not_ready``, ``health``,
 ``produce_waiting``), where documents and dynamic broker configs are kept, topic
 administration (create, delete, add partitions, configs, and waiting for
-their effect), where partitions are led (``leader_log``, ``leader_epoch``,
-``wait_replicated``, ``missing_partition_error``) and how the cluster looks to clients
-(``live_brokers``, ``controller_id``, ``partition_view``, ``leader_broker``).
+their effect; internal topics: ``ensure_internal_topic``, ``open_internal_topic``,
+``internal_topic_partition_count``), where partitions are led (``leader_log``,
+``leader_epoch``, ``wait_replicated``, ``missing_partition_error``), how transaction
+markers are written (``write_txn_markers``, a coordinator's; ``append_txn_markers``,
+WriteTxnMarkers') and how the cluster looks to clients (``live_brokers``,
+``controller_id``, ``active_controller`` for the controller's admin requests,
+``origin_replicas``, ``partition_view``, ``leader_broker``).
 """
 
 from __future__ import annotations

@@ -2,11 +2,12 @@
 here has decided, written on each partition's leader — with WriteTxnMarkers to the
 brokers that lead them (Kafka's TransactionMarkerChannelManager, one connection per
 leader over the inter-broker listener), or appended here where this broker leads
-(``write_markers_locally``, also what the WriteTxnMarkers handler calls for the markers
-other brokers send), retried until each is written or its partition is gone.
+(``write_markers_locally``, also what the WriteTxnMarkers handler reaches for the
+markers other brokers send, through ``ClusterNode.append_txn_markers``), retried until
+each is written or its partition is gone.
 
 Owned by the broker's ``ClusterNode`` (``node.markers``); the transaction runtime asks
-the node (``ClusterNode.write_txn_markers``).
+the node (``ClusterNode.write_txn_markers``, the ``Topology`` method).
 """
 
 from __future__ import annotations

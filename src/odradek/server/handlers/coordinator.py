@@ -8,7 +8,7 @@ leads every partition, so it answers itself for every key: its groups are loaded
 listens (``server/coordinators/groups.py``, ``server/coordinators/transactions.py``),
 so there is no loading phase to answer COORDINATOR_NOT_AVAILABLE for; the first lookup
 of a transaction coordinator creates ``__transaction_state``, as in Kafka. In a cluster
-(``broker.cluster``) the answer is the partition's current leader,
+(``broker.topology``: ``ClusterNode``) the answer is the partition's current leader,
 COORDINATOR_NOT_AVAILABLE while it has none.
 Serving this API matters beyond groups too: librdkafka enables LZ4 only when the broker
 lists FindCoordinator in ApiVersions (it reads that as "a 0.9+ broker")."""
