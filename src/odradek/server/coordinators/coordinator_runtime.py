@@ -58,7 +58,7 @@ import asyncio
 import itertools
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -71,6 +71,16 @@ if TYPE_CHECKING:
     from odradek.storage import Log
 
 log = logging.getLogger(__name__)
+
+
+class KeyedRecord(Protocol):
+    """A record a coordinator's effects ask to append (a group's ``Record``, a
+    transactional id's ``TxnRecord``): its key, and its value (None: a tombstone)."""
+
+    @property
+    def key(self) -> bytes: ...
+    @property
+    def value(self) -> bytes | None: ...
 
 # A wait for a partition's records to be replicated: the awaitable the topology
 # handed out (of a Kafka error code) and the offset it waits for.
@@ -296,6 +306,16 @@ class CoordinatorRuntime(abc.ABC):
         lg = self.broker.logs.get_log(self.topic, partition)
         assert lg is not None, f"{self.topic}-{partition} has no log"
         return lg
+
+    def _append_records(self, partition: int, keyed: Iterable[KeyedRecord]) -> int:
+        """One batch of ``keyed`` records in ``partition``, stamped now and with the
+        partition's leader epoch, waking fetches of it; the offset after it."""
+        now = self.clock()
+        records = [builder.Record(i, now, r.key, r.value) for i, r in enumerate(keyed)]
+        info = self._log(partition).append(builder.build_batch(records),
+                                           leader_epoch=self._leader_epoch(partition))
+        self.broker.purgatory.notify((self.topic, partition))
+        return info.last_offset + 1
 
     def _batches(self, partition: int) -> Iterator[builder.DecodedBatch]:
         """Every batch of this partition of the internal topic, in log order (none if

@@ -222,26 +222,23 @@ class GroupRuntime(CoordinatorRuntime):
         # route by group id, batch APIs split by partition).
         assert all(self.partition_for(r.group_id) == partition for r in fx.records), (
             "records for a group of another partition")
-        now = self.clock()
-        records = [builder.Record(i, now, r.key, r.value) for i, r in enumerate(fx.records)]
-        epoch = self._leader_epoch(partition)
-        lg = self._log(partition)
         if fx.transactional is None:
-            info = lg.append(builder.build_batch(records), leader_epoch=epoch)
-        else:
-            # TxnOffsetCommit: a batch of the producer's transaction, so that the
-            # partition's producer state holds it open until the marker (and a replay
-            # can tell pending offsets from committed ones). Written as the coordinator,
-            # not the producer: no sequence number (Kafka's AppendOrigin.COORDINATOR), so
-            # it goes in at the offsets given here.
-            producer_id, producer_epoch = fx.transactional
-            base = lg.log_end_offset
-            records = [builder.Record(base + r.offset, r.timestamp, r.key, r.value)
-                       for r in records]
-            info = lg.append(builder.build_batch(
-                records, base_offset=base, producer_id=producer_id,
-                producer_epoch=producer_epoch, transactional=True,
-                partition_leader_epoch=epoch), assign_offsets=False)
+            return self._append_records(partition, fx.records)
+        # TxnOffsetCommit: a batch of the producer's transaction, so that the partition's
+        # producer state holds it open until the marker (and a replay can tell pending
+        # offsets from committed ones). Written as the coordinator, not the producer: no
+        # sequence number (Kafka's AppendOrigin.COORDINATOR), so it goes in at the
+        # offsets given here.
+        producer_id, producer_epoch = fx.transactional
+        lg = self._log(partition)
+        base = lg.log_end_offset
+        now = self.clock()
+        records = [builder.Record(base + i, now, r.key, r.value)
+                   for i, r in enumerate(fx.records)]
+        info = lg.append(builder.build_batch(
+            records, base_offset=base, producer_id=producer_id,
+            producer_epoch=producer_epoch, transactional=True,
+            partition_leader_epoch=self._leader_epoch(partition)), assign_offsets=False)
         self.broker.purgatory.notify((OFFSETS_TOPIC, partition))
         return info.last_offset + 1
 

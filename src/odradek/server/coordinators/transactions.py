@@ -64,7 +64,6 @@ from odradek.coordinator.transactions import (
     TxnMarkers,
     TxnState,
 )
-from odradek.records import builder
 from odradek.server.coordinators.coordinator_runtime import (
     CoordinatorRuntime,
     CoordinatorUnavailable,
@@ -267,12 +266,7 @@ class TxnRuntime(CoordinatorRuntime):
         # Every record of a coordinator's effects is about one of its ids.
         assert all(self.partition_for(r.transactional_id) == partition for r in fx.records), (
             "records for a transactional id of another partition")
-        now = self.clock()
-        records = [builder.Record(i, now, r.key, r.value) for i, r in enumerate(fx.records)]
-        info = self._log(partition).append(builder.build_batch(records),
-                                           leader_epoch=self._leader_epoch(partition))
-        self.broker.purgatory.notify((TRANSACTION_STATE_TOPIC, partition))
-        return info.last_offset + 1
+        return self._append_records(partition, fx.records)
 
     async def _after_replication(self, partition: int, coordinator: TransactionCoordinator | None,
                                  replication: Replication, responses: list[tuple[int, Any]],
