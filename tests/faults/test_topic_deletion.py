@@ -379,6 +379,12 @@ def test_a_deletion_the_controller_never_got_to_is_finished_by_the_next_one(
     cluster.wait_for(lambda: not deletions_pending(cluster)
                      and not set(names) & set(zookeeper_topics(cluster)), SETTLE_S,
                      "the deletions finished by the next controller")
+    # A new admin client, as after a failover. The first one failed this CreateTopics
+    # once in CI (2026-11-28) with librdkafka's "Broker handle destroyed without
+    # termination": it asked no metadata since the kill, so it likely still named the
+    # killed broker as the controller and lost the request when librdkafka replaced
+    # that broker's handle. What is tested here is that the names are free.
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     for future in admin.create_topics([NewTopic(n, PARTITIONS, 3) for n in names],
                                       operation_timeout=30).values():
         future.result(timeout=60)
