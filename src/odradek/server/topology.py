@@ -291,8 +291,6 @@ class SingleNode:
                          configs: Mapping[str, str] | None = None) -> Topic:
         """Create a topic and its logs in one step (tests and tools; CreateTopics goes
         through ``create_topic``, which yields while it makes many logs)."""
-        logs = self.broker.logs
-        assert logs is not None
         topic = self._register(name, partitions, configs, False)
         for partition in range(topic.partitions):
             self._host(name, partition, topic.topic_id)
@@ -537,8 +535,7 @@ class SingleNodeController:
         elected, so none reported, as Kafka reports only elections that ran)."""
         out: dict[TopicPartition, Outcome] = {}
         for topic, p in partitions or []:
-            known = ((found := self.node.broker.topic(topic)) is not None
-                     and 0 <= p < found.partitions)
+            known = p >= 0 and self.node.origin_replicas(topic, p) is not None
             out[(topic, p)] = (("ELECTION_NOT_NEEDED", "a single node leads every "
                                 "partition") if known else
                                ("UNKNOWN_TOPIC_OR_PARTITION", f"{topic}-{p} does not exist"))
