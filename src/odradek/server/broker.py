@@ -88,7 +88,7 @@ class Broker:
         self.supported: dict[int, tuple[int, int]] = {
             key: (h.min_version, h.max_version) for key, h in HANDLERS.items()
         }
-        self.purgatory = Purgatory()  # fetches waiting for data (long polls)
+        self.purgatory = Purgatory(coalesce=True)  # fetches waiting for data (long polls)
         self.group_commit = GroupCommit()  # fsyncs of logs with flush.messages set
         # Large receive buffers reused across this broker's connections (one event loop:
         # no locking; each in-process broker of a test run has its own).

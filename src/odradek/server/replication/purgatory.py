@@ -33,12 +33,40 @@ class Waiter(Protocol):
 
 
 class Purgatory:
-    """Operations waiting for their partitions, by partition."""
+    """Operations waiting for their partitions, by partition.
 
-    def __init__(self) -> None:
+    With ``coalesce`` (the fetch purgatory), ``notify`` on the event loop does not wake
+    the watchers at once: it notes the partition and wakes them all in one callback at
+    the loop's next step, after the rest of what this step reads (every request that
+    arrived together). A follower's parked fetch then answers once for all the
+    partitions appended meanwhile instead of once per Produce request: under load that
+    is one answer, one follower append and one fetch back for many appends. Idle, it
+    costs one loop step (microseconds)."""
+
+    def __init__(self, *, coalesce: bool = False) -> None:
         self._waiters: dict[TopicPartition, set[Waiter]] = {}
+        self._coalesce = coalesce
+        self._due: dict[TopicPartition, None] = {}  # notified, not woken yet (in order)
 
     def notify(self, tp: TopicPartition) -> None:
+        if self._coalesce and tp in self._waiters:
+            due = self._due
+            if not due:
+                try:
+                    asyncio.get_running_loop().call_soon(self._wake_due)
+                except RuntimeError:  # no loop (a synchronous caller): wake now
+                    self._wake(tp)
+                    return
+            due[tp] = None
+            return
+        self._wake(tp)
+
+    def _wake_due(self) -> None:
+        due, self._due = self._due, {}
+        for tp in due:
+            self._wake(tp)
+
+    def _wake(self, tp: TopicPartition) -> None:
         waiters = self._waiters.pop(tp, None)
         if waiters:
             for waiter in waiters:
@@ -64,8 +92,9 @@ class Purgatory:
 
     def wake_all(self) -> None:
         """Wake every waiting operation (at shutdown: each answers what it can)."""
+        self._due = {}
         for tp in list(self._waiters):
-            self.notify(tp)
+            self._wake(tp)
 
 
 PENDING = -1
