@@ -27,6 +27,7 @@ from odradek.protocol.fetch import FetchPartition, FetchRequestBody, FetchTopic
 from odradek.records.builder import build_simple, decode_batches
 from odradek.server.cluster.node import ClusterNode
 from odradek.server.config import load_config
+from odradek.server.fetch_sessions import FetchSessionCache
 from odradek.server.handlers import fetch
 from odradek.server.replication.partition import Partition
 from odradek.server.replication.purgatory import Purgatory
@@ -73,7 +74,8 @@ class FakeBroker:
         self.clock = wall_clock_ms
         self.stopping = False
         self.purgatory = Purgatory()
-        self.fetch_sessions = fetch.FetchSessionCache()
+        self.fetch_sessions = FetchSessionCache(self.purgatory)
+        self.fetch_sweep_s = 1.0
         self.cluster = FakeCluster(self)
         self.topology = self.cluster
         self.authorizer = None  # no ACLs: every request allowed

@@ -183,3 +183,48 @@ def test_a_stopping_broker_answers_its_waiting_appends_at_once(tmp_path) -> None
             await conn.close()
 
     run(tmp_path, body, **{"replica.lag.time.max.ms": 30_000})
+
+
+def test_followers_fetch_and_the_leader_reads_only_what_changed(tmp_path) -> None:
+    """Ten partitions led by one broker: after an append to one of them, the followers'
+    fetches name that partition alone, and the leader reads nothing else for them (but
+    for a sweep of the whole session, once a second at most)."""
+    partitions = 10
+
+    async def body(cluster: MemoryCluster) -> None:
+        leader = 1
+        await cluster.create_topic(TOPIC, partitions)
+        broker = cluster.brokers[leader]
+        node = broker.cluster
+        assert node is not None
+        led = [p for p in range(partitions) if cluster.leader(TOPIC, p) == leader]
+        assert led, "broker 1 leads some partitions"
+        reads: list[list[int]] = []
+        real_read = node.read_for_follower
+
+        def recording_read(replica, wanted, *args):  # type: ignore[no-untyped-def]
+            reads.append(sorted(w[1] for w in wanted if w[0] == TOPIC))
+            return real_read(replica, wanted, *args)
+
+        node.read_for_follower = recording_read  # type: ignore[method-assign]
+        conn = await connect(cluster, leader)
+        try:
+            target = led[-1]
+            answer = await conn.request(PRODUCE, {
+                "transactional_id": None, "acks": -1, "timeout": 10_000,
+                "topic_data": [{"name": TOPIC, "partition_data": [
+                    {"index": target, "records": build_simple([b"one"])}]}]})
+            partition = answer.responses[0].partition_responses[0]
+            assert partition.error_code == ErrorCode.none  # on both followers by now
+            await asyncio.sleep(0.3)
+        finally:
+            await conn.close()
+        # Each follower: its parked fetch woken (reads the partition), its next fetch
+        # naming it (its log end moved), then fetches naming nothing.
+        narrow = [r for r in reads if len(r) <= 1]
+        whole = [r for r in reads if len(r) == len(led)]
+        assert [target] in narrow
+        assert all(r in ([], [target]) for r in narrow)
+        assert len(narrow) >= 4 and len(whole) <= 2, reads
+
+    run(tmp_path, body, **{"replica.lag.time.max.ms": 30_000})

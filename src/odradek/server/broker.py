@@ -35,6 +35,7 @@ from odradek.server.dynamic_configs import (
     GroupConfigStore,
     validate_broker_configs,
 )
+from odradek.server.fetch_sessions import FetchSessionCache, sweep_interval_s
 from odradek.server.group_commit import GroupCommit
 from odradek.server.metadata import MetadataStore, Topic
 from odradek.server.metrics import BrokerStats, MetricsServer
@@ -77,7 +78,6 @@ class Broker:
         cluster through instead of a ZooKeeper client to it (tests run several brokers
         in one process on a shared ``MemoryStore`` tree)."""
         from odradek.server.handlers import HANDLERS
-        from odradek.server.handlers.fetch import FetchSessionCache
 
         self.config = config
         self.clock = clock
@@ -123,7 +123,10 @@ class Broker:
         self._idle_sweep: asyncio.Task[None] | None = None
         self.host = config.host
         self.port = config.port
-        self.fetch_sessions = FetchSessionCache()  # KIP-227 sessions of this broker
+        # KIP-227 sessions of this broker; followers' ones follow their partitions in
+        # the fetch purgatory and are read whole every fetch_sweep_s.
+        self.fetch_sessions = FetchSessionCache(self.purgatory)
+        self.fetch_sweep_s = sweep_interval_s(config["replica.lag.time.max.ms"])
 
     # --- lifecycle ---------------------------------------------------------------------
 

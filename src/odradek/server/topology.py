@@ -153,7 +153,8 @@ class Topology(Protocol):
     def read_for_follower(self, replica: int, wanted: list[Wanted], max_bytes: int,
                           asked_epochs: dict[TopicPartition, int],
                           log_starts: dict[TopicPartition, int],
-                          quota_wait: list[float] | None = None
+                          quota_wait: list[float] | None = None,
+                          unread: list[TopicPartition] | None = None
                           ) -> tuple[list[PartitionResult], int]: ...
     @property
     def following(self) -> Following | None:
@@ -422,7 +423,8 @@ class SingleNode:
     def read_for_follower(self, replica: int, wanted: list[Wanted], max_bytes: int,
                           asked_epochs: dict[TopicPartition, int],
                           log_starts: dict[TopicPartition, int],
-                          quota_wait: list[float] | None = None
+                          quota_wait: list[float] | None = None,
+                          unread: list[TopicPartition] | None = None
                           ) -> tuple[list[PartitionResult], int]:
         """No broker replicates a single node's partitions: a replica's fetch gets
         REPLICA_NOT_AVAILABLE for each partition there is (a cluster's leader answers a

@@ -487,10 +487,11 @@ class ClusterNode:
     def read_for_follower(self, replica: int, wanted: list[Wanted], max_bytes: int,
                           asked_epochs: dict[TopicPartition, int],
                           log_starts: dict[TopicPartition, int],
-                          quota_wait: list[float] | None = None
+                          quota_wait: list[float] | None = None,
+                          unread: list[TopicPartition] | None = None
                           ) -> tuple[list[PartitionResult], int]:
         return self.replicas.read_for_follower(replica, wanted, max_bytes, asked_epochs,
-                                               log_starts, quota_wait)
+                                               log_starts, quota_wait, unread)
 
     @property
     def following(self) -> Following:

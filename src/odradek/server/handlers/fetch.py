@@ -33,11 +33,9 @@
 from __future__ import annotations
 
 import asyncio
-import itertools
 import struct
-from collections import OrderedDict
+import time
 from collections.abc import Callable, Generator
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -48,6 +46,7 @@ from odradek.protocol.framing import encode_uvarint
 from odradek.protocol.messages import ms
 from odradek.security.acls import Operation, ResourceType
 from odradek.server.errors import error_code
+from odradek.server.fetch_sessions import FINAL_EPOCH, FetchSession, SessionError
 from odradek.server.handlers.base import (
     CLUSTER,
     Api,
@@ -58,6 +57,7 @@ from odradek.server.replication.reads import (
     Following,
     PartitionResult,
     Preferred,
+    ReadForFollower,
     Refused,
     Wanted,
 )
@@ -70,12 +70,6 @@ if TYPE_CHECKING:
     from odradek.server.metrics import BrokerStats
     from odradek.server.security.quotas import ClientQuotas
 
-FINAL_EPOCH = -1
-INITIAL_EPOCH = 0
-# Kafka's max.incremental.fetch.session.cache.slots: sessions kept at once (the least
-# recently used one is evicted), so memory stays bounded whatever clients do.
-MAX_SESSIONS = 1000
-
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _PARTITION_V4 = struct.Struct(">ihqq")  # index, error, high watermark, last stable offset
@@ -83,45 +77,7 @@ _I64 = struct.Struct(">q")
 _ABORTED = struct.Struct(">qq")  # producer id, first offset
 
 TopicPartition = tuple[str, int]
-
-
-@dataclass(slots=True)
-class PartitionFetch:
-    fetch_offset: int
-    max_bytes: int
-    # What the last response told the client, for incremental responses.
-    sent_high_watermark: int = -1
-    sent_log_start: int = -1
-    sent_last_stable: int = -1
-
-
-@dataclass(slots=True)
-class FetchSession:
-    session_id: int
-    epoch: int  # the epoch the next request must carry
-    partitions: dict[TopicPartition, PartitionFetch] = field(default_factory=dict)
-
-
-class FetchSessionCache:
-    def __init__(self) -> None:
-        self.sessions: OrderedDict[int, FetchSession] = OrderedDict()
-        self._ids = itertools.count()
-
-    def create(self) -> FetchSession:
-        # Ids are positive int32s; 0 means "no session" on the wire.
-        session = FetchSession(next(self._ids) % 0x7FFFFFFF + 1, 1)
-        self.sessions[session.session_id] = session
-        while len(self.sessions) > MAX_SESSIONS:
-            self.sessions.popitem(last=False)
-        return session
-
-    def get(self, session_id: int) -> FetchSession | None:
-        session = self.sessions.get(session_id)
-        if session is not None:
-            self.sessions.move_to_end(session_id)
-        return session
-
-
+ReadResult = tuple[list[PartitionResult], int]
 
 
 def _read_refusals(broker: Broker, request: Request, wanted: list[Wanted],
@@ -227,55 +183,28 @@ def handle_now(broker: Broker, request: Request
     # hand), so its fields are plain attributes and max_wait is in milliseconds.
     body = request.body
     version = request.api_version
-    session_id = body.session_id
-    epoch = body.session_epoch
     session: FetchSession | None = None
     incremental = False
-    if version < 7 or (session_id == 0 and epoch == FINAL_EPOCH):
+    follower = body.replica_id >= 0
+    if version < 7 or (body.session_id == 0 and body.session_epoch == FINAL_EPOCH):
         # No session (every librdkafka fetch): the partitions as asked, nothing kept.
         wanted = [(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes)
                   for t in body.topics for p in t.partitions]
     else:
-        cache = broker.fetch_sessions
-        requested = [
-            ((t.topic, p.partition), PartitionFetch(p.fetch_offset, p.partition_max_bytes))
-            for t in body.topics for p in t.partitions
-        ]
-        if epoch == INITIAL_EPOCH:
-            # A full fetch closes the session it names (franz-go resets a session this
-            # way, keeping its id, after a fetch was cut off) and opens a new one, as
-            # Kafka's FetchManager.newContext does.
-            if session_id != 0:
-                cache.sessions.pop(session_id, None)
-            session = cache.create()
-            session.partitions.update(requested)
-        elif session_id != 0:
-            if epoch == FINAL_EPOCH:
-                cache.sessions.pop(session_id, None)
-            else:
-                session = cache.get(session_id)
-                if session is None:
-                    return _error_response(request, ErrorCode.fetch_session_id_not_found)
-                if epoch != session.epoch:
-                    return _error_response(request, ErrorCode.invalid_fetch_session_epoch)
-                session.epoch += 1
-                for forgotten in body.forgotten_topics_data:
-                    for p in forgotten.partitions:
-                        session.partitions.pop((forgotten.topic, p), None)
-                for tp, state in requested:
-                    old = session.partitions.get(tp)
-                    if old is not None:
-                        state.sent_high_watermark = old.sent_high_watermark
-                        state.sent_log_start = old.sent_log_start
-                        state.sent_last_stable = old.sent_last_stable
-                    session.partitions[tp] = state
-                incremental = True
-        else:
-            return _error_response(request, ErrorCode.invalid_fetch_session_epoch)
-        if session is not None:
+        try:
+            session, incremental, requested = broker.fetch_sessions.begin(body,
+                                                                          follower=follower)
+        except SessionError as exc:
+            return _error_response(request, exc.code)
+        if (session is not None and session.follower and incremental
+                and time.monotonic() - session.swept_at < broker.fetch_sweep_s):
+            # A follower's: what the request names, and (at each read) what changed.
             wanted = [(tp[0], tp[1], state.fetch_offset, state.max_bytes)
-                      for tp, state in session.partitions.items()]
+                      for tp, state in requested]
         else:
+            if session is not None:
+                requested = list(session.partitions.items())
+                session.swept_at = time.monotonic()
             wanted = [(tp[0], tp[1], state.fetch_offset, state.max_bytes)
                       for tp, state in requested]
 
@@ -310,10 +239,13 @@ def handle_now(broker: Broker, request: Request
                 for t, p, _, _ in wanted], session, incremental)
 
         read_for_follower = topology.read_for_follower
-
-        def read() -> tuple[list[PartitionResult], int]:
-            return read_for_follower(replica, wanted, max_bytes, epochs, log_starts,
-                                     quota_wait)
+        if session is not None and session.follower:
+            read = _follower_session_read(read_for_follower, session, replica, wanted,
+                                          max_bytes, epochs, log_starts, quota_wait)
+        else:
+            def read() -> tuple[list[PartitionResult], int]:
+                return read_for_follower(replica, wanted, max_bytes, epochs, log_starts,
+                                         quota_wait)
     else:
         read_committed = body.isolation_level == 1
         # KIP-392: a v11+ consumer fetch may be served by a follower (Kafka's
@@ -343,6 +275,31 @@ def handle_now(broker: Broker, request: Request
     return _answer(request, results, session, incremental, quotas, stats)
 
 
+def _follower_session_read(read_for_follower: ReadForFollower, session: FetchSession,
+                           replica: int, listed: list[Wanted], max_bytes: int,
+                           epochs: dict[TopicPartition, int],
+                           log_starts: dict[TopicPartition, int],
+                           quota_wait: list[float]) -> Callable[[], ReadResult]:
+    """A follower session's read: the partitions ``listed`` (the request's), and those
+    changed since the session's last answer (``FetchSession.changed``), at each read
+    again, so a parked fetch woken by an append reads that partition too."""
+    names = {(w[0], w[1]) for w in listed}
+    partitions = session.partitions
+
+    def read() -> ReadResult:
+        wanted = listed
+        changed = [tp for tp in session.changed if tp not in names]
+        if changed:
+            wanted = listed + [(tp[0], tp[1], state.fetch_offset, state.max_bytes)
+                               for tp in changed if (state := partitions.get(tp)) is not None]
+        unread: list[TopicPartition] = []
+        session.unread = unread
+        return read_for_follower(replica, wanted, max_bytes, epochs, log_starts, quota_wait,
+                                 unread)
+
+    return read
+
+
 async def handle(broker: Broker, request: Request) -> list[bytes | FileRegion] | None:
     response = handle_now(broker, request)
     if isinstance(response, list):
@@ -352,8 +309,9 @@ async def handle(broker: Broker, request: Request) -> list[bytes | FileRegion] |
 
 class _DelayedFetch:
     """A fetch waiting in the purgatory (Kafka's DelayedFetch): awaitable for its
-    response. Each append to one of its partitions reads again at once, in the
-    appender's call (``try_complete``); ``max_wait`` runs out on a loop timer. Either way
+    response. An append to one of its partitions reads again (``try_complete``, at the
+    purgatory's next wake-up; a follower session's fetch through its session, which
+    follows all the session's partitions); ``max_wait`` runs out on a loop timer. Either way
     the response is made there and, if the connection that parked it gave a ``sender``,
     sent from there too; else whoever awaits gets it on the next loop step. No
     coroutine, timeout scope or future per wake-up: at moderate rates every fetch of a
@@ -383,7 +341,7 @@ class _DelayedFetch:
         loop = asyncio.get_running_loop()
         self.future: asyncio.Future[list[bytes | FileRegion] | None] = loop.create_future()
         self.timer = loop.call_later(max_wait_s, self._expire)
-        broker.purgatory.watch(self.partitions, self)
+        self._watch()
 
     def __await__(self) -> Generator[Any, None, list[bytes | FileRegion] | None]:
         return self.future.__await__()
@@ -403,7 +361,7 @@ class _DelayedFetch:
             self.results, total = self.read()
             if (not expired and total < self.min_bytes and not self.broker.stopping
                     and not any(r.error for r in self.results)):
-                self.broker.purgatory.watch(self.partitions, self)  # wait on
+                self._watch()  # wait on
                 return
             self._forget()
             response = _answer(self.request, self.results, self.session, self.incremental,
@@ -415,9 +373,23 @@ class _DelayedFetch:
         sender = self.sender
         self.future.set_result(None if sender is not None and sender(response) else response)
 
+    def _watch(self) -> None:
+        session = self.session
+        if session is not None and session.follower:
+            # Woken through the session, which follows all its partitions (not only
+            # those this request names), so nothing to watch one by one.
+            session.parked = self
+        else:
+            self.broker.purgatory.watch(self.partitions, self)
+
     def _forget(self) -> None:
         self.timer.cancel()
-        self.broker.purgatory.unwatch(self.partitions, self)
+        session = self.session
+        if session is not None and session.follower:
+            if session.parked is self:
+                session.parked = None
+        else:
+            self.broker.purgatory.unwatch(self.partitions, self)
 
     def close(self) -> None:
         """Never to be awaited (its connection ended): out of the purgatory now."""
@@ -453,6 +425,8 @@ def _answer(request: Request, results: list[PartitionResult], session: FetchSess
                                      session.session_id if session is not None else 0,
                                      throttle_ms=throttle_ms)
     if session is not None:
+        if session.follower:
+            session.answered()
         partitions = session.partitions
         if incremental:
             kept = []

@@ -32,6 +32,21 @@ class Waiter(Protocol):
         """Called after a change to the watched partition ``tp`` (on the event loop)."""
 
 
+class Interest(Protocol):
+    """A standing interest in partitions (a follower's fetch session): told of every
+    change at once, and woken like a waiter, but never dropped by a wake-up."""
+
+    @property
+    def waiting(self) -> bool:
+        """A fetch of it is parked (counted by ``Purgatory.size``)."""
+
+    def touch(self, tp: TopicPartition) -> None:
+        """``tp`` changed (called inside ``notify``: cheap, no answer from here)."""
+
+    def try_complete(self, tp: TopicPartition) -> None:
+        """As ``Waiter.try_complete``, after ``touch``."""
+
+
 class Purgatory:
     """Operations waiting for their partitions, by partition.
 
@@ -41,15 +56,26 @@ class Purgatory:
     arrived together). A follower's parked fetch then answers once for all the
     partitions appended meanwhile instead of once per Produce request: under load that
     is one answer, one follower append and one fetch back for many appends. Idle, it
-    costs one loop step (microseconds)."""
+    costs one loop step (microseconds).
+
+    Besides one-shot waiters it keeps standing interests (``follow``): a follower's
+    fetch session, which learns in ``notify`` itself which of its partitions changed,
+    so that its next fetch reads those and not every partition it replicates."""
 
     def __init__(self, *, coalesce: bool = False) -> None:
         self._waiters: dict[TopicPartition, set[Waiter]] = {}
+        self._interests: dict[TopicPartition, set[Interest]] = {}
         self._coalesce = coalesce
         self._due: dict[TopicPartition, None] = {}  # notified, not woken yet (in order)
 
     def notify(self, tp: TopicPartition) -> None:
-        if self._coalesce and tp in self._waiters:
+        interests = self._interests.get(tp)
+        if interests:
+            for interest in interests:
+                interest.touch(tp)
+        elif tp not in self._waiters:
+            return  # nobody to wake
+        if self._coalesce:
             due = self._due
             if not due:
                 try:
@@ -71,6 +97,11 @@ class Purgatory:
         if waiters:
             for waiter in waiters:
                 waiter.try_complete(tp)
+        interests = self._interests.get(tp)
+        if interests:
+            for interest in list(interests):
+                if interest.waiting:
+                    interest.try_complete(tp)
 
     def watch(self, partitions: Iterable[TopicPartition], waiter: Waiter) -> None:
         """Have ``notify`` of any of ``partitions`` call ``waiter.try_complete`` (once:
@@ -86,14 +117,32 @@ class Purgatory:
                 if not waiters:
                     del self._waiters[tp]
 
+    def follow(self, partitions: Iterable[TopicPartition], interest: Interest) -> None:
+        """Have every ``notify`` of ``partitions`` touch ``interest`` until ``unfollow``."""
+        for tp in partitions:
+            self._interests.setdefault(tp, set()).add(interest)
+
+    def unfollow(self, partitions: Iterable[TopicPartition], interest: Interest) -> None:
+        for tp in partitions:
+            interests = self._interests.get(tp)
+            if interests is not None:
+                interests.discard(interest)
+                if not interests:
+                    del self._interests[tp]
+
     def size(self) -> int:
         """Operations waiting (Kafka's PurgatorySize)."""
-        return len({id(w) for waiters in self._waiters.values() for w in waiters})
+        waiting = {id(w) for waiters in self._waiters.values() for w in waiters}
+        waiting.update(id(i) for interests in self._interests.values() for i in interests
+                       if i.waiting)
+        return len(waiting)
 
     def wake_all(self) -> None:
         """Wake every waiting operation (at shutdown: each answers what it can)."""
         self._due = {}
         for tp in list(self._waiters):
+            self._wake(tp)
+        for tp in list(self._interests):
             self._wake(tp)
 
 

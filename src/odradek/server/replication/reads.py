@@ -22,6 +22,13 @@ Refused = dict[tuple[str, int], int]
 Preferred = dict[tuple[str, int], int]
 # A consumer's read of a partition this broker follows (None: not a follower of it).
 Following = Callable[[str, int], "Partition | None"]
+# A follower's read on its leader (Topology.read_for_follower): replica id, wanted,
+# max bytes, the request's leader epochs and log starts, the quota wait (out), the
+# partitions left unread for want of room (out).
+ReadForFollower = Callable[
+    [int, list[Wanted], int, dict[tuple[str, int], int], dict[tuple[str, int], int],
+     "list[float] | None", "list[tuple[str, int]] | None"],
+    "tuple[list[PartitionResult], int]"]
 
 
 @dataclass(slots=True)

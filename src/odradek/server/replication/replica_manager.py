@@ -436,14 +436,16 @@ class ReplicaManager:
     def read_for_follower(self, replica: int, wanted: list[Wanted], max_bytes: int,
                           asked_epochs: dict[TopicPartition, int],
                           log_starts: dict[TopicPartition, int],
-                          quota_wait: list[float] | None = None
+                          quota_wait: list[float] | None = None,
+                          unread: list[TopicPartition] | None = None
                           ) -> tuple[list[PartitionResult], int]:
         """A follower's fetch: up to the log end, from partitions this broker leads and
         the follower replicates. The fetch offset is the follower's log end, recorded
         (it may move the high watermark, and earn the follower its ISR place) before
         the answer names the high watermark. A throttled replica (KIP-73) gets nothing
         while the leader quota is spent; ``quota_wait[0]`` then says how long until it
-        frees."""
+        frees. Partitions with records that got none (no room left in the answer, or
+        held by the quota) are added to ``unread``."""
         registered = replica in self.metadata.brokers
         shutting_down = replica in self.metadata.shutting_down
         now = self.clock()
@@ -484,6 +486,8 @@ class ReplicaManager:
                 continue
             if read is not None:
                 end = read.log_end_offset
+            elif fetch_offset != end and unread is not None:
+                unread.append(tp)
             grown = part.record_follower_fetch(replica, fetch_offset, end, now,
                                                log_starts.get(tp, -1), not shutting_down)
             if grown is not None:
