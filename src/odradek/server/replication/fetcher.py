@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -84,6 +85,13 @@ class ReplicaFetcher:
         self._session_id = 0
         self._session_epoch = INITIAL_SESSION_EPOCH
         self._in_session: dict[TopicPartition, tuple[int, int]] = {}
+        # What keeps a fetch from reading every partition's state each time: the
+        # partitions whose entry in the session may be out of date (added, removed,
+        # appended to, truncated, their back-off begun or ended), those truncating,
+        # and those backing off.
+        self._changed: set[TopicPartition] = set()
+        self._truncating: set[TopicPartition] = set()
+        self._backing_off: set[TopicPartition] = set()
         self._task: asyncio.Task[None] | None = None
         cfg = manager.config
         self.max_wait_ms: int = cfg["replica.fetch.wait.max.ms"]
@@ -98,6 +106,8 @@ class ReplicaFetcher:
     def add(self, tp: TopicPartition, leader_epoch: int) -> None:
         """Follow ``tp`` at ``leader_epoch`` (again: a new epoch truncates first)."""
         self.partitions[tp] = FetchState(leader_epoch)
+        self._changed.add(tp)
+        self._truncating.add(tp)
         self._wake.set()
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(
@@ -105,6 +115,9 @@ class ReplicaFetcher:
 
     def remove(self, tp: TopicPartition) -> None:
         self.partitions.pop(tp, None)
+        self._changed.add(tp)
+        self._truncating.discard(tp)
+        self._backing_off.discard(tp)
         self._wake.set()
 
     def endpoint_changed(self) -> None:
@@ -113,6 +126,9 @@ class ReplicaFetcher:
 
     async def stop(self) -> None:
         self.partitions.clear()
+        self._changed.clear()
+        self._truncating.clear()
+        self._backing_off.clear()
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
@@ -136,18 +152,16 @@ class ReplicaFetcher:
                     await self._sleep(self.backoff_s)
                     continue
                 now = time.monotonic()
-                truncating = [tp for tp, st in self.partitions.items()
-                              if st.truncating and st.not_before <= now]
+                self._end_backoffs(now)
+                truncating = [tp for tp in self._truncating
+                              if (st := self.partitions.get(tp)) and st.not_before <= now]
                 if truncating:
                     await self._truncate(conn, truncating)
                     continue
-                ready = {tp: st for tp, st in self.partitions.items()
-                         if not st.truncating and st.not_before <= now}
-                if not ready:
-                    waits = [st.not_before - now for st in self.partitions.values()]
+                if not await self._fetch(conn, now):
+                    waits = [st.not_before - now for tp in self._backing_off
+                             if (st := self.partitions.get(tp)) is not None]
                     await self._sleep(max(0.0, min(waits, default=self.backoff_s)))
-                    continue
-                await self._fetch(conn, ready)
             except KafkaClientError as exc:
                 log.info("replica fetcher for broker %d: %s", self.leader_id, exc)
                 await self._close()
@@ -160,6 +174,28 @@ class ReplicaFetcher:
                 await self._close()
                 await self._sleep(self.backoff_s)
         await self._close()
+
+    def _end_backoffs(self, now: float) -> None:
+        backing_off = self._backing_off
+        if backing_off:
+            ended = [tp for tp in backing_off
+                     if (st := self.partitions.get(tp)) is None or st.not_before <= now]
+            backing_off.difference_update(ended)
+            self._changed.update(ended)
+
+    def _back_off(self, tp: TopicPartition, st: FetchState, until: float) -> None:
+        """Leave ``tp`` out of fetches (and truncation) until ``until``."""
+        st.not_before = until
+        self._backing_off.add(tp)
+        self._changed.add(tp)
+
+    def _set_truncating(self, tp: TopicPartition, st: FetchState, truncating: bool) -> None:
+        st.truncating = truncating
+        if truncating:
+            self._truncating.add(tp)
+        else:
+            self._truncating.discard(tp)
+        self._changed.add(tp)
 
     async def _sleep(self, seconds: float) -> None:
         try:
@@ -193,12 +229,12 @@ class ReplicaFetcher:
             part = manager.following(*tp)
             st = self.partitions[tp]
             if part is None:
-                self.partitions.pop(tp, None)
+                self.remove(tp)
                 continue
             latest = part.log.latest_epoch
             if latest < 0:
                 # No epoch history (an empty log): nothing that could diverge.
-                st.truncating = False
+                self._set_truncating(tp, st, False)
                 continue
             asked[tp] = (st.leader_epoch, latest)
             topics.setdefault(tp[0], []).append({
@@ -221,8 +257,8 @@ class ReplicaFetcher:
                 part = manager.following(*tp)
                 if part is None:
                     continue
-                state.truncating = not self._truncate_to_leader(part, p.leader_epoch,
-                                                                p.end_offset)
+                self._set_truncating(tp, state, not self._truncate_to_leader(
+                    part, p.leader_epoch, p.end_offset))
         manager.checkpoint_truncations()
 
     def _truncate_to_leader(self, part: Partition, leader_epoch: int, leader_end: int
@@ -243,17 +279,27 @@ class ReplicaFetcher:
 
     # --- fetching ---------------------------------------------------------------------------
 
-    async def _fetch(self, conn: AsyncBrokerConnection, ready: dict[TopicPartition, FetchState]
-                     ) -> None:
+    async def _fetch(self, conn: AsyncBrokerConnection, now: float) -> bool:
         """One Fetch in this fetcher's session (KIP-227, as Kafka's followers use it): the
         first names every partition; later ones only those whose fetch offset or leader
         epoch changed since (and forget those no longer fetched), and the leader answers
         only partitions with records, an error or a new high watermark or log start. On
         an idle follower most partitions have nothing new: without the session every
         round trip listed them all both ways, which was most of the replication's CPU on
-        both brokers with a few dozen partitions (the internal topics' among them)."""
+        both brokers with a few dozen partitions (the internal topics' among them).
+
+        What this side looks at per fetch is as narrow: the partitions marked changed
+        (``_changed``), not every partition it follows. False when there is nothing to
+        fetch (every partition truncating or backing off)."""
         manager = self.manager
         quota = manager.follower_quota
+        in_session = self._in_session
+        full = self._session_id == 0
+        if full:
+            candidates: Iterable[TopicPartition] = list(self.partitions)
+            self._changed.clear()
+        else:
+            candidates, self._changed = self._changed, set()
         throttled: set[TopicPartition] = set()
         max_wait_ms = self.max_wait_ms
         if not quota.unlimited:
@@ -261,32 +307,38 @@ class ReplicaFetcher:
             # quota is spent (cluster/quota.py), left out of the fetch as Kafka leaves
             # them out; the others are fetched meanwhile, but the leader is not to hold
             # that fetch past the moment the quota frees.
-            throttled = {tp for tp in ready if manager.follower_throttled(tp)}
-            now = time.monotonic()
+            throttled = {tp for tp in self.partitions if manager.follower_throttled(tp)}
             if throttled and quota.exceeded(now):
                 wait_s = quota.wait_s(now)
                 for tp in throttled:
-                    ready[tp].not_before = now + wait_s
-                ready = {tp: st for tp, st in ready.items() if tp not in throttled}
+                    self._back_off(tp, self.partitions[tp], now + wait_s)
                 throttled = set()
-                if not ready:
-                    return  # nothing else to fetch: the loop sleeps until the quota frees
                 max_wait_ms = min(max_wait_ms, max(1, int(wait_s * 1000)))
-        wanted: dict[TopicPartition, tuple[int, int]] = {}  # tp -> (epoch, fetch offset)
+                candidates = set(candidates) | self._changed
+                self._changed = set()
+        send: dict[TopicPartition, tuple[int, int]] = {}  # tp -> (epoch, fetch offset)
+        forgotten: list[TopicPartition] = []
         parts: dict[TopicPartition, Partition] = {}
-        for tp, st in ready.items():
-            part = manager.following(*tp)
+        for tp in candidates:
+            st = self.partitions.get(tp)
+            part = None
+            if st is not None and not st.truncating and st.not_before <= now:
+                part = manager.following(*tp)
+                if part is None:
+                    self.remove(tp)
             if part is None:
-                self.partitions.pop(tp, None)
+                if tp in in_session:
+                    forgotten.append(tp)
                 continue
+            assert st is not None
             parts[tp] = part
-            wanted[tp] = (st.leader_epoch, part.log.log_end_offset)
-        if not wanted and not self._in_session:
-            return
-        full = self._session_id == 0
-        send = wanted if full else {tp: w for tp, w in wanted.items()
-                                    if self._in_session.get(tp) != w}
-        forgotten = [] if full else [tp for tp in self._in_session if tp not in wanted]
+            entry = (st.leader_epoch, part.log.log_end_offset)
+            if full or in_session.get(tp) != entry:
+                send[tp] = entry
+        if full:
+            forgotten = []
+        if not send and not forgotten and (full or not in_session):
+            return False
         topics: dict[str, list[dict[str, Any]]] = {}
         for tp, (epoch, offset) in send.items():
             lg = parts[tp].log
@@ -297,40 +349,52 @@ class ReplicaFetcher:
         gone: dict[str, list[int]] = {}
         for t, p in forgotten:
             gone.setdefault(t, []).append(p)
-        answer = await conn.request(FETCH, {
-            "replica_id": manager.me, "max_wait": max_wait_ms, "min_bytes": self.min_bytes,
-            "max_bytes": self.max_bytes, "isolation_level": 0,
-            "session_id": self._session_id,
-            "session_epoch": INITIAL_SESSION_EPOCH if full else self._session_epoch,
-            "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-            "forgotten_topics_data": [{"topic": t, "partitions": ps} for t, ps in gone.items()],
-            "rack_id": ""},
-            timeout_s=max_wait_ms / 1000 + self.socket_timeout_s)
+        try:
+            answer = await conn.request(FETCH, {
+                "replica_id": manager.me, "max_wait": max_wait_ms,
+                "min_bytes": self.min_bytes, "max_bytes": self.max_bytes,
+                "isolation_level": 0, "session_id": self._session_id,
+                "session_epoch": INITIAL_SESSION_EPOCH if full else self._session_epoch,
+                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+                "forgotten_topics_data": [{"topic": t, "partitions": ps}
+                                          for t, ps in gone.items()],
+                "rack_id": ""},
+                timeout_s=max_wait_ms / 1000 + self.socket_timeout_s)
+        except BaseException:
+            # Not sent, or its answer lost: the session starts over with a full fetch
+            # (the connection is closed on the way out), which looks at everything.
+            self._reset_session()
+            raise
         if answer.error_code in (ErrorCode.fetch_session_id_not_found,
                                  ErrorCode.invalid_fetch_session_epoch):
             # The leader evicted our session or restarted: start a new one.
             self._reset_session()
-            return
+            return True
         if answer.error_code != ErrorCode.none:
+            self._reset_session()
             raise KafkaClientError(f"broker {self.leader_id} refused the fetch: "
                                    f"{answer.error_code.name}")
         if full:
             self._session_id = answer.session_id
             self._session_epoch = 1
-            self._in_session = dict(wanted)
+            in_session.clear()
+            in_session.update(send)
         else:
             self._session_epoch = _next_session_epoch(self._session_epoch)
-            self._in_session.update(send)
+            in_session.update(send)
             for tp in forgotten:
-                del self._in_session[tp]
+                del in_session[tp]
         if self._session_id == 0:
-            self._in_session = {}  # the leader made no session: every fetch is full
+            self._reset_session()  # the leader made no session: every fetch is full
+        changed = self._changed
         for topic in answer.responses:
             for p in topic.partitions:
                 tp = (topic.topic, p.partition_index)
                 state = self.partitions.get(tp)
-                if state is None or tp not in wanted or state.leader_epoch != wanted[tp][0]:
+                asked = in_session.get(tp)
+                if state is None or asked is None or state.leader_epoch != asked[0]:
                     continue  # no longer fetched, or under another epoch now
+                changed.add(tp)  # its log end moves, or its state does
                 if p.error_code == ErrorCode.offset_out_of_range:
                     self._out_of_range(tp, state, p.log_start_offset)
                     continue
@@ -339,9 +403,12 @@ class ReplicaFetcher:
                     continue
                 if tp in throttled and p.records:
                     quota.record(len(p.records), time.monotonic())
+                part = parts.get(tp) or manager.following(*tp)
+                if part is None:
+                    continue
                 try:
-                    parts[tp].append_as_follower(wanted[tp][1], p.records, p.high_watermark,
-                                                 p.log_start_offset)
+                    part.append_as_follower(asked[1], p.records, p.high_watermark,
+                                            p.log_start_offset)
                 except (RecordError, InvalidOffsetError) as exc:
                     # Batches this follower cannot take (corrupt, or not continuing its
                     # log): nothing of them was written. As Kafka's fetcher does with a
@@ -350,8 +417,9 @@ class ReplicaFetcher:
                     # the whole answer was dropped and the connection reopened, with a
                     # traceback each time).
                     log.error("%s-%d: cannot append what leader %d sent at offset %d: %s",
-                              tp[0], tp[1], self.leader_id, wanted[tp][1], exc)
-                    state.not_before = time.monotonic() + self.backoff_s
+                              tp[0], tp[1], self.leader_id, asked[1], exc)
+                    self._back_off(tp, state, time.monotonic() + self.backoff_s)
+        return True
 
     def _reset_session(self) -> None:
         self._session_id = 0
@@ -372,7 +440,7 @@ class ReplicaFetcher:
         else:
             # Our log end is past the leader's (an unclean election): find where we
             # diverge the way a new follower does.
-            st.truncating = True
+            self._set_truncating(tp, st, True)
 
     def _wait(self, tp: TopicPartition, st: FetchState, error: ErrorCode) -> None:
         if error not in _WAIT_ERRORS:
@@ -380,4 +448,4 @@ class ReplicaFetcher:
                         error.name)
         backoff = (min(self.backoff_s, LEADER_BEHIND_BACKOFF_S) if error in _LEADER_BEHIND
                    else self.backoff_s)
-        st.not_before = time.monotonic() + backoff
+        self._back_off(tp, st, time.monotonic() + backoff)
