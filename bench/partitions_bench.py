@@ -1,43 +1,37 @@
 """Partitions benchmark: acks=all latency and throughput of a 3-broker cluster as the
 partition count grows (issue 31, targets 1 and 2), Odradek against Apache Kafka.
 
-Systems (``cluster_bench.py``'s, imported), fresh for every round on 127.0.0.1: a 3-broker
-Odradek cluster on a private ZooKeeper (``Cluster``, default broker config) and, with
-``--kafka``, a 3-node Apache Kafka 4.4 cluster (``KafkaCluster``); the system that goes
-first alternates. One topic per partition count (RF 3, ``min.insync.replicas=2``), made
-just before its loads (later counts run beside the earlier counts' idle topics), loaded
-once every replica is in the ISR and Metadata names every leader.
+Systems (``cluster_bench.py``'s, imported), fresh each round on 127.0.0.1, the one that
+goes first alternating: a 3-broker Odradek cluster on a private ZooKeeper (``Cluster``,
+default config) and, with ``--kafka``, a 3-node Apache Kafka 4.4 cluster
+(``KafkaCluster``). One topic per partition count (RF 3, ``min.insync.replicas=2``),
+made just before its loads (so beside the earlier counts' idle topics), loaded once
+every replica is in the ISR and Metadata names every leader.
 
-1. ``--load latency`` (default): for every count of ``--partitions`` and every client of
-   ``--clients`` (their order rotating round by round), a producer paced at ``--rate``
-   records/s of 100 bytes for ``--warmup`` + ``--seconds`` s (the last ``--seconds``
-   measured), acks=all, linger 1 ms; latency = the send call to its acknowledgement.
-   - ``rdkafka``: ``confluent_kafka.Producer`` in a process of its own (no idempotence,
-     Nagle off, as latency_bench.py; its pacing: sleep until a record is due, send what
-     is due in chunks, ``poll(0)`` after each), record i to partition i mod P;
-     ``Message.latency()``: produce() to the delivery report (served by the next poll).
-     librdkafka puts one partition in a ProduceRequest (its issue #1700): at 10,000/s
-     over 30+ partitions with linger 1 ms that is a request of ~1 record per record.
-   - ``franz``: franz-go (``bench/go``, built on first use into ``.cache/go/bench``),
-     its defaults (idempotent) but linger 1 ms, the same pacing, a manual partitioner
-     (record i to i mod P); Produce() to its promise.
-   - ``java``: Kafka's ``ProducerPerformance`` (kafka-producer-perf-test) from the jars
-     of scripts/fetch_jvm.sh, with ``--warmup-records`` (its steady-state line); Java's
-     defaults (idempotent) but linger.ms=1; its sticky partitioner spreads the records,
-     and its percentiles are whole milliseconds.
-   Reported: achieved rate, p50, p99, p99.9, max, and the brokers' (summed over the 3
-   processes, from /proc) and the client's CPU seconds per 1,000 records sent, over the
-   client's whole run. Targets (Odradek): p50 <= 3 ms, p99 <= 10 ms in every run, p99
-   <= Kafka's (same count, client and round).
-2. ``--load throughput``: for every count of ``--throughput-partitions``,
-   ``cluster_bench.produce_load`` (librdkafka in this process, linger.ms=5,
-   batch.num.messages=100,000, acks=all, ``--records`` round-robin after an acknowledged
-   warm-up of ``--throughput-warmup-records`` spread over the partitions): records/s,
-   broker CPU per record, x the 1-partition rate (target >= 0.5), x Kafka's (>= 1.0).
+1. ``--load latency``: per count of ``--partitions`` and client of ``--clients`` (their
+   order rotating by round), ``--rate`` records/s of 100 bytes paced for ``--warmup`` +
+   ``--seconds`` s (the last ``--seconds`` measured), acks=all, linger 1 ms; latency =
+   the send call to its acknowledgement. ``rdkafka``: confluent_kafka in a process of
+   its own (latency_bench.py's pacing and settings: no idempotence, Nagle off), record i
+   to partition i mod P, ``Message.latency()`` (to the delivery report, which the next
+   ``poll(0)`` serves); librdkafka puts one partition in a ProduceRequest (its issue
+   #1700), so over 30+ partitions at linger 1 ms its requests carry ~1 record each.
+   ``franz``: ``bench/go``'s franz-go program (built on first use into
+   ``.cache/go/bench``): franz's defaults (idempotent) but linger 1 ms, the same pacing,
+   record i to partition i mod P. ``java``: Kafka's ``ProducerPerformance``
+   (kafka-producer-perf-test) from scripts/fetch_jvm.sh's jars with
+   ``--warmup-records``: Java's defaults (idempotent) but linger.ms=1, its sticky
+   partitioner, whole-millisecond percentiles. Reported: achieved rate, p50, p99,
+   p99.9, max, the brokers' CPU (3 processes, /proc) and the client's per 1,000
+   records sent over the client's whole run; targets (Odradek): p50 <= 3 ms, p99 <= 10
+   ms in every run, p99 <= Kafka's (same count, client and round).
+2. ``--load throughput``: per count of ``--throughput-partitions``,
+   ``cluster_bench.produce_load`` (librdkafka, linger.ms=5, acks=all, ``--records``
+   round-robin after an acknowledged warm-up): records/s, broker CPU per record, x the
+   1-partition rate (target >= 0.5), x Kafka's (>= 1.0).
 
-Every process it starts is stopped by its pid at the end, on errors and on Ctrl-C. The
-brokers' logs are scanned for ERROR lines and tracebacks before each cluster is removed.
-
+Every process it starts is stopped by its pid at the end, on errors and on Ctrl-C; the
+brokers' logs are scanned for errors and warnings before each cluster is removed.
 Run: ``.venv/bin/python bench/partitions_bench.py [--kafka] [--rounds 3]`` (see
 bench/README.md).
 """
@@ -62,6 +56,7 @@ import tempfile
 import time
 from array import array
 from collections.abc import Callable, Sequence
+from functools import partial
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -326,29 +321,29 @@ def make_topic(cluster: Any, name: str, partitions: int) -> float:
     return round(time.monotonic() - t0, 2)
 
 
-def log_paths(cluster: Any) -> dict[int, Path]:
-    if isinstance(cluster, cb.KafkaCluster):
-        return {n: node.log_file for n, node in cluster.kafka.nodes.items()}
-    return {n: b.log_path for n, b in cluster.brokers.items()}
-
-
 def log_problems(cluster: Any) -> dict[str, Any]:
-    """ERROR / CRITICAL lines and tracebacks in each broker's log: count, first 5."""
+    """ERROR / CRITICAL lines and tracebacks in each broker's log (count, first 5), and
+    its warnings (count, first 3)."""
     out: dict[str, Any] = {}
-    for n, path in log_paths(cluster).items():
+    paths = ({n: node.log_file for n, node in cluster.kafka.nodes.items()}
+             if isinstance(cluster, cb.KafkaCluster) else
+             {n: b.log_path for n, b in cluster.brokers.items()})
+    for n, path in paths.items():
         try:
-            hits = [x for x in path.read_text(errors="replace").splitlines()
-                    if _PROBLEM.search(x)]
+            lines = path.read_text(errors="replace").splitlines()
         except OSError:
             continue
-        if hits:
-            out[str(n)] = {"count": len(hits), "first": [x[:300] for x in hits[:5]]}
+        hits = [x[:300] for x in lines if _PROBLEM.search(x)]
+        warns = [x[:300] for x in lines if re.search(r"\bWARN(ING)?\b", x)]
+        if hits or warns:
+            out[str(n)] = {"count": len(hits), "first": hits[:5],
+                           "warnings": len(warns), "first_warnings": warns[:3]}
     return out
 
 
 def on_cluster(kind: str, zk: ZooKeeperServer, tmp_root: str,
-               body: Callable[[Any], list[dict[str, Any]]]) -> dict[str, Any]:
-    """A fresh cluster of ``kind`` (default config), ``body(cluster)``'s rows, then the
+               loads: Callable[[Any, list[dict[str, Any]]], None]) -> dict[str, Any]:
+    """A fresh cluster of ``kind`` (default config), ``loads(cluster, rows)``, then the
     cluster stopped, its logs scanned and removed."""
     cluster = cb.new_cluster(kind, zk, tmp_root, {})
     rows: list[dict[str, Any]] = []
@@ -356,7 +351,7 @@ def on_cluster(kind: str, zk: ZooKeeperServer, tmp_root: str,
         t0 = time.monotonic()
         cluster.start()
         note(f"  {SYSTEM_NAMES[kind]} cluster up in {time.monotonic() - t0:.1f} s")
-        rows = body(cluster)
+        loads(cluster, rows)
     except (RuntimeError, KafkaException, OSError) as exc:
         note(f"  {SYSTEM_NAMES[kind]} cluster failed: {str(exc)[:1500]}")
         rows.append({"failed": str(exc)[:2000], "cluster_failed": True})
@@ -369,74 +364,58 @@ def on_cluster(kind: str, zk: ZooKeeperServer, tmp_root: str,
     if any(codes.values()):
         note(f"  warning: brokers exited with {codes}")
     if problems:
-        note(f"  broker log problems: {json.dumps(problems)[:1500]}")
+        note(f"  broker logs: {json.dumps(problems)[:1500]}")
     return {"rows": rows, "exit_codes": codes, "log_problems": problems}
 
 
-def latency_body(args: argparse.Namespace, workdir: Path,
-                 round_no: int) -> Callable[[Any], list[dict[str, Any]]]:
-    """The clients take turns going first on a fresh topic, round by round."""
-    shift = round_no % len(args.clients)
-    clients = args.clients[shift:] + args.clients[:shift]
-
-    def body(cluster: Any) -> list[dict[str, Any]]:
-        rows = []
-        for count in args.partitions:
-            topic = f"lat-{count}"
-            made = make_topic(cluster, topic, count)
-            note(f"  topic {topic}: {count} partitions ready in {made} s")
-            for client in clients:
-                check_interrupted()
-                try:
-                    r = latency_run(client, cluster, topic, count, args, workdir)
-                except (RuntimeError, KafkaException, OSError, JvmError) as exc:
-                    note(f"    {client}: failed: {str(exc)[:1500]}")
-                    r = {"failed": str(exc)[:2000]}
-                r.update(partitions=count, client=client, topic_ready_s=made)
-                rows.append(r)
-                if "failed" not in r:
-                    note(f"    {client}: {r['achieved_rate']:,}/s, p50 {r['p50_ms']:.2f} p99 "
-                         f"{r['p99_ms']:.2f} p99.9 {r['p99_9_ms']:.2f} max {r['max_ms']:.2f} "
-                         f"ms; broker CPU {r['broker_cpu_s_per_1k']:.3f} s/1k, client "
-                         f"{r['client_cpu_s_per_1k']:.3f} s/1k")
-        return rows
-    return body
-
-
-def throughput_body(args: argparse.Namespace) -> Callable[[Any], list[dict[str, Any]]]:
-    def body(cluster: Any) -> list[dict[str, Any]]:
-        rows = []
-        for count in args.throughput_partitions:
+def latency_loads(cluster: Any, rows: list[dict[str, Any]], args: argparse.Namespace,
+                  workdir: Path, clients: Sequence[str]) -> None:
+    for count in args.partitions:
+        topic = f"lat-{count}"
+        made = make_topic(cluster, topic, count)
+        note(f"  topic {topic}: {count} partitions ready in {made} s")
+        for client in clients:
             check_interrupted()
-            topic = f"tput-{count}"
-            made = make_topic(cluster, topic, count)
-            cb.WARMUP_RECORDS = max(1, args.throughput_warmup_records // count)  # per partition
             try:
-                r = cb.produce_load(cluster.bootstrap, topic, count, args.records,
-                                    args.value_bytes, "all", cluster.cpu_by_node)
-            except (RuntimeError, KafkaException) as exc:
-                note(f"    {count} partitions: failed: {str(exc)[:1500]}")
+                r = latency_run(client, cluster, topic, count, args, workdir)
+                note(f"    {client}: {r['achieved_rate']:,}/s, p50 {r['p50_ms']:.2f} p99 "
+                     f"{r['p99_ms']:.2f} p99.9 {r['p99_9_ms']:.2f} max {r['max_ms']:.2f} ms; "
+                     f"broker CPU {r['broker_cpu_s_per_1k']:.3f} s/1k, client "
+                     f"{r['client_cpu_s_per_1k']:.3f} s/1k")
+            except (RuntimeError, KafkaException, OSError, JvmError) as exc:
+                note(f"    {client}: failed: {str(exc)[:1500]}")
                 r = {"failed": str(exc)[:2000]}
-            r.update(partitions=count, topic_ready_s=made,
-                     warmup_records_per_partition=cb.WARMUP_RECORDS)
-            r.pop("end_offsets", None)
-            rows.append(r)
-            if "failed" not in r:
-                note(f"    {count} partitions: {r['records_s']:,} records/s, broker CPU "
-                     f"{r['broker_cpu_s_per_m']:.2f} us/record")
-        return rows
-    return body
+            rows.append({**r, "partitions": count, "client": client, "topic_ready_s": made})
+
+
+def throughput_loads(cluster: Any, rows: list[dict[str, Any]],
+                     args: argparse.Namespace) -> None:
+    for count in args.throughput_partitions:
+        check_interrupted()
+        topic = f"tput-{count}"
+        made = make_topic(cluster, topic, count)
+        cb.WARMUP_RECORDS = max(1, args.throughput_warmup_records // count)  # per partition
+        try:
+            r = cb.produce_load(cluster.bootstrap, topic, count, args.records,
+                                args.value_bytes, "all", cluster.cpu_by_node)
+            r.pop("end_offsets")
+            note(f"    {count} partitions: {r['records_s']:,} records/s, broker CPU "
+                 f"{r['broker_cpu_s_per_m']:.2f} us/record")
+        except (RuntimeError, KafkaException) as exc:
+            note(f"    {count} partitions: failed: {str(exc)[:1500]}")
+            r = {"failed": str(exc)[:2000]}
+        rows.append({**r, "partitions": count, "topic_ready_s": made,
+                     "warmup_records_per_partition": cb.WARMUP_RECORDS})
 
 
 # --- summary and report ---------------------------------------------------------------
 
 
-def _ok(runs: list[dict[str, Any]], **match: Any) -> list[dict[str, Any]]:
-    return [r for r in runs if "failed" not in r and all(r.get(k) == v for k, v in match.items())]
-
-
-def _failed(runs: list[dict[str, Any]], **match: Any) -> int:
-    return sum(1 for r in runs if "failed" in r and all(r.get(k) == v for k, v in match.items()))
+def _ok(runs: list[dict[str, Any]], failed: bool = False,
+        **match: Any) -> list[dict[str, Any]]:
+    """The runs matching ``match`` that succeeded (or, with ``failed``, did not)."""
+    return [r for r in runs if ("failed" in r) == failed
+            and all(r.get(k) == v for k, v in match.items())]
 
 
 def summarize_latency(runs: list[dict[str, Any]], args: argparse.Namespace,
@@ -449,8 +428,9 @@ def summarize_latency(runs: list[dict[str, Any]], args: argparse.Namespace,
             for kind in systems:
                 mine = _ok(runs, system=kind, partitions=count, client=client)
                 row: dict[str, Any] = {"system": kind, "partitions": count, "client": client,
-                                       "runs": len(mine), "failed_runs": _failed(
-                                           runs, system=kind, partitions=count, client=client)}
+                                       "runs": len(mine), "failed_runs": len(_ok(
+                                           runs, True, system=kind, partitions=count,
+                                           client=client))}
                 if mine:
                     row.update({k: max(r[k] for r in mine) for k in
                                 ("p50_ms", "p99_ms", "p99_9_ms", "max_ms")})
@@ -458,7 +438,6 @@ def summarize_latency(runs: list[dict[str, Any]], args: argparse.Namespace,
                     row["sustained"] = all(r["sustained"] for r in mine)
                     for k in ("broker_cpu_s_per_1k", "client_cpu_s_per_1k"):
                         row[k] = statistics.median(r[k] for r in mine)
-                    row["p99_ms_all"] = [r["p99_ms"] for r in mine]
                 if kind == KAFKA_CLUSTER:
                     ratios = [o["p99_ms"] / k["p99_ms"] for o in
                               _ok(runs, system=CLUSTER, partitions=count, client=client)
@@ -476,7 +455,8 @@ def summarize_throughput(runs: list[dict[str, Any]], args: argparse.Namespace,
         for kind in systems:
             mine = _ok(runs, system=kind, partitions=count)
             row: dict[str, Any] = {"system": kind, "partitions": count,
-                                   "failed_runs": _failed(runs, system=kind, partitions=count)}
+                                   "failed_runs": len(_ok(runs, True, system=kind,
+                                                          partitions=count))}
             if mine:
                 row.update(records_s=statistics.median(r["records_s"] for r in mine),
                            records_s_all=[r["records_s"] for r in mine],
@@ -484,13 +464,12 @@ def summarize_throughput(runs: list[dict[str, Any]], args: argparse.Namespace,
                                r["broker_cpu_s_per_m"] for r in mine),
                            client_cpu_us_per_record=statistics.median(
                                r["client_cpu_s_per_m"] for r in mine))
-            for name, other in (("vs_1_partition", (kind, 1)), ("vs_kafka", (KAFKA_CLUSTER,
-                                                                             count))):
-                if name == "vs_kafka" and (kind != CLUSTER or KAFKA_CLUSTER not in systems):
-                    continue
-                xs = [r["records_s"] / o["records_s"] for r in mine
-                      for o in _ok(runs, system=other[0], partitions=other[1])
-                      if o["round"] == r["round"] and o["records_s"]]
+            others = {"vs_1_partition": _ok(runs, system=kind, partitions=1)}
+            if kind == CLUSTER and KAFKA_CLUSTER in systems:
+                others["vs_kafka"] = _ok(runs, system=KAFKA_CLUSTER, partitions=count)
+            for name, base in others.items():
+                xs = [r["records_s"] / o["records_s"] for r in mine for o in base
+                      if o["round"] == r["round"]]
                 row[f"ratio_{name}"] = round(statistics.median(xs), 3) if xs else None
                 row[f"ratio_{name}_all"] = [round(x, 3) for x in xs]
             out.append(row)
@@ -567,6 +546,8 @@ def markdown(results: dict[str, Any]) -> str:
                          f"| {_met(vk, vk is not None and vk >= KAFKA_TARGET)} |")
     for entry in results["clusters"]:
         for node, prob in entry["log_problems"].items():
+            if not prob["count"]:
+                continue
             lines.append(f"- round {entry['round']}, {SYSTEM_NAMES[entry['system']]} broker "
                          f"{node}: {prob['count']} ERROR/traceback line(s) in its log, first: "
                          f"`{prob['first'][0][:200]}`")
@@ -585,8 +566,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     here = Path(__file__).resolve().parent
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     ap.add_argument("--load", choices=("latency", "throughput"), default="latency")
-    ap.add_argument("--kafka", action="store_true",
-                    help="the same loads against a 3-node Apache Kafka cluster too")
+    ap.add_argument("--kafka", action="store_true", help="a 3-node Apache Kafka cluster too")
     ap.add_argument("--rounds", type=int, default=1, help="rounds (default 1)")
     ap.add_argument("--partitions", type=cb.int_list, default=[1, 30, 300, 1000],
                     help="latency: partition counts (default 1,30,300,1000)")
@@ -594,16 +574,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                     help=f"latency: clients, comma-separated (default {','.join(CLIENTS)})")
     ap.add_argument("--rate", type=int, default=10_000, help="latency: records/s (10,000)")
     ap.add_argument("--seconds", type=float, default=10.0, help="latency: measured s (10)")
-    ap.add_argument("--warmup", type=float, default=2.0,
-                    help="latency: paced seconds before measuring (2)")
+    ap.add_argument("--warmup", type=float, default=2.0, help="latency: paced s before (2)")
     ap.add_argument("--linger-ms", type=float, default=1.0, help="latency: linger (1 ms)")
     ap.add_argument("--throughput-partitions", type=cb.int_list, default=[1, 300, 3000],
                     help="throughput: partition counts (default 1,300,3000)")
-    ap.add_argument("--records", type=int, default=300_000,
-                    help="throughput: records per run (300,000)")
+    ap.add_argument("--records", type=int, default=300_000, help="throughput: records (300k)")
     ap.add_argument("--throughput-warmup-records", type=int, default=30_000,
-                    help="throughput: acknowledged warm-up records, spread over the "
-                         "partitions (at least 1 each; default 30,000)")
+                    help="throughput: warm-up records over all partitions (>= 1 each; 30k)")
     ap.add_argument("--value-bytes", type=int, default=100, help="record value size (100)")
     ap.add_argument("--dir", default="/tmp", help="temporary data dirs (default /tmp)")
     ap.add_argument("--out", default=str(here / "results" / "partitions.json"),
@@ -650,9 +627,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             for kind in (systems if i % 2 == 0 else systems[::-1]):
                 check_interrupted()
                 note(f"round {i + 1}/{args.rounds}: {SYSTEM_NAMES[kind]}, {args.load} ...")
-                body = (latency_body(args, workdir, i) if args.load == "latency"
-                        else throughput_body(args))
-                got = on_cluster(kind, zk, tmp_root, body)
+                shift = i % len(args.clients)  # the clients take turns going first
+                clients = args.clients[shift:] + args.clients[:shift]
+                loads = (partial(latency_loads, args=args, workdir=workdir, clients=clients)
+                         if args.load == "latency" else partial(throughput_loads, args=args))
+                got = on_cluster(kind, zk, tmp_root, loads)
                 for r in got.pop("rows"):
                     results["runs"].append({**r, "system": kind, "round": i + 1})
                 results["clusters"].append({**got, "system": kind, "round": i + 1})
