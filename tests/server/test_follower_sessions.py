@@ -106,8 +106,9 @@ def test_a_parked_follower_fetch_reads_only_the_partition_appended_to(broker) ->
     body = asyncio.run(run())
     assert list(answered(body)) == [7]
     assert b"seven" in answered(body)[7]
-    # The request named nothing; the wake-up read the one partition appended to.
-    assert broker.reads == [[], [7]]
+    # The request named nothing (nothing read); the wake-up read the one partition
+    # appended to.
+    assert broker.reads == [[7]]
 
 
 def test_a_change_while_the_followers_fetch_is_away_is_in_its_next_answer(broker) -> None:
@@ -117,11 +118,11 @@ def test_a_change_while_the_followers_fetch_is_away_is_in_its_next_answer(broker
     body = now(broker, follower_fetch({}, session_id=session_id, epoch=1))
     assert b"while away" in answered(body)[3]
     assert broker.reads == [[3]]
-    # Answered: not read again until something changes.
+    # Answered: not read again until something changes (or the follower names it).
     broker.reads.clear()
     now(broker, follower_fetch({3: 5}, session_id=session_id, epoch=2))
     now(broker, follower_fetch({}, session_id=session_id, epoch=3))
-    assert broker.reads == [[3], []]
+    assert broker.reads == [[3]]
 
 
 def test_records_that_did_not_fit_go_in_the_next_answer(broker) -> None:
@@ -143,7 +144,7 @@ def test_the_whole_session_is_read_every_sweep(broker) -> None:
     leader.log.delete_records_before(2)  # no notification: only a sweep sees it
     broker.reads.clear()
     now(broker, follower_fetch({}, session_id=session_id, epoch=1))
-    assert broker.reads == [[]]
+    assert broker.reads == []
     broker.fetch_sweep_s = 0.0  # due now
     body = now(broker, follower_fetch({}, session_id=session_id, epoch=2))
     assert broker.reads[-1] == list(range(PARTITIONS))
@@ -158,3 +159,31 @@ def test_a_closed_session_stops_following_its_partitions(broker) -> None:
     now(broker, follower_fetch({}, session_id=session_id, epoch=-1))  # final: closes it
     assert not broker.purgatory._interests
     assert session_id not in broker.fetch_sessions.sessions
+
+
+def test_a_high_watermark_move_rereads_one_partition_of_a_parked_fetch(broker) -> None:
+    for p in (1, 2, 3):  # the other followers have not acknowledged the last records
+        broker.cluster.replicas.leaders[(TOPIC, p)].log.set_high_watermark(2)
+    session_id = open_session(broker)
+
+    async def run() -> Any:
+        delayed = fetch.handle_now(broker, follower_fetch(  # type: ignore[arg-type]
+            {}, session_id=session_id, epoch=1, max_wait=30_000))
+        assert isinstance(delayed, fetch._DelayedFetch)
+        for p in (1, 2, 3):  # high watermarks move: nothing to send, it waits on
+            part = broker.cluster.replicas.leaders[(TOPIC, p)]
+            part.log.set_high_watermark(4)
+            broker.purgatory.notify((TOPIC, p))
+            await asyncio.sleep(0)
+        assert not delayed.future.done()
+        append(broker, 4, b"four")
+        return decode(await asyncio.wait_for(delayed, 5))
+
+    broker.reads.clear()
+    body = asyncio.run(run())
+    # Each wake-up read what changed since the read before, no more.
+    assert broker.reads == [[1], [2], [3], [4]]
+    # The answer has partition 4's records and the others' new high watermarks.
+    sent = {p.partition_index: p for t in body.responses for p in t.partitions}
+    assert sorted(sent) == [1, 2, 3, 4]
+    assert b"four" in bytes(sent[4].records)

@@ -64,18 +64,20 @@ class PartitionFetch:
 class FetchSession:
     """One fetcher's session; a follower's is a purgatory ``Interest``."""
 
-    __slots__ = ("changed", "epoch", "follower", "parked", "partitions", "session_id",
-                 "swept_at", "unread")
+    __slots__ = ("changed", "epoch", "follower", "fresh", "parked", "partitions",
+                 "session_id", "swept_at", "unread")
 
     def __init__(self, session_id: int, *, follower: bool = False) -> None:
         self.session_id = session_id
         self.epoch = 1  # the epoch the next request must carry
         self.partitions: dict[TopicPartition, PartitionFetch] = {}
         self.follower = follower
-        # A follower's: partitions changed since the last answer (in order), those the
-        # last read left unread for want of room (still to send), the fetch parked now,
-        # and when the session was last read whole.
+        # A follower's: partitions changed since the last answer (in order), and since
+        # the last read (a parked fetch reads only those again), those the last answer
+        # leaves unread for want of room (still to send), the fetch parked now, and
+        # when the session was last read whole.
         self.changed: dict[TopicPartition, None] = {}
+        self.fresh: dict[TopicPartition, None] = {}
         self.unread: list[TopicPartition] = []
         self.parked: Waiter | None = None
         self.swept_at = 0.0
@@ -86,6 +88,7 @@ class FetchSession:
 
     def touch(self, tp: TopicPartition) -> None:
         self.changed[tp] = None
+        self.fresh[tp] = None
 
     def try_complete(self, tp: TopicPartition) -> None:
         parked = self.parked
@@ -96,6 +99,7 @@ class FetchSession:
         """An answer is going out: what it covered is no longer changed for this
         follower, except what did not fit (read again next time)."""
         self.changed = dict.fromkeys(self.unread)
+        self.fresh = {}
         self.unread = []
 
 

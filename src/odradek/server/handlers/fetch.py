@@ -280,22 +280,44 @@ def _follower_session_read(read_for_follower: ReadForFollower, session: FetchSes
                            epochs: dict[TopicPartition, int],
                            log_starts: dict[TopicPartition, int],
                            quota_wait: list[float]) -> Callable[[], ReadResult]:
-    """A follower session's read: the partitions ``listed`` (the request's), and those
-    changed since the session's last answer (``FetchSession.changed``), at each read
-    again, so a parked fetch woken by an append reads that partition too."""
+    """A follower session's read: first the partitions ``listed`` (the request's) and
+    those changed since the session's last answer (``FetchSession.changed``); then, at
+    each wake-up of the parked fetch, only those changed since the read before
+    (``FetchSession.fresh``), their results replacing the earlier ones. A high-watermark
+    move wakes a parked follower fetch without giving it records to send: it rereads
+    that one partition, not all it gathered."""
     names = {(w[0], w[1]) for w in listed}
     partitions = session.partitions
+    results: dict[TopicPartition, PartitionResult] = {}
+    unread: set[TopicPartition] = set()
+    first = [True]
 
     def read() -> ReadResult:
-        wanted = listed
-        changed = [tp for tp in session.changed if tp not in names]
-        if changed:
+        if first[0]:
+            first[0] = False
             wanted = listed + [(tp[0], tp[1], state.fetch_offset, state.max_bytes)
-                               for tp in changed if (state := partitions.get(tp)) is not None]
-        unread: list[TopicPartition] = []
-        session.unread = unread
-        return read_for_follower(replica, wanted, max_bytes, epochs, log_starts, quota_wait,
-                                 unread)
+                               for tp in session.changed if tp not in names
+                               and (state := partitions.get(tp)) is not None]
+        else:
+            wanted = [(tp[0], tp[1], state.fetch_offset, state.max_bytes)
+                      for tp in session.fresh if (state := partitions.get(tp)) is not None]
+        session.fresh = {}
+        total = sum(r.region.length for r in results.values() if r.region is not None)
+        if wanted:
+            left: list[TopicPartition] = []
+            fresh, more = read_for_follower(replica, wanted, max_bytes - total, epochs,
+                                            log_starts, quota_wait, left)
+            for r in fresh:
+                tp = (r.topic, r.partition)
+                old = results.get(tp)
+                if old is not None and old.region is not None:
+                    total -= old.region.length
+                results[tp] = r
+                unread.discard(tp)
+            total += more
+            unread.update(left)
+            session.unread = list(unread)
+        return list(results.values()), total
 
     return read
 
