@@ -1,7 +1,8 @@
-"""The log's read cursor (the batch after the last read, so the next sequential read skips
-the index search) must never change what a read returns: after appends, rolls,
-truncations, DeleteRecords, retention and compaction, a read that uses the cursor gives
-the same region, bytes and offsets as the same read without it."""
+"""The log's read shortcuts must never change what a read returns: the read cursor (the
+batch after the last read, so the next sequential read skips the index search) and each
+segment's positions of its recent batches (where followers and consumers at the tail
+read). After appends, rolls, truncations, DeleteRecords, retention and compaction, a
+read that uses them gives the same region, bytes and offsets as the same read without."""
 
 from __future__ import annotations
 
@@ -43,6 +44,20 @@ def _read(lg: Log, offset: int, max_bytes: int, committed: bool,
         return OffsetOutOfRangeError
     data = None if r.region is None else r.region.read()
     return data, r.first_offset, r.log_start_offset, r.log_end_offset, extra
+
+
+def _read_without_shortcuts(lg: Log, offset: int, max_bytes: int, committed: bool,
+                            min_one: bool) -> tuple | type:
+    kept = lg._cursor, [(s._tail_last, s._tail_pos) for s in lg.segments]
+    lg._cursor = None
+    for segment in lg.segments:
+        segment._tail_last, segment._tail_pos = [], []
+    try:
+        return _read(lg, offset, max_bytes, committed, min_one)
+    finally:
+        lg._cursor = kept[0]
+        for segment, (last, pos) in zip(lg.segments, kept[1], strict=True):
+            segment._tail_last, segment._tail_pos = last, pos
 
 
 class CursorMachine(RuleBasedStateMachine):
@@ -120,14 +135,20 @@ class CursorMachine(RuleBasedStateMachine):
         compared with the same read made without the cursor."""
         lg = self.log
         for max_bytes, committed, min_one in reads:
-            kept = lg._cursor
-            lg._cursor = None
-            expected = _read(lg, self.position, max_bytes, committed, min_one)
-            lg._cursor = kept
+            expected = _read_without_shortcuts(lg, self.position, max_bytes, committed,
+                                               min_one)
             got = _read(lg, self.position, max_bytes, committed, min_one)
             assert got == expected
             if got is not OffsetOutOfRangeError and got[0] is not None:
                 self.position = builder.decode_batches(got[0])[-1].header.next_offset
+
+    @rule(where=st.floats(0, 1.1), max_bytes=st.sampled_from([1, 150, 10_000]))
+    def read_anywhere(self, where: float, max_bytes: int) -> None:
+        """A read at any offset (a follower or a consumer near the tail, or far back)."""
+        lg = self.log
+        offset = lg.log_start_offset + int(where * (lg.log_end_offset - lg.log_start_offset))
+        assert (_read(lg, offset, max_bytes, False, True)
+                == _read_without_shortcuts(lg, offset, max_bytes, False, True))
 
 
 TestReadCursor = CursorMachine.TestCase

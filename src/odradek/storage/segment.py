@@ -8,6 +8,7 @@ and never decodes records; reads hand back file positions for ``os.sendfile``.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import errno
 import logging
@@ -30,6 +31,9 @@ log = logging.getLogger(__name__)
 # Recovery reads the log in chunks of this size: large enough that the syscall cost per
 # byte vanishes, small enough to bound the memory a recovery needs.
 RECOVERY_CHUNK = 8 * 1024 * 1024
+# Recent batches a segment remembers the positions of (LogSegment._tail_last): between
+# this many and twice as many.
+TAIL_KEEP = 256
 
 # writev takes at most IOV_MAX (1024 on Linux) buffers per call.
 IOV_MAX = 1024
@@ -66,6 +70,12 @@ class LogSegment:
         self.offset_of_max_timestamp = base_offset
         self.rolling_timestamp: int | None = None  # max timestamp of the first batch
         self._bytes_since_index = 0
+        # The last offsets and positions of the batches appended most recently (up to
+        # TAIL_KEEP, oldest first): where followers and consumers at the tail read, found
+        # here with one header read instead of an index search and a walk of up to
+        # index.interval.bytes of headers, one pread each.
+        self._tail_last: list[int] = []
+        self._tail_pos: list[int] = []
         self.closed = False
 
     def __repr__(self) -> str:
@@ -147,6 +157,12 @@ class LogSegment:
         if self.rolling_timestamp is None:
             self.rolling_timestamp = header.max_timestamp
         self.next_offset = base_offset + header.last_offset_delta + 1
+        tail_last = self._tail_last
+        tail_last.append(self.next_offset - 1)
+        self._tail_pos.append(position)
+        if len(tail_last) > 2 * TAIL_KEEP:
+            del tail_last[:TAIL_KEEP]
+            del self._tail_pos[:TAIL_KEEP]
 
     # --- opening an existing segment ---------------------------------------------------
 
@@ -177,6 +193,7 @@ class LogSegment:
         the first torn or corrupt batch. Returns the number of bytes cut."""
         self.offset_index.reset()
         self.time_index.reset()
+        self._tail_last, self._tail_pos = [], []
         self.next_offset = self.base_offset
         self.max_timestamp = rb.NO_TIMESTAMP
         self.offset_of_max_timestamp = self.base_offset
@@ -240,6 +257,14 @@ class LogSegment:
 
     def find(self, offset: int) -> tuple[int, BatchHeader] | None:
         """The first batch whose last offset is >= ``offset``, with its position."""
+        tail_last = self._tail_last
+        if tail_last and offset > tail_last[0]:
+            # Past the first recent batch: the one holding it is recent too (or none is).
+            i = bisect.bisect_left(tail_last, offset)
+            if i == len(tail_last):
+                return None
+            position = self._tail_pos[i]
+            return position, self.read_header(position)
         self.ensure_indexes()
         _, position = self.offset_index.lookup(offset)
         for pos, header in self.headers_from(position):
@@ -299,6 +324,7 @@ class LogSegment:
         position, header = found
         os.ftruncate(self.fd, position)
         self.size = position
+        self._tail_last, self._tail_pos = [], []
         self.offset_index.truncate_to(header.base_offset)
         self.time_index.truncate_to(header.base_offset)
         # Recompute the in-memory facts from what is left (indexes + a short walk).
