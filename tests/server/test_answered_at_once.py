@@ -279,9 +279,9 @@ def test_a_parked_fetch_whose_client_left_leaves_the_purgatory_at_its_max_wait(b
 
 def test_a_failure_reading_for_a_parked_fetch_fails_that_fetch_not_the_append(broker,
                                                                               monkeypatch):
-    """The append that wakes a parked fetch reads for it in the appender's request; if that
-    read fails (a bug, a storage error) the fetch's connection is closed and the producer
-    is answered as if nothing happened."""
+    """An append wakes a parked fetch (at the event loop's next step), which reads again;
+    if that read fails (a bug, a storage error) the fetch's connection is closed and the
+    producer is answered as if nothing happened."""
     from odradek.server.handlers import fetch
 
     broker.broker.create_topic(TOPIC, 2)
@@ -300,10 +300,10 @@ def test_a_failure_reading_for_a_parked_fetch_fails_that_fetch_not_the_append(br
         try:
             with RawClient(broker.port) as c:
                 assert _produce_one(c, b"kept") == 0
+            with pytest.raises(ConnectionError):
+                poller.receive(1, 12)
         finally:
             monkeypatch.setattr(fetch, "_read", real)
-        with pytest.raises(ConnectionError):
-            poller.receive(1, 12)
     assert _parked(broker) == 0
     with RawClient(broker.port) as c:
         body = _fetch_body(12, [(0, 0, 1 << 20)], max_wait=0, min_bytes=1, max_bytes=1 << 20,
@@ -313,9 +313,10 @@ def test_a_failure_reading_for_a_parked_fetch_fails_that_fetch_not_the_append(br
 
 
 def test_a_woken_long_poll_is_answered_from_the_append_that_woke_it(broker, monkeypatch):
-    """The parked fetch's answer goes out in the producer's call (before the loop steps
-    to the fetch's connection), and when it is larger than the socket takes, the request
-    loop sends the rest: the consumer gets every byte, then its next answer."""
+    """The parked fetch's answer goes out from its wake-up (the purgatory's, at the loop
+    step after the append; not from the fetch's connection's request loop), and when it
+    is larger than the socket takes, the request loop sends the rest: the consumer gets
+    every byte, then its next answer."""
     from odradek.server.network.connection import Connection
 
     sent = []
@@ -352,7 +353,7 @@ def test_a_woken_long_poll_is_answered_from_the_append_that_woke_it(broker, monk
             {"name": TOPIC, "partition_data": [{"index": 0, "records": big}]}]})
         assert response.responses[0].partition_responses[0].error_code.value == 0
     waiter.join(25)
-    assert sent == [(True, True)]  # sent from the append's call, the rest left to run()
+    assert sent == [(True, True)]  # sent from the wake-up, the rest left to run()
     decoded = builder.decode_batches(got["records"])
     assert [b.header.base_offset for b in decoded] == [900 * i for i in range(12)]
     assert decoded[-1].records[-1].value == b"z" * 1000

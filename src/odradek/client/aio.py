@@ -22,7 +22,7 @@ import dataclasses
 import socket
 import ssl
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kio.index import KioIndexError, load_request_schema
@@ -47,6 +47,7 @@ from odradek.client.codec import (
 )
 from odradek.client.secure import SaslLogin
 from odradek.protocol.messages import build
+from odradek.protocol.reader import DecodeError
 
 __all__ = ["DEFAULT_VERSIONS", "MAX_IN_FLIGHT", "AsyncBrokerConnection", "KafkaClientError"]
 
@@ -77,12 +78,20 @@ MAX_IN_FLIGHT = 16
 READ_LIMIT = 4 * 1024 * 1024
 
 
+# A request encoded by hand: the frame for a correlation id (size prefix included).
+Encode = Callable[[int], bytes | memoryview]
+# Its answer decoded by hand: the frame without its size prefix, and the correlation id
+# it must answer; DecodeError when it does not decode.
+Decode = Callable[[bytes, int], Any]
+
+
 @dataclasses.dataclass(slots=True)
 class _InFlight:
     correlation_id: int
     api_key: int
     version: int
     answer: asyncio.Future[Any]
+    decode: Decode | None = None  # None: kio's reader (client/codec.decode_response)
 
 
 class AsyncBrokerConnection:
@@ -197,14 +206,26 @@ class AsyncBrokerConnection:
         Bounded by ``timeout_s`` (default: the connection's) from the call on. A request
         that was sent and not answered in time closes the connection: its answer may
         still come, and every answer after it would be matched to the wrong request."""
-        timeout = self.timeout_s if timeout_s is None else timeout_s
         schema = type(body)
-        what = f"{api_name(schema.__api_key__)} v{schema.__version__}"
+        client_id = self.client_id
+        return await self.call_encoded(
+            schema.__api_key__, schema.__version__,
+            lambda correlation: encode_request(body, correlation, client_id), None,
+            timeout_s=timeout_s)
+
+    async def call_encoded(self, api_key: int, version: int, encode: Encode,
+                           decode: Decode | None, *, timeout_s: float | None = None) -> Any:
+        """``call`` for a request ``encode`` frames by hand (``api_key`` at ``version``,
+        which the caller checked the broker serves); ``decode`` reads its answer (None:
+        kio's reader). A frame ``decode`` refuses closes the connection, as one kio's
+        reader refuses does."""
+        timeout = self.timeout_s if timeout_s is None else timeout_s
+        what = f"{api_name(api_key)} v{version}"
         entry: _InFlight | None = None
         try:
             async with asyncio.timeout(timeout):
                 await self._slots.acquire()
-                entry = self._send(body)
+                entry = self._send(api_key, version, encode, decode)
                 # A caller cancelled here cancels this future, not the request: its answer
                 # is still read off the stream, and dropped.
                 return await entry.answer
@@ -217,7 +238,8 @@ class AsyncBrokerConnection:
             await self._close(error)
             raise KafkaClientError(error) from None
 
-    def _send(self, body: Any) -> _InFlight:
+    def _send(self, api_key: int, version: int, encode: Encode, decode: Decode | None
+              ) -> _InFlight:
         """Queue and write one request; the caller holds a slot, which becomes the
         entry's. No await: what is written and the queue's order must not diverge."""
         if self._failure is not None:
@@ -225,14 +247,13 @@ class AsyncBrokerConnection:
             raise KafkaClientError(self._failure)
         correlation = self._correlation % 0x7FFF_FFFF + 1  # an int32 that wraps, never 0
         try:
-            frame = encode_request(body, correlation, self.client_id)
+            frame = encode(correlation)
         except BaseException:
             self._slots.release()
             raise
         self._correlation = correlation
-        schema = type(body)
-        entry = _InFlight(correlation, schema.__api_key__, schema.__version__,
-                          asyncio.get_running_loop().create_future())
+        entry = _InFlight(correlation, api_key, version,
+                          asyncio.get_running_loop().create_future(), decode)
         self._in_flight.append(entry)
         self._writer.write(frame)
         return entry
@@ -249,8 +270,16 @@ class AsyncBrokerConnection:
                     raise KafkaClientError(f"{self.address} sent an answer to no request")
                 entry = self._in_flight[0]
                 # Decoded while still queued: if it fails, _fail fails this request too.
-                answer = decode_response(payload, entry.api_key, entry.version,
-                                         entry.correlation_id, self.address)
+                if entry.decode is None:
+                    answer = decode_response(payload, entry.api_key, entry.version,
+                                             entry.correlation_id, self.address)
+                else:
+                    try:
+                        answer = entry.decode(payload, entry.correlation_id)
+                    except DecodeError as exc:
+                        raise KafkaClientError(
+                            f"{self.address} sent a response that does not decode as "
+                            f"{api_name(entry.api_key)} v{entry.version}: {exc}") from None
                 del payload  # a Fetch answer can be tens of MB: not kept until the next
                 self._in_flight.popleft()
                 self._slots.release()

@@ -388,7 +388,7 @@ class _DelayedFetch:
             self._forget()
             response = _answer(self.request, self.results, self.session, self.incremental,
                                self.quotas, self.stats)
-        except Exception as exc:  # never into the appender's request: this fetch fails
+        except Exception as exc:  # never into the waker's call: this fetch fails
             self._forget()
             self.future.set_exception(exc)
             return

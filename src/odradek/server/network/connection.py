@@ -291,7 +291,8 @@ class Connection(asyncio.BufferedProtocol):
 
     def _send_parked(self, response: bytes | list[bytes | FileRegion]) -> bool:
         """Send the parked request's answer now, from whatever call completed it (a long
-        poll: the append that woke it), a loop step before run() would. In order: the
+        poll: the fetch purgatory's wake-up after the append), a loop step before run()
+        would. In order: the
         parked request is this connection's oldest unanswered one, and run() answers
         nothing after it until it is done. False leaves the answer to run().
 

@@ -30,6 +30,8 @@ from odradek.client.aio import AsyncBrokerConnection, KafkaClientError
 from odradek.client.codec import FETCH, OFFSET_FOR_LEADER_EPOCH
 from odradek.cluster.replication import truncation_point
 from odradek.cluster.state import TopicPartition
+from odradek.protocol import replica_fetch
+from odradek.protocol.fetch import FetchPartition, FetchRequestBody, FetchTopic, ForgottenTopic
 from odradek.records.errors import RecordError
 from odradek.storage.errors import InvalidOffsetError
 
@@ -67,6 +69,25 @@ class FetchState:
     leader_epoch: int
     truncating: bool = True  # OffsetForLeaderEpoch first, then fetch
     not_before: float = 0.0  # monotonic time before which it is not fetched (backoff)
+
+
+async def _send_fetch(conn: AsyncBrokerConnection, body: FetchRequestBody, *,
+                      timeout_s: float) -> Any:
+    """A follower's Fetch: encoded and its answer read by hand at v12 (what Odradek
+    brokers serve each other: protocol/replica_fetch.py), else through kio."""
+    version = conn.version(FETCH)
+    if version == replica_fetch.VERSION:
+        client_id = conn.client_id
+        return await conn.call_encoded(
+            FETCH, version,
+            lambda correlation: replica_fetch.encode_fetch_request(correlation, client_id,
+                                                                   body),
+            replica_fetch.decode_fetch_response, timeout_s=timeout_s)
+    data = body._asdict()
+    data["topics"] = [{"topic": t.topic, "partitions": [p._asdict() for p in t.partitions]}
+                      for t in body.topics]
+    data["forgotten_topics_data"] = [f._asdict() for f in body.forgotten_topics_data]
+    return await conn.request(FETCH, data, timeout_s=timeout_s)
 
 
 class ReplicaFetcher:
@@ -339,27 +360,23 @@ class ReplicaFetcher:
             forgotten = []
         if not send and not forgotten and (full or not in_session):
             return False
-        topics: dict[str, list[dict[str, Any]]] = {}
+        topics: dict[str, list[FetchPartition]] = {}
         for tp, (epoch, offset) in send.items():
             lg = parts[tp].log
-            topics.setdefault(tp[0], []).append({
-                "partition": tp[1], "current_leader_epoch": epoch, "fetch_offset": offset,
-                "last_fetched_epoch": lg.latest_epoch, "log_start_offset": lg.log_start_offset,
-                "partition_max_bytes": self.partition_max_bytes})
+            topics.setdefault(tp[0], []).append(FetchPartition(
+                tp[1], epoch, offset, lg.latest_epoch, lg.log_start_offset,
+                self.partition_max_bytes))
         gone: dict[str, list[int]] = {}
         for t, p in forgotten:
             gone.setdefault(t, []).append(p)
+        body = FetchRequestBody(
+            manager.me, max_wait_ms, self.min_bytes, self.max_bytes, 0, self._session_id,
+            INITIAL_SESSION_EPOCH if full else self._session_epoch,
+            [FetchTopic(t, ps) for t, ps in topics.items()],
+            [ForgottenTopic(t, ps) for t, ps in gone.items()], "")
         try:
-            answer = await conn.request(FETCH, {
-                "replica_id": manager.me, "max_wait": max_wait_ms,
-                "min_bytes": self.min_bytes, "max_bytes": self.max_bytes,
-                "isolation_level": 0, "session_id": self._session_id,
-                "session_epoch": INITIAL_SESSION_EPOCH if full else self._session_epoch,
-                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-                "forgotten_topics_data": [{"topic": t, "partitions": ps}
-                                          for t, ps in gone.items()],
-                "rack_id": ""},
-                timeout_s=max_wait_ms / 1000 + self.socket_timeout_s)
+            answer = await _send_fetch(conn, body,
+                                       timeout_s=max_wait_ms / 1000 + self.socket_timeout_s)
         except BaseException:
             # Not sent, or its answer lost: the session starts over with a full fetch
             # (the connection is closed on the way out), which looks at everything.
