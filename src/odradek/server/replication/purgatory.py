@@ -106,29 +106,17 @@ class Purgatory:
     def watch(self, partitions: Iterable[TopicPartition], waiter: Waiter) -> None:
         """Have ``notify`` of any of ``partitions`` call ``waiter.try_complete`` (once:
         a waiter that goes on waiting watches again)."""
-        for tp in partitions:
-            self._waiters.setdefault(tp, set()).add(waiter)
+        _add(self._waiters, partitions, waiter)
 
     def unwatch(self, partitions: Iterable[TopicPartition], waiter: Waiter) -> None:
-        for tp in partitions:
-            waiters = self._waiters.get(tp)
-            if waiters is not None:
-                waiters.discard(waiter)
-                if not waiters:
-                    del self._waiters[tp]
+        _remove(self._waiters, partitions, waiter)
 
     def follow(self, partitions: Iterable[TopicPartition], interest: Interest) -> None:
         """Have every ``notify`` of ``partitions`` touch ``interest`` until ``unfollow``."""
-        for tp in partitions:
-            self._interests.setdefault(tp, set()).add(interest)
+        _add(self._interests, partitions, interest)
 
     def unfollow(self, partitions: Iterable[TopicPartition], interest: Interest) -> None:
-        for tp in partitions:
-            interests = self._interests.get(tp)
-            if interests is not None:
-                interests.discard(interest)
-                if not interests:
-                    del self._interests[tp]
+        _remove(self._interests, partitions, interest)
 
     def size(self) -> int:
         """Operations waiting (Kafka's PurgatorySize)."""
@@ -144,6 +132,22 @@ class Purgatory:
             self._wake(tp)
         for tp in list(self._interests):
             self._wake(tp)
+
+
+def _add(index: dict[TopicPartition, set[Any]], partitions: Iterable[TopicPartition],
+         item: object) -> None:
+    for tp in partitions:
+        index.setdefault(tp, set()).add(item)
+
+
+def _remove(index: dict[TopicPartition, set[Any]], partitions: Iterable[TopicPartition],
+            item: object) -> None:
+    for tp in partitions:
+        items = index.get(tp)
+        if items is not None:
+            items.discard(item)
+            if not items:
+                del index[tp]
 
 
 PENDING = -1
