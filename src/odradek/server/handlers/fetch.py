@@ -196,17 +196,15 @@ def handle_now(broker: Broker, request: Request
                                                                           follower=follower)
         except SessionError as exc:
             return _error_response(request, exc.code)
-        if (session is not None and session.follower and incremental
+        if session is not None and not (
+                session.follower and incremental
                 and time.monotonic() - session.swept_at < broker.fetch_sweep_s):
-            # A follower's: what the request names, and (at each read) what changed.
-            wanted = [(tp[0], tp[1], state.fetch_offset, state.max_bytes)
-                      for tp, state in requested]
-        else:
-            if session is not None:
-                requested = list(session.partitions.items())
-                session.swept_at = time.monotonic()
-            wanted = [(tp[0], tp[1], state.fetch_offset, state.max_bytes)
-                      for tp, state in requested]
+            # Every partition of the session; a follower's session otherwise reads what
+            # the request names and (at each read) what changed.
+            requested = list(session.partitions.items())
+            session.swept_at = time.monotonic()
+        wanted = [(tp[0], tp[1], state.fetch_offset, state.max_bytes)
+                  for tp, state in requested]
 
     max_bytes = body.max_bytes
     min_bytes = body.min_bytes
