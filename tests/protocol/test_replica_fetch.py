@@ -141,3 +141,32 @@ def test_inflated_counts_and_unknown_errors_are_refused(tmp_path) -> None:
     struct.pack_into(">h", unknown, 4 + 1 + 4, 32000)
     with pytest.raises(FetchResponseError, match="unknown error code"):
         decode_fetch_response(bytes(unknown), 77)
+
+
+def test_a_leader_below_v12_gets_the_same_request_through_kio() -> None:
+    """The fetcher's fallback (a leader that does not serve v12): the same body as plain
+    values for kio, which the broker's own reader gives back unchanged."""
+    import asyncio
+
+    from odradek.protocol.fetch import FetchPartition, FetchTopic, ForgottenTopic
+    from odradek.protocol.fetch import FetchRequestBody as Body
+    from odradek.protocol.messages import build
+    from odradek.server.replication.fetcher import _send_fetch
+
+    body = Body(2, 500, 1, 1 << 20, 0, 9, 3,
+                [FetchTopic("orders", [FetchPartition(4, 7, 120, 7, 0, 1 << 20)])],
+                [ForgottenTopic("old", [1, 2])], "")
+
+    class OlderLeader:
+        def version(self, api_key: int) -> int:
+            return 11
+
+        async def request(self, api_key: int, data: Any, *, timeout_s: float) -> Any:
+            return build(load_request_schema(api_key, 11), data)
+
+    kio_body = asyncio.run(_send_fetch(OlderLeader(), body, timeout_s=1))  # type: ignore[arg-type]
+    _, _, _, decoded = decode_fetch(bytes(encode_request(kio_body, 5, "f"))[4:])
+    # All but last_fetched_epoch, which v11 does not carry (read as -1).
+    older = [FetchTopic("orders", [body.topics[0].partitions[0]._replace(
+        last_fetched_epoch=-1)])]
+    assert decoded == body._replace(topics=older)
