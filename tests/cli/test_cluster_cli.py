@@ -247,6 +247,51 @@ def test_cluster_up_produce_consume_ctrl_c_and_up_again(tmp_path: Path,
     assert "ZooKeeper stopped\n" in "".join(second.stdout)
 
 
+def test_brokers_per_host_survive_the_loss_of_a_host(tmp_path: Path,
+                                                     cluster_up: list[ClusterUp]) -> None:
+    # Four brokers laid out two to a host: each host is a rack, so every partition of a
+    # two-replica topic keeps a replica on each host, and killing both brokers of one
+    # host (a host lost) loses no acknowledged record and leaves the topic writable.
+    data = tmp_path / "odradek-cluster"
+    base = free_base_port(4)
+    run = ClusterUp("--brokers", "4", "--brokers-per-host", "2", "--data-dir", str(data),
+                    "--port", str(base), *QUICK)
+    cluster_up.append(run)
+    bootstrap = run.wait_ready()
+    assert f"broker 3 on 127.0.0.1:{base + 2} (rack host-2; pid " in "".join(run.stdout)
+    status = odradek("cluster", "status", "--bootstrap-server", bootstrap)
+    for n, host in ((1, 1), (2, 1), (3, 2), (4, 2)):
+        assert f"\tId: {n}\tAddress: 127.0.0.1:{base + n - 1}\tRack: host-{host}" \
+            in status.stdout, status.stdout
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("spread", 8, 2, config={"min.insync.replicas": "1"})],
+                        operation_timeout=30)["spread"].result(60)
+    metadata = wait_for(bootstrap, lambda md: "spread" in md.topics
+                        and not md.under_replicated(), "every replica in sync")
+    host = {1: 1, 2: 1, 3: 2, 4: 2}
+    replicas = [p.replicas for p in metadata.partitions() if p.topic == "spread"]
+    assert len(replicas) == 8
+    assert all(sorted(host[b] for b in r) == [1, 2] for r in replicas), replicas
+    before = [f"before-{i}".encode() for i in range(200)]
+    produce(bootstrap, "spread", before)
+
+    brokers = {n: next(p for p in children(run.process.pid) if str(data / f"broker-{n}")
+                       in Path(f"/proc/{p}/cmdline").read_text()) for n in (3, 4)}
+    for pid in brokers.values():
+        os.kill(pid, signal.SIGKILL)
+    survivors = f"127.0.0.1:{base},127.0.0.1:{base + 1}"
+    wait_for(survivors, lambda md: sorted(md.brokers) == [1, 2] and all(
+        p.leader in (1, 2) for p in md.partitions() if p.topic == "spread"),
+        "host-1's brokers to lead every partition")
+    after = [f"after-{i}".encode() for i in range(200)]
+    produce(survivors, "spread", after)
+    assert sorted(consume_all(survivors, "spread", 8, 400)) == sorted(before + after)
+    assert run.interrupt() == 1, run.output()  # not a clean run: two brokers died
+    for n, pid in brokers.items():
+        assert f"broker {n} (pid {pid}) exited with code -9" in "".join(run.stderr)
+
+
 def test_cluster_up_on_ports_in_use_says_so(tmp_path: Path) -> None:
     base = free_base_port(2)
     with socket.socket() as blocker:
@@ -259,6 +304,14 @@ def test_cluster_up_on_ports_in_use_says_so(tmp_path: Path) -> None:
                            "(another broker or cluster running?); stop it or choose other "
                            "ports\n")
     assert not (tmp_path / "c" / "zookeeper").exists()  # nothing was started
+
+
+def test_cluster_up_refuses_a_rack_beside_brokers_per_host(tmp_path: Path) -> None:
+    done = odradek("cluster", "up", "--brokers", "2", "--brokers-per-host", "1",
+                   "--override", "broker.rack=a", "--data-dir", str(tmp_path / "c"))
+    assert done.returncode == 2
+    assert done.stderr == "odradek cluster up: broker.rack is set by --brokers-per-host\n"
+    assert not (tmp_path / "c").exists()
 
 
 def test_cluster_up_on_a_directory_in_use_says_so(tmp_path: Path) -> None:

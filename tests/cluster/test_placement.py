@@ -15,6 +15,7 @@ from odradek.cluster.placement import (
     check_assignment,
     rack_alternated,
 )
+from odradek.devcluster import host_racks
 
 
 def test_rack_unaware_matches_kafkas_own_example() -> None:
@@ -69,6 +70,26 @@ def test_every_placement_keeps_kafkas_goals(brokers: int, partitions: int, rf: i
         assert max(leaders.values()) - min(leaders.get(b, 0) for b in range(brokers)) <= 1
         load = Counter(b for r in assignment.values() for b in r)
         assert max(load.values()) - min(load.get(b, 0) for b in range(brokers)) <= rf
+
+
+@settings(max_examples=200, deadline=None)
+@given(per_host=st.integers(1, 8), hosts=st.integers(1, 5), partitions=st.integers(1, 60),
+       rf=st.integers(1, 3), seed=st.integers(0, 2**32))
+def test_brokers_laid_out_per_host_keep_replicas_on_different_hosts(
+        per_host: int, hosts: int, partitions: int, rf: int, seed: int) -> None:
+    # `odradek cluster up --brokers-per-host K` (and the rule for many-core hosts): one
+    # rack per host, so losing a host loses at most one replica of a partition when
+    # there are at least RF hosts; and every host leads its share of partitions.
+    brokers = per_host * hosts
+    rf = min(rf, brokers)
+    rack_of = {b: s["broker.rack"] for b, s in host_racks(brokers, per_host).items()}
+    assert sorted(set(rack_of.values())) == [f"host-{h}" for h in range(1, hosts + 1)]
+    assignment = assign_replicas(rack_of, partitions, rf, rng=random.Random(seed))
+    for replicas in assignment.values():
+        assert len({rack_of[b] for b in replicas}) == min(rf, hosts)
+    led = Counter(rack_of[r[0]] for r in assignment.values())
+    share = partitions / hosts
+    assert all(abs(led.get(f"host-{h}", 0) - share) <= 1 for h in range(1, hosts + 1))
 
 
 def test_explicit_assignments_are_checked() -> None:

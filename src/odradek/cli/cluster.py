@@ -1,10 +1,12 @@
 """``odradek cluster``: a development cluster in one command, and what a cluster says
 about itself.
 
-- ``odradek cluster up [--brokers 3] [--zookeeper HOST:PORT/CHROOT] [--data-dir DIR]
-  [--port BASE] [--override NAME=VALUE ...]`` starts a ZooKeeper (unless given one) and
-  N brokers on 127.0.0.1:BASE, BASE+1, ... (node ids 1..N), data under
-  ``./odradek-cluster``, waits until every broker sees every other, prints
+- ``odradek cluster up [--brokers 3] [--brokers-per-host K] [--zookeeper HOST:PORT/CHROOT]
+  [--data-dir DIR] [--port BASE] [--override NAME=VALUE ...]`` starts a ZooKeeper (unless
+  given one) and N brokers on 127.0.0.1:BASE, BASE+1, ... (node ids 1..N), data under
+  ``./odradek-cluster``; with ``--brokers-per-host`` each K consecutive brokers share a
+  ``broker.rack`` (``host-1``, ``host-2``, ...: the layout of K brokers per host, one
+  per core, rehearsed on one machine); it waits until every broker sees every other, prints
   ``Odradek cluster ready: bootstrap.servers=...`` and runs until Ctrl-C or SIGTERM,
   then stops the brokers one at a time (each a controlled shutdown), the controller
   last, and ZooKeeper. The processes themselves are ``odradek.devcluster``'s.
@@ -28,7 +30,7 @@ from typing import Any
 
 from odradek.cli.tools import _positive
 from odradek.client.metadata import PartitionState
-from odradek.devcluster import ClusterError, DevCluster
+from odradek.devcluster import ClusterError, DevCluster, host_racks
 
 READY_PREFIX = "Odradek cluster ready: bootstrap.servers="
 DEFAULT_DATA_DIR = "odradek-cluster"
@@ -58,6 +60,10 @@ def add_cluster_command(subparsers: Any) -> None:
                     "SIGTERM. The same --data-dir again is the same cluster.")
     up.add_argument("--brokers", type=_positive, default=3, metavar="N",
                     help="number of brokers, node ids 1..N (default 3)")
+    up.add_argument("--brokers-per-host", type=_positive, default=None, metavar="K",
+                    help="lay the brokers out K to a host: brokers 1..K get broker.rack "
+                         "host-1, the next K host-2, ..., so a partition's replicas go to "
+                         "different hosts (default: no racks)")
     up.add_argument("--zookeeper", default=None, metavar="HOST:PORT[/CHROOT]",
                     help="use this ZooKeeper instead of starting one")
     up.add_argument("--data-dir", default=DEFAULT_DATA_DIR, metavar="DIR",
@@ -101,9 +107,12 @@ def _up(args: argparse.Namespace) -> int:
             _say(f"odradek cluster up: --override needs NAME=VALUE, got {item!r}", err=True)
             return 2
         overrides[name.strip()] = value
-    for fixed in ("node.id", "broker.id", "zookeeper.connect"):
-        if fixed in overrides:
-            _say(f"odradek cluster up: {fixed} is set by the cluster itself", err=True)
+    fixed = ("node.id", "broker.id", "zookeeper.connect",
+             *(("broker.rack",) if args.brokers_per_host else ()))
+    for name in fixed:
+        if name in overrides:
+            why = "--brokers-per-host" if name == "broker.rack" else "the cluster itself"
+            _say(f"odradek cluster up: {name} is set by {why}", err=True)
             return 2
     if args.port + args.brokers - 1 > 65535:
         _say(f"odradek cluster up: {args.brokers} brokers from port {args.port} go past "
@@ -120,8 +129,9 @@ def _up(args: argparse.Namespace) -> int:
         stop.set()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    racks = host_racks(args.brokers, args.brokers_per_host) if args.brokers_per_host else {}
     cluster = DevCluster(root, args.brokers, zookeeper=args.zookeeper, base_port=args.port,
-                         settings=overrides, die_with_parent=True)
+                         settings=overrides, node_settings=racks, die_with_parent=True)
     try:
         return _run(cluster, stop, signals)
     finally:
@@ -148,8 +158,10 @@ def _run(cluster: DevCluster, stop: threading.Event, signals: list[int]) -> int:
         _say(f"odradek cluster up: {exc}", err=True)
         return 1
     for broker in cluster.brokers.values():
-        _say(f"broker {broker.node_id} on {broker.bootstrap} (pid {broker.pid}; data "
-             f"{broker.data_dir}, log {broker.log_path})")
+        rack = broker.settings.get("broker.rack")
+        _say(f"broker {broker.node_id} on {broker.bootstrap} ("
+             + (f"rack {rack}; " if rack else "")
+             + f"pid {broker.pid}; data {broker.data_dir}, log {broker.log_path})")
     _say(f"cluster id {cluster.cluster_id}, controller: broker {cluster.controller()}")
     # The line a script waits for, last of the startup.
     _say(READY_PREFIX + cluster.bootstrap)

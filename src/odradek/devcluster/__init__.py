@@ -32,6 +32,7 @@ from odradek.devcluster.cluster import (
     REGISTER_TIMEOUT_S,
     DevCluster,
     cluster_defaults,
+    host_racks,
 )
 from odradek.devcluster.processes import (
     ClusterError,
@@ -57,5 +58,5 @@ __all__ = [
     "DEFAULT_CHROOT", "FAST_SETTINGS", "INSTALL_HINT", "JAVA_DIR", "JVM_OPTIONS",
     "REGISTER_TIMEOUT_S", "ZOOKEEPER_JAR", "BrokerProcess", "ClusterError", "DevCluster",
     "ZooKeeperError", "ZooKeeperServer", "cluster_defaults", "four_letter_word",
-    "free_port", "port_in_use", "read_log", "spawn", "stop_process",
+    "free_port", "host_racks", "port_in_use", "read_log", "spawn", "stop_process",
 ]

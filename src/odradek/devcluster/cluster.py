@@ -55,6 +55,18 @@ def cluster_defaults(brokers: int) -> dict[str, Any]:
     }
 
 
+def host_racks(brokers: int, per_host: int) -> dict[int, dict[str, Any]]:
+    """``broker.rack`` per node id for ``brokers`` brokers laid out ``per_host`` to a host:
+    brokers 1..per_host in rack ``host-1``, the next ones in ``host-2``, and so on (the
+    last host may hold fewer). One rack per host is what makes rack-aware placement keep
+    a partition's replicas on different hosts, so that losing a host loses one replica
+    of each partition (docs/operations.md, "Every core of a host")."""
+    if per_host < 1:
+        raise ValueError("a host holds at least one broker")
+    return {node: {"broker.rack": f"host-{(node - 1) // per_host + 1}"}
+            for node in range(1, brokers + 1)}
+
+
 class DevCluster:
     """ZooKeeper and ``size`` brokers, node ids 1..size, data under ``root``:
 
