@@ -338,18 +338,22 @@ class Measured:
 
 
 class Cluster(Measured, DevCluster):
-    """``SIZE`` brokers on a chroot of ``zookeeper`` (``odradek.devcluster.DevCluster``:
-    started together, ready once each lists every other, stopped one at a time, the
-    controller last); ``start()``, then ``stop()``. Their settings are ``settings`` over
-    the brokers' defaults (no ``cluster_defaults``): the session timeout and
-    ``--broker-override``. Leaders, ISR and the controller are read from ZooKeeper."""
+    """``size`` (``SIZE``) brokers on a chroot of ``zookeeper`` (``odradek.devcluster.
+    DevCluster``: started together, ready once each lists every other, stopped one at a
+    time, the controller last); ``start()``, then ``stop()``. Their settings are
+    ``settings`` over the brokers' defaults (no ``cluster_defaults``): the session timeout
+    and ``--broker-override``; ``node_settings[N]`` over those for broker N
+    (``broker.rack``). Leaders, ISR and the controller are read from ZooKeeper."""
 
     _count = 0
 
-    def __init__(self, zookeeper: ZooKeeperServer, root: str, settings: dict[str, Any]) -> None:
+    def __init__(self, zookeeper: ZooKeeperServer, root: str, settings: dict[str, Any],
+                 size: int = SIZE,
+                 node_settings: dict[int, dict[str, Any]] | None = None) -> None:
         Cluster._count += 1
-        super().__init__(tempfile.mkdtemp(prefix="cluster-", dir=root), SIZE,
+        super().__init__(tempfile.mkdtemp(prefix="cluster-", dir=root), size,
                          zookeeper=zookeeper, base_port=0, defaults={}, settings=settings,
+                         node_settings=node_settings,
                          chroot=f"/odradek-bench-{os.getpid()}-{Cluster._count}")
         self.zk: KazooClient | None = None
 
