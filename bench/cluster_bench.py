@@ -108,6 +108,7 @@ from collections.abc import Callable, Sequence
 from itertools import cycle, islice, pairwise
 from multiprocessing.connection import Connection
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from confluent_kafka import KafkaException, Producer, TopicPartition
@@ -287,6 +288,7 @@ class Measured:
 
     root: Path
     bootstrap: str
+    replication_factor = SIZE  # of the topics the loads make
 
     def broker_pids(self) -> dict[int, int]:
         raise NotImplementedError
@@ -499,6 +501,49 @@ class KafkaCluster(Measured):
 
     def controller(self) -> int:
         return self._client().list_topics(timeout=10).controller_id
+
+
+class SingleNode(Measured):
+    """One ``odradek serve`` (``broker_bench.Broker``, no ZooKeeper, node id 0) as the
+    loads see a cluster: topics of RF 1, ``start()``, ``stop()`` (its exit code),
+    ``remove()`` (data directory and output)."""
+
+    replication_factor = 1
+
+    def __init__(self, tmp_root: str) -> None:
+        self.tmp_root = tmp_root
+        self.broker: Broker | None = None
+        self.bootstrap = ""
+        self.brokers: dict[int, Any] = {}
+
+    def start(self) -> None:
+        self.broker = broker = Broker(ODRADEK, self.tmp_root)
+        _LIVE[broker.pid] = broker.stop
+        self.root = Path(broker.data_dir)
+        self.bootstrap = broker.bootstrap
+        self.brokers = {0: SimpleNamespace(log_path=Path(broker.log_path))}
+
+    def broker_pids(self) -> dict[int, int]:
+        return {} if self.broker is None else {0: self.broker.pid}
+
+    def tails(self) -> str:
+        return "" if self.broker is None else self.broker.output()[-1500:]
+
+    def full_isr(self, topic: str, partitions: int) -> bool:
+        return min(self.metadata_leaders(topic, partitions)) >= 0
+
+    def stop(self) -> dict[int, int]:
+        if self.broker is None:
+            return {}
+        rc = self.broker.stop()
+        _LIVE.pop(self.broker.pid, None)
+        return {0: -1 if rc is None else rc}
+
+    def remove(self) -> None:
+        if self.broker is not None and not KEEP:
+            with contextlib.suppress(OSError):
+                os.unlink(self.broker.log_path)
+            super().remove()
 
 
 def new_cluster(kind: str, zk: ZooKeeperServer, tmp_root: str,

@@ -66,7 +66,7 @@ from confluent_kafka import KafkaException, Producer
 import cluster_bench as cb
 from _common import finish, note, shown_path
 from broker_bench import broker_machine_info, broker_machine_line, java_version
-from cluster_bench import CLUSTER, KAFKA_CLUSTER, MIN_ISR, SIZE, check_interrupted
+from cluster_bench import CLUSTER, KAFKA_CLUSTER, MIN_ISR, SINGLE, SIZE, check_interrupted
 from latency_bench import CHUNK, latency_stats_ms
 from odradek.devcluster import ZooKeeperServer
 from odradek.devcluster.apache_kafka import KAFKA_VERSION, kafka_jars_present
@@ -74,7 +74,8 @@ from odradek.devcluster.jvm import REPO, JvmError, java_command
 from odradek.devcluster.processes import spawn, stop_process
 
 CLIENTS = ("rdkafka", "franz", "java")
-SYSTEM_NAMES = {CLUSTER: "Odradek", KAFKA_CLUSTER: f"Kafka {KAFKA_VERSION}"}
+SYSTEM_NAMES = {CLUSTER: "Odradek", KAFKA_CLUSTER: f"Kafka {KAFKA_VERSION}",
+                SINGLE: "Odradek single"}
 P50_TARGET_MS, P99_TARGET_MS = 3.0, 10.0
 SCALE_TARGET, KAFKA_TARGET = 0.5, 1.0  # throughput: x the 1-partition rate, x Kafka's
 SUSTAINED_FRACTION = 0.97
@@ -217,25 +218,27 @@ def run_process(cmd: list[str], workdir: Path, name: str,
             err.read_text(errors="replace"))
 
 
-def franz_binary() -> Path:
-    """bench/go's franzbench, built as scripts/fetch_go.sh builds the interop programs
-    (module and build caches under .cache/go, no toolchain download) when its sources
-    are newer than the binary."""
+def franz_binary(program: str = "franzbench") -> Path:
+    """bench/go's ``cmd/<program>`` (franzbench; etl_bench.py's franzetl), built as
+    scripts/fetch_go.sh builds the interop programs (module and build caches under
+    .cache/go, no toolchain download) into .cache/go/bench when its sources are newer
+    than the binary."""
+    binary = FRANZ_BIN.with_name(program)
     sources = [*GO_SRC.rglob("*.go"), GO_SRC / "go.mod", GO_SRC / "go.sum"]
-    if FRANZ_BIN.exists() and FRANZ_BIN.stat().st_mtime >= max(
+    if binary.exists() and binary.stat().st_mtime >= max(
             s.stat().st_mtime for s in sources):
-        return FRANZ_BIN
+        return binary
     if shutil.which("go") is None:
         raise RuntimeError("franz: needs Go (go 1.26+) to build bench/go")
-    note(f"building {shown_path(str(FRANZ_BIN))} from bench/go ...")
+    note(f"building {shown_path(str(binary))} from bench/go ...")
     env = {**os.environ, "GOMODCACHE": str(GO_OUT / "mod"), "GOCACHE": str(GO_OUT / "build"),
            "GOTOOLCHAIN": "local", "GOFLAGS": "-modcacherw"}
-    built = subprocess.run(["go", "build", "-trimpath", "-o", str(FRANZ_BIN),
-                            "./cmd/franzbench"], cwd=GO_SRC, env=env, capture_output=True,
+    built = subprocess.run(["go", "build", "-trimpath", "-o", str(binary),
+                            f"./cmd/{program}"], cwd=GO_SRC, env=env, capture_output=True,
                            text=True, timeout=600)
     if built.returncode != 0:
         raise RuntimeError(f"franz: go build failed:\n{built.stderr[-2000:]}")
-    return FRANZ_BIN
+    return binary
 
 
 def run_franz(bootstrap: str, topic: str, partitions: int, args: argparse.Namespace,
@@ -308,11 +311,13 @@ def latency_run(client: str, cluster: Any, topic: str, partitions: int,
 
 
 def make_topic(cluster: Any, name: str, partitions: int) -> float:
-    """Topic of RF 3, min.insync.replicas=2; waits for every replica in the ISR and a
-    leader in Metadata for every partition. Returns the seconds it took."""
+    """Topic of the system's replication factor (RF 3, min.insync.replicas=2 on a
+    cluster; RF 1 on ``SingleNode``); waits for every replica in the ISR and a leader in
+    Metadata for every partition. Returns the seconds it took."""
     t0 = time.monotonic()
-    cb.create_topic(cluster.bootstrap, name, partitions, SIZE,
-                    {"min.insync.replicas": str(MIN_ISR)})
+    rf = cluster.replication_factor
+    cb.create_topic(cluster.bootstrap, name, partitions, rf,
+                    {"min.insync.replicas": str(MIN_ISR)} if rf > 1 else {})
     timeout = cb.START_TIMEOUT_S + partitions * 0.1  # 3,000 partitions on 2 busy cores
     cluster.wait_for(lambda: cluster.full_isr(name, partitions), timeout,
                      f"every replica of {name} in sync")
@@ -343,9 +348,10 @@ def log_problems(cluster: Any) -> dict[str, Any]:
 
 def on_cluster(kind: str, zk: ZooKeeperServer, tmp_root: str,
                loads: Callable[[Any, list[dict[str, Any]]], None]) -> dict[str, Any]:
-    """A fresh cluster of ``kind`` (default config), ``loads(cluster, rows)``, then the
-    cluster stopped, its logs scanned and removed."""
-    cluster = cb.new_cluster(kind, zk, tmp_root, {})
+    """A fresh cluster of ``kind`` (default config; ``SINGLE``: one broker),
+    ``loads(cluster, rows)``, then the cluster stopped, its logs scanned and removed."""
+    cluster = (cb.SingleNode(tmp_root) if kind == SINGLE
+               else cb.new_cluster(kind, zk, tmp_root, {}))
     rows: list[dict[str, Any]] = []
     try:
         t0 = time.monotonic()
