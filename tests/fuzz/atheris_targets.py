@@ -33,8 +33,8 @@ What a broker reads from other brokers:
 
 - ``fetch_response``: ``client.codec.decode_response`` on a Fetch answer body of the
   versions the replica fetcher speaks (4-12; first byte picks), seeded with answers
-  kio encodes around the recorded batches; what decodes must hold records as bytes or
-  null; refusals KafkaClientError.
+  kio encodes around the recorded batches; what decodes must hold records as bytes (a
+  view of the frame from the hand decoder) or null; refusals KafkaClientError.
 - ``follower_batches``: a follower's append of a leader's ``records``
   (``Log.append(assign_offsets=False)``, as ``ReplicaManager.follower_append`` calls
   it, on one log in /dev/shm emptied after each input; first byte: make the CRCs
@@ -258,7 +258,8 @@ def fuzz_fetch_response(data: bytes) -> None:
     connection reads it (size prefix removed; ``check_response_size`` lets no body under
     4 bytes through). The correlation id is taken from the body, as if it matched: the
     decoder is what is fuzzed, not the mismatch check. Whatever decodes must be what the
-    fetcher reads: records as bytes (or null) for ``follower_append``."""
+    fetcher reads: records as bytes or a view of the frame (or null) for
+    ``follower_append``."""
     if len(data) < 5:
         return
     version = FETCH_VERSIONS[data[0] % len(FETCH_VERSIONS)]
@@ -274,7 +275,8 @@ def fuzz_fetch_response(data: bytes) -> None:
         for topic in answer.responses:
             assert isinstance(topic.topic, str)
             for p in topic.partitions:
-                assert p.records is None or isinstance(p.records, bytes), type(p.records)
+                assert p.records is None or isinstance(p.records, (bytes, memoryview)), \
+                    type(p.records)
 
 
 FOLLOWER_LOG: list[Log] = []

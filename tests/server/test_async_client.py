@@ -424,8 +424,16 @@ async def claim_a_huge_answer(reader: asyncio.StreamReader, w: asyncio.StreamWri
     await reader.read()
 
 
+async def cut_off_a_large_answer(reader: asyncio.StreamReader, w: asyncio.StreamWriter
+                                 ) -> None:
+    _, _, correlation = await read_request(reader)
+    w.write(struct.pack(">ii", 100_000, correlation) + b"\0" * 50_000)  # half, then gone
+    await w.drain()
+
+
 @pytest.mark.parametrize(("peer", "error"), [
     (hang_up_mid_request, "closed the connection"),
+    (cut_off_a_large_answer, "closed the connection"),
     (answer_garbage, "does not decode as MetadataResponse v12"),
     (answer_another_request, r"answered request \d+, not \d+"),
     (claim_a_huge_answer, "sent a response of 2147483647 bytes"),
@@ -443,6 +451,44 @@ def test_a_broken_peer_fails_every_waiting_request_naming_the_address(peer, erro
         assert conn.closed
 
     run(with_fake_broker(peer, test))
+
+
+def test_a_large_answer_is_a_view_whose_buffer_serves_again_only_once_let_go():
+    # A follower's Fetch answers (hundreds of KB) arrive in a buffer of their own and
+    # reach its log as views of it, uncopied; that buffer takes a later answer once
+    # nothing views the earlier one - never while the caller still holds it.
+    size = 200_000
+
+    async def answer_large(reader: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        while True:
+            _, _, correlation = await read_request(reader)
+            w.write(struct.pack(">ii", 4 + size, correlation) + bytes([correlation]) * size)
+
+    def encode(correlation: int) -> bytes:  # a request head only: all the fake reads
+        return struct.pack(">ihhi", 8, METADATA, 12, correlation)
+
+    def decode(payload: bytes | memoryview, correlation: int) -> memoryview:
+        assert isinstance(payload, memoryview)  # not copied out of its buffer
+        assert struct.unpack_from(">i", payload)[0] == correlation
+        return payload[4:]
+
+    async def test(conn: AsyncBrokerConnection) -> None:
+        async def call() -> memoryview:
+            return await conn.call_encoded(METADATA, 12, encode, decode)
+
+        first = await call()
+        second = await call()
+        kept, spare = first.obj, second.obj
+        assert spare is not kept  # the first answer is still viewed: its buffer too
+        del second
+        third = await call()
+        assert third.obj is spare  # let go, so used again
+        assert bytes(first) == bytes([first_id := 2]) * size, first_id  # intact
+        del first, third
+        fourth = await call()
+        assert fourth.obj in (kept, spare)
+
+    run(with_fake_broker(answer_large, test))
 
 
 def test_no_more_than_max_in_flight_requests_are_sent_before_answers():

@@ -10,6 +10,13 @@ requests from several tasks are pipelined on one connection, their answers match
 order by one reader task the connection owns, and every wait is a cancellable await
 bounded by a timeout.
 
+Answers are received the way the broker receives requests: the kernel writes them
+straight into a ``protocol.framing.FrameDecoder``'s buffers (an asyncio
+``BufferedProtocol``), and a large answer (a follower's Fetch) comes out as a view of
+its own buffer, which the follower's decoder slices and its log writes without a copy.
+Before, asyncio's StreamReader copied every replicated byte three times (into its
+buffer, out as the frame, out again as the records).
+
 It owns its socket and its reader task and nothing else: no reconnection, no metadata,
 no retries (the fetcher above it knows which errors are worth another try).
 """
@@ -17,7 +24,6 @@ no retries (the fetcher above it knows which errors are worth another try).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import socket
 import ssl
@@ -32,10 +38,10 @@ from odradek.client.codec import (
     API_VERSIONS,
     FETCH,
     LIST_OFFSETS,
+    MAX_RESPONSE_BYTES,
     METADATA,
     OFFSET_FOR_LEADER_EPOCH,
     PRODUCE,
-    SIZE,
     WRITE_TXN_MARKERS,
     KafkaClientError,
     api_name,
@@ -46,6 +52,7 @@ from odradek.client.codec import (
     served_versions,
 )
 from odradek.client.secure import SaslLogin
+from odradek.protocol.framing import BufferPool, FrameDecoder, FrameError
 from odradek.protocol.messages import build
 from odradek.protocol.reader import DecodeError
 
@@ -71,18 +78,17 @@ DEFAULT_VERSIONS: dict[int, tuple[int, int]] = {
 # the request bytes a runaway caller can queue in this process, which is why writes are
 # not awaited (drained) one by one.
 MAX_IN_FLIGHT = 16
-# asyncio's StreamReader stops reading the socket past twice this many unread bytes. Its
-# default (64 KiB) would pause and resume reading hundreds of times during one follower
-# Fetch answer of tens of MB; the reader task takes each frame as soon as it is whole,
-# so this only bounds what piles up between two of its reads.
-READ_LIMIT = 4 * 1024 * 1024
+# Large answers' buffers kept for the next ones, per connection (a follower's Fetch
+# answers are up to replica.fetch.response.max.bytes, usually far less).
+POOLED_BYTES = 4 * 1024 * 1024
 
 
 # A request encoded by hand: the frame for a correlation id (size prefix included).
 Encode = Callable[[int], bytes | memoryview]
-# Its answer decoded by hand: the frame without its size prefix, and the correlation id
-# it must answer; DecodeError when it does not decode.
-Decode = Callable[[bytes, int], Any]
+# Its answer decoded by hand: the frame without its size prefix (bytes, or a view of a
+# buffer of its own for a large one: views of it stay valid), and the correlation id it
+# must answer; DecodeError when it does not decode.
+Decode = Callable[[bytes | memoryview, int], Any]
 
 
 @dataclasses.dataclass(slots=True)
@@ -94,6 +100,70 @@ class _InFlight:
     decode: Decode | None = None  # None: kio's reader (client/codec.decode_response)
 
 
+class _Receiver(asyncio.BufferedProtocol):
+    """The socket's receiving side: bytes go straight into ``decoder``; ``frame()``
+    waits for the next whole answer. Frames whose answers have been handed out are kept
+    in ``spent`` until nothing views them (the caller is done with the records sliced
+    from them), and their buffers then go back to the decoder's pool, before the next
+    answer needs one."""
+
+    def __init__(self, decoder: FrameDecoder) -> None:
+        self.decoder = decoder
+        self.spent: list[bytearray] = []
+        self.ended = False  # no more bytes come
+        self.lost: Exception | None = None  # the error that ended it, if one did
+        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiter: asyncio.Future[None] | None = None
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self.spent:
+            self._recycle()
+        return self.decoder.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.decoder.buffer_updated(nbytes)
+        if self.decoder.queued or self.decoder.error is not None:
+            self._wake()
+
+    def eof_received(self) -> bool:
+        self.ended = True
+        self._wake()
+        return False  # the transport closes itself
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.ended:
+            self.ended, self.lost = True, exc
+        self._wake()
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+    def _wake(self) -> None:
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def frame(self) -> bytes | memoryview | None:
+        """The next answer frame (FrameError if the peer broke the framing); None once
+        the connection has ended with none left."""
+        while True:
+            frame = self.decoder.next_frame()
+            if frame is not None or self.ended:
+                return frame
+            self._waiter = asyncio.get_running_loop().create_future()
+            await self._waiter
+
+    def done_with(self, frame: bytes | memoryview) -> None:
+        """``frame``'s answer is handed out: its buffer is reused once nothing views it."""
+        if isinstance(frame, memoryview) and isinstance(frame.obj, bytearray):
+            self.spent.append(frame.obj)
+            if len(self.spent) > 4:  # still viewed long after: let it go
+                del self.spent[0]
+
+    def _recycle(self) -> None:
+        give = self.decoder.pool.give
+        self.spent = [buf for buf in self.spent if not give(buf)]
+
+
 class AsyncBrokerConnection:
     """One asyncio connection to one broker, its API versions known.
 
@@ -101,7 +171,7 @@ class AsyncBrokerConnection:
     conn.close()``. Once closed (by the caller, a timeout, or a failure) it stays closed
     and every request fails with the reason: make a new one."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *,
+    def __init__(self, receiver: _Receiver, transport: asyncio.Transport, *,
                  address: str, client_id: str, timeout_s: float,
                  spoken: Mapping[int, tuple[int, int]]) -> None:
         self.address = address
@@ -110,8 +180,8 @@ class AsyncBrokerConnection:
         self.spoken = dict(spoken)  # api key -> (min, max) the caller can speak
         self.served: dict[int, tuple[int, int]] = {}  # ... and the broker serves
         self.versions: dict[int, int] = {}  # the negotiated version of each
-        self._reader = reader
-        self._writer = writer
+        self._receiver = receiver
+        self._transport = transport
         self._in_flight: deque[_InFlight] = deque()  # in the order sent = answered
         self._slots = asyncio.Semaphore(MAX_IN_FLIGHT)  # one per _in_flight entry
         self._correlation = 0
@@ -129,22 +199,24 @@ class AsyncBrokerConnection:
         speak, DEFAULT_VERSIONS if not given. Connecting, the TLS handshake, negotiating
         and logging in are each bounded by ``timeout_s``."""
         address = f"{host}:{port}"
+        receiver = _Receiver(FrameDecoder(MAX_RESPONSE_BYTES, BufferPool(POOLED_BYTES)))
         try:
             async with asyncio.timeout(timeout_s):
-                reader, writer = await asyncio.open_connection(host, port, limit=READ_LIMIT,
-                                                               ssl=tls)
+                transport, _ = await asyncio.get_running_loop().create_connection(
+                    lambda: receiver, host, port, ssl=tls)
         except TimeoutError:  # before OSError: it is one
             raise KafkaClientError(f"cannot connect to {address}: no answer within "
                                    f"{timeout_s:g}s") from None
         except (OSError, ssl.SSLError) as exc:
             raise KafkaClientError(f"cannot connect to {address}: {exc}") from None
-        sock = writer.get_extra_info("socket")
+        assert isinstance(transport, asyncio.Transport)
+        sock = transport.get_extra_info("socket")
         if sock is not None:  # requests are small and answered one by one: no Nagle delay
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         spoken = dict(DEFAULT_VERSIONS if versions is None else versions)
         if sasl is not None:
             spoken.update(secure.SPOKEN)
-        conn = cls(reader, writer, address=address, client_id=client_id,
+        conn = cls(receiver, transport, address=address, client_id=client_id,
                    timeout_s=timeout_s, spoken=spoken)
         try:
             # v0: every broker answers it, and its answer lists all the versions needed.
@@ -255,23 +327,32 @@ class AsyncBrokerConnection:
         entry = _InFlight(correlation, api_key, version,
                           asyncio.get_running_loop().create_future(), decode)
         self._in_flight.append(entry)
-        self._writer.write(frame)
+        self._transport.write(frame)
         return entry
 
     async def _read_responses(self) -> None:
         """The reader task: answers arrive in request order (Kafka answers a connection's
         requests one at a time), each for the oldest request not yet answered."""
+        receiver = self._receiver
         try:
             while True:
-                size = SIZE.unpack(await self._reader.readexactly(4))[0]
-                check_response_size(size, self.address)  # before allocating that much
-                payload = await self._reader.readexactly(size)  # one bytes: kio needs it
+                try:
+                    payload = await receiver.frame()
+                except FrameError as exc:  # checked before anything of it is received
+                    check_response_size(-1 if exc.size is None else exc.size, self.address)
+                    raise
+                if payload is None:
+                    lost = receiver.lost
+                    raise KafkaClientError(
+                        f"{self.address} closed the connection" if lost is None
+                        else f"connection to {self.address} failed: {lost}")
+                check_response_size(len(payload), self.address)
                 if not self._in_flight:
                     raise KafkaClientError(f"{self.address} sent an answer to no request")
                 entry = self._in_flight[0]
                 # Decoded while still queued: if it fails, _fail fails this request too.
-                if entry.decode is None:
-                    answer = decode_response(payload, entry.api_key, entry.version,
+                if entry.decode is None:  # kio's reader needs bytes
+                    answer = decode_response(bytes(payload), entry.api_key, entry.version,
                                              entry.correlation_id, self.address)
                 else:
                     try:
@@ -280,13 +361,16 @@ class AsyncBrokerConnection:
                         raise KafkaClientError(
                             f"{self.address} sent a response that does not decode as "
                             f"{api_name(entry.api_key)} v{entry.version}: {exc}") from None
+                receiver.done_with(payload)
                 del payload  # a Fetch answer can be tens of MB: not kept until the next
                 self._in_flight.popleft()
                 self._slots.release()
                 if not entry.answer.done():  # done: its caller gave up (cancelled)
                     entry.answer.set_result(answer)
-        except asyncio.IncompleteReadError:
-            self._fail(f"{self.address} closed the connection")
+                # Not held while the next answer comes: it may view this one's buffer.
+                del entry, answer
+        except FrameError as exc:
+            self._fail(f"{self.address} broke the framing: {exc}")
         except KafkaClientError as exc:
             self._fail(str(exc))
         except OSError as exc:
@@ -301,7 +385,7 @@ class AsyncBrokerConnection:
         if self._failure is not None:
             return
         self._failure = error
-        self._writer.transport.abort()  # not close(): it would wait to send what is queued
+        self._transport.abort()  # not close(): it would wait to send what is queued
         while self._in_flight:
             entry = self._in_flight.popleft()
             if not entry.answer.done():
@@ -318,8 +402,7 @@ class AsyncBrokerConnection:
             # wait(), not await: the reader's cancellation is not ours to raise, while a
             # cancellation of the caller still is.
             await asyncio.wait([self._reader_task])
-        with contextlib.suppress(OSError):  # the reason is recorded already
-            await self._writer.wait_closed()
+        await asyncio.wait([self._receiver.closed])  # the transport's end
 
     async def close(self) -> None:
         """Close the connection and wait for its reader task to end (idempotent).

@@ -49,23 +49,31 @@ class BufferPool:
         self._bytes -= len(buf)
         return buf
 
-    def give(self, buf: bytearray) -> None:
+    def give(self, buf: bytearray) -> bool:
+        """Keep ``buf`` for reuse, unless the pool is full (then it is let go). False:
+        something still views it, so it was not taken (give it again later)."""
         if self._bytes + len(buf) > self.max_bytes or not buf:
-            return
+            return True
         try:
             del buf[-1:]  # refused (BufferError) while any view of it is alive
         except BufferError:
-            return
+            return False
         buf.append(0)  # back to its size, in the same allocation
         self._free.append(buf)
         self._bytes += len(buf)
+        return True
 
 
 POOL = BufferPool()  # the default: for decoders used from one thread (a broker has its own)
 
 
 class FrameError(Exception):
-    """The peer broke the framing; the only answer is to close the connection."""
+    """The peer broke the framing; the only answer is to close the connection.
+    ``size``: the frame size it claimed, when that was the fault."""
+
+    def __init__(self, message: str, size: int | None = None) -> None:
+        super().__init__(message)
+        self.size = size
 
 
 class FrameDecoder:
@@ -203,12 +211,12 @@ class FrameDecoder:
         while end - start >= 4:
             (size,) = SIZE.unpack_from(view, start)
             if size < 0:
-                self.error = FrameError(f"negative frame size {size}")
+                self.error = FrameError(f"negative frame size {size}", size)
                 break
             if size > self.max_frame_bytes:
                 self.error = FrameError(
                     f"frame of {size} bytes exceeds socket.request.max.bytes "
-                    f"({self.max_frame_bytes})"
+                    f"({self.max_frame_bytes})", size
                 )
                 break
             body = start + 4

@@ -48,7 +48,7 @@ class FetchedPartition(NamedTuple):
     high_watermark: int
     last_stable_offset: int
     log_start_offset: int
-    records: bytes | None
+    records: bytes | memoryview | None  # a view of the answer frame
 
 
 class FetchedTopic(NamedTuple):
@@ -111,10 +111,11 @@ def _error(code: int, r: Reader) -> ErrorCode:
     return found
 
 
-def decode_fetch_response(payload: bytes, correlation_id: int) -> FetchAnswer:
+def decode_fetch_response(payload: bytes | memoryview, correlation_id: int) -> FetchAnswer:
     """A Fetch v12 response frame without its size prefix (response header v1, body),
     answering request ``correlation_id``; FetchResponseError if it is not one."""
-    r = Reader(memoryview(payload), 0, FetchResponseError)
+    r = Reader(payload if isinstance(payload, memoryview) else memoryview(payload), 0,
+               FetchResponseError)
     got = r.int32()
     if got != correlation_id:
         raise r.error(f"an answer to request {got}, not {correlation_id}")
@@ -135,7 +136,8 @@ def decode_fetch_response(payload: bytes, correlation_id: int) -> FetchAnswer:
                     r.skip_tagged_fields()
             r.int32()  # preferred read replica: none between brokers
             length = r.uvarint() - 1
-            records = None if length < 0 else bytes(r.view(length))
+            # A view of the frame: the follower writes it to its log without a copy.
+            records = None if length < 0 else r.view(length)
             r.skip_tagged_fields()
             partitions.append(FetchedPartition(index, error, hw, lso, start, records))
         r.skip_tagged_fields()

@@ -269,8 +269,8 @@ class Partition:
 
     # --- the follower's side ---------------------------------------------------------------
 
-    def append_as_follower(self, fetch_offset: int, records: bytes | None, leader_hw: int,
-                           leader_start: int) -> None:
+    def append_as_follower(self, fetch_offset: int, records: bytes | memoryview | None,
+                           leader_hw: int, leader_start: int) -> None:
         """A fetch answer's data: append as the leader wrote it, take the leader's high
         watermark (capped at our end) and log start. Nothing if the log was truncated
         since the fetch was sent (the answer no longer continues it)."""
