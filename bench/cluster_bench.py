@@ -121,6 +121,7 @@ from _common import (
     note,
     proc_cpu_s,
     proc_peak_rss_mib,
+    proc_sys_s,
     self_cpu_s,
     shown_path,
 )
@@ -579,9 +580,14 @@ def zookeeper_version(zk: ZooKeeperServer) -> str | None:
 
 
 def produce_load(bootstrap: str, topic: str, partitions: int, n: int, value_bytes: int,
-                 acks: str | int, cpu: Callable[[], dict[int, float]]) -> dict[str, Any]:
+                 acks: str | int, cpu: Callable[[], dict[int, float]],
+                 pids: Callable[[], dict[int, int]] | None = None) -> dict[str, Any]:
     """broker_bench.produce's load, to ``partitions`` partitions (record i to i mod P),
-    with ``acks``; ``cpu()`` gives each broker's CPU seconds so far."""
+    with ``acks``; ``cpu()`` gives each broker's CPU seconds so far; with ``pids()`` (the
+    brokers' processes) the part of it in the kernel is reported too."""
+    def kernel() -> float:
+        return sum(proc_sys_s(pid) for pid in pids().values()) if pids is not None else 0.0
+
     errors: list[str] = []
     producer = Producer({"error_cb": lambda err: errors.append(str(err)),
                          "bootstrap.servers": bootstrap, **LOAD_PRODUCER, "acks": acks})
@@ -598,7 +604,7 @@ def produce_load(bootstrap: str, topic: str, partitions: int, n: int, value_byte
     if producer.flush(STALL_TIMEOUT_S):
         raise RuntimeError(f"warm-up: records still queued after {STALL_TIMEOUT_S:.0f} s")
     warmup_s = time.perf_counter() - t_warm
-    cpu0, self0 = cpu(), self_cpu_s()
+    cpu0, self0, sys0 = cpu(), self_cpu_s(), kernel()
     t0 = time.perf_counter()
     for p in islice(cycle(range(partitions)), n):
         try:
@@ -608,7 +614,7 @@ def produce_load(bootstrap: str, topic: str, partitions: int, n: int, value_byte
             produce_one(topic, value, partition=p)
     remaining = producer.flush(STALL_TIMEOUT_S * 5)
     t1 = time.perf_counter()
-    cpu1, self1 = cpu(), self_cpu_s()
+    cpu1, self1, sys1 = cpu(), self_cpu_s(), kernel()
     if remaining or errors:
         raise RuntimeError(f"produce: {remaining:,} of {n:,} records still queued after "
                            f"flush; client errors: {errors[:5]}")
@@ -628,6 +634,9 @@ def produce_load(bootstrap: str, topic: str, partitions: int, n: int, value_byte
         "broker_cpu_s_per_m": round(broker_cpu / m, 3),
         "broker_cpu_s_per_m_by_broker": {str(b): round(c / m, 3) for b, c in by_broker.items()},
         "broker_cpu_util": round(broker_cpu / seconds, 3),
+        **({"broker_kernel_s_per_m": round((sys1 - sys0) / m, 3),
+            "broker_user_s_per_m": round((broker_cpu - (sys1 - sys0)) / m, 3)}
+           if pids is not None else {}),
         "client_cpu_s_per_m": round((self1 - self0) / m, 3),
         "end_offsets": ends,
         "warmup_s": round(warmup_s, 3),
@@ -644,7 +653,7 @@ def throughput_cluster(kind: str, zk: ZooKeeperServer, partitions: int,
         cluster.create_topic(topic, partitions)
         leaders = [cluster.state(topic, p)[0]["leader"] for p in range(partitions)]  # type: ignore[index]
         out = produce_load(cluster.bootstrap, topic, partitions, args.records,
-                           args.value_bytes, "all", cluster.cpu_by_node)
+                           args.value_bytes, "all", cluster.cpu_by_node, cluster.broker_pids)
         out["leaders"] = leaders
         out["controller"] = cluster.controller()
         out["isr_after"] = [sorted(cluster.state(topic, p)[0]["isr"])  # type: ignore[index]
@@ -667,7 +676,7 @@ def throughput_single(partitions: int, args: argparse.Namespace,
     try:
         create_topic(broker.bootstrap, topic, partitions, 1)
         out = produce_load(broker.bootstrap, topic, partitions, args.records, args.value_bytes,
-                           1, lambda: {0: broker.cpu_s()})
+                           1, lambda: {0: broker.cpu_s()}, lambda: {0: broker.pid})
         out.pop("broker_cpu_s_per_m_by_broker")
         out["peak_rss_mib"] = round(broker.peak_rss_mib(), 1)
     finally:
@@ -743,6 +752,9 @@ def run_throughput(zk: ZooKeeperServer, args: argparse.Namespace, settings: dict
                 "records_s": statistics.median(r["records_s"] for r in ok),
                 "records_s_all": [r["records_s"] for r in ok],
                 "broker_cpu_s_per_m": statistics.median(r["broker_cpu_s_per_m"] for r in ok),
+                **({key: statistics.median(r[key] for r in ok)
+                    for key in ("broker_user_s_per_m", "broker_kernel_s_per_m")
+                    if all(key in r for r in ok)}),
                 "client_cpu_s_per_m": statistics.median(r["client_cpu_s_per_m"] for r in ok),
                 "broker_cpu_util": statistics.median(r["broker_cpu_util"] for r in ok),
                 "peak_rss_mib": statistics.median(r["peak_rss_mib"] for r in ok),
@@ -758,6 +770,8 @@ def run_throughput(zk: ZooKeeperServer, args: argparse.Namespace, settings: dict
             if other not in row:
                 continue
             for name, key in (("throughput", "records_s"), ("cpu_per_m", "broker_cpu_s_per_m"),
+                              ("user_cpu_per_m", "broker_user_s_per_m"),
+                              ("kernel_cpu_per_m", "broker_kernel_s_per_m"),
                               ("peak_rss", "peak_rss_mib")):
                 xs = round_ratios(runs, CLUSTER, other, key, partitions=partitions)
                 row[f"ratio_{name}{suffix}"] = _median(xs)
@@ -823,6 +837,14 @@ def throughput_markdown(part: dict[str, Any], p: dict[str, Any]) -> list[str]:
                 lines.append(f"- {row['partitions']} partition(s), {LABELS[kind]}: records/s "
                              "per round " + ", ".join(f"{x:,}" for x in r["records_s_all"])
                              + f"; brokers busy {r['broker_cpu_util']:.2f} CPUs"
+                             + (f"; broker CPU s per M in user space "
+                                f"{r['broker_user_s_per_m']:.2f}, in the kernel "
+                                f"{r['broker_kernel_s_per_m']:.2f}"
+                                if "broker_user_s_per_m" in r else "")
+                             + (f" (cluster/single: user {row['ratio_user_cpu_per_m']:.2f}, "
+                                f"kernel {row['ratio_kernel_cpu_per_m']:.2f})"
+                                if kind == CLUSTER and row.get("ratio_user_cpu_per_m")
+                                and row.get("ratio_kernel_cpu_per_m") else "")
                              + (f"; {r['failed_runs']} run(s) failed" if r["failed_runs"]
                                 else ""))
     if KAFKA_CLUSTER in shown:
@@ -1840,6 +1862,43 @@ def _cleaning_up() -> None:
 def check_interrupted() -> None:
     if _INTERRUPTED:
         raise KeyboardInterrupt(f"signal {_INTERRUPTED[0]}")
+
+
+def tear_down(zk: ZooKeeperServer | None, tmp_root: str) -> None:
+    """A benchmark's end, whatever happened: every process it started stopped (brokers
+    first: their controlled shutdown needs ZooKeeper), then ZooKeeper, and ``tmp_root``
+    removed; a signal meanwhile no longer interrupts."""
+    _cleaning_up()
+    if zk is not None:
+        _LIVE.pop(zk.pid or -1, None)
+    _stop_leftovers()
+    if zk is not None:
+        zk.stop()
+    _stop_resource_tracker()
+    shutil.rmtree(tmp_root, ignore_errors=True)
+
+
+def receive_all(pipes: list[Connection], procs: list[Any], deadline: float, what: str,
+                who: str) -> list[dict[str, Any]]:
+    """One message from each of a load's worker processes (``who``: what they are, for
+    errors): a message with an "error", a worker that died, the deadline and Ctrl-C
+    fail the run."""
+    got: dict[int, dict[str, Any]] = {}
+    while len(got) < len(pipes):
+        check_interrupted()
+        for i, (pipe, proc) in enumerate(zip(pipes, procs, strict=True)):
+            if i in got:
+                continue
+            if pipe.poll(0.02):
+                msg = pipe.recv()
+                if "error" in msg:
+                    raise RuntimeError(f"{who} {i}: {msg['error']}")
+                got[i] = msg
+            elif not proc.is_alive():
+                raise RuntimeError(f"{who} {i} exited with {proc.exitcode} ({what})")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{who}s: {len(pipes) - len(got)} without {what} in time")
+    return [got[i] for i in range(len(pipes))]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -45,7 +45,6 @@ import datetime
 import multiprocessing as mp
 import os
 import resource
-import shutil
 import signal
 import socket
 import statistics
@@ -103,27 +102,6 @@ def sender_main(conn: Connection, go: Any, port: int, topic: str, partition: int
         conn.send({"error": f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-1500:]}"})
 
 
-def _receive(pipes: list[Connection], procs: list[Any], deadline: float,
-             what: str) -> list[dict[str, Any]]:
-    """One message from each sender, checking for errors, dead senders, the deadline and
-    Ctrl-C."""
-    got: dict[int, dict[str, Any]] = {}
-    while len(got) < len(pipes):
-        check_interrupted()
-        for i, (pipe, proc) in enumerate(zip(pipes, procs, strict=True)):
-            if i in got:
-                continue
-            if pipe.poll(0.02):
-                msg = pipe.recv()
-                if "error" in msg:
-                    raise RuntimeError(f"raw sender {i}: {msg['error']}")
-                got[i] = msg
-            elif not proc.is_alive():
-                raise RuntimeError(f"raw sender {i} exited with {proc.exitcode} ({what})")
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"raw senders: {len(pipes) - len(got)} not done with {what} "
-                               "in time")
-    return [got[i] for i in range(len(pipes))]
 
 
 def raw_load(cluster: cb.Cluster, topic: str, partitions: int, leaders: list[int],
@@ -146,12 +124,13 @@ def raw_load(cluster: cb.Cluster, topic: str, partitions: int, leaders: list[int
             cb._LIVE[proc.pid] = proc.kill
             pipes.append(parent)
             procs.append(proc)
-        _receive(pipes, procs, time.monotonic() + SENDER_READY_TIMEOUT_S, "the warm-up")
+        cb.receive_all(pipes, procs, time.monotonic() + SENDER_READY_TIMEOUT_S, "the warm-up",
+                       "raw sender")
         cpu0 = cluster.cpu_by_node()
         t0 = time.monotonic()
         go.set()
-        done = _receive(pipes, procs, t0 + 60 + args.raw_records / SENDER_MIN_RATE,
-                        "the timed records")
+        done = cb.receive_all(pipes, procs, t0 + 60 + args.raw_records / SENDER_MIN_RATE,
+                              "the timed records", "raw sender")
         t1 = max(d["end"] for d in done)
         cpu1 = cluster.cpu_by_node()
     finally:
@@ -425,14 +404,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     results["runs"].append({**r, "system": system, "round": i + 1})
                 results["clusters"].append({**got, "system": system, "round": i + 1})
     finally:
-        cb._cleaning_up()
-        if zk is not None:
-            cb._LIVE.pop(zk.pid or -1, None)
-        cb._stop_leftovers()  # brokers first: their controlled shutdown needs ZooKeeper
-        if zk is not None:
-            zk.stop()
-        cb._stop_resource_tracker()
-        shutil.rmtree(tmp_root, ignore_errors=True)
+        cb.tear_down(zk, tmp_root)
     results["summary"] = summarize(results["runs"], args, args.loads)
     results["brokers_killed_after_ignoring_sigterm"] = cb.HUNG
     return finish(results, markdown(results), args.out)

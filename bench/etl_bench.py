@@ -57,7 +57,6 @@ import contextlib
 import datetime
 import json
 import os
-import shutil
 import signal
 import statistics
 import subprocess
@@ -554,14 +553,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 results["clusters"].append({**got, "system": kind, "round": i + 1,
                                             "system_s": round(time.monotonic() - t0, 1)})
     finally:
-        cb._cleaning_up()
-        if zk is not None:
-            cb._LIVE.pop(zk.pid or -1, None)
-        cb._stop_leftovers()  # brokers first: their controlled shutdown needs ZooKeeper
-        if zk is not None:
-            zk.stop()
-        cb._stop_resource_tracker()
-        shutil.rmtree(tmp_root, ignore_errors=True)
+        cb.tear_down(zk, tmp_root)
     results["summary"] = summarize(results["runs"], systems, args)
     results["brokers_killed_after_ignoring_sigterm"] = cb.HUNG
     return finish(results, markdown(results), args.out)

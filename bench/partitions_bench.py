@@ -642,14 +642,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     results["runs"].append({**r, "system": kind, "round": i + 1})
                 results["clusters"].append({**got, "system": kind, "round": i + 1})
     finally:
-        cb._cleaning_up()
-        if zk is not None:
-            cb._LIVE.pop(zk.pid or -1, None)
-        cb._stop_leftovers()  # brokers first: their controlled shutdown needs ZooKeeper
-        if zk is not None:
-            zk.stop()
-        cb._stop_resource_tracker()
-        shutil.rmtree(tmp_root, ignore_errors=True)
+        cb.tear_down(zk, tmp_root)
     summarize = summarize_latency if args.load == "latency" else summarize_throughput
     results["summary"] = summarize(results["runs"], args, systems)
     results["brokers_killed_after_ignoring_sigterm"] = cb.HUNG

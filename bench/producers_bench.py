@@ -62,7 +62,6 @@ import contextlib
 import datetime
 import multiprocessing as mp
 import os
-import shutil
 import signal
 import statistics
 import struct
@@ -293,26 +292,6 @@ def worker_main(conn: Connection, targets: list[tuple[int, str, int, int]], topi
                                 f"{traceback.format_exc()[-1500:]}"})
 
 
-def _receive(pipes: list[Connection], procs: list[Any], deadline: float,
-             what: str) -> list[dict[str, Any]]:
-    """One message from each worker: errors, dead workers, the deadline, Ctrl-C checked."""
-    got: dict[int, dict[str, Any]] = {}
-    while len(got) < len(pipes):
-        check_interrupted()
-        for i, (pipe, proc) in enumerate(zip(pipes, procs, strict=True)):
-            if i in got:
-                continue
-            if pipe.poll(0.02):
-                msg = pipe.recv()
-                if "error" in msg:
-                    raise RuntimeError(f"client worker {i}: {msg['error']}")
-                got[i] = msg
-            elif not proc.is_alive():
-                raise RuntimeError(f"client worker {i} exited with {proc.exitcode} ({what})")
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"client workers: {len(pipes) - len(got)} without {what} "
-                               "in time")
-    return [got[i] for i in range(len(pipes))]
 
 
 def _wait_until(t_ns: int, procs: list[Any]) -> None:
@@ -365,7 +344,8 @@ def run_load(cluster: Any, partitions: int, acks: str, args: argparse.Namespace,
             cb._LIVE[proc.pid] = proc.kill
             pipes.append(parent)
             procs.append(proc)
-        _receive(pipes, procs, time.monotonic() + READY_TIMEOUT_S, "ready")
+        cb.receive_all(pipes, procs, time.monotonic() + READY_TIMEOUT_S, "ready",
+                       "client worker")
         if pinned and profiled is not None:
             first, rest = {min(all_cpus)}, all_cpus - {min(all_cpus)}
             for node, pid in cluster.broker_pids().items():
@@ -391,8 +371,8 @@ def run_load(cluster: Any, partitions: int, acks: str, args: argparse.Namespace,
         client1 = sum(proc_cpu_s(p.pid) for p in procs)
         for pipe in pipes:
             pipe.send({"window": (t0, t1)})
-        got = _receive(pipes, procs, time.monotonic() + REQUEST_TIMEOUT_S + TAIL_S + 10,
-                       "results")
+        got = cb.receive_all(pipes, procs, time.monotonic() + REQUEST_TIMEOUT_S + TAIL_S + 10,
+                             "results", "client worker")
         if spy is not None:
             try:
                 spy_out = spy.communicate(timeout=30)[0].decode(errors="replace")
@@ -694,14 +674,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 results["clusters"].append({**got, "system": kind, "round": i + 1})
                 results["profiles"] += [{**p, "round": i + 1} for p in profiles]
     finally:
-        cb._cleaning_up()
-        if zk is not None:
-            cb._LIVE.pop(zk.pid or -1, None)
-        cb._stop_leftovers()  # brokers first: their controlled shutdown needs ZooKeeper
-        if zk is not None:
-            zk.stop()
-        cb._stop_resource_tracker()
-        shutil.rmtree(tmp_root, ignore_errors=True)
+        cb.tear_down(zk, tmp_root)
     results["summary"] = summarize(results["runs"], args, systems)
     results["brokers_killed_after_ignoring_sigterm"] = cb.HUNG
     return finish(results, markdown(results), args.out)
