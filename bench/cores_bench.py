@@ -64,7 +64,7 @@ from _common import finish, note, shown_path
 from broker_bench import broker_machine_info, broker_machine_line
 from cluster_bench import check_interrupted
 from odradek.devcluster import ZooKeeperServer, host_racks
-from partitions_bench import log_problems
+from partitions_bench import log_problems, problem_lines
 from scale_bench import RAW_IN_FLIGHT, REQUEST_TIMEOUT_S, raw_produce_frames, send_raw_produce
 
 SYSTEMS = {"one": 1, "two": 2}  # system -> brokers on this host
@@ -320,17 +320,8 @@ def markdown(results: dict[str, Any]) -> str:
                              + f"; leaders {', '.join(str(x) for x in r['leaders'])}"
                              + (f"; {r['failed_runs']} run(s) failed" if r["failed_runs"]
                                 else ""))
-    for entry in results["clusters"]:
-        for node, prob in entry["log_problems"].items():
-            if prob["count"]:
-                lines.append(f"- round {entry['round']}, {entry['system']}, broker {node}: "
-                             f"{prob['count']} ERROR/traceback line(s) in its log, first: "
-                             f"`{prob['first'][0][:200]}`")
-    for r in results["runs"]:
-        if "failed" in r:
-            lines.append(f"- failed: round {r['round']}, {r['system']}, "
-                         f"{r.get('load', '-')}, {r.get('partitions', '-')} partitions: "
-                         f"{r['failed'][:300]}")
+    lines += problem_lines(results, str, lambda r: (
+        f"{r.get('load', '-')}, {r.get('partitions', '-')} partitions"))
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -76,7 +76,7 @@ from broker_bench import broker_machine_info, broker_machine_line, java_version
 from cluster_bench import CLUSTER, KAFKA_CLUSTER, MIN_ISR, SINGLE, SIZE, check_interrupted
 from odradek.devcluster import ZooKeeperServer, spawn, stop_process
 from odradek.devcluster.apache_kafka import KAFKA_VERSION, kafka_jars_present
-from partitions_bench import franz_binary, make_topic, on_cluster
+from partitions_bench import franz_binary, make_topic, on_cluster, problem_lines
 
 NAMES = {CLUSTER: "Odradek, 3 brokers", KAFKA_CLUSTER: f"Kafka {KAFKA_VERSION}, 3 nodes",
          SINGLE: "Odradek, 1 broker"}
@@ -464,12 +464,8 @@ def markdown(results: dict[str, Any]) -> str:
         if rebalanced:
             lines.append(f"- round {run['round']}, {NAMES[run['system']]}: assignments per "
                          f"stage {rebalanced} (a rebalance during the run)")
-    for entry in results["clusters"]:
-        for node, prob in entry["log_problems"].items():
-            if prob["count"]:
-                lines.append(f"- round {entry['round']}, {NAMES[entry['system']]} broker "
-                             f"{node}: {prob['count']} ERROR/traceback line(s) in its log, "
-                             f"first: `{prob['first'][0][:200]}`")
+    # Failed runs are listed above, with how far they got: here only the brokers' logs.
+    lines += problem_lines({**results, "runs": []}, NAMES.__getitem__, lambda r: "")
     return "\n".join(lines).rstrip() + "\n"
 
 

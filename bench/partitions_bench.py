@@ -346,6 +346,25 @@ def log_problems(cluster: Any) -> dict[str, Any]:
     return out
 
 
+def problem_lines(results: dict[str, Any], name: Callable[[str], str],
+                  describe: Callable[[dict[str, Any]], str]) -> list[str]:
+    """A report's closing lines: each broker log with ERROR lines or tracebacks
+    (``on_cluster``'s ``log_problems``), then each failed run (``describe(run)``: which
+    load it was); ``name(system)`` names a system."""
+    lines = []
+    for entry in results["clusters"]:
+        for node, prob in entry["log_problems"].items():
+            if prob["count"]:
+                lines.append(f"- round {entry['round']}, {name(entry['system'])} broker "
+                             f"{node}: {prob['count']} ERROR/traceback line(s) in its log, "
+                             f"first: `{prob['first'][0][:200]}`")
+    for r in results["runs"]:
+        if "failed" in r:
+            lines.append(f"- failed: round {r['round']}, {name(r['system'])}, {describe(r)}: "
+                         f"{r['failed'][:300]}")
+    return lines
+
+
 def on_cluster(kind: str, zk: ZooKeeperServer, tmp_root: str,
                loads: Callable[[Any, list[dict[str, Any]]], None]) -> dict[str, Any]:
     """A fresh cluster of ``kind`` (default config; ``SINGLE``: one broker),
@@ -550,18 +569,8 @@ def markdown(results: dict[str, Any]) -> str:
             lines.append(head + f"| {r['records_s']:,.0f} | {r['broker_cpu_us_per_record']:.2f} "
                          f"| {r['client_cpu_us_per_record']:.2f} | {scale_s} "
                          f"| {_met(vk, vk is not None and vk >= KAFKA_TARGET)} |")
-    for entry in results["clusters"]:
-        for node, prob in entry["log_problems"].items():
-            if not prob["count"]:
-                continue
-            lines.append(f"- round {entry['round']}, {SYSTEM_NAMES[entry['system']]} broker "
-                         f"{node}: {prob['count']} ERROR/traceback line(s) in its log, first: "
-                         f"`{prob['first'][0][:200]}`")
-    for r in results["runs"]:
-        if "failed" in r:
-            lines.append(f"- failed: round {r['round']}, {SYSTEM_NAMES[r['system']]}, "
-                         f"{r.get('partitions', '-')} partitions, {r.get('client', '')}: "
-                         f"{r['failed'][:300]}")
+    lines += problem_lines(results, SYSTEM_NAMES.__getitem__, lambda r: (
+        f"{r.get('partitions', '-')} partitions, {r.get('client', '')}"))
     return "\n".join(lines).rstrip() + "\n"
 
 

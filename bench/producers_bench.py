@@ -91,7 +91,7 @@ from odradek.client.wire import encode_request
 from odradek.devcluster import ZooKeeperServer
 from odradek.devcluster.apache_kafka import KAFKA_VERSION, kafka_jars_present
 from odradek.records import builder
-from partitions_bench import SYSTEM_NAMES, make_topic, on_cluster
+from partitions_bench import SYSTEM_NAMES, make_topic, on_cluster, problem_lines
 from scale_bench import decode_response
 
 ACKS = {"1": 1, "all": -1}
@@ -572,16 +572,8 @@ def markdown(results: dict[str, Any]) -> str:
                      f"| {r['broker_cpu_util']:.2f} | {r['broker_cpu_us_per_request']:.1f} "
                      f"| {r['requests_per_broker_cpu_s']:,.0f} "
                      f"| {r['client_cpu_us_per_request']:.1f} | {ratio} | {rate} |")
-    for entry in results["clusters"]:
-        for node, prob in entry["log_problems"].items():
-            if prob["count"]:
-                lines.append(f"- round {entry['round']}, {SYSTEM_NAMES[entry['system']]} "
-                             f"broker {node}: {prob['count']} ERROR/traceback line(s) in its "
-                             f"log, first: `{prob['first'][0][:200]}`")
-    for r in results["runs"]:
-        if "failed" in r:
-            lines.append(f"- failed: round {r['round']}, {SYSTEM_NAMES[r['system']]}, acks="
-                         f"{r.get('acks', '-')}: {r['failed'][:300]}")
+    lines += problem_lines(results, SYSTEM_NAMES.__getitem__,
+                           lambda r: f"acks={r.get('acks', '-')}")
     for prof in results["profiles"]:
         lines += profile_markdown(prof)
     return "\n".join(lines).rstrip() + "\n"
