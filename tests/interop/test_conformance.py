@@ -79,9 +79,11 @@ def test_a_compacted_topic_refuses_a_batch_with_keyless_records(
     _incremental(admin, topic, ("cleanup.policy", "compact", AlterConfigOpType.APPEND))
 
     reports: list[tuple[int, KafkaError | None]] = []
-    producer = Producer({"bootstrap.servers": odradek_server.bootstrap, "linger.ms": 500,
-                         "enable.idempotence": False})
-    for i in range(10):  # one batch: records 0, 4 and 8 have no key
+    # One batch of ten, sent when the tenth record is queued: a linger timer could fire
+    # between two produce() calls on a loaded machine and split the batch (CI saw it).
+    producer = Producer({"bootstrap.servers": odradek_server.bootstrap, "linger.ms": 60_000,
+                         "batch.num.messages": 10, "enable.idempotence": False})
+    for i in range(10):  # records 0, 4 and 8 have no key
         producer.produce(topic, f"value {i}".encode(), None if i % 4 == 0 else b"k%d" % i,
                          partition=0, on_delivery=lambda err, msg: reports.append(
                              (int(msg.value().split()[1]), err)))
