@@ -219,12 +219,14 @@ def test_followers_fetch_and_the_leader_reads_only_what_changed(tmp_path) -> Non
             await asyncio.sleep(0.3)
         finally:
             await conn.close()
-        # Each follower: its parked fetch woken (reads the partition), its next fetch
-        # naming it (its log end moved), then fetches naming nothing.
+        # Each follower: its next fetch names the partition (its log end moved), then
+        # fetches name nothing. (The parked fetches the append woke read through the
+        # method bound before the patch; the high-watermark move that followed wakes
+        # no follower fetch: tests/server/test_purgatory.py.)
         narrow = [r for r in reads if len(r) <= 1]
         whole = [r for r in reads if len(r) == len(led)]
         assert [target] in narrow
         assert all(r in ([], [target]) for r in narrow)
-        assert len(narrow) >= 4 and len(whole) <= 2, reads
+        assert len(narrow) >= 2 and len(whole) <= 2, reads
 
     run(tmp_path, body, **{"replica.lag.time.max.ms": 30_000})

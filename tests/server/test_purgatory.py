@@ -66,3 +66,45 @@ def test_waking_everyone_at_shutdown_drops_the_pending_step() -> None:
         assert waiter.woken == [("t", 0)]
 
     asyncio.run(body())
+
+
+class Session(Recorder):
+    """A follower's fetch session as the purgatory sees it: a standing interest with a
+    parked fetch."""
+
+    waiting = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.touched: list[TopicPartition] = []
+
+    def touch(self, tp: TopicPartition) -> None:
+        self.touched.append(tp)
+
+
+def test_a_high_watermark_move_touches_a_follower_session_without_waking_its_fetch() -> None:
+    """A consumer's fetch waiting on the partition wakes (it may read further now); a
+    follower's parked fetch waits for bytes, as Kafka's DelayedFetch does, and only
+    learns the partition changed (its next read covers it). An append in the same
+    loop step still wakes it."""
+    async def body() -> None:
+        purgatory = Purgatory(coalesce=True)
+        consumer, follower = Recorder(), Session()
+        tp = ("t", 0)
+        purgatory.watch([tp], consumer)
+        purgatory.follow([tp], follower)
+        purgatory.notify(tp, interests_too=False)
+        assert follower.touched == [tp]
+        await asyncio.sleep(0)
+        assert consumer.woken == [tp] and follower.woken == []
+
+        purgatory.notify(tp, interests_too=False)  # nobody but the session: no wake-up
+        await asyncio.sleep(0)
+        assert follower.touched == [tp, tp] and follower.woken == []
+
+        purgatory.notify(tp)  # an append, then the high watermark, in one step
+        purgatory.notify(tp, interests_too=False)
+        await asyncio.sleep(0)
+        assert follower.woken == [tp]
+
+    asyncio.run(body())

@@ -239,7 +239,9 @@ class Partition:
         if repl.advance_high_watermark(lg.log_end_offset):
             lg.set_high_watermark(repl.high_watermark)
             self._produces.notify(self.tp)
-            self._fetches.notify(self.tp)
+            # Consumers' fetches may read further; followers' learn it with their next
+            # answer (see Purgatory.notify).
+            self._fetches.notify(self.tp, interests_too=False)
 
     def record_follower_fetch(self, replica: int, fetch_offset: int, leader_end: int,
                               now_ms: int, log_start: int, may_join: bool

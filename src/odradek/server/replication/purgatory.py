@@ -66,14 +66,21 @@ class Purgatory:
         self._waiters: dict[TopicPartition, set[Waiter]] = {}
         self._interests: dict[TopicPartition, set[Interest]] = {}
         self._coalesce = coalesce
-        self._due: dict[TopicPartition, None] = {}  # notified, not woken yet (in order)
+        # Notified, not woken yet (in order), and whether standing interests wake too.
+        self._due: dict[TopicPartition, bool] = {}
 
-    def notify(self, tp: TopicPartition) -> None:
+    def notify(self, tp: TopicPartition, *, interests_too: bool = True) -> None:
+        """``tp`` changed: its waiters try again, and its standing interests are touched
+        and, with ``interests_too``, woken as well. A high-watermark move passes False:
+        a follower's parked fetch waits for bytes (Kafka's DelayedFetch counts only
+        bytes, so a new high watermark alone never answers it), and the partition,
+        touched, is read again with whatever wakes that fetch next; waking it just to
+        reread the partition cost the leader two follower reads per acks=all produce."""
         interests = self._interests.get(tp)
         if interests:
             for interest in interests:
                 interest.touch(tp)
-        elif tp not in self._waiters:
+        if tp not in self._waiters and not (interests and interests_too):
             return  # nobody to wake
         if self._coalesce:
             due = self._due
@@ -81,23 +88,23 @@ class Purgatory:
                 try:
                     asyncio.get_running_loop().call_soon(self._wake_due)
                 except RuntimeError:  # no loop (a synchronous caller): wake now
-                    self._wake(tp)
+                    self._wake(tp, interests_too)
                     return
-            due[tp] = None
+            due[tp] = interests_too or due.get(tp, False)
             return
-        self._wake(tp)
+        self._wake(tp, interests_too)
 
     def _wake_due(self) -> None:
         due, self._due = self._due, {}
-        for tp in due:
-            self._wake(tp)
+        for tp, interests_too in due.items():
+            self._wake(tp, interests_too)
 
-    def _wake(self, tp: TopicPartition) -> None:
+    def _wake(self, tp: TopicPartition, interests_too: bool = True) -> None:
         waiters = self._waiters.pop(tp, None)
         if waiters:
             for waiter in waiters:
                 waiter.try_complete(tp)
-        interests = self._interests.get(tp)
+        interests = self._interests.get(tp) if interests_too else None
         if interests:
             for interest in list(interests):
                 if interest.waiting:
