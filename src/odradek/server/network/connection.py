@@ -573,10 +573,9 @@ class Connection(asyncio.BufferedProtocol):
             # once (pread) and handed to the transport, which encrypts it into its buffer.
             for part in response:
                 transport.write(part if isinstance(part, bytes) else _read_region(part))
-        elif sum(part.length for part in response
-                 if isinstance(part, FileRegion)) <= COPY_REGION_MAX_BYTES:
-            transport.write(b"".join(
-                part if isinstance(part, bytes) else _read_region(part) for part in response))
+        elif _region_bytes(response) <= COPY_REGION_MAX_BYTES:
+            transport.write(b"".join([
+                part if isinstance(part, bytes) else _read_region(part) for part in response]))
         else:
             for i, part in enumerate(response):
                 if isinstance(part, FileRegion):
@@ -673,6 +672,16 @@ class _Timed:
                 value, error = (yield step), None
             except BaseException as exc:  # cancellation too: into the coroutine
                 value, error = None, exc
+
+
+def _region_bytes(parts: list[bytes | FileRegion]) -> int:
+    """The file bytes among an answer's parts (a loop: a generator's every step is a
+    call, and this runs for each fetch answered)."""
+    total = 0
+    for part in parts:
+        if isinstance(part, FileRegion):
+            total += part.length
+    return total
 
 
 def _read_region(region: FileRegion) -> bytes:
