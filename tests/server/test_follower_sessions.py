@@ -161,7 +161,11 @@ def test_a_closed_session_stops_following_its_partitions(broker) -> None:
     assert session_id not in broker.fetch_sessions.sessions
 
 
-def test_a_high_watermark_move_rereads_one_partition_of_a_parked_fetch(broker) -> None:
+def test_a_high_watermark_move_reaches_a_parked_fetch_with_its_next_wake_up(broker) -> None:
+    """A new high watermark gives a follower nothing to send, so it does not wake the
+    follower's parked fetch (Kafka's DelayedFetch counts bytes only); the append that
+    does wake it rereads those partitions too, and the answer carries their new high
+    watermarks."""
     for p in (1, 2, 3):  # the other followers have not acknowledged the last records
         broker.cluster.replicas.leaders[(TOPIC, p)].log.set_high_watermark(2)
     session_id = open_session(broker)
@@ -170,20 +174,53 @@ def test_a_high_watermark_move_rereads_one_partition_of_a_parked_fetch(broker) -
         delayed = fetch.handle_now(broker, follower_fetch(  # type: ignore[arg-type]
             {}, session_id=session_id, epoch=1, max_wait=30_000))
         assert isinstance(delayed, fetch._DelayedFetch)
-        for p in (1, 2, 3):  # high watermarks move: nothing to send, it waits on
+        for p in (1, 2, 3):  # high watermarks move, as Partition moves them
             part = broker.cluster.replicas.leaders[(TOPIC, p)]
             part.log.set_high_watermark(4)
-            broker.purgatory.notify((TOPIC, p))
+            broker.purgatory.notify((TOPIC, p), interests_too=False)
             await asyncio.sleep(0)
         assert not delayed.future.done()
+        assert broker.reads == []  # not woken: nothing read
         append(broker, 4, b"four")
         return decode(await asyncio.wait_for(delayed, 5))
 
     broker.reads.clear()
     body = asyncio.run(run())
-    # Each wake-up read what changed since the read before, no more.
-    assert broker.reads == [[1], [2], [3], [4]]
+    # One wake-up, one read: what changed since the fetch parked.
+    assert broker.reads == [[1, 2, 3, 4]]
     # The answer has partition 4's records and the others' new high watermarks.
     sent = {p.partition_index: p for t in body.responses for p in t.partitions}
     assert sorted(sent) == [1, 2, 3, 4]
+    assert [sent[p].high_watermark for p in (1, 2, 3)] == [4, 4, 4]
     assert b"four" in bytes(sent[4].records)
+
+
+def test_parked_follower_fetches_expire_on_the_sessions_timer(broker) -> None:
+    """Each parked fetch of an idle follower is answered when its max wait runs out,
+    the session's one timer setting itself again for a later fetch and earlier for a
+    fetch that waits less."""
+    session_id = open_session(broker)
+
+    async def run() -> list[float]:
+        loop = asyncio.get_running_loop()
+        waited = []
+        for epoch, max_wait in enumerate([300, 300, 30_000, 50], start=1):
+            t0 = loop.time()
+            delayed = fetch.handle_now(broker, follower_fetch(  # type: ignore[arg-type]
+                {}, session_id=session_id, epoch=epoch, max_wait=max_wait))
+            assert isinstance(delayed, fetch._DelayedFetch)
+            if max_wait == 30_000:  # answered by an append long before it expires
+                append(broker, 5, b"five")
+            body = decode(await asyncio.wait_for(delayed, 5))
+            waited.append(loop.time() - t0)
+            if max_wait == 30_000:
+                assert list(answered(body)) == [5]
+            else:
+                assert answered(body) == {}  # nothing new: an empty answer
+        return waited
+
+    waited = asyncio.run(run())
+    # Not a speed check: each expiring fetch waited its max wait (on a 30 s timer
+    # left from the third fetch the fourth would still be parked when wait_for ends).
+    assert waited[0] >= 0.3 and waited[1] >= 0.3 and waited[3] >= 0.05
+    assert waited[3] < 5

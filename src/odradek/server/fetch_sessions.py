@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 if TYPE_CHECKING:
+    from asyncio import TimerHandle
+
     from odradek.server.replication.purgatory import Purgatory, Waiter
 
 FINAL_EPOCH = -1
@@ -64,8 +66,8 @@ class PartitionFetch:
 class FetchSession:
     """One fetcher's session; a follower's is a purgatory ``Interest``."""
 
-    __slots__ = ("changed", "epoch", "follower", "fresh", "parked", "partitions",
-                 "session_id", "swept_at", "unread")
+    __slots__ = ("changed", "epoch", "expires_at", "expiry", "follower", "fresh", "parked",
+                 "partitions", "session_id", "swept_at", "unread")
 
     def __init__(self, session_id: int, *, follower: bool = False) -> None:
         self.session_id = session_id
@@ -81,6 +83,9 @@ class FetchSession:
         self.unread: list[TopicPartition] = []
         self.parked: Waiter | None = None
         self.swept_at = 0.0
+        # The one loop timer its parked fetches expire on (handlers/fetch.py), and when.
+        self.expiry: TimerHandle | None = None
+        self.expires_at = 0.0
 
     @property
     def waiting(self) -> bool:
