@@ -10,14 +10,16 @@ before, so every request takes the same path through the cluster: the leader's a
 each follower's fetch woken and answered, its append and next fetch, the high
 watermark's step and the produce's answer. Each broker runs under cProfile
 (``bench/_calls_site/sitecustomize.py`` on its PYTHONPATH: profiling only while the
-requests run) and the figure is the Python function calls (C functions called from
-Python included) per request on each broker, which repeat run to run within ~1%. The
-single broker (RF 1) under the same load is the reference: what replication adds.
+requests run) and the figures are calls per request on each broker, which repeat run
+to run within ~1-2%: of functions written in Python (the headline: each makes a frame,
+~0.1-1 us) and of all functions (C ones too: ``len``, ``list.append``, ``socket.send``,
+from tens of ns to a system call). The single broker (RF 1) under the same load is the
+reference: what replication adds.
 (acks=1 is not counted: its producer does not wait for the followers, so how many
 produces one fetch answer carries, and with it the calls, depends on timing.)
 
-Calls are not time: a C call like ``socket.send`` counts one, as ``len`` does. The
-figure says whether a change took work off the path, ``cluster_bench.py`` and
+Calls are not time: a call of a small Python function counts one, as a whole fetch
+handler does. The figure says whether a change took work off the path, ``cluster_bench.py`` and
 ``partitions_bench.py`` what that is worth in CPU and records/s.
 
 ``--before REV`` runs the same on a git revision (a temporary worktree) first and
@@ -63,6 +65,7 @@ def _signal_all(pids: Sequence[int], sig: int) -> None:
 
 
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
+BUILTIN = "~("  # cProfile's file name for C functions (len, list.append, socket.send)
 
 
 def _counts(path: str) -> Counter[str]:
@@ -115,11 +118,14 @@ def count_load(cluster: Any, requests: int, dumps: Path, label: str) -> dict[str
     for node, path in files.items():
         counts = _counts(str(path))
         role = "leader" if node == leader else "follower"
+        python = sum(n for name, n in counts.items() if not name.startswith(BUILTIN))
         brokers[node] = {"role": role, "calls_per_request": sum(counts.values()) / requests,
+                         "python_calls_per_request": python / requests,
                          "functions": {k: v / requests for k, v in counts.most_common(400)}}
-    total = sum(b["calls_per_request"] for b in brokers.values())
     return {"requests": requests, "leader": leader, "brokers": brokers,
-            "calls_per_request": total}
+            "calls_per_request": sum(b["calls_per_request"] for b in brokers.values()),
+            "python_calls_per_request": sum(b["python_calls_per_request"]
+                                            for b in brokers.values())}
 
 
 def run_side(src: Path, requests: int, tmp_root: str) -> dict[str, Any]:
@@ -159,11 +165,12 @@ def run_side(src: Path, requests: int, tmp_root: str) -> dict[str, Any]:
     return out
 
 
-def _by_role(load: dict[str, Any]) -> dict[str, float]:
+def _by_role(load: dict[str, Any], key: str = "python_calls_per_request"
+             ) -> dict[str, float]:
     """Calls per request of the leader and of the followers (their mean)."""
     roles: dict[str, list[float]] = {}
     for b in load["brokers"].values():
-        roles.setdefault(b["role"], []).append(b["calls_per_request"])
+        roles.setdefault(b["role"], []).append(b[key])
     return {role: sum(v) / len(v) for role, v in roles.items()}
 
 
@@ -180,25 +187,31 @@ def markdown(results: dict[str, Any]) -> str:
     lines = [machine_line(results["machine"]),
              f"load: one producer, {results['requests']:,} one-record Produce v9 requests in "
              "sequence after a warm-up, to a 1-partition topic (RF 3, min.insync.replicas=2 "
-             "on the cluster; RF 1 on the single broker); Python calls per request "
-             "(cProfile, C functions called from Python included)", "",
-             "| tree | load | leader | each follower | all brokers | x single |",
-             "|---|---|---:|---:|---:|---:|"]
+             "on the cluster; RF 1 on the single broker); calls per request (cProfile): of "
+             "functions written in Python (each a frame), and of all functions (C ones such "
+             "as len or list.append too)", "",
+             "| tree | load | leader | each follower | all brokers | x single | all calls |",
+             "|---|---|---:|---:|---:|---:|---:|"]
     for side, loads in sides.items():
-        single = loads["single acks=all"]["calls_per_request"]
+        single = loads["single acks=all"]["python_calls_per_request"]
         for name, load in loads.items():
             roles = _by_role(load)
             follower = roles.get("follower")
+            python = load["python_calls_per_request"]
             lines.append(f"| {side} | {name} | {roles['leader']:,.0f} | "
                          f"{'-' if follower is None else f'{follower:,.0f}'} | "
-                         f"{load['calls_per_request']:,.0f} | "
-                         f"{load['calls_per_request'] / single:.2f} |")
+                         f"{python:,.0f} | {python / single:.2f} | "
+                         f"{load['calls_per_request']:,.0f} |")
     if "before" in sides:
-        lines += ["", "| load | role | after / before |", "|---|---|---:|"]
+        lines += ["", "| load | role | after / before: Python calls | all calls |",
+                  "|---|---|---:|---:|"]
         for name in sides["after"]:
             a, b = _by_role(sides["after"][name]), _by_role(sides["before"][name])
+            a_all = _by_role(sides["after"][name], "calls_per_request")
+            b_all = _by_role(sides["before"][name], "calls_per_request")
             for role in a:
-                lines.append(f"| {name} | {role} | {a[role] / b[role]:.3f} |")
+                lines.append(f"| {name} | {role} | {a[role] / b[role]:.3f} | "
+                             f"{a_all[role] / b_all[role]:.3f} |")
         moved = _functions(sides["after"]["cluster acks=all"])
         moved.subtract(_functions(sides["before"]["cluster acks=all"]))
         biggest = sorted(moved.items(), key=lambda kv: -abs(kv[1]))[:12]
