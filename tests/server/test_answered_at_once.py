@@ -358,3 +358,24 @@ def test_a_woken_long_poll_is_answered_from_the_append_that_woke_it(broker, monk
     assert [b.header.base_offset for b in decoded] == [900 * i for i in range(12)]
     assert decoded[-1].records[-1].value == b"z" * 1000
     assert got["next"]
+
+
+def test_long_polls_answered_from_their_wake_ups_leave_the_connection_serving(broker):
+    """A long poll whose answer goes out whole from the append that woke it is finished
+    there (the connection's request loop is not woken for it): poll after poll on one
+    connection is parked and answered, each with the record that woke it, and the
+    connection then answers its next request as usual."""
+    broker.broker.create_topic(TOPIC, 2)
+    with RawClient(broker.port, timeout=30) as poller, RawClient(broker.port) as producer:
+        for i in range(3):
+            poller.send(1, 12, _fetch_body(12, [(0, i, 1 << 20)], max_wait=20_000,
+                                           min_bytes=1, max_bytes=1 << 20, isolation=0))
+            deadline = time.monotonic() + 10
+            while _parked(broker) != 1 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert _parked(broker) == 1
+            assert _produce_one(producer, b"round %d" % i) == 0
+            records = poller.receive(1, 12).responses[0].partitions[0].records
+            assert builder.decode_batches(records)[0].records[0].value == b"round %d" % i
+        assert poller.request(3, 9, {"topics": None}).cluster_id
+    assert _parked(broker) == 0

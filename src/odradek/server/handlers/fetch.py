@@ -341,9 +341,9 @@ class _DelayedFetch:
     coroutine, timeout scope or future per wake-up: at moderate rates every fetch of a
     consumer that keeps up parks here, so this is per-request cost."""
 
-    __slots__ = ("broker", "deadline", "future", "incremental", "min_bytes", "partitions",
-                 "quotas", "read", "request", "results", "sender", "session", "stats",
-                 "timer")
+    __slots__ = ("broker", "deadline", "future", "incremental", "min_bytes", "on_done",
+                 "partitions", "quotas", "read", "request", "results", "sender", "session",
+                 "stats", "timer")
 
     def __init__(self, broker: Broker, request: Request, wanted: list[Wanted],
                  read: Callable[[], tuple[list[PartitionResult], int]], min_bytes: int,
@@ -363,6 +363,8 @@ class _DelayedFetch:
         # Set by a connection that parks this fetch (Connection._send_parked): the answer
         # goes out from the completing call, and the awaited result is None.
         self.sender: Callable[[list[bytes | FileRegion]], bool] | None = None
+        # Set with it: told once the future is done, and whether ``sender`` sent it.
+        self.on_done: Callable[[bool], None] | None = None
         loop = asyncio.get_running_loop()
         self.future: asyncio.Future[list[bytes | FileRegion] | None] = loop.create_future()
         self.deadline = loop.time() + max_wait_s
@@ -399,9 +401,17 @@ class _DelayedFetch:
         except Exception as exc:  # never into the waker's call: this fetch fails
             self._forget()
             self.future.set_exception(exc)
+            self._done(False)
             return
         sender = self.sender
-        self.future.set_result(None if sender is not None and sender(response) else response)
+        sent = sender is not None and sender(response)
+        self.future.set_result(None if sent else response)
+        self._done(sent)
+
+    def _done(self, sent: bool) -> None:
+        on_done, self.on_done = self.on_done, None
+        if on_done is not None:
+            on_done(sent)
 
     def _watch(self) -> None:
         session = self.session

@@ -104,9 +104,10 @@ class Connection(asyncio.BufferedProtocol):
         # once most of a large request's rest has arrived (see _wake_for).
         self._tls_sock: socket.socket | None = None
         self._rcvlowat = 1
-        # Left by a request answered in buffer_updated, for run() to finish before the
-        # next request: a long poll still to await (with its frame), or response parts
-        # still to send ([] when only a drain is due).
+        # Left by a request answered in buffer_updated, to finish before the next
+        # request: a long poll still to await (with its frame; one that hands its answer
+        # over finishes itself through _parked_done unless run() takes it over), or
+        # response parts still to send ([] when only a drain is due).
         self._parked: tuple[bytes | memoryview, Awaitable[Response]] | None = None
         self._unsent: list[bytes | FileRegion] | None = None
         # metrics.listen (RequestMetrics' time split, server.metrics.RequestTiming): when
@@ -161,7 +162,8 @@ class Connection(asyncio.BufferedProtocol):
             # waiting: answering it here keeps the order of answers (its read time is
             # when _try_now starts it: no queue time).
             if (queued == 1 and waiter is not None and not waiter.done()
-                    and decoder.error is None and self._answer_now()):
+                    and decoder.error is None and self._parked is None
+                    and self._unsent is None and self._answer_now()):
                 return
             arrivals = self._arrivals
             if arrivals is not None and queued > len(arrivals):
@@ -267,10 +269,15 @@ class Connection(asyncio.BufferedProtocol):
             if response is not None and not isinstance(response, (bytes, list)):
                 self._parked = (frame, response)
                 self._timing = timing
-                frame = b""  # recycled by run() once the parked request is done
-                if hasattr(response, "sender"):  # it can hand its answer over when made
+                frame = b""  # recycled once the parked request is done
+                if hasattr(response, "sender") and hasattr(response, "on_done"):
+                    # It hands its answer over when made (_send_parked) and says when it
+                    # is done (_parked_done), which finishes the request there: run()
+                    # sleeps on, unless more input comes first (then it takes over).
                     response.sender = self._send_parked
-                self._wake_input()
+                    response.on_done = self._parked_done
+                else:
+                    self._wake_input()
             else:
                 if response is not None:
                     self._unsent = self._send_now(response)
@@ -296,9 +303,9 @@ class Connection(asyncio.BufferedProtocol):
         parked request is this connection's oldest unanswered one, and run() answers
         nothing after it until it is done. False leaves the answer to run().
 
-        A parked request with a ``sender`` attribute gets this method there when it is
-        parked (handlers.fetch's delayed fetch); when it returns True, the request's
-        awaited result is None (nothing left for run() to send)."""
+        A parked request with ``sender`` and ``on_done`` attributes gets this method and
+        _parked_done there when it is parked (handlers.fetch's delayed fetch); when this
+        returns True, the request's awaited result is None (nothing left to send)."""
         transport = self.transport
         if self._lost or transport is None or transport.is_closing():
             return False
@@ -309,6 +316,31 @@ class Connection(asyncio.BufferedProtocol):
         except Exception:
             return False  # run() sends it again and meets the error itself
         return True
+
+    def _parked_done(self, sent: bool) -> None:
+        """The parked request (one with a ``sender``) is done: ``sent``, its answer went
+        out through _send_parked. Unless run() took it over meanwhile (more input came:
+        it then finishes it itself), finish it here, without a step of run(): a long
+        poll parks for every fetch a follower or a caught-up consumer makes, and waking
+        run() twice per fetch (to await it, then to wait for input again) was a tenth of
+        the leader's Python calls per replicated produce. Not sent (an error, the
+        transport closing): run() takes it over and meets the outcome itself."""
+        parked = self._parked
+        if parked is None:
+            return
+        if not sent:
+            self._wake_input()
+            return
+        self._parked = None
+        self.decoder.recycle(parked[0])
+        stats = self.broker.stats
+        if self._timing is not None and stats is not None and self._unsent is None:
+            timing, self._timing = self._timing, None
+            stats.request_done(timing, time.perf_counter())
+        decoder = self.decoder
+        if (self._unsent is not None or decoder.queued or decoder.error is not None
+                or self._eof or self._lost):
+            self._wake_input()  # the rest to send, or what came meanwhile
 
     def _closing_after(self, exc: BaseException) -> None:
         """Log and close as run() does for the same exception."""
@@ -452,7 +484,7 @@ class Connection(asyncio.BufferedProtocol):
     def close_if_idle(self, now: float) -> bool:
         """Close this connection if nothing was received for connections.max.idle.ms and
         no request is in progress (a parked JoinGroup or long poll is not idleness)."""
-        if self.in_request or self.reads != self._reads_seen:
+        if self.in_request or self._parked is not None or self.reads != self._reads_seen:
             self._reads_seen = self.reads
             self._quiet_since = now
             return False
