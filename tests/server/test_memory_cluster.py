@@ -70,6 +70,27 @@ def test_acks_all_is_answered_once_every_isr_member_has_the_records(tmp_path) ->
     run(tmp_path, body)
 
 
+def test_pipelined_acks_all_produces_are_answered_in_order(tmp_path) -> None:
+    """An acks=all answer goes out from the follower fetch that commits it; a second
+    request sent before that answer waits behind it (Kafka answers a connection's
+    requests in order), and the connection serves on afterwards."""
+    async def body(cluster: MemoryCluster) -> None:
+        await cluster.create_topic(TOPIC)
+        conn = await connect(cluster, cluster.leader(TOPIC, 0))
+        try:
+            for i in range(3):
+                first, second = await asyncio.gather(
+                    produce(conn, [b"first %d" % i]), produce(conn, [b"second %d" % i]))
+                assert (first.error_code, first.base_offset) == (ErrorCode.none, 2 * i)
+                assert (second.error_code, second.base_offset) == (ErrorCode.none, 2 * i + 1)
+            answer = await produce(conn, [b"alone"])
+            assert (answer.error_code, answer.base_offset) == (ErrorCode.none, 6)
+        finally:
+            await conn.close()
+
+    run(tmp_path, body)
+
+
 def _stall_fetchers(cluster: MemoryCluster, node_id: int) -> None:
     """Broker ``node_id`` stops fetching (a stuck follower), as far as its leaders see."""
     broker = cluster.brokers[node_id]

@@ -19,6 +19,7 @@ covers (server/group_commit.py).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import struct
 from collections.abc import Callable, Coroutine, Generator
@@ -96,16 +97,66 @@ def _failed(index: int, code: int, text: str) -> PartitionAnswer:
 
 
 def handle_now(broker: Broker, request: Request
-               ) -> bytes | Coroutine[Any, Any, bytes | None] | None:
-    """The answer (None for acks=0) if no append has to wait for an fsync, else a
-    coroutine that waits for them and then answers; the connection calls this when the
-    request arrives (see server.network.connection), ``handle`` awaits it."""
+               ) -> bytes | Coroutine[Any, Any, bytes | None] | _Replicating | None:
+    """The answer (None for acks=0) if no append has to wait, else an awaitable of it:
+    a coroutine that waits for the fsyncs, or (acks=all in a cluster) the wait for
+    the followers; the connection calls this when the request arrives (see
+    server.network.connection), ``handle`` awaits it."""
     steps = _produce(broker, request)
     try:
         wait = steps.send(None)
     except StopIteration as done:
         return done.value
+    if isinstance(wait, DelayedProduce):
+        return _Replicating(steps, wait)
     return _after_fsyncs(broker, steps, wait)
+
+
+class _Replicating:
+    """An acks=all produce waiting for its followers (its DelayedProduce), answered from
+    the call that settles that: the follower's fetch that moves the high watermark, or
+    the timeout. The connection that parks it gives a ``sender`` and an ``on_done``, as
+    for a long poll (handlers/fetch.py's _DelayedFetch): the answer goes out from there
+    and the request is finished there, where awaiting a coroutine woke the request loop
+    twice per replicated produce. Awaitable for the answer otherwise (None once
+    ``sender`` took it)."""
+
+    __slots__ = ("future", "on_done", "sender", "steps")
+
+    def __init__(self, steps: _Steps, delayed: DelayedProduce) -> None:
+        self.steps = steps
+        self.sender: Callable[[bytes], bool] | None = None
+        self.on_done: Callable[[bool], None] | None = None
+        self.future: asyncio.Future[bytes | None] = asyncio.get_running_loop().create_future()
+        delayed.settled = self._settled
+
+    def __await__(self) -> Generator[Any, None, bytes | None]:
+        return self.future.__await__()
+
+    def _settled(self, codes: list[int]) -> None:
+        future = self.future
+        if future.done():  # closed: its connection ended
+            return
+        sent = False
+        try:
+            self.steps.send(codes)
+        except StopIteration as done:
+            response = done.value
+            sender = self.sender
+            sent = sender is not None and response is not None and sender(response)
+            future.set_result(None if sent else response)
+        except Exception as exc:  # this request fails, not the fetch that settled it
+            future.set_exception(exc)
+        else:
+            future.set_exception(RuntimeError("a produce waited again after its acks"))
+        on_done, self.on_done = self.on_done, None
+        if on_done is not None:
+            on_done(sent)
+
+    def close(self) -> None:
+        """Never to be awaited (its connection ended)."""
+        if not self.future.done():
+            self.future.cancel()
 
 
 async def handle(broker: Broker, request: Request) -> bytes | None:

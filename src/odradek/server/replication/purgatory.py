@@ -16,7 +16,7 @@ purgatory's is the fetch handler's ``_DelayedFetch``, which builds the fetch's a
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Generator, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.errors import ErrorCode
@@ -175,7 +175,7 @@ class DelayedProduce:
     Each wake-up checks only the partition that changed: a request to many partitions
     costs one check per high-watermark move, not one per partition it names."""
 
-    __slots__ = ("codes", "future", "pending", "purgatory", "timer")
+    __slots__ = ("codes", "future", "pending", "purgatory", "settled", "timer")
 
     def __init__(self, purgatory: Purgatory, waits: Sequence[tuple[Partition, int]],
                  timeout_s: float | None) -> None:
@@ -195,6 +195,9 @@ class DelayedProduce:
         # timer, nothing watched.
         self.future: asyncio.Future[list[int]] | None = None
         self.timer: asyncio.TimerHandle | None = None
+        # Called with the codes in the call that settles the last wait (the follower's
+        # fetch that moves the high watermark, or the timeout), besides the future.
+        self.settled: Callable[[list[int]], None] | None = None
         if self.pending:
             loop = asyncio.get_running_loop()
             self.future = loop.create_future()
@@ -239,6 +242,7 @@ class DelayedProduce:
             if self.timer is not None:
                 self.timer.cancel()
             future.set_result(self.codes)
+            self._settle()
 
     def _expire(self) -> None:
         self.purgatory.unwatch(list(self.pending), self)
@@ -250,3 +254,9 @@ class DelayedProduce:
                 self.codes[i] = ErrorCode.request_timed_out
         self.pending.clear()
         future.set_result(self.codes)
+        self._settle()
+
+    def _settle(self) -> None:
+        settled, self.settled = self.settled, None
+        if settled is not None:
+            settled(self.codes)
