@@ -136,23 +136,20 @@ def run_side(src: Path, requests: int, tmp_root: str) -> dict[str, Any]:
     os.environ["BENCH_CALLS_DIR"] = str(dumps)
     out: dict[str, Any] = {}
     zk = None
-    try:
-        single = cb.SingleNode(tmp_root)
-        single.start()
+
+    def counted(system: Any, name: str) -> None:
+        system.start()
         try:
-            out["single acks=all"] = count_load(single, requests, dumps, "single")
+            out[f"{name} acks=all"] = count_load(system, requests, dumps, name)
         finally:
-            single.stop()
-            single.remove()
+            system.stop()
+            system.remove()
+
+    try:
+        counted(cb.SingleNode(tmp_root), "single")
         zk = ZooKeeperServer(Path(tmp_root) / "zookeeper")
         zk.start()
-        cluster = cb.Cluster(zk, tmp_root, {})
-        cluster.start()
-        try:
-            out["cluster acks=all"] = count_load(cluster, requests, dumps, "cluster")
-        finally:
-            cluster.stop()
-            cluster.remove()
+        counted(cb.Cluster(zk, tmp_root, {}), "cluster")
     finally:
         if zk is not None:
             zk.stop()
