@@ -275,7 +275,7 @@ class Broker:
             document.stop()
         await self.topology.stop()  # a cluster's fetchers stop; its registration goes
         for task, conn in list(self._connections.items()):
-            if not conn.in_request:
+            if not conn.busy:
                 task.cancel()
         if self._connections:
             _, pending = await asyncio.wait(list(self._connections), timeout=STOP_GRACE_S)

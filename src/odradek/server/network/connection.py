@@ -304,8 +304,9 @@ class Connection(asyncio.BufferedProtocol):
         nothing after it until it is done. False leaves the answer to run().
 
         A parked request with ``sender`` and ``on_done`` attributes gets this method and
-        _parked_done there when it is parked (handlers.fetch's delayed fetch); when this
-        returns True, the request's awaited result is None (nothing left to send)."""
+        _parked_done there when it is parked (handlers.fetch's delayed fetch,
+        handlers.produce's acks=all wait); when this returns True, the request's awaited
+        result is None (nothing left to send)."""
         transport = self.transport
         if self._lost or transport is None or transport.is_closing():
             return False
@@ -481,10 +482,16 @@ class Connection(asyncio.BufferedProtocol):
         finally:
             self._input = None
 
+    @property
+    def busy(self) -> bool:
+        """A request in progress: run() in one, or one parked (a long poll, an acks=all
+        produce) that finishes without run() (``_parked_done``)."""
+        return self.in_request or self._parked is not None
+
     def close_if_idle(self, now: float) -> bool:
         """Close this connection if nothing was received for connections.max.idle.ms and
         no request is in progress (a parked JoinGroup or long poll is not idleness)."""
-        if self.in_request or self._parked is not None or self.reads != self._reads_seen:
+        if self.busy or self.reads != self._reads_seen:
             self._reads_seen = self.reads
             self._quiet_since = now
             return False
