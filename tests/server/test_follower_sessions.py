@@ -220,7 +220,8 @@ def test_parked_follower_fetches_expire_on_the_sessions_timer(broker) -> None:
         return waited
 
     waited = asyncio.run(run())
-    # Not a speed check: each expiring fetch waited its max wait (on a 30 s timer
-    # left from the third fetch the fourth would still be parked when wait_for ends).
-    assert waited[0] >= 0.3 and waited[1] >= 0.3 and waited[3] >= 0.05
+    # Not a speed check: each expiring fetch waited its max wait, give or take the
+    # timer's slack (EXPIRY_SLACK_S and the clock's resolution); on the 30 s timer left
+    # from the third fetch the fourth would still be parked when wait_for ends.
+    assert waited[0] >= 0.29 and waited[1] >= 0.29 and waited[3] >= 0.04
     assert waited[3] < 5
