@@ -914,6 +914,15 @@ class _LatencyCluster:
     def cpu_s(self) -> float:
         return self.cluster.cpu_s()
 
+    def cpu_by_node(self) -> dict[int, float]:
+        return self.cluster.cpu_by_node()
+
+    def roles(self) -> dict[str, Any]:
+        """Which broker leads the topic and which is the controller: a slow run's report
+        says whose CPU went where."""
+        st = self.cluster.state(latency_bench.TOPIC, 0)
+        return {"leader": st[0]["leader"] if st else -1, "controller": self.cluster.controller()}
+
     def stop(self) -> int:
         codes = self.cluster.stop()
         self.cluster.remove()
@@ -975,7 +984,9 @@ def run_latency(zk: ZooKeeperServer, args: argparse.Namespace, settings: dict[st
                      f"{r['p50_ms']:.2f} p99 {r['p99_ms']:.2f} p99.9 {r['p99_9_ms']:.2f} "
                      f"max {r['max_ms']:.2f} ms (at {r['max_at_s']} s); busy: producer "
                      f"{r['producer_thread_busy']:.2f}, consumer "
-                     f"{r['consumer_thread_busy']:.2f}, brokers {r['broker_cpu_util']:.2f}")
+                     f"{r['consumer_thread_busy']:.2f}, brokers {r['broker_cpu_util']:.2f}"
+                     + (f" {r['broker_cpu_util_by_node']} (leader {r['leader']}, controller "
+                        f"{r['controller']})" if "leader" in r else ""))
     summary = []
     for fw in args.fetch_wait_ms:
         for kind in sides(args):

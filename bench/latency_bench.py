@@ -191,8 +191,9 @@ def one_run(kind: str, rate: int, fetch_wait_ms: int, args: argparse.Namespace,
 
     ``broker``: anything with ``bootstrap``, ``cpu_s()`` and ``stop()`` (bench/
     cluster_bench.py's three-broker cluster), measured instead of a new ``kind`` broker
-    and stopped at the end; ``make_topic(bootstrap)`` creates TOPIC on it, and the
-    producer uses ``acks``."""
+    and stopped at the end; its ``cpu_by_node()`` and ``roles()``, where it has them, go
+    into the result (which broker was busy, and what it was); ``make_topic(bootstrap)``
+    creates TOPIC on it, and the producer uses ``acks``."""
     broker = Broker(kind, tmp_root) if broker is None else broker
     consumer = None
     proc = None
@@ -235,6 +236,8 @@ def one_run(kind: str, rate: int, fetch_wait_ms: int, args: argparse.Namespace,
         done: dict[str, Any] | None = None
         done_at = 0.0
         broker_cpu0 = broker.cpu_s()
+        by_node = getattr(broker, "cpu_by_node", None)  # a cluster's brokers one by one
+        node_cpu0 = by_node() if by_node else {}
         cpu0, self_cpu0 = time.thread_time(), self_cpu_s()
         t0 = time.monotonic()
         parent.send("go")
@@ -266,6 +269,9 @@ def one_run(kind: str, rate: int, fetch_wait_ms: int, args: argparse.Namespace,
         consumer_busy = (time.thread_time() - cpu0) / (t1 - t0)
         consumer_cpu_s = self_cpu_s() - self_cpu0
         broker_cpu = broker.cpu_s() - broker_cpu0
+        node_util = {n: round((c - node_cpu0[n]) / (t1 - t0), 3)
+                     for n, c in (by_node() if by_node else {}).items()}
+        roles = broker.roles() if hasattr(broker, "roles") else {}
     finally:
         if consumer is not None:
             consumer.close()
@@ -315,6 +321,7 @@ def one_run(kind: str, rate: int, fetch_wait_ms: int, args: argparse.Namespace,
         "consumer_process_cpu_util": round(consumer_cpu_s / (t1 - t0), 3),
         "producer_process_cpu_util": round(done["process_cpu_s"] / done["run_s"], 3),
         "broker_cpu_util": round(broker_cpu / (t1 - t0), 3),
+        **({"broker_cpu_util_by_node": node_util, **roles} if node_util else {}),
         "producer_max_queued": done["max_queued"],
         "producer_unflushed": done["unflushed"],
         "producer_errors": done["errors"],
