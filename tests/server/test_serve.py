@@ -93,6 +93,22 @@ def test_a_signal_stops_the_broker_cleanly_and_a_restart_serves_everything(tmp_p
         assert consume(run["port"], "kept", 100) == values
 
 
+def test_what_the_start_built_is_out_of_the_cycle_collectors_way(tmp_path):
+    """A full collection walks every object the collector tracks, with the event loop
+    stopped; the start's (modules, schemas, loaded logs) are frozen out of it once the
+    broker is up, so a later full collection walks only what came after."""
+    data = str(tmp_path / "data")
+    with serve(data, "--override", "log.level.odradek.server.run=DEBUG") as run:
+        deadline = time.monotonic() + 30
+        while not (said := re.search(r"(\d+) objects of the start frozen", "".join(run["out"]))):
+            assert time.monotonic() < deadline, "".join(run["out"])
+            time.sleep(0.05)
+        assert int(said.group(1)) > 10_000  # modules and schemas alone: tens of thousands
+        values = [b"after-%d" % i for i in range(10)]
+        produce(run["port"], "served", values)
+        assert consume(run["port"], "served", 10) == values
+
+
 SIGNAL_DURING_START = r"""
 import os, signal, sys
 from odradek.cli.main import main

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import faulthandler
+import gc
 import logging
 import signal
 import sys
@@ -19,6 +20,21 @@ log = logging.getLogger(__name__)
 # A stop taking longer than this logs what it is waiting on (every task's stack and every
 # thread's): a broker that does not stop says why, in the log the operator has.
 STOP_WATCHDOG_S = 15.0
+
+
+def _freeze_startup_heap() -> None:
+    """Take what the start built out of the cycle collector's sight: modules, classes,
+    message schemas, the logs and partitions loaded at start, the connection to
+    ZooKeeper. They live as long as the process, yet a full (generation 2) collection
+    walks every one of them, with the event loop stopped: on this VM 20-45 ms for the
+    ~60,000 objects of a fresh cluster broker, a stall of every partition it leads or
+    follows (issue 31's latency outliers). Frozen, they are freed by reference counting
+    as before; only a reference cycle among them that becomes garbage later is never
+    collected (a topic deleted after a restart leaves its few cycles)."""
+    gc.collect()
+    gc.freeze()
+    log.debug("%d objects of the start frozen out of the cycle collector",
+              gc.get_freeze_count())
 
 
 def _report_slow_stop() -> None:
@@ -51,6 +67,7 @@ async def serve(config: BrokerConfig, on_started: Callable[[Broker], None] | Non
             return
         stopped.cancel()
         starting.result()  # a failed start raises here
+        _freeze_startup_heap()
         try:
             if on_started is not None and not stop.is_set():
                 on_started(broker)
