@@ -14,6 +14,7 @@ import struct
 import subprocess
 import sys
 import time
+import typing
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -50,8 +51,9 @@ ROUND_TRIP_VERSIONS = [
     (3, 0), (3, 4), (3, 9), (3, 12),
     (0, 3), (0, 9),
     (1, 4), (1, 12),
+    (75, 0),  # a nullable struct (its cursor): a marker byte, then the struct or nothing
 ]
-SUPPORTED = {18: (0, 3), 3: (0, 12), 0: (3, 9), 1: (4, 12)}
+SUPPORTED = {18: (0, 3), 3: (0, 12), 0: (3, 9), 1: (4, 12), 75: (0, 0)}
 
 MAX_DECODE_S = 1.0  # far above anything legitimate for the small inputs fuzzed here
 
@@ -166,13 +168,15 @@ def _examples() -> dict[tuple[int, int], Any]:
                             partition_max_bytes=1 << 20),)),),
                     forgotten_topics_data=(forgotten(topic="old", partitions=(1, 2, 3)),),
                     rack_id="rack-a")
+    d = load_request_schema(75, 0)
+    cursor = typing.get_args(typing.get_type_hints(d)["cursor"])[0]
+    ex[75, 0] = d(topics=(_nested(d, "topics")(name="orders"),), response_partition_limit=2,
+                  cursor=cursor(topic_name="orders", partition_index=2))
     return ex
 
 
 def _nested(cls: type, field_name: str) -> type:
     """The element class of an entity-array field."""
-    import typing
-
     hint = typing.get_type_hints(cls)[field_name]
     for arg in typing.get_args(hint):
         inner = typing.get_args(arg) or (arg,)

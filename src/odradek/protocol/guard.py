@@ -242,7 +242,15 @@ class _Source:
                 nested = hint if dataclasses.is_dataclass(hint) else next(
                     a for a in args if dataclasses.is_dataclass(a))
                 assert isinstance(nested, type)  # a type hint (or its argument): a class
-                self.entity(nested, indent)
+                if null_name is None:
+                    # A nullable struct (DescribeTopicPartitions' cursor) is preceded by
+                    # a marker byte: negative for null, else the struct follows (Kafka's
+                    # generated readers test ``readByte() < 0``).
+                    self.fixed(indent, 1)
+                    self.emit(indent, "if buf[pos - 1] < 128:")
+                    self.entity(nested, indent + 1)
+                else:
+                    self.entity(nested, indent)
         flush()
         if flexible:
             known = self.constant(frozenset(f.metadata["tag"] for f in dataclasses.fields(cls)
