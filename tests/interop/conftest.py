@@ -31,12 +31,14 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from odradek import devcluster
 
@@ -91,6 +93,16 @@ class BrokerProcess(devcluster.BrokerProcess):
     def assert_alive(self) -> None:
         code = self.returncode
         assert code is None, f"broker exited early with code {code}\n{self.output()}"
+
+
+def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of one scrape of a broker's ``metrics.listen`` (prometheus_client's
+    own parser): (name, sorted labels) -> value."""
+    with urllib.request.urlopen(url, timeout=30) as answer:
+        assert answer.headers["Content-Type"].startswith("text/plain")
+        text = answer.read().decode()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
 
 
 @contextmanager

@@ -339,3 +339,27 @@ def test_topics_and_groups_report_the_operations_one_may_do(acl_broker: BrokerPr
                                         "include_topic_authorized_operations": False})
         assert answer.cluster_authorized_operations == 0  # nothing on the cluster
         assert answer.topics[0].topic_authorized_operations == -(2**31)  # not asked
+
+
+def test_describe_topic_partitions_tells_only_what_one_may_describe(acl_broker: BrokerProcess):
+    """DescribeTopicPartitions (KIP-966) as Metadata: bob, who may describe nothing, gets
+    TOPIC_AUTHORIZATION_FAILED with the zero topic id for a topic he names (whether it
+    exists or not) and an empty list when he asks for every topic; alice, who may
+    describe every topic, sees them all."""
+    port = int(acl_broker.listener("SASL_PLAINTEXT").rsplit(":", 1)[1])
+    asked = {"topics": [{"name": "payroll"}, {"name": "no-such-topic"}],
+             "response_partition_limit": 100, "cursor": None}
+    everything = {"topics": [], "response_partition_limit": 100, "cursor": None}
+    with WireClient(port) as client:
+        assert plain_login(client, "bob", "bob-secret").error_code.value == 0
+        named = client.request(75, 0, asked)
+        assert sorted((t.name, t.error_code.value, t.topic_id, t.partitions)
+                      for t in named.topics) == [
+            ("no-such-topic", KafkaError.TOPIC_AUTHORIZATION_FAILED, None, ()),
+            ("payroll", KafkaError.TOPIC_AUTHORIZATION_FAILED, None, ())]
+        assert client.request(75, 0, everything).topics == ()
+    with WireClient(port) as client:
+        assert plain_login(client, "alice", "alice-secret").error_code.value == 0
+        seen = client.request(75, 0, everything)
+        assert {"orders", "alice-events", "secret", "payroll"} <= {t.name for t in seen.topics}
+        assert all(t.error_code.value == 0 and t.topic_id is not None for t in seen.topics)

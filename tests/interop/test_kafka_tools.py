@@ -6,7 +6,8 @@ user types. The tests assert on what the tool prints and on its effect as anothe
 (confluent-kafka) or the data directory sees it:
 
 - kafka-topics (TopicCommand): create with configs, list, describe, alter partitions,
-  delete, and the error for a topic that exists;
+  delete, and the error for a topic that exists; describe a page of partitions at a
+  time (DescribeTopicPartitions and its cursor, counted in the broker's metrics);
 - kafka-console-producer / kafka-console-consumer: keys and headers both ways, the
   consumer's group offsets committed on exit;
 - kafka-consumer-groups: describe with lag (committed, log end, lag per partition) and
@@ -38,7 +39,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from ..jvm import java_command, require_jars
-from .conftest import BrokerProcess, run_tool, start_broker
+from .conftest import BrokerProcess, run_tool, scrape, start_broker
 
 pytestmark = pytest.mark.interop
 
@@ -55,7 +56,8 @@ def odradek_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerP
     output)."""
     require_jars()
     with start_broker(tmp_path_factory.mktemp("odradek-data"),
-                      "--override", "group.initial.rebalance.delay.ms=0") as broker:
+                      "--override", "group.initial.rebalance.delay.ms=0",
+                      "--override", "metrics.listen=127.0.0.1:0") as broker:
         yield broker
 
 
@@ -168,6 +170,26 @@ def test_kafka_topics_creates_lists_describes_alters_and_deletes_a_topic(
     listed = tool("TopicCommand", *server, "--list")
     assert "tools-topics" not in listed.stdout.split()
     assert "__consumer_offsets" in listed.stdout.split()  # internal topics listed too
+
+
+def test_kafka_topics_describes_a_page_of_partitions_at_a_time(
+        odradek_server: BrokerProcess, admin: AdminClient):
+    """kafka-topics describes through DescribeTopicPartitions (KIP-966) where the broker
+    serves it: with a limit of 2 partitions an answer, the 7 partitions of two topics
+    take four pages, each asked from the cursor the one before ended at."""
+    create_topic(admin, "tools-pages-a", 4)
+    create_topic(admin, "tools-pages-b", 3)
+    requests = (("kafka_network_requestmetrics_requests_total",
+                 (("request", "DescribeTopicPartitions"),)))
+    before = scrape(odradek_server.metrics_url()).get(requests, 0)
+    described = tool("TopicCommand", "--bootstrap-server", odradek_server.bootstrap,
+                     "--describe", "--topic", "tools-pages-.*",
+                     "--partition-size-limit-per-response", "2")
+    rows = [re.sub(r"\s+", " ", line.strip()).split(" Elr:")[0]
+            for line in described.stdout.splitlines() if "Partition: " in line]
+    assert rows == [f"Topic: tools-pages-{t} Partition: {p} Leader: 0 Replicas: 0 Isr: 0"
+                    for t, n in (("a", 4), ("b", 3)) for p in range(n)]
+    assert scrape(odradek_server.metrics_url())[requests] - before == 4
 
 
 # --- kafka-console-producer / kafka-console-consumer -----------------------------------

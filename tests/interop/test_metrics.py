@@ -16,24 +16,14 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from prometheus_client.parser import text_string_to_metric_families
 
-from .conftest import BrokerProcess, start_broker
+from .conftest import BrokerProcess, scrape, start_broker
 
 pytestmark = pytest.mark.interop
 
 WAIT = 30.0
 RECORDS = 1000
 READ = 400
-
-
-def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """Every sample of one scrape: (name, sorted labels) -> value."""
-    with urllib.request.urlopen(url, timeout=WAIT) as answer:
-        assert answer.headers["Content-Type"].startswith("text/plain")
-        text = answer.read().decode()
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
 
 
 def get(url: str) -> tuple[int, str]:

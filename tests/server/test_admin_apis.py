@@ -470,6 +470,86 @@ def test_describe_cluster_v1_serves_broker_endpoints_only(wire: Wire) -> None:
     assert controllers.error_code.value == 115  # UNSUPPORTED_ENDPOINT_TYPE
 
 
+# --- DescribeTopicPartitions (KIP-966) ---------------------------------------------------------
+
+
+def describe_pages(wire: Wire, names: list[str], limit: int) -> list[Any]:
+    """Every page of a DescribeTopicPartitions walk, each asked from the cursor the one
+    before gave."""
+    pages = []
+    cursor = None
+    while True:
+        page = wire.request(75, 0, {"topics": [{"name": n} for n in names],
+                                    "response_partition_limit": limit, "cursor": cursor})
+        pages.append(page)
+        if page.next_cursor is None:
+            return pages
+        cursor = {"topic_name": page.next_cursor.topic_name,
+                  "partition_index": page.next_cursor.partition_index}
+        assert len(pages) < 20
+
+
+def test_describe_topic_partitions_pages_through_topics_in_name_order(
+        node: RunningBroker, wire: Wire) -> None:
+    admin = admin_for(node)
+    create_topic(admin, "pages-b", 3)
+    create_topic(admin, "pages-a", 4)
+    ids = {t.name: t.topic_id for t in wire.request(3, 12, {"topics": None}).topics}
+
+    pages = describe_pages(wire, ["pages-b", "pages-a"], 2)
+    seen = [[(t.name, [p.partition_index for p in t.partitions]) for t in page.topics]
+            for page in pages]
+    assert seen == [[("pages-a", [0, 1])], [("pages-a", [2, 3])], [("pages-b", [0, 1])],
+                    [("pages-b", [2])]]
+    # where each page ended: inside a topic, or at the start of the next one
+    assert [(c.topic_name, c.partition_index) for c in
+            (page.next_cursor for page in pages[:-1])] == [
+        ("pages-a", 2), ("pages-b", 0), ("pages-b", 2)]
+    for page in pages:
+        for t in page.topics:
+            assert t.error_code.value == 0 and t.topic_id == ids[t.name]
+            assert not t.is_internal and t.topic_authorized_operations > 0
+            for p in t.partitions:
+                assert (p.leader_id, p.replica_nodes, p.isr_nodes) == (
+                    node.broker.node_id, (node.broker.node_id,), (node.broker.node_id,))
+                assert p.eligible_leader_replicas == () and p.last_known_elr == ()
+
+    # Every topic (none named): the same partitions, from any cursor on.
+    everything = describe_pages(wire, [], 1000)
+    assert len(everything) == 1
+    names = [t.name for t in everything[0].topics]
+    assert names == sorted(names) and {"pages-a", "pages-b"} <= set(names)
+    later = wire.request(75, 0, {"topics": [], "response_partition_limit": 1000,
+                                 "cursor": {"topic_name": "pages-a", "partition_index": 3}})
+    assert [(t.name, [p.partition_index for p in t.partitions]) for t in later.topics
+            if t.name.startswith("pages-")] == [("pages-a", [3]), ("pages-b", [0, 1, 2])]
+
+
+def test_describe_topic_partitions_says_what_is_wrong_and_creates_nothing(
+        node: RunningBroker, wire: Wire) -> None:
+    answer = wire.request(75, 0, {"topics": [{"name": "never-made"}, {"name": "bad name!"}],
+                                  "response_partition_limit": 10, "cursor": None})
+    # INVALID_TOPIC_EXCEPTION, UNKNOWN_TOPIC_OR_PARTITION; the zero id (kio reads it as None)
+    assert sorted((t.name, t.error_code.value, t.topic_id) for t in answer.topics) == [
+        ("bad name!", 17, None), ("never-made", 3, None)]
+    assert "never-made" not in admin_for(node).list_topics(timeout=TIMEOUT).topics
+
+    # A cursor must name one of the topics asked for: INVALID_REQUEST on each of them.
+    answer = wire.request(75, 0, {"topics": [{"name": "x"}, {"name": "y"}],
+                                  "response_partition_limit": 10,
+                                  "cursor": {"topic_name": "elsewhere", "partition_index": 0}})
+    assert [(t.name, t.error_code.value) for t in answer.topics] == [("x", 42), ("y", 42)]
+
+
+def test_the_broker_caps_a_describe_topic_partitions_page() -> None:
+    with running_broker(**{"max.request.partition.size.limit": 3}) as running:
+        create_topic(admin_for(running), "capped", 5)
+        with Wire(running.port) as wire:
+            pages = describe_pages(wire, ["capped"], 100)
+    assert [[p.partition_index for p in page.topics[0].partitions] for page in pages] == [
+        [0, 1, 2], [3, 4]]
+
+
 # --- DescribeLogDirs -------------------------------------------------------------------------
 
 

@@ -231,6 +231,9 @@ _SETTINGS = [
     Setting("log.level", "INFO", _log_level,
             "level of the broker's own loggers (odradek.*); log.level.<logger> sets one"),
     Setting("queued.max.requests", 500, _int(1), "requests read ahead per connection"),
+    Setting("max.request.partition.size.limit", 2000, _int(1),
+            "most partitions a DescribeTopicPartitions answer holds (the client's limit "
+            "is kept if lower)"),
     Setting("log.segment.bytes", 1073741824, _int(14), "segment size", "segment.bytes"),
     Setting("log.roll.ms", 604800000, _int(1), "segment age", "segment.ms"),
     Setting("log.index.interval.bytes", 4096, _int(0), "index density",

@@ -56,24 +56,6 @@ TIME_BUCKETS_MS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0,
                    500.0, 1000.0, 2500.0, 5000.0, 10000.0, 30000.0)
 SNAPSHOT_TIMEOUT_S = 5.0
 
-# Kafka's names of the APIs (RequestMetrics' request label), for the ones served.
-API_NAMES = {
-    0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "OffsetCommit",
-    9: "OffsetFetch", 10: "FindCoordinator", 11: "JoinGroup", 12: "Heartbeat",
-    13: "LeaveGroup", 14: "SyncGroup", 15: "DescribeGroups", 16: "ListGroups",
-    17: "SaslHandshake", 18: "ApiVersions", 19: "CreateTopics", 20: "DeleteTopics",
-    21: "DeleteRecords", 22: "InitProducerId", 23: "OffsetForLeaderEpoch",
-    24: "AddPartitionsToTxn", 25: "AddOffsetsToTxn", 26: "EndTxn", 27: "WriteTxnMarkers",
-    28: "TxnOffsetCommit", 29: "DescribeAcls", 30: "CreateAcls", 31: "DeleteAcls",
-    32: "DescribeConfigs", 33: "AlterConfigs", 35: "DescribeLogDirs", 36: "SaslAuthenticate",
-    37: "CreatePartitions", 42: "DeleteGroups", 43: "ElectLeaders",
-    44: "IncrementalAlterConfigs", 45: "AlterPartitionReassignments",
-    46: "ListPartitionReassignments", 47: "OffsetDelete", 48: "DescribeClientQuotas",
-    49: "AlterClientQuotas", 50: "DescribeUserScramCredentials",
-    51: "AlterUserScramCredentials", 60: "DescribeCluster", 61: "DescribeProducers",
-    65: "DescribeTransactions", 66: "ListTransactions", 68: "ConsumerGroupHeartbeat",
-    69: "ConsumerGroupDescribe",
-}
 
 
 class TopicStats:
@@ -353,6 +335,11 @@ def _topic_families(snap: Snapshot) -> Iterator[Any]:
 
 
 def _request_families(snap: Snapshot) -> Iterator[Any]:
+    # Kafka's names of the APIs (RequestMetrics' request label): the handlers' own.
+    # Imported here, at a scrape: the handlers import the connection, which imports
+    # this module.
+    from odradek.server.handlers import HANDLERS
+
     requests = CounterMetricFamily("kafka_network_requestmetrics_requests",
                                    "requests answered", labels=["request"])
     helps = {
@@ -365,7 +352,8 @@ def _request_families(snap: Snapshot) -> Iterator[Any]:
     times = [HistogramMetricFamily(f"kafka_network_requestmetrics_{name}", helps[name],
                                    labels=["request"]) for name in REQUEST_TIMES]
     for key, (count, histograms) in sorted(snap.requests.items()):
-        name = API_NAMES.get(key, str(key))
+        api = HANDLERS.get(key)
+        name = api.name if api is not None else str(key)
         requests.add_metric([name], count)
         for family, (sum_ms, buckets) in zip(times, histograms, strict=True):
             family.add_metric([name], _cumulative(buckets), sum_ms)

@@ -27,6 +27,7 @@ HANDLERS: dict[int, Api] = {
     for api in (
         api_versions.API,
         metadata.API,
+        metadata.DESCRIBE_TOPIC_PARTITIONS,
         produce.API,
         fetch.API,
         list_offsets.API,

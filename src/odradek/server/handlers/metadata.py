@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from odradek.protocol.codec import Request
+from odradek.protocol.messages import ZERO_UUID
 from odradek.security.acls import Operation, ResourceType
+from odradek.server.cluster.metadata import INTERNAL_TOPICS
 from odradek.server.handlers.base import (
     CLUSTER,
     NO_AUTHORIZED_OPERATIONS,
@@ -34,13 +36,13 @@ if TYPE_CHECKING:
     from odradek.server.broker import Broker
 
 
-
-def topic_entry(broker: Broker, topic: Topic) -> dict[str, Any]:
-    """A topic's partitions as the topology sees them: their live leaders (a partition
-    without one is LEADER_NOT_AVAILABLE), epochs, replicas and ISRs."""
+def topic_entry(broker: Broker, topic: Topic, indexes: range | None = None) -> dict[str, Any]:
+    """A topic's partitions (those of ``indexes``, else all) as the topology sees them:
+    their live leaders (a partition without one is LEADER_NOT_AVAILABLE), epochs,
+    replicas and ISRs."""
     view = broker.topology.partition_view
     partitions = []
-    for p in range(topic.partitions):
+    for p in range(topic.partitions) if indexes is None else indexes:
         v = view(topic.name, p)
         partitions.append({
             "error_code": 0 if v.leader >= 0 else ErrorCode.leader_not_available,
@@ -159,4 +161,77 @@ async def handle(broker: Broker, request: Request) -> bytes:
     })
 
 
+async def describe_topic_partitions(broker: Broker, request: Request) -> bytes:
+    """DescribeTopicPartitions (75, KIP-966): Metadata's partitions, a page at a time.
+
+    The topics named (all there are, if none is named), in name order, from the
+    request's cursor on; at most ``response_partition_limit`` partitions (and at most
+    ``max.request.partition.size.limit``) in one answer, and if more were left, the
+    ``next_cursor`` to ask from: the topic and partition where this page stopped. As
+    Kafka's: a cursor naming a topic the request does not name is INVALID_REQUEST; a
+    named topic one may not describe is TOPIC_AUTHORIZATION_FAILED with the zero id
+    (left out, unsaid, when all topics were asked for); a named topic that does not
+    exist is UNKNOWN_TOPIC_OR_PARTITION (INVALID_TOPIC_EXCEPTION if its name is not
+    valid), and no topic is created. Eligible leader replicas (KIP-966's ELR, KRaft's)
+    are not kept by this broker: both lists are empty, as from a Kafka cluster with
+    ELR off."""
+    body = request.body
+    assert broker.metadata is not None
+    cursor = body.cursor
+    after = cursor.topic_name if cursor is not None else ""
+    every_topic = not body.topics
+    names = set(broker.metadata.topics) if every_topic else {t.name for t in body.topics}
+    names = {n for n in names if n >= after}
+    if cursor is not None and not every_topic and cursor.topic_name not in names:
+        # Kafka's InvalidRequestException, as its error response carries it: on every
+        # topic asked for (the response has no error of its own).
+        return respond(request, {"throttle_time": 0, "topics": [
+            {"error_code": ErrorCode.invalid_request, "name": t.name, "topic_id": ZERO_UUID,
+             "partitions": []} for t in body.topics]})
+    topics: list[dict[str, Any]] = []
+    refused: list[dict[str, Any]] = []
+    shown: list[str] = []
+    for name in sorted(names):
+        if allowed(broker, request, Operation.DESCRIBE, ResourceType.TOPIC, name):
+            shown.append(name)
+        elif not every_topic:
+            refused.append({"error_code": ErrorCode.topic_authorization_failed,
+                            "name": name, "topic_id": ZERO_UUID, "partitions": []})
+    first = cursor.partition_index if cursor is not None and after in shown else 0
+    remaining = min(body.response_partition_limit,
+                    broker.config["max.request.partition.size.limit"])
+    next_cursor = None
+    for name in shown:
+        if remaining <= 0:
+            # Whatever the previous topic left, this one starts the next page.
+            next_cursor = {"topic_name": name, "partition_index": 0}
+            break
+        topic = broker.topic(name)
+        if topic is None:
+            if not every_topic:
+                try:
+                    validate_topic_name(name)
+                    code = ErrorCode.unknown_topic_or_partition
+                except TopicError:
+                    code = ErrorCode.invalid_topic_exception
+                topics.append({"error_code": code, "name": name, "topic_id": ZERO_UUID,
+                               "is_internal": name in INTERNAL_TOPICS, "partitions": []})
+            continue
+        start = first if name == after else 0
+        end = min(topic.partitions, start + remaining)
+        entry = topic_entry(broker, topic, range(start, end))
+        for p in entry["partitions"]:
+            p["eligible_leader_replicas"] = p["last_known_elr"] = []
+        entry["topic_authorized_operations"] = authorized_operations(
+            broker, request, ResourceType.TOPIC, name)
+        topics.append(entry)
+        if end < topic.partitions:
+            next_cursor = {"topic_name": name, "partition_index": end}
+            break
+        remaining -= end - start
+    return respond(request, {"throttle_time": 0, "topics": topics + refused,
+                             "next_cursor": next_cursor})
+
+
 API = Api(3, "Metadata", 0, 12, handle)
+DESCRIBE_TOPIC_PARTITIONS = Api(75, "DescribeTopicPartitions", 0, 0, describe_topic_partitions)
