@@ -2,7 +2,8 @@
 test_differential.py's): DescribeConfigs of topics and a broker, OffsetCommit /
 OffsetFetch errors and their high versions, KIP-848 ConsumerGroupHeartbeat and
 ConsumerGroupDescribe, the newest versions of Metadata / ApiVersions / ListOffsets /
-Fetch / Produce that both brokers serve, and more admin errors (DeleteRecords beyond the
+Fetch / Produce that both brokers serve, DescribeTopicPartitions and its cursor, and
+more admin errors (DeleteRecords beyond the
 high watermark, CreateTopics validate_only with a bad config, ...).
 
 Normalised here beyond test_differential.py's rules (each where it is done, with its
@@ -450,6 +451,28 @@ def _by_partition_index(data: dict[str, Any]) -> dict[str, Any]:
     for t in data["topics"]:
         t["partitions"].sort(key=lambda p: p["partition_index"])
     return data
+
+
+def seq_describe_topic_partitions(r: Recorder, name: str) -> None:
+    """DescribeTopicPartitions (KIP-966): pages of two partitions over two topics, each
+    from the cursor the last one gave; a missing topic and an invalid name; a cursor on
+    a topic not asked for."""
+    first, second = f"{name}-a", f"{name}-b"
+    create_topic(r.c, first, partitions=3)
+    create_topic(r.c, second, partitions=2)
+    asked = {"topics": [{"name": second}, {"name": first}], "response_partition_limit": 2}
+    r.request("DescribeTopicPartitions: a page of 2", 75, 0, {**asked, "cursor": None},
+              sort=_metadata)
+    for topic, index in ((first, 2), (second, 0), (second, 1)):
+        r.request(f"DescribeTopicPartitions: from {topic.removeprefix(name)} {index}", 75, 0,
+                  {**asked, "cursor": {"topic_name": topic, "partition_index": index}},
+                  sort=_metadata)
+    r.request("DescribeTopicPartitions: a missing topic, an invalid name", 75, 0, {
+        "topics": [{"name": f"{name}-missing"}, {"name": "bad name!"}],
+        "response_partition_limit": 10, "cursor": None}, sort=_metadata)
+    r.request("DescribeTopicPartitions: a cursor on a topic not asked for", 75, 0, {
+        "topics": [{"name": first}], "response_partition_limit": 10,
+        "cursor": {"topic_name": f"{name}-z", "partition_index": 0}}, sort=_metadata)
 
 
 def seq_api_versions(r: Recorder, name: str) -> None:

@@ -214,8 +214,11 @@ async def describe_topic_partitions(broker: Broker, request: Request) -> bytes:
                     code = ErrorCode.unknown_topic_or_partition
                 except TopicError:
                     code = ErrorCode.invalid_topic_exception
+                # with the operations one may do on it, as Kafka's answer has them
                 topics.append({"error_code": code, "name": name, "topic_id": ZERO_UUID,
-                               "is_internal": name in INTERNAL_TOPICS, "partitions": []})
+                               "is_internal": name in INTERNAL_TOPICS, "partitions": [],
+                               "topic_authorized_operations": authorized_operations(
+                                   broker, request, ResourceType.TOPIC, name)})
             continue
         start = first if name == after else 0
         end = min(topic.partitions, start + remaining)
