@@ -197,6 +197,8 @@ BY_HAND: dict[int, dict] = {
     61: {"topics": [{"name": "fz", "partition_indexes": [0, 1]}]},
     65: {"transactional_ids": ["fz-txn", "nobody"]},
     66: {"state_filters": ["Ongoing"], "producer_id_filters": [], "duration_filter": -1},
+    75: {"topics": [{"name": "fz"}], "response_partition_limit": 1,
+         "cursor": {"topic_name": "fz", "partition_index": 1}},
 }
 
 
@@ -217,6 +219,9 @@ def by_hand(bootstrap: str) -> None:
                 exchange(client, key, version, body)
     with WireClient(port, timeout=WAIT) as client:  # DescribeLogDirs: every directory
         exchange(client, 35, HANDLERS[35].max_version, {"topics": None})
+    with WireClient(port, timeout=WAIT) as client:  # DescribeTopicPartitions: all, no cursor
+        exchange(client, 75, HANDLERS[75].max_version,
+                 {"topics": [], "response_partition_limit": 10, "cursor": None})
 
 
 def sasl_by_hand(bootstrap: str) -> None:
