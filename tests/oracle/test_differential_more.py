@@ -2,8 +2,9 @@
 test_differential.py's): DescribeConfigs of topics and a broker, OffsetCommit /
 OffsetFetch errors and their high versions, KIP-848 ConsumerGroupHeartbeat and
 ConsumerGroupDescribe, the newest versions of Metadata / ApiVersions / ListOffsets /
-Fetch / Produce that both brokers serve, DescribeTopicPartitions and its cursor, and
-more admin errors (DeleteRecords beyond the
+Fetch / Produce that both brokers serve, the versions Kafka 4 added to Metadata,
+FindCoordinator, DescribeCluster and ListTransactions, DescribeTopicPartitions and its
+cursor, and more admin errors (DeleteRecords beyond the
 high watermark, CreateTopics validate_only with a bad config, ...).
 
 Normalised here beyond test_differential.py's rules (each where it is done, with its
@@ -33,6 +34,7 @@ from tests.oracle.test_differential import (
     fetch_body,
     fetched,
     find_coordinator,
+    init_producer,
     list_offsets,
     metadata,
     plain,
@@ -473,6 +475,36 @@ def seq_describe_topic_partitions(r: Recorder, name: str) -> None:
     r.request("DescribeTopicPartitions: a cursor on a topic not asked for", 75, 0, {
         "topics": [{"name": first}], "response_partition_limit": 10,
         "cursor": {"topic_name": f"{name}-z", "partition_index": 0}}, sort=_metadata)
+
+
+def seq_kafka_4_versions(r: Recorder, name: str) -> None:
+    """The versions Kafka 4 added to APIs Odradek served before (issue 32): Metadata v13's
+    top-level error code, FindCoordinator v5, DescribeCluster v2 with fenced brokers
+    asked for, ListTransactions v2's transactional id pattern (the whole id must match;
+    one that does not compile is INVALID_REGULAR_EXPRESSION)."""
+    topic = f"{name}-t"
+    create_topic(r.c, topic)
+    r.request("Metadata v13: a topic, a missing one", 3, 13, {
+        "topics": [{"name": topic}, {"name": f"{name}-missing"}],
+        "allow_auto_topic_creation": False, "include_topic_authorized_operations": False},
+        sort=_metadata)
+    find_coordinator(r.c, f"{name}-group", 0)
+    r.request("FindCoordinator v5: a group", 10, 5, {
+        "key_type": 0, "coordinator_keys": [f"{name}-group"]})
+    r.request("DescribeCluster v2: fenced brokers too", 60, 2, {
+        "include_cluster_authorized_operations": False, "endpoint_type": 1,
+        "include_fenced_brokers": True}, drop=["broker_id"])
+    for suffix in ("a", "b"):
+        find_coordinator(r.c, f"{name}-tx-{suffix}", 1)
+        init_producer(r, f"InitProducerId {suffix}", f"{name}-tx-{suffix}")
+    for label, pattern in (("one id", f"{name}-tx-a"), ("a prefix only", f"{name}-tx"),
+                           ("both ids", f"{name}-tx-.*"), ("not a pattern", "(")):
+        # Kafka lists them in an order of its own: compared by id.
+        r.request(f"ListTransactions v2: {label}", 66, 2, {
+            "state_filters": [], "producer_id_filters": [], "duration_filter": -1,
+            "transactional_id_pattern": pattern}, drop=["producer_id"],
+            sort=lambda d: {**d, "transaction_states": sorted(
+                d["transaction_states"], key=lambda t: t["transactional_id"])})
 
 
 def seq_api_versions(r: Recorder, name: str) -> None:

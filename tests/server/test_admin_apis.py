@@ -470,6 +470,12 @@ def test_describe_cluster_v1_serves_broker_endpoints_only(wire: Wire) -> None:
     assert controllers.error_code.value == 115  # UNSUPPORTED_ENDPOINT_TYPE
 
 
+def test_describe_cluster_v2_lists_no_broker_as_fenced(node: RunningBroker, wire: Wire) -> None:
+    answer = wire.request(60, 2, {"include_cluster_authorized_operations": False,
+                                  "endpoint_type": 1, "include_fenced_brokers": True})
+    assert [(b.broker_id, b.is_fenced) for b in answer.brokers] == [(node.broker.node_id, False)]
+
+
 # --- DescribeTopicPartitions (KIP-966) ---------------------------------------------------------
 
 
@@ -577,18 +583,21 @@ def test_describe_log_dirs_reports_every_partition_size(node: RunningBroker) -> 
     assert "'other'" not in repr(only_sized)
 
 
+@pytest.mark.parametrize("version", [4, 5])
 def test_describe_log_dirs_v4_reports_disk_space_and_filters_topics(
-        node: RunningBroker, wire: Wire) -> None:
+        node: RunningBroker, wire: Wire, version: int) -> None:
     admin = admin_for(node)
     create_topic(admin, "a", partitions=2)
     create_topic(admin, "b")
     produce(node, "a", 3)
 
-    everything = wire.request(35, 4, {"topics": None})
-    filtered = wire.request(35, 4, {"topics": [{"topic": "a", "partitions": [0, 5]}]})
+    everything = wire.request(35, version, {"topics": None})
+    filtered = wire.request(35, version, {"topics": [{"topic": "a", "partitions": [0, 5]}]})
 
     (result,) = everything.results
     assert result.log_dir == node.broker.logs.data_dir
+    if version >= 5:
+        assert result.is_cordoned is False  # KIP-1066: nothing cordons it here
     assert 0 < result.usable_bytes <= result.total_bytes
     by_topic = {t.name: {p.partition_index: p for p in t.partitions} for t in result.topics}
     # Like Kafka's, the broker's log dir also holds the internal __consumer_offsets.

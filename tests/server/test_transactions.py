@@ -320,6 +320,18 @@ def test_describe_and_list_transactions():
         assert [t.transactional_id for t in ongoing.transaction_states] == ["busy"]
         assert list(ongoing.unknown_state_filters) == ["Bogus"]
 
+        def matching(pattern: str) -> tuple[int, list[str]]:  # v2, KIP-1152
+            answer = c.request(66, 2, {"state_filters": [], "producer_id_filters": [],
+                                       "duration_filter": -1,
+                                       "transactional_id_pattern": pattern})
+            return code(answer.error_code), [t.transactional_id
+                                             for t in answer.transaction_states]
+
+        assert matching("b.*") == (0, ["busy"])
+        assert matching("bus") == (0, [])  # the whole id must match
+        assert matching("") == (0, ["busy", "idle"])  # empty: no filter
+        assert matching("[") == (ErrorCode.invalid_regular_expression, [])
+
 
 def offset_fetch(c: WireClient, group: str, topic: str, *, stable: bool = False,
                  version: int = 7) -> int:

@@ -585,6 +585,7 @@ async def describe_log_dirs(broker: Broker, request: Request) -> bytes:
     return respond(request, {"throttle_time": 0, "error_code": 0, "results": [{
         "error_code": 0,
         "log_dir": broker.logs.data_dir,
+        "is_cordoned": False,  # v5, KIP-1066: this broker does not cordon its directory
         "topics": [{"name": name, "partitions": parts} for name, parts in by_topic.items()],
         "total_bytes": usage.total,
         "usable_bytes": usage.free,
@@ -600,8 +601,11 @@ async def describe_cluster(broker: Broker, request: Request) -> bytes:
         "endpoint_type": endpoint_type,
         "cluster_id": broker.metadata.cluster_id,
         "controller_id": controller_id(broker),
+        # v2's include_fenced_brokers: a ZooKeeper cluster fences no broker (a broker is
+        # registered and live, or not listed), so every one listed is unfenced.
         "brokers": [{"broker_id": b["node_id"], "host": b["host"], "port": b["port"],
-                     "rack": b["rack"]} for b in brokers(broker, request)],
+                     "rack": b["rack"], "is_fenced": False}
+                    for b in brokers(broker, request)],
         "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS,
     }
     if not allowed(broker, request, Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER):
@@ -624,5 +628,5 @@ async def describe_cluster(broker: Broker, request: Request) -> bytes:
 DESCRIBE_CONFIGS = Api(32, "DescribeConfigs", 1, 4, describe_configs)
 ALTER_CONFIGS = Api(33, "AlterConfigs", 0, 2, alter_configs)
 INCREMENTAL_ALTER_CONFIGS = Api(44, "IncrementalAlterConfigs", 0, 1, incremental_alter_configs)
-DESCRIBE_LOG_DIRS = Api(35, "DescribeLogDirs", 1, 4, describe_log_dirs)
-DESCRIBE_CLUSTER = Api(60, "DescribeCluster", 0, 1, describe_cluster)
+DESCRIBE_LOG_DIRS = Api(35, "DescribeLogDirs", 1, 5, describe_log_dirs)
+DESCRIBE_CLUSTER = Api(60, "DescribeCluster", 0, 2, describe_cluster)

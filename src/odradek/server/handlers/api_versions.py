@@ -24,4 +24,4 @@ async def handle(broker: Broker, request: Request) -> bytes:
     })
 
 
-API = Api(18, "ApiVersions", 0, 3, handle)
+API = Api(18, "ApiVersions", 0, 4, handle)

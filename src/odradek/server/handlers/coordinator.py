@@ -1,6 +1,7 @@
 """FindCoordinator (10): which broker coordinates a group or a transactional id.
 
-v0-3 ask for one key, v4 for a batch of ``coordinator_keys``; key type 0 is a group, 1 a
+v0-3 ask for one key, v4-5 for a batch of ``coordinator_keys`` (v5 only tells the client it
+may meet KIP-890's TRANSACTION_ABORTABLE); key type 0 is a group, 1 a
 transactional id. As in Kafka, a key's coordinator is the leader of its partition of
 ``__consumer_offsets`` or ``__transaction_state`` (``partition_for``). A single node
 leads every partition, so it answers itself for every key: its groups are loaded from
@@ -93,4 +94,4 @@ async def handle(broker: Broker, request: Request) -> bytes:
     })
 
 
-API = Api(10, "FindCoordinator", 0, 4, handle)
+API = Api(10, "FindCoordinator", 0, 5, handle)

@@ -153,6 +153,7 @@ async def handle(broker: Broker, request: Request) -> bytes:
                                                    CLUSTER)
     return respond(request, {
         "throttle_time": 0,
+        "error_code": 0,  # v13: REBOOTSTRAP_REQUIRED (KIP-1102) is never asked of a client
         "brokers": brokers(broker, request),
         "cluster_id": broker.metadata.cluster_id,
         "controller_id": controller_id(broker),
@@ -236,5 +237,5 @@ async def describe_topic_partitions(broker: Broker, request: Request) -> bytes:
                              "next_cursor": next_cursor})
 
 
-API = Api(3, "Metadata", 0, 12, handle)
+API = Api(3, "Metadata", 0, 13, handle)
 DESCRIBE_TOPIC_PARTITIONS = Api(75, "DescribeTopicPartitions", 0, 0, describe_topic_partitions)

@@ -35,6 +35,7 @@ Versions, from Kafka's request schemas:
 from __future__ import annotations
 
 import datetime
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -285,9 +286,18 @@ async def describe_transactions(broker: Broker, request: Request) -> bytes:
 
 async def list_transactions(broker: Broker, request: Request) -> bytes:
     """ListTransactions: the transactional ids of every ``__transaction_state``
-    partition coordinated here (the admin client asks every broker), by id."""
+    partition coordinated here (the admin client asks every broker), by id; v1 filters
+    by how long a transaction has been open, v2 by a regular expression the whole id
+    must match (KIP-1152; one that does not compile is INVALID_REGULAR_EXPRESSION)."""
     body = request.body
     duration = getattr(body, "duration_filter", -1)
+    pattern = getattr(body, "transactional_id_pattern", None)
+    try:
+        matches = re.compile(pattern).fullmatch if pattern else None
+    except re.error:
+        return respond(request, {"throttle_time": 0,
+                                 "error_code": ErrorCode.invalid_regular_expression,
+                                 "unknown_state_filters": [], "transaction_states": []})
     try:
         rt = runtime(broker)
         now = rt.clock()
@@ -300,9 +310,10 @@ async def list_transactions(broker: Broker, request: Request) -> bytes:
         return respond(request, {"throttle_time": 0, "error_code": exc.error_code,
                                  "unknown_state_filters": [], "transaction_states": []})
     # As Kafka: the transactional ids the principal may describe.
-    listed = sorted((t for result in results for t in result.transactions if allowed(
-        broker, request, Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
-        t.transactional_id)), key=lambda t: t.transactional_id)
+    listed = sorted((t for result in results for t in result.transactions
+                     if (matches is None or matches(t.transactional_id)) and allowed(
+                         broker, request, Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
+                         t.transactional_id)), key=lambda t: t.transactional_id)
     return respond(request, {
         "throttle_time": 0, "error_code": 0,
         "unknown_state_filters": results[0].unknown_state_filters,
@@ -362,7 +373,7 @@ ADD_OFFSETS_TO_TXN = Api(25, "AddOffsetsToTxn", 0, 3, add_offsets_to_txn)
 END_TXN = Api(26, "EndTxn", 0, 3, end_txn)
 TXN_OFFSET_COMMIT = Api(28, "TxnOffsetCommit", 0, 3, txn_offset_commit)
 DESCRIBE_TRANSACTIONS = Api(65, "DescribeTransactions", 0, 0, describe_transactions)
-LIST_TRANSACTIONS = Api(66, "ListTransactions", 0, 1, list_transactions)
+LIST_TRANSACTIONS = Api(66, "ListTransactions", 0, 2, list_transactions)
 DESCRIBE_PRODUCERS = Api(61, "DescribeProducers", 0, 0, describe_producers)
 
 APIS = (ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT,
