@@ -196,7 +196,8 @@ BY_HAND: dict[int, dict] = {
     60: {"include_cluster_authorized_operations": True},
     61: {"topics": [{"name": "fz", "partition_indexes": [0, 1]}]},
     65: {"transactional_ids": ["fz-txn", "nobody"]},
-    66: {"state_filters": ["Ongoing"], "producer_id_filters": [], "duration_filter": -1},
+    66: {"state_filters": ["Ongoing"], "producer_id_filters": [], "duration_filter": -1,
+         "transactional_id_pattern": "fz-.*"},
     75: {"topics": [{"name": "fz"}], "response_partition_limit": 1,
          "cursor": {"topic_name": "fz", "partition_index": 1}},
 }
