@@ -1,4 +1,5 @@
-"""Metadata (3): brokers, cluster id and topics with their partitions.
+"""Metadata (3): brokers, cluster id and topics with their partitions; and
+DescribeTopicPartitions (75), the same partitions a page at a time.
 
 A single node leads every partition and is its only replica. In a cluster the answer is
 this broker's view of ZooKeeper (server/cluster/metadata.py): every live broker with
