@@ -242,12 +242,15 @@ def produce_body(topic: str, partition: int, records: bytes, *, acks: int = -1,
                 {"index": partition, "records": records}]}]}
 
 
-def fetch_body(topic: str, partition: int, offset: int, *, max_bytes: int = 1 << 20,
-               isolation: int = 0, max_wait_ms: int = 0) -> dict[str, Any]:
+def fetch_body(topic: str | uuid.UUID, partition: int, offset: int, *,
+               max_bytes: int = 1 << 20, isolation: int = 0, max_wait_ms: int = 0
+               ) -> dict[str, Any]:
+    """A one-partition fetch; ``topic`` a name, or an id for v13+."""
+    named = {"topic_id": topic} if isinstance(topic, uuid.UUID) else {"topic": topic}
     return {"replica_id": -1, "max_wait": max_wait_ms, "min_bytes": 0,
             "max_bytes": max_bytes, "isolation_level": isolation, "session_id": 0,
             "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
-            "topics": [{"topic": topic, "partitions": [{
+            "topics": [{**named, "partitions": [{
                 "partition": partition, "current_leader_epoch": -1, "fetch_offset": offset,
                 "last_fetched_epoch": -1, "log_start_offset": -1,
                 "partition_max_bytes": max_bytes}]}]}
@@ -270,7 +273,8 @@ def fetched(answer: Any) -> dict[str, Any]:
                 "aborted_transactions": plain(p.aborted_transactions),
                 "preferred_read_replica": p.preferred_read_replica,
                 "records": records})
-        topics.append({"topic": t.topic, "partitions": partitions})
+        # v13+ name a topic by id, which is each broker's own (not compared)
+        topics.append({"topic": getattr(t, "topic", "<by id>"), "partitions": partitions})
     return {"error_code": answer.error_code.name, "responses": topics}
 
 

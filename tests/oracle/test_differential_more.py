@@ -479,15 +479,28 @@ def seq_describe_topic_partitions(r: Recorder, name: str) -> None:
 
 def seq_kafka_4_versions(r: Recorder, name: str) -> None:
     """The versions Kafka 4 added to APIs Odradek served before (issue 32): Metadata v13's
-    top-level error code, FindCoordinator v5, DescribeCluster v2 with fenced brokers
-    asked for, ListTransactions v2's transactional id pattern (the whole id must match;
-    one that does not compile is INVALID_REGULAR_EXPRESSION)."""
+    top-level error code, Fetch v13-v18 (topics by id, an unknown id), FindCoordinator
+    v5, DescribeCluster v2 with fenced brokers asked for, ListTransactions v2's
+    transactional id pattern (the whole id must match; one that does not compile is
+    INVALID_REGULAR_EXPRESSION)."""
     topic = f"{name}-t"
     create_topic(r.c, topic)
     r.request("Metadata v13: a topic, a missing one", 3, 13, {
         "topics": [{"name": topic}, {"name": f"{name}-missing"}],
         "allow_auto_topic_creation": False, "include_topic_authorized_operations": False},
         sort=_metadata)
+    (t,) = metadata(r.c, [topic]).topics
+    r.step("Produce v9: two records", wait_for("the first produce", lambda: (
+        lambda a: a if a.responses[0].partition_responses[0].error_code.value == 0
+        else None)(request(r.c, 0, 9, produce_body(
+            topic, 0, batch([b"a", b"b"], timestamp=5_000))))))
+    for version in (13, 15, 16, 18):  # topics by id (KIP-516)
+        body = fetch_body(t.topic_id, 0, 0)
+        if version >= 15:
+            del body["replica_id"]  # a tagged ReplicaState, which consumers leave out
+        r.step(f"Fetch v{version} by topic id", fetched(request(r.c, 1, version, body)))
+    r.step("Fetch v13 of an unknown topic id", fetched(request(
+        r.c, 1, 13, fetch_body(uuid.UUID(int=1313), 0, 0))))
     find_coordinator(r.c, f"{name}-group", 0)
     r.request("FindCoordinator v5: a group", 10, 5, {
         "key_type": 0, "coordinator_keys": [f"{name}-group"]})

@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import datetime
 import struct
+import uuid
 from typing import Any
 
 import pytest
@@ -52,15 +53,21 @@ def example(version: int) -> Any:
     for name in ("current_leader_epoch", "last_fetched_epoch", "log_start_offset"):
         if name in partition_cls.__dataclass_fields__:
             partition_args[name] = 0
-    args: dict[str, Any] = {"replica_id": -1, "min_bytes": 1,
+    # v13+ name topics by id (KIP-516)
+    named = ({"topic_id": uuid.UUID(int=13)} if "topic_id" in topic_cls.__dataclass_fields__
+             else {"topic": "orders"})
+    args: dict[str, Any] = {"min_bytes": 1,
                             "max_wait": datetime.timedelta(milliseconds=500),
                             "max_bytes": 1 << 20, "isolation_level": 1,
-                            "topics": (topic_cls(topic="orders",
+                            "topics": (topic_cls(**named,
                                                  partitions=(partition_cls(**partition_args),)),)}
+    if "replica_id" in fields:  # v15+: a tagged ReplicaState, left out by consumers
+        args["replica_id"] = -1
     if "session_id" in fields:
         args.update(session_id=9, session_epoch=2)
         forgotten = fields["forgotten_topics_data"].type.__args__[0]
-        args["forgotten_topics_data"] = (forgotten(topic="old", partitions=(1, 2)),)
+        old_one = ({"topic_id": uuid.UUID(int=14)} if "topic_id" in named else {"topic": "old"})
+        args["forgotten_topics_data"] = (forgotten(**old_one, partitions=(1, 2)),)
     if "rack_id" in fields:
         args["rack_id"] = "rack-a"
     return schema(**args)

@@ -1,4 +1,4 @@
-"""Fetch requests (v4-v12) decoded by hand.
+"""Fetch requests (v4-v18) decoded by hand.
 
 Fetch is the other request on the data path: every consumer sends one per round trip.
 Through the guard and kio it cost ~25 us per request, and the first one of each version
@@ -9,25 +9,36 @@ header v1, or v2 with tagged fields from v12; ClusterId, a tagged field, is skip
 checks it against kio's reader on random requests and on every truncation.
 
 The objects it returns carry kio's field names (``max_wait`` in milliseconds), so the
-handler reads them the same way.
+handler reads them the same way. From v13 a topic is named by its id (KIP-516): the
+reader gives the id and an empty name, for the handler to resolve; from v15 a
+follower's id comes in the tagged ReplicaState (KIP-903) instead of ``replica_id``;
+v17's replica directory id and v18's follower high watermark (partition tags 0 and 1)
+are read too. Which versions are served is the handler's to say (its ``Api``).
 """
 
 from __future__ import annotations
 
 import struct
+import uuid
 from typing import NamedTuple
 
-from odradek.protocol.reader import DecodeError, read_header
+from odradek.protocol.reader import DecodeError, Reader, read_header
 
 _LIMITS = struct.Struct(">iiii")  # replica id, max wait ms, min bytes, max bytes
+_LIMITS_V15 = struct.Struct(">iii")  # max wait ms, min bytes, max bytes (v15+)
 _SESSION = struct.Struct(">ii")  # session id, session epoch
 _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_REPLICA_STATE = struct.Struct(">iq")  # replica id, replica epoch (v15+, tag 1)
 
 MIN_VERSION = 4  # isolation level, record batches
-MAX_VERSION = 12  # v13 names topics by id (KIP-516), which this broker does not serve
+MAX_VERSION = 18  # what this reader knows; what is served is the handler's Api
 VERSIONS = range(MIN_VERSION, MAX_VERSION + 1)
+TOPIC_IDS_FROM = 13  # KIP-516: topics named by id
+REPLICA_STATE_FROM = 15  # KIP-903: the replica id moves into a tagged ReplicaState
+NO_HIGH_WATERMARK = 2**63 - 1  # v18's default: the fetcher does not send one
 
 
 class FetchDecodeError(DecodeError):
@@ -41,16 +52,30 @@ class FetchPartition(NamedTuple):
     last_fetched_epoch: int
     log_start_offset: int
     partition_max_bytes: int
+    replica_directory_id: uuid.UUID | None = None  # v17+, tag 0 (KIP-853)
+    high_watermark: int = NO_HIGH_WATERMARK  # v18+, tag 1: a follower's
 
 
 class FetchTopic(NamedTuple):
-    topic: str
+    topic: str  # v13+: empty until the handler resolves ``topic_id``
     partitions: list[FetchPartition]
+    topic_id: uuid.UUID | None = None  # v13+ (the zero id reads as None, as kio reads it)
 
 
 class ForgottenTopic(NamedTuple):
     topic: str
     partitions: list[int]
+    topic_id: uuid.UUID | None = None  # v13+
+
+
+class ReplicaState(NamedTuple):
+    replica_id: int
+    replica_epoch: int
+
+
+def _topic_id(raw: bytes | bytearray | memoryview) -> uuid.UUID | None:
+    value = uuid.UUID(bytes=bytes(raw))
+    return None if value.int == 0 else value
 
 
 def _v4(f: tuple[int, ...]) -> FetchPartition:
@@ -66,7 +91,7 @@ def _v9(f: tuple[int, ...]) -> FetchPartition:
 
 
 def _v12(f: tuple[int, ...]) -> FetchPartition:
-    return FetchPartition(*f)
+    return FetchPartition(f[0], f[1], f[2], f[3], f[4], f[5])
 
 
 # A partition's fixed fields per version: partition, [current leader epoch v9+], fetch
@@ -74,12 +99,13 @@ def _v12(f: tuple[int, ...]) -> FetchPartition:
 _PARTITION = {
     v: (struct.Struct(fmt), fill) for v, fmt, fill in (
         (4, ">iqi", _v4), *((v, ">iqqi", _v5) for v in range(5, 9)),
-        *((v, ">iiqqi", _v9) for v in range(9, 12)), (12, ">iiqiqi", _v12))
+        *((v, ">iiqqi", _v9) for v in range(9, 12)),
+        *((v, ">iiqiqi", _v12) for v in range(12, MAX_VERSION + 1)))
 }
 
 
 class FetchRequestBody(NamedTuple):
-    replica_id: int
+    replica_id: int  # v15+: ReplicaState's (-1 without one: a consumer)
     max_wait: int  # milliseconds
     min_bytes: int
     max_bytes: int
@@ -89,11 +115,17 @@ class FetchRequestBody(NamedTuple):
     topics: list[FetchTopic]
     forgotten_topics_data: list[ForgottenTopic]
     rack_id: str
+    replica_epoch: int = -1  # v15+: ReplicaState's
+
+    @property
+    def replica_state(self) -> ReplicaState:
+        """v15+'s tagged ReplicaState (kio's name for the two fields above)."""
+        return ReplicaState(self.replica_id, self.replica_epoch)
 
 
 def decode_fetch(frame: bytes | bytearray | memoryview,
                  ) -> tuple[int, int, str | None, FetchRequestBody]:
-    """(api version, correlation id, client id, body) of a Fetch v4-v12 frame."""
+    """(api version, correlation id, client id, body) of a Fetch v4-v18 frame."""
     try:
         decoded = _decode_common(frame)
     except (struct.error, IndexError, UnicodeDecodeError):
@@ -103,6 +135,7 @@ def decode_fetch(frame: bytes | bytearray | memoryview,
 
 _HEADER = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
 _LIMITS_ISOLATION = struct.Struct(">iiiib")  # _LIMITS, then isolation level
+_LIMITS_ISOLATION_V15 = struct.Struct(">iiib")  # the same without the replica id
 
 
 def _decode_common(frame: bytes | bytearray | memoryview,
@@ -132,9 +165,16 @@ def _decode_common(frame: bytes | bytearray | memoryview,
         if frame[pos]:  # tagged fields in the header
             return None
         pos += 1
-    replica_id, max_wait, min_bytes, max_bytes, isolation_level = (
-        _LIMITS_ISOLATION.unpack_from(frame, pos))
-    pos += 17
+    if version >= REPLICA_STATE_FROM:  # no replica id: a follower's is a tagged field
+        replica_id = -1
+        max_wait, min_bytes, max_bytes, isolation_level = _LIMITS_ISOLATION_V15.unpack_from(
+            frame, pos)
+        pos += 13
+    else:
+        replica_id, max_wait, min_bytes, max_bytes, isolation_level = (
+            _LIMITS_ISOLATION.unpack_from(frame, pos))
+        pos += 17
+    by_id = version >= TOPIC_IDS_FROM
     if version >= 7:
         session_id, session_epoch = _SESSION.unpack_from(frame, pos)
         pos += 8
@@ -155,18 +195,26 @@ def _decode_common(frame: bytes | bytearray | memoryview,
         return None
     topics = []
     for _ in range(count):
-        if flexible:
-            n = frame[pos] - 1
-            pos += 1
-            if n > 0x7E:
+        topic_id = None
+        if by_id:
+            if pos + 16 > end:
                 return None
+            topic_id = _topic_id(frame[pos : pos + 16])
+            name = ""
+            pos += 16
         else:
-            (n,) = _I16.unpack_from(frame, pos)
-            pos += 2
-        if n < 0 or pos + n > end:
-            return None
-        name = str(frame[pos : pos + n], "utf-8")
-        pos += n
+            if flexible:
+                n = frame[pos] - 1
+                pos += 1
+                if n > 0x7E:
+                    return None
+            else:
+                (n,) = _I16.unpack_from(frame, pos)
+                pos += 2
+            if n < 0 or pos + n > end:
+                return None
+            name = str(frame[pos : pos + n], "utf-8")
+            pos += n
         if flexible:
             parts = frame[pos] - 1
             pos += 1
@@ -187,7 +235,7 @@ def _decode_common(frame: bytes | bytearray | memoryview,
             if frame[pos]:
                 return None
             pos += 1
-        topics.append(FetchTopic(name, partitions))
+        topics.append(FetchTopic(name, partitions, topic_id))
     forgotten: list[ForgottenTopic] = []
     if version >= 7:
         if flexible:
@@ -221,40 +269,79 @@ def _decode_common(frame: bytes | bytearray | memoryview,
 
 def _decode_careful(frame: bytes | bytearray | memoryview,
                     ) -> tuple[int, int, str | None, FetchRequestBody]:
-    """Any Fetch v4-v12 frame, every field through the bounds-checked reader; the
+    """Any Fetch v4-v18 frame, every field through the bounds-checked reader; the
     errors say what is wrong."""
     r, header = read_header(frame, 1, VERSIONS, 12, FetchDecodeError)
     flexible, version = header.flexible, header.version
-    replica_id, max_wait, min_bytes, max_bytes = r.unpack(_LIMITS)
+    if version >= REPLICA_STATE_FROM:
+        replica_id = -1
+        max_wait, min_bytes, max_bytes = r.unpack(_LIMITS_V15)
+    else:
+        replica_id, max_wait, min_bytes, max_bytes = r.unpack(_LIMITS)
     (isolation_level,) = r.unpack(_I8)
     session_id, session_epoch = (
         r.unpack(_SESSION) if version >= 7 else (0, -1))
     layout, fill = _PARTITION[version]
     size = layout.size
+    by_id = version >= TOPIC_IDS_FROM
+    least = 17 if by_id else 3 if flexible else 6  # the smallest topic entry
     topics = []
-    for _ in range(r.count(flexible, 3 if flexible else 6)):
-        name = r.string_field(flexible, nullable=False)
+    for _ in range(r.count(flexible, least)):
+        topic_id = _topic_id(r.view(16)) if by_id else None
+        name = "" if by_id else r.string_field(flexible, nullable=False)
         partitions = []
         for _ in range(r.count(flexible, size)):
             # One unpack for the partition's fixed fields; the ones this version lacks
             # get Kafka's defaults.
-            partitions.append(fill(r.unpack(layout)))
+            p = fill(r.unpack(layout))
             if flexible:
-                r.skip_tagged_fields()
+                tags = r.tagged_fields()
+                if tags and version >= 17:
+                    p = _partition_tags(r, p, tags, version)
+            partitions.append(p)
         if flexible:
             r.skip_tagged_fields()
-        topics.append(FetchTopic(name, partitions))
+        topics.append(FetchTopic(name, partitions, topic_id))
     forgotten = []
     if version >= 7:
-        for _ in range(r.count(flexible, 3 if flexible else 6)):
-            name = r.string_field(flexible, nullable=False)
+        for _ in range(r.count(flexible, least)):
+            topic_id = _topic_id(r.view(16)) if by_id else None
+            name = "" if by_id else r.string_field(flexible, nullable=False)
             ids = [r.int32() for _ in range(r.count(flexible, 4))]
             if flexible:
                 r.skip_tagged_fields()
-            forgotten.append(ForgottenTopic(name, ids))
+            forgotten.append(ForgottenTopic(name, ids, topic_id))
     rack_id = r.string_field(flexible, nullable=False) if version >= 11 else ""
+    replica_epoch = -1
     if flexible:
-        r.skip_tagged_fields()  # ClusterId (tag 0) among them
+        tags = r.tagged_fields()  # ClusterId (tag 0) is not used; ReplicaState is
+        state = tags.get(1) if version >= REPLICA_STATE_FROM else None
+        if state is not None:
+            replica_id, replica_epoch = _tagged_struct(r, state, _REPLICA_STATE)
     return version, header.correlation_id, header.client_id, FetchRequestBody(
         replica_id, max_wait, min_bytes, max_bytes, isolation_level, session_id,
-        session_epoch, topics, forgotten, rack_id)
+        session_epoch, topics, forgotten, rack_id, replica_epoch)
+
+
+def _tagged_struct(r: Reader, field: memoryview, layout: struct.Struct) -> tuple:
+    """A tagged field holding a struct of fixed fields (and its own tagged fields)."""
+    inner = Reader(field, 0, r.error)
+    values = inner.unpack(layout)
+    inner.skip_tagged_fields()
+    return values
+
+
+def _partition_tags(r: Reader, p: FetchPartition, tags: dict[int, memoryview],
+                    version: int) -> FetchPartition:
+    """v17's replica directory id (tag 0) and v18's high watermark (tag 1)."""
+    directory = tags.get(0)
+    if directory is not None:
+        if len(directory) != 16:
+            raise r.error(f"a replica directory id of {len(directory)} bytes")
+        p = p._replace(replica_directory_id=_topic_id(directory))
+    watermark = tags.get(1) if version >= 18 else None
+    if watermark is not None:
+        if len(watermark) != 8:
+            raise r.error(f"a high watermark of {len(watermark)} bytes")
+        p = p._replace(high_watermark=_I64.unpack(watermark)[0])
+    return p

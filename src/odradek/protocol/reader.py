@@ -113,6 +113,19 @@ class Reader:
                 f"an array claims {n} elements; {self.end - self.pos} bytes are left")
         return n
 
+    def tagged_fields(self) -> dict[int, memoryview]:
+        """A tagged-field section: each field's bytes by tag (the first of a repeated
+        tag is kept)."""
+        pos = self.pos
+        if pos < self.end and self.buf[pos] == 0:  # none: the usual case
+            self.pos = pos + 1
+            return {}
+        fields: dict[int, memoryview] = {}
+        for _ in range(self.uvarint()):
+            tag = self.uvarint()
+            fields.setdefault(tag, self.view(self.uvarint()))
+        return fields
+
     def skip_tagged_fields(self) -> None:
         pos = self.pos
         if pos < self.end and self.buf[pos] == 0:  # none: the usual case

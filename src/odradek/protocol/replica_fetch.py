@@ -25,7 +25,7 @@ from odradek.protocol.fetch import FetchRequestBody
 from odradek.protocol.framing import encode_uvarint
 from odradek.protocol.reader import DecodeError, Reader
 
-VERSION = 12  # the highest served (protocol.fetch.MAX_VERSION): v13 names topics by id
+VERSION = 12  # followers fetch by name: v13+ name topics by id, which buys nothing here
 
 _HEAD = struct.Struct(">ihhih")  # size, api key, version, correlation id, client id length
 _LIMITS = struct.Struct(">iiiibii")  # replica, max wait, min/max bytes, isolation, session

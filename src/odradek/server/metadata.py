@@ -73,6 +73,8 @@ class MetadataStore:
         self.node_id = node_id
         self.path = os.path.join(data_dir, METADATA_FILE)
         self.topics: dict[str, Topic] = {}
+        # KIP-516: Fetch v13+ names topics by id; kept with every change to ``topics``
+        self.names_by_id: dict[uuid.UUID, str] = {}
         self.cluster_id = ""
         self._next_producer_id = 0
         self._reserved_producer_id = 0
@@ -88,6 +90,7 @@ class MetadataStore:
         for name, t in data.get("topics", {}).items():
             self.topics[name] = Topic(name, uuid.UUID(t["id"]), int(t["partitions"]),
                                       dict(t.get("configs", {})), bool(t.get("internal")))
+            self.names_by_id[self.topics[name].topic_id] = name
         # Everything up to the reserved mark may have been handed out before a crash.
         self._next_producer_id = self._reserved_producer_id = int(
             data.get("reserved_producer_id", 0))
@@ -131,6 +134,7 @@ class MetadataStore:
         topic = Topic(name, uuid.uuid4(), partitions, configs, internal)
         if not validate_only:
             self.topics[name] = topic
+            self.names_by_id[topic.topic_id] = name
             self._save()
         return topic
 
@@ -138,6 +142,7 @@ class MetadataStore:
         topic = self.topics.pop(name, None)
         if topic is None:
             raise TopicError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
+        self.names_by_id.pop(topic.topic_id, None)
         self._save()
         return topic
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Callable
 from typing import Protocol
 
@@ -76,6 +77,8 @@ class ClusterMetadata:
         self.controller_id = -1
         self.assignments: dict[str, TopicAssignment] = {}
         self.topics: dict[str, Topic] = {}
+        # KIP-516: Fetch v13+ names topics by id; kept with every change to ``topics``
+        self.names_by_id: dict[uuid.UUID, str] = {}
         self.configs: dict[str, dict[str, str]] = {}
         self.states: dict[TopicPartition, PartitionState] = {}
         self.listeners: list[MetadataListener] = []
@@ -309,8 +312,12 @@ class ClusterMetadata:
         assignment = self.assignments.get(name)
         if assignment is None:
             return
+        old = self.topics.get(name)
+        if old is not None and old.topic_id != assignment.topic_id:
+            self.names_by_id.pop(old.topic_id, None)  # re-created under the same name
         self.topics[name] = Topic(name, assignment.topic_id, assignment.partitions,
                                   dict(self.configs.get(name, {})), name in INTERNAL_TOPICS)
+        self.names_by_id[assignment.topic_id] = name
 
     def _on_state(self, tp: TopicPartition, data: bytes | None, version: int) -> None:
         self._fired(("state", tp))
@@ -349,7 +356,9 @@ class ClusterMetadata:
         for watch in self._topic_watches.pop(name, []):
             watch.cancel()
         assignment = self.assignments.pop(name, None)
-        self.topics.pop(name, None)
+        topic = self.topics.pop(name, None)
+        if topic is not None:
+            self.names_by_id.pop(topic.topic_id, None)
         self.configs.pop(name, None)
         partitions = assignment.partitions if assignment is not None else 0
         for tp in [tp for tp in self._state_watches if tp[0] == name]:

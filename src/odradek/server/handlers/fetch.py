@@ -28,6 +28,12 @@
   offset), its known leader epoch checked as the leader's is; a waiting fetch there
   wakes when that high watermark moves. Elsewhere NOT_LEADER_OR_FOLLOWER. Nothing of
   this runs on a single node or for a fetch without a rack but a None check.
+- Topic ids (v13+, KIP-516): the request's ids become names first (server/topic_ids.py),
+  so sessions, reads and quotas go on by name; an id the broker does not know is
+  answered UNKNOWN_TOPIC_ID, and the answer names each topic by the id asked for. From
+  v16 a NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH partition carries the current
+  leader and its epoch, and the answer the leaders' endpoints (KIP-951), so a client
+  moves to the new leader without asking Metadata first.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ from kio.schema.errors import ErrorCode
 
 from odradek.cluster.replica_selector import NO_SELECTOR
 from odradek.protocol.codec import Request
+from odradek.protocol.fetch import TOPIC_IDS_FROM, FetchRequestBody
 from odradek.protocol.framing import encode_uvarint
 from odradek.protocol.messages import ms
 from odradek.security.acls import Operation, ResourceType
@@ -53,6 +60,7 @@ from odradek.server.handlers.base import (
     allowed,
     throttle,
 )
+from odradek.server.handlers.metadata import brokers
 from odradek.server.replication.reads import (
     Following,
     PartitionResult,
@@ -61,6 +69,7 @@ from odradek.server.replication.reads import (
     Refused,
     Wanted,
 )
+from odradek.server.topic_ids import id_for, is_unknown, name_for
 from odradek.storage.errors import OffsetOutOfRangeError
 from odradek.storage.log import FileRegion
 from odradek.storage.txn_index import AbortedTxn
@@ -87,7 +96,9 @@ def _read_refusals(broker: Broker, request: Request, wanted: list[Wanted],
                    refused: Refused | None) -> Refused | None:
     """The partitions of topics the principal may not READ, refused with
     TOPIC_AUTHORIZATION_FAILED (whether they exist or not), added to ``refused``."""
-    denied = {topic for topic, _, _, _ in wanted if not allowed(
+    # An unknown topic id's stand-in is answered UNKNOWN_TOPIC_ID, as Kafka answers it
+    # before any authorization: there is no name to authorize.
+    denied = {topic for topic, _, _, _ in wanted if not is_unknown(topic) and not allowed(
         broker, request, Operation.READ, ResourceType.TOPIC, topic)}
     if not denied:
         return refused
@@ -125,6 +136,7 @@ def _read(broker: Broker, wanted: list[Wanted], max_bytes: int,
             continue
         if lg is None or (refused and (topic, partition) in refused):
             code = (refused[(topic, partition)] if refused and (topic, partition) in refused
+                    else ErrorCode.unknown_topic_id if is_unknown(topic)
                     else broker.missing_partition_error(topic, partition))
             # Kafka answers an unknown partition with an empty (not null) list of
             # aborted transactions (seen by the oracle tier, tests/oracle).
@@ -186,6 +198,8 @@ def handle_now(broker: Broker, request: Request
     # hand), so its fields are plain attributes and max_wait is in milliseconds.
     body = request.body
     version = request.api_version
+    if version >= TOPIC_IDS_FROM:
+        body = _named(broker, body)
     session: FetchSession | None = None
     incremental = False
     follower = body.replica_id >= 0
@@ -235,7 +249,7 @@ def handle_now(broker: Broker, request: Request
         if not allowed(broker, request, Operation.CLUSTER_ACTION, ResourceType.CLUSTER,
                        CLUSTER):
             # Only brokers replicate: Kafka refuses every partition of such a fetch.
-            return _answer(request, [
+            return _answer(broker, request, [
                 PartitionResult(t, p, ErrorCode.topic_authorization_failed, -1, -1, -1, None)
                 for t, p, _, _ in wanted], session, incremental)
 
@@ -273,7 +287,7 @@ def handle_now(broker: Broker, request: Request
         if max_wait_s > 0:
             return _DelayedFetch(broker, request, wanted, read, min_bytes, max_wait_s,
                                  results, session, incremental, quotas, stats)
-    return _answer(request, results, session, incremental, quotas, stats)
+    return _answer(broker, request, results, session, incremental, quotas, stats)
 
 
 def _follower_session_read(read_for_follower: ReadForFollower, session: FetchSession,
@@ -396,8 +410,8 @@ class _DelayedFetch:
                 self._watch()  # wait on
                 return
             self._forget()
-            response = _answer(self.request, self.results, self.session, self.incremental,
-                               self.quotas, self.stats)
+            response = _answer(self.broker, self.request, self.results, self.session,
+                               self.incremental, self.quotas, self.stats)
         except Exception as exc:  # never into the waker's call: this fetch fails
             self._forget()
             self.future.set_exception(exc)
@@ -466,8 +480,19 @@ def _session_timer(session: FetchSession, loop: asyncio.AbstractEventLoop) -> No
         _expire_with_session(session, loop, parked.deadline)
 
 
-def _answer(request: Request, results: list[PartitionResult], session: FetchSession | None,
-            incremental: bool, quotas: ClientQuotas | None = None,
+def _named(broker: Broker, body: FetchRequestBody) -> FetchRequestBody:
+    """A v13+ request with its topic ids turned into names (or stand-ins)."""
+    metadata = broker.metadata
+    assert metadata is not None
+    return body._replace(
+        topics=[t._replace(topic=name_for(metadata, t.topic_id)) for t in body.topics],
+        forgotten_topics_data=[f._replace(topic=name_for(metadata, f.topic_id))
+                               for f in body.forgotten_topics_data])
+
+
+def _answer(broker: Broker, request: Request, results: list[PartitionResult],
+            session: FetchSession | None, incremental: bool,
+            quotas: ClientQuotas | None = None,
             stats: BrokerStats | None = None) -> list[bytes | FileRegion]:
     throttle_ms = 0
     throttled = False
@@ -482,6 +507,8 @@ def _answer(request: Request, results: list[PartitionResult], session: FetchSess
     if stats is not None:  # BrokerTopicMetrics, per partition read as Kafka counts them
         topics = stats.topics
         for r in results:
+            if is_unknown(r.topic):
+                continue  # no topic to count under (and no series per garbage id)
             tstats = topics.get(r.topic) or stats.topic(r.topic)
             tstats.fetches += 1
             if r.error:
@@ -514,11 +541,41 @@ def _answer(request: Request, results: list[PartitionResult], session: FetchSess
                 pstate.sent_last_stable = r.last_stable_offset
     return encode_fetch_response(request, results,
                                  session.session_id if session is not None else 0,
-                                 throttle_ms=throttle_ms)
+                                 throttle_ms=throttle_ms,
+                                 names=_Names(broker, request)
+                                 if request.api_version >= TOPIC_IDS_FROM else None)
 
 
 def _error_response(request: Request, code: int) -> list[bytes | FileRegion]:
     return encode_fetch_response(request, [], 0, error=code)
+
+
+class _Names:
+    """What a v13+ answer says beyond the results: each topic's id, and from v16 the
+    current leader of a partition answered NOT_LEADER_OR_FOLLOWER or
+    FENCED_LEADER_EPOCH, with the endpoints of those leaders (KIP-951)."""
+
+    __slots__ = ("broker", "request")
+
+    def __init__(self, broker: Broker, request: Request) -> None:
+        self.broker = broker
+        self.request = request
+
+    def topic_id(self, name: str) -> bytes:
+        metadata = self.broker.metadata
+        assert metadata is not None
+        return id_for(metadata, name).bytes
+
+    def current_leader(self, topic: str, partition: int) -> tuple[int, int]:
+        """(leader id, leader epoch); -1 for what is not known."""
+        if is_unknown(topic):
+            return -1, -1
+        view = self.broker.topology.partition_view(topic, partition)
+        return view.leader, view.leader_epoch
+
+    def endpoints(self, node_ids: set[int]) -> list[dict[str, Any]]:
+        """Those nodes' endpoints on the listener the request came in on."""
+        return [b for b in brokers(self.broker, self.request) if b["node_id"] in node_ids]
 
 
 # --- the response, by hand ---------------------------------------------------------------
@@ -528,7 +585,12 @@ _TOP_V4 = struct.Struct(">iii")  # size, correlation id, throttle time ms
 _TOP_V7 = struct.Struct(">iiihi")  # ... error code, session id
 _TOP_V12 = struct.Struct(">iibihi")  # size, correlation id, header tagged fields (none), ...
 _PARTITION_V5 = struct.Struct(">ihqqq")  # ... and log start offset
-_PARTITION_HEAD = {v: _PARTITION_V4 if v == 4 else _PARTITION_V5 for v in range(4, 13)}
+_PARTITION_HEAD = {v: _PARTITION_V4 if v == 4 else _PARTITION_V5 for v in range(4, 19)}
+# KIP-951's CurrentLeader, v16+: a tagged section of one field, tag 1, 9 bytes: the
+# leader id, its epoch, and the struct's own (empty) tagged fields.
+_CURRENT_LEADER = struct.Struct(">bbbiib")
+_LEADER_ERRORS = frozenset({ErrorCode.not_leader_or_follower.value,
+                            ErrorCode.fenced_leader_epoch.value})
 _NULL_I32 = _I32.pack(-1)
 _NO_REPLICA = _I32.pack(-1)  # preferred read replica (v11+): none
 _UVARINT = [encode_uvarint(n) for n in range(128)]
@@ -539,10 +601,15 @@ def _uvarint(value: int) -> bytes:
 
 
 def encode_fetch_response(request: Request, results: list[PartitionResult], session_id: int,
-                          error: int = 0, throttle_ms: int = 0) -> list[bytes | FileRegion]:
-    """Fetch response v4..12 as parts: bytes, and file regions for record sections."""
+                          error: int = 0, throttle_ms: int = 0,
+                          names: _Names | None = None) -> list[bytes | FileRegion]:
+    """Fetch response v4..18 as parts: bytes, and file regions for record sections;
+    ``names`` (v13+, where there are results) says each topic's id and, from v16,
+    where a partition's leader is now."""
     version = request.api_version
     flexible = version >= 12
+    hints = version >= 16
+    leaders: set[int] = set()
     head = _PARTITION_HEAD[version]
     v5 = version >= 5
     v11 = version >= 11
@@ -565,12 +632,16 @@ def encode_fetch_response(request: Request, results: list[PartitionResult], sess
         grouped = []
     out.append(_uvarint(topic_count + 1) if flexible else _I32.pack(topic_count))
     for topic, partitions in grouped:
-        name = topic.encode()
-        if flexible:
+        if names is not None:  # v13+: the topic's id, 16 bytes
+            out.append(names.topic_id(topic))
+            out.append(_uvarint(len(partitions) + 1))
+        elif flexible:
+            name = topic.encode()
             out.append(_uvarint(len(name) + 1))
             out.append(name)
             out.append(_uvarint(len(partitions) + 1))
         else:
+            name = topic.encode()
             out.append(_I16.pack(len(name)))
             out.append(name)
             out.append(_I32.pack(len(partitions)))
@@ -607,11 +678,18 @@ def encode_fetch_response(request: Request, results: list[PartitionResult], sess
                 parts.append(region)
                 size += len(chunk) + region.length
                 out = []
-            if flexible:
+            if hints and r.error in _LEADER_ERRORS and names is not None:
+                leader, epoch = names.current_leader(topic, r.partition)
+                out.append(_CURRENT_LEADER.pack(1, 1, 9, leader, epoch, 0))
+                if leader >= 0:
+                    leaders.add(leader)
+            elif flexible:
                 out.append(b"\x00")  # partition tagged fields
         if flexible:
             out.append(b"\x00")  # topic tagged fields
-    if flexible:
+    if leaders and names is not None:
+        out.append(_node_endpoints(names.endpoints(leaders)))
+    elif flexible:
         out.append(b"\x00")  # response tagged fields
     tail = b"".join(out)
     parts.append(tail)
@@ -632,4 +710,22 @@ def encode_fetch_response(request: Request, results: list[PartitionResult], sess
     return parts
 
 
-API = Api(1, "Fetch", 4, 12, handle, handle_now)
+def _node_endpoints(nodes: list[dict[str, Any]]) -> bytes:
+    """The response's tagged section holding NodeEndpoints (tag 0, v16+): each leader
+    named in a CurrentLeader, with its host, port and rack."""
+    field = [_uvarint(len(nodes) + 1)]
+    for n in nodes:
+        host = n["host"].encode()
+        rack = n["rack"]
+        field += [_I32.pack(n["node_id"]), _uvarint(len(host) + 1), host, _I32.pack(n["port"])]
+        if rack is None:
+            field.append(b"\x00")
+        else:
+            raw = rack.encode()
+            field += [_uvarint(len(raw) + 1), raw]
+        field.append(b"\x00")  # the endpoint's tagged fields
+    data = b"".join(field)
+    return b"\x01\x00" + _uvarint(len(data)) + data  # one field: tag 0, its size, it
+
+
+API = Api(1, "Fetch", 4, 18, handle, handle_now)
