@@ -130,13 +130,13 @@ def test_negotiation_picks_the_highest_version_both_sides_serve(broker):
         finally:
             await narrowed.close()
 
-        ahead = await connect(broker, versions={FETCH: (13, 17)})
+        ahead = await connect(broker, versions={FETCH: (19, 20)})
         try:
             with pytest.raises(KafkaClientError,
-                               match=r"does not serve fetch .* versions 13-17.*serves 4-12"):
+                               match=r"does not serve fetch .* versions 19-20.*serves 4-18"):
                 ahead.version(FETCH)
-            with pytest.raises(KafkaClientError, match="does not serve fetch v13"):
-                await ahead.request(FETCH, {}, version=13)
+            with pytest.raises(KafkaClientError, match="does not serve fetch v19"):
+                await ahead.request(FETCH, {}, version=19)
         finally:
             await ahead.close()
 
