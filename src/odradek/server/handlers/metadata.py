@@ -32,8 +32,6 @@ from odradek.server.handlers.base import (
 from odradek.server.metadata import Topic, TopicError, validate_topic_name
 
 if TYPE_CHECKING:
-    from uuid import UUID
-
     from odradek.server.broker import Broker
 
 
@@ -91,12 +89,11 @@ async def handle(broker: Broker, request: Request) -> bytes:
             or authorizer.allows(request, Operation.DESCRIBE, ResourceType.TOPIC, n)]
     else:
         # v10+ may name a topic by id only (KIP-516): KIP-848 consumers resolve the
-        # topic ids of their assignment this way.
-        # (keyed by UUID | None: a request's topic without an id looks up None)
-        by_id: dict[UUID | None, str] = {
-            t.topic_id: t.name for t in broker.metadata.topics.values()}
-        names = [t.name if t.name is not None else by_id.get(getattr(t, "topic_id", None))
-                 for t in requested]
+        # topic ids of their assignment this way (the metadata store's index of ids).
+        by_id = broker.metadata.names_by_id
+        names = [t.name if t.name is not None
+                 else by_id.get(t.topic_id) if getattr(t, "topic_id", None) is not None
+                 else None for t in requested]
     auto_create = broker.config["auto.create.topics.enable"] and getattr(
         body, "allow_auto_topic_creation", True)
     topics: list[dict[str, Any]] = []
