@@ -78,12 +78,15 @@ def test_records_are_fetched_by_topic_id(version: int) -> None:
 
 
 def test_an_unknown_topic_id_is_unknown_topic_id_and_a_remade_topic_has_a_new_one() -> None:
-    with running_broker() as node, WireClient(node.port) as c:
+    with running_broker(**{"metrics.listen": "127.0.0.1:0"}) as node, \
+            WireClient(node.port) as c:
         stranger = uuid.uuid4()
         (topic,) = c.request(1, 13, fetch_body(stranger)).responses
         assert topic.topic_id == stranger
         assert topic.partitions[0].error_code == ErrorCode.unknown_topic_id
         assert stranger not in node.broker.metadata.names_by_id
+        # no per-topic metrics under the id's stand-in (garbage ids make no series)
+        assert node.broker.stats is not None and not node.broker.stats.topics
 
         old = create(c, "remade")
         produce(c, "remade", b"old")

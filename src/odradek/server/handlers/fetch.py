@@ -506,8 +506,9 @@ def _answer(broker: Broker, request: Request, results: list[PartitionResult],
         throttle_ms = request.session.throttle_ms  # a request quota's, if any
     if stats is not None:  # BrokerTopicMetrics, per partition read as Kafka counts them
         topics = stats.topics
+        by_id = request.api_version >= TOPIC_IDS_FROM  # only then can a stand-in come
         for r in results:
-            if is_unknown(r.topic):
+            if by_id and is_unknown(r.topic):
                 continue  # no topic to count under (and no series per garbage id)
             tstats = topics.get(r.topic) or stats.topic(r.topic)
             tstats.fetches += 1
