@@ -231,7 +231,10 @@ class ZooKeeperStore(CoordinationStore):
                 try:
                     _stop_client(client)
                 finally:
-                    loop.call_soon_threadsafe(settle)
+                    # The loop may be closed already: close() waited CLOSE_TIMEOUT_S
+                    # and went on, and nobody is listening any more.
+                    with contextlib.suppress(RuntimeError):
+                        loop.call_soon_threadsafe(settle)
 
             threading.Thread(target=stop, name="zookeeper-close", daemon=True).start()
             try:
