@@ -105,6 +105,22 @@ def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
             for family in text_string_to_metric_families(text) for s in family.samples}
 
 
+def requests_by_version(samples: dict[tuple[str, tuple[tuple[str, str], ...]], float],
+                        request: str) -> dict[int, float]:
+    """One API's requests answered, by version (RequestMetrics' request and version)."""
+    out = {}
+    for (name, labels), value in samples.items():
+        tags = dict(labels)
+        if name == "kafka_network_requestmetrics_requests_total" and tags["request"] == request:
+            out[int(tags["version"])] = value
+    return out
+
+
+def requests_answered(url: str, request: str) -> float:
+    """One API's requests answered so far, all versions (one scrape)."""
+    return sum(requests_by_version(scrape(url), request).values())
+
+
 @contextmanager
 def start_broker(data_dir: Path | str, *extra_args: str,
                  argv_prefix: Sequence[str] | None = None, port: int = 0

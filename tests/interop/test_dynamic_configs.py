@@ -24,8 +24,7 @@ from confluent_kafka.admin import (
 
 from odradek.client.wire import WireClient
 
-from .conftest import start_broker
-from .test_metrics import scrape
+from .conftest import requests_answered, start_broker
 
 pytestmark = pytest.mark.interop
 
@@ -249,8 +248,6 @@ def _heartbeats(broker, group: str, topic: str, seconds: float) -> int:
     """ConsumerGroupHeartbeat requests the broker gets in ``seconds`` while a KIP-848
     consumer of ``group`` (the only one) holds its assignment (the broker's
     request counter: librdkafka's statistics do not count these requests)."""
-    heartbeats = (("kafka_network_requestmetrics_requests_total",
-                   (("request", "ConsumerGroupHeartbeat"),)))
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
                          "group.protocol": "consumer"})
     try:
@@ -260,11 +257,11 @@ def _heartbeats(broker, group: str, topic: str, seconds: float) -> int:
             consumer.poll(0.2)
         assert consumer.assignment(), "no assignment"
         consumer.poll(0.5)
-        before = scrape(broker.metrics_url()).get(heartbeats, 0)
+        before = requests_answered(broker.metrics_url(), "ConsumerGroupHeartbeat")
         end = time.monotonic() + seconds
         while time.monotonic() < end:
             consumer.poll(0.2)
-        return scrape(broker.metrics_url()).get(heartbeats, 0) - before
+        return requests_answered(broker.metrics_url(), "ConsumerGroupHeartbeat") - before
     finally:
         consumer.close()
 

@@ -29,7 +29,14 @@ import pytest
 
 from tests.jvm import compile_java, java_command, require_jars
 
-from .conftest import BrokerProcess, run_tool, start_broker, stored_batches
+from .conftest import (
+    BrokerProcess,
+    requests_by_version,
+    run_tool,
+    scrape,
+    start_broker,
+    stored_batches,
+)
 
 pytestmark = pytest.mark.interop
 
@@ -45,8 +52,10 @@ JVM_TIMEOUT = 300.0  # seconds for one program: generous, the machine is shared
 @pytest.fixture(scope="module")
 def odradek_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """The module's broker (named like conftest's, so a failing test shows its output).
-    No initial rebalance delay: the group checks wait for joins, not for a timer."""
+    No initial rebalance delay: the group checks wait for joins, not for a timer. Metrics
+    on: they say which versions the client spoke."""
     with start_broker(tmp_path_factory.mktemp("odradek-data"),
+                      "--override", "metrics.listen=127.0.0.1:0",
                       "--override", "group.initial.rebalance.delay.ms=0",
                       "--override", "group.consumer.heartbeat.interval.ms=500") as broker:
         yield broker
@@ -130,6 +139,17 @@ def test_java_idempotent_producer_with_acks_all_writes_each_record_once_in_order
             assert b.base_sequence == sequence, batches
             sequence += b.count
         assert sequence == 200
+
+
+def test_java_client_speaks_kafka_4s_newest_data_path_versions(
+        producer_checks: dict, odradek_server: BrokerProcess) -> None:
+    """The versions the producer checks used, as the broker counted them (RequestMetrics'
+    version tag): topics by id for plain and idempotent produce and for fetch, and v11
+    for transactions (the client keeps below v12 without transactions v2, KIP-890)."""
+    check(producer_checks, "transactions")
+    samples = scrape(odradek_server.metrics_url())
+    assert set(requests_by_version(samples, "Produce")) == {11, 13}
+    assert max(requests_by_version(samples, "Fetch")) == 18
 
 
 def test_java_transactions_consume_transform_produce_commit_and_abort(

@@ -39,7 +39,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from ..jvm import java_command, require_jars
-from .conftest import BrokerProcess, run_tool, scrape, start_broker
+from .conftest import BrokerProcess, requests_answered, run_tool, start_broker
 
 pytestmark = pytest.mark.interop
 
@@ -179,9 +179,7 @@ def test_kafka_topics_describes_a_page_of_partitions_at_a_time(
     take four pages, each asked from the cursor the one before ended at."""
     create_topic(admin, "tools-pages-a", 4)
     create_topic(admin, "tools-pages-b", 3)
-    requests = (("kafka_network_requestmetrics_requests_total",
-                 (("request", "DescribeTopicPartitions"),)))
-    before = scrape(odradek_server.metrics_url()).get(requests, 0)
+    before = requests_answered(odradek_server.metrics_url(), "DescribeTopicPartitions")
     described = tool("TopicCommand", "--bootstrap-server", odradek_server.bootstrap,
                      "--describe", "--topic", "tools-pages-.*",
                      "--partition-size-limit-per-response", "2")
@@ -189,7 +187,8 @@ def test_kafka_topics_describes_a_page_of_partitions_at_a_time(
             for line in described.stdout.splitlines() if "Partition: " in line]
     assert rows == [f"Topic: tools-pages-{t} Partition: {p} Leader: 0 Replicas: 0 Isr: 0"
                     for t, n in (("a", 4), ("b", 3)) for p in range(n)]
-    assert scrape(odradek_server.metrics_url())[requests] - before == 4
+    assert requests_answered(odradek_server.metrics_url(),
+                             "DescribeTopicPartitions") - before == 4
 
 
 # --- kafka-console-producer / kafka-console-consumer -----------------------------------

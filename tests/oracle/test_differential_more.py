@@ -479,7 +479,8 @@ def seq_describe_topic_partitions(r: Recorder, name: str) -> None:
 
 def seq_kafka_4_versions(r: Recorder, name: str) -> None:
     """The versions Kafka 4 added to APIs Odradek served before (issue 32): Metadata v13's
-    top-level error code, Fetch v13-v18 (topics by id, an unknown id), FindCoordinator
+    top-level error code, Fetch v13-v18 (topics by id, an unknown id), Produce v10-v13
+    (topics by id, an unknown id, TRANSACTION_ABORTABLE from v11), FindCoordinator
     v5, DescribeCluster v2 with fenced brokers asked for, ListTransactions v2's
     transactional id pattern (the whole id must match; one that does not compile is
     INVALID_REGULAR_EXPRESSION)."""
@@ -501,6 +502,32 @@ def seq_kafka_4_versions(r: Recorder, name: str) -> None:
         r.step(f"Fetch v{version} by topic id", fetched(request(r.c, 1, version, body)))
     r.step("Fetch v13 of an unknown topic id", fetched(request(
         r.c, 1, 13, fetch_body(uuid.UUID(int=1313), 0, 0))))
+    for version in (10, 11, 12):
+        r.request(f"Produce v{version}", 0, version, produce_body(
+            topic, 0, batch([f"v{version}".encode()], timestamp=6_000)))
+
+    def by_id(topic_id: uuid.UUID, partition: int) -> dict[str, Any]:
+        body = produce_body(topic, partition, batch([b"by-id"], timestamp=7_000))
+        body["topic_data"][0] = {"topic_id": topic_id,
+                                 "partition_data": body["topic_data"][0]["partition_data"]}
+        return body
+
+    r.request("Produce v13 by topic id", 0, 13, by_id(t.topic_id, 0))
+    r.request("Produce v13: a partition the topic lacks", 0, 13, by_id(t.topic_id, 7))
+    r.request("Produce v13: an unknown topic id", 0, 13, by_id(uuid.UUID(int=1313), 0))
+    r.step("Fetch v13 after Produce v10-v13", fetched(request(
+        r.c, 1, 13, fetch_body(t.topic_id, 0, 2))))
+    # A transactional batch for a partition not in its transaction: KIP-890's answer
+    # from Produce v11, what older clients know before.
+    tid = f"{name}-tx-unadded"
+    find_coordinator(r.c, tid, 1)
+    pid = init_producer(r, "InitProducerId (unadded)", tid)
+    for version in (10, 11):
+        r.request(f"Produce v{version}: a transactional batch not added", 0, version,
+                  produce_body(topic, 0, batch(
+                      [b"t"], base_sequence=0, producer_id=pid.producer_id,
+                      producer_epoch=pid.producer_epoch, transactional=True),
+                      transactional_id=tid))
     find_coordinator(r.c, f"{name}-group", 0)
     r.request("FindCoordinator v5: a group", 10, 5, {
         "key_type": 0, "coordinator_keys": [f"{name}-group"]})

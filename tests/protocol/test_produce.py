@@ -7,6 +7,7 @@ import contextlib
 import datetime
 import io
 import struct
+import uuid
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from kio.serial import entity_reader, entity_writer
 from odradek.protocol.produce import (
     MAX_VERSION,
     MIN_VERSION,
+    TOPIC_IDS_FROM,
     ProduceDecodeError,
     decode_produce,
 )
@@ -44,6 +46,16 @@ def encode(version: int, body: Any, correlation_id: int, client_id: str | None) 
 
 
 names = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=20)
+# kio reads the zero id as None, as the reader does
+topic_ids = st.none() | st.uuids().filter(lambda u: u.int != 0)
+
+
+def named(topic: Any, version: int, name: str, topic_id: uuid.UUID | None,
+          partition_data: tuple[Any, ...]) -> Any:
+    """A topic of ``version``'s schema: by name, or from v13 by id."""
+    if version >= TOPIC_IDS_FROM:
+        return topic(topic_id=topic_id, partition_data=partition_data)
+    return topic(name=name, partition_data=partition_data)
 
 
 @st.composite
@@ -55,7 +67,7 @@ def requests(draw: st.DrawFn) -> tuple[int, Any, int, str | None]:
         acks=draw(st.sampled_from([-1, 0, 1, 7])),
         timeout=datetime.timedelta(milliseconds=draw(st.integers(0, 2**31 - 1))),
         topic_data=tuple(
-            topic(name=draw(names), partition_data=tuple(
+            named(topic, version, draw(names), draw(topic_ids), tuple(
                 partition(index=draw(st.integers(-(2**31), 2**31 - 1)),
                           records=draw(st.none() | st.binary(max_size=300)))
                 for _ in range(draw(st.integers(0, 3)))))
@@ -69,7 +81,7 @@ def as_kio(version: int, decoded: Any) -> Any:
     return produce(
         transactional_id=decoded.transactional_id, acks=decoded.acks,
         timeout=datetime.timedelta(milliseconds=decoded.timeout_ms),
-        topic_data=tuple(topic(name=t.name, partition_data=tuple(
+        topic_data=tuple(named(topic, version, t.name, t.topic_id, tuple(
             partition(index=p.index, records=None if p.records is None else bytes(p.records))
             for p in t.partition_data)) for t in decoded.topic_data))
 
@@ -104,7 +116,7 @@ def test_records_are_views_of_the_frame_not_copies() -> None:
 def test_every_truncation_is_refused(version: int) -> None:
     produce, topic, partition = schema_of(version)
     body = produce(transactional_id="tx", acks=-1, timeout=datetime.timedelta(seconds=5),
-                   topic_data=(topic(name="orders", partition_data=(
+                   topic_data=(named(topic, version, "orders", uuid.uuid4(), (
                        partition(index=0, records=b"abc"), partition(index=1, records=None))),))
     frame = encode(version, body, 5, "client")
     for cut in range(len(frame)):
@@ -112,7 +124,7 @@ def test_every_truncation_is_refused(version: int) -> None:
             decode_produce(frame[:cut])
 
 
-@pytest.mark.parametrize("version", [3, 9])
+@pytest.mark.parametrize("version", [3, 9, 13])
 @pytest.mark.parametrize("what", ["topics", "partitions", "records"])
 def test_claims_larger_than_the_request_are_refused(version: int, what: str) -> None:
     flexible = version >= 9
@@ -121,7 +133,8 @@ def test_claims_larger_than_the_request_are_refused(version: int, what: str) -> 
     acks = struct.pack(">hi", 1, 1000)
     huge = b"\xff\xff\xff\xff\x0f" if flexible else b"\x7f\xff\xff\xff"
     one = b"\x02" if flexible else struct.pack(">i", 1)
-    name = b"\x02t" if flexible else b"\x00\x01t"
+    name = (uuid.uuid4().bytes if version >= TOPIC_IDS_FROM else b"\x02t" if flexible
+            else b"\x00\x01t")
     body = {
         "topics": huge,
         "partitions": one + name + huge,
@@ -142,5 +155,6 @@ def test_random_bytes_after_a_header_raise_only_the_decode_error(tail: bytes, ve
 def test_other_requests_are_not_read_as_produce() -> None:
     with pytest.raises(ProduceDecodeError):
         decode_produce(struct.pack(">hhih", 1, 4, 1, -1) + bytes(50))
-    with pytest.raises(ProduceDecodeError):
-        decode_produce(struct.pack(">hhih", 0, 2, 1, -1) + bytes(50))
+    for version in (2, MAX_VERSION + 1):
+        with pytest.raises(ProduceDecodeError):
+            decode_produce(struct.pack(">hhih", 0, version, 1, -1) + bytes(50))

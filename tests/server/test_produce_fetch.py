@@ -9,6 +9,8 @@ import struct
 import threading
 import time
 
+import uuid
+
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -500,12 +502,38 @@ def test_a_handler_bug_closes_only_that_connection(broker):
         assert c.request(3, 9, {"topics": None}).cluster_id
 
 
-@pytest.mark.parametrize("version", range(3, 10))
+class _Names:
+    """What an answer's encoder asks the broker (handlers/hints.py's AnswerNames), from
+    fixed tables: the encoding is checked here, the lookups in tests/server/
+    test_produce_topic_ids.py."""
+
+    def __init__(self, ids: dict[str, uuid.UUID], leaders: dict[tuple[str, int], tuple[int, int]],
+                 nodes: list[dict]) -> None:
+        self.ids, self.leaders, self.nodes = ids, leaders, nodes
+
+    def topic_id(self, name: str) -> bytes:
+        return self.ids[name].bytes
+
+    def current_leader(self, topic: str, partition: int) -> tuple[int, int]:
+        return self.leaders.get((topic, partition), (-1, -1))
+
+    def endpoints(self, node_ids: set[int]) -> list[dict]:
+        return [n for n in self.nodes if n["node_id"] in node_ids]
+
+
+@pytest.mark.parametrize("version", range(3, 14))
 def test_the_hand_written_produce_response_matches_kios_encoder_byte_for_byte(version):
     from odradek.protocol.codec import Request, encode_response, response_schema
     from odradek.protocol.messages import build
     from odradek.server.handlers.produce import encode_produce_response
 
+    ids = {"orders": uuid.uuid4(), "ünïcode-topic": uuid.uuid4()}
+    # Partitions 5 and 6 are led elsewhere: from v10 the answer says by whom (KIP-951);
+    # 6's leader is not known, so only node 2's endpoint goes out.
+    nodes = [{"node_id": 2, "host": "b2.example", "port": 9093, "rack": "r2"},
+             {"node_id": 3, "host": "b3", "port": 9094, "rack": None}]
+    names = _Names(ids, {("orders", 5): (2, 17)}, nodes)
+    hints = version >= 10
     responses = [
         {"name": "orders", "partition_responses": [
             {"index": 0, "error_code": 0, "base_offset": 12345, "log_append_time": -1,
@@ -517,7 +545,13 @@ def test_the_hand_written_produce_response_matches_kios_encoder_byte_for_byte(ve
              "log_start_offset": 0, "record_errors": [
                  {"batch_index": 0, "batch_index_error_message": "no key"},
                  {"batch_index": 2, "batch_index_error_message": "no kéy"}],
-             "error_message": "One or more records have been rejected"}]},
+             "error_message": "One or more records have been rejected"},
+            {"index": 5, "error_code": 6, "base_offset": -1, "log_append_time": -1,
+             "log_start_offset": -1, "record_errors": [], "error_message": "not the leader",
+             **({"current_leader": {"leader_id": 2, "leader_epoch": 17}} if hints else {})},
+            {"index": 6, "error_code": 6, "base_offset": -1, "log_append_time": -1,
+             "log_start_offset": -1, "record_errors": [], "error_message": None,
+             **({"current_leader": {"leader_id": -1, "leader_epoch": -1}} if hints else {})}]},
         {"name": "ünïcode-topic", "partition_responses": [
             {"index": 1, "error_code": 0, "base_offset": 0,
              "log_append_time": 1_700_000_000_123, "log_start_offset": 0,
@@ -525,13 +559,15 @@ def test_the_hand_written_produce_response_matches_kios_encoder_byte_for_byte(ve
     ]
     request = Request(0, version, 99, "c", None)
     expected = encode_response(0, version, 99, build(response_schema(0, version), {
-        "responses": responses, "throttle_time": 0}))
+        "responses": [{**({"topic_id": ids[t["name"]]} if version >= 13 else {"name": t["name"]}),
+                       "partition_responses": t["partition_responses"]} for t in responses],
+        "throttle_time": 0, **({"node_endpoints": nodes[:1]} if hints else {})}))
     answers = [(t["name"], [(p["index"], p["error_code"], p["base_offset"],
                              p["log_append_time"], p["log_start_offset"], p["error_message"],
                              [(e["batch_index"], e["batch_index_error_message"])
                               for e in p["record_errors"]])
                             for p in t["partition_responses"]]) for t in responses]
-    assert encode_produce_response(request, answers) == expected
+    assert encode_produce_response(request, answers, names=names) == expected
 
 
 def test_small_fetches_are_sent_in_one_write_and_large_ones_by_sendfile(broker, monkeypatch):

@@ -57,12 +57,13 @@ class Txn:
         return {p.partition_index: code(p.partition_error_code)
                 for t in answer.results_by_topic_v3_and_below for p in t.results_by_partition}
 
-    def produce(self, topic: str, partition: int, *values: bytes) -> Any:
+    def produce(self, topic: str, partition: int, *values: bytes, version: int = 9) -> Any:
         seq = self.seq.get((topic, partition), 0)
         batch = builder.build_simple(list(values), timestamp=now_ms(), producer_id=self.pid,
                                      producer_epoch=self.epoch, base_sequence=seq,
                                      transactional=True)
-        part = produce(self.c, topic, partition, batch, transactional_id=self.tid)
+        part = produce(self.c, topic, partition, batch, transactional_id=self.tid,
+                       version=version)
         if part.error_code == 0:
             self.seq[(topic, partition)] = seq + len(values)
         return part
@@ -82,8 +83,8 @@ def _same(txn: Txn, c: WireClient) -> Txn:
 
 
 def produce(c: WireClient, topic: str, partition: int, batch: bytes,
-            transactional_id: str | None = None) -> Any:
-    answer = c.request(0, 9, {"transactional_id": transactional_id, "acks": -1,
+            transactional_id: str | None = None, version: int = 9) -> Any:
+    answer = c.request(0, version, {"transactional_id": transactional_id, "acks": -1,
                               "timeout": 5000, "topic_data": [
                                   {"name": topic, "partition_data": [
                                       {"index": partition, "records": batch}]}]})
@@ -255,8 +256,14 @@ def test_a_transactional_write_to_a_partition_not_in_the_transaction_is_refused(
         txn = Txn(c, "careless")
         txn.add("t", 0)
         # Partition 1 was never added: accepting it would open a transaction that no
-        # marker ends, holding read_committed readers forever.
+        # marker ends, holding read_committed readers forever. Produce v11+ (KIP-890)
+        # says the transaction can be aborted; older clients know INVALID_TXN_STATE.
         assert txn.produce("t", 1, b"hanging").error_code == ErrorCode.invalid_txn_state
+        assert txn.produce("t", 1, b"hanging", version=10).error_code == (
+            ErrorCode.invalid_txn_state)
+        for version in (11, 12):
+            assert txn.produce("t", 1, b"hanging", version=version).error_code == (
+                ErrorCode.transaction_abortable)
         assert fetch(c, "t", partition=1).last_stable_offset == 0
         assert txn.produce("t", 0, b"fine").error_code == 0
         assert txn.end(commit=True) == 0

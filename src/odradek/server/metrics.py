@@ -5,7 +5,8 @@ With ``metrics.listen=HOST:PORT`` the broker serves, on a thread of its own (the
 
 - ``/metrics``: the Prometheus text format, named as the Prometheus JMX exporter's
   Kafka rules render Kafka's JMX metrics (``kafka_server_brokertopicmetrics_messagesin_total
-  {topic=...}``, ``kafka_network_requestmetrics_requests_total{request=...}``, ...), and
+  {topic=...}``, ``kafka_network_requestmetrics_requests_total{request=...,version=...}``,
+  ...), and
   consumer lag as kafka-exporter names it (``kafka_consumergroup_lag``); docs/operations.md
   lists them with their Kafka counterparts;
 - ``/healthz``: 200 while the process serves HTTP at all;
@@ -136,28 +137,32 @@ REQUEST_TIMES = ("requestqueuetimems", "localtimems", "remotetimems",
 #   to the socket (or the transport's buffer) with that buffer back under its
 #   high-water mark: a slow reader's drain;
 # - total (TotalTimeMs): from read to sent, the sum of the four.
-RequestTiming = list[float]  # T_API .. T_SENT
+RequestTiming = list[float]  # T_API .. T_VERSION
 T_API = 0  # the request's API key
 T_READ = 1  # the frame was read
 T_START = 2  # the handler started
 T_LOCAL = 3  # seconds in the handler's own steps
 T_READY = 4  # the response was ready (0: not yet)
 T_SENT = 5  # the response was sent (drained)
+T_VERSION = 6  # the request's API version
 
 
-def new_timing(api_key: int, read: float, start: float) -> RequestTiming:
+def new_timing(api_key: int, read: float, start: float, version: int = 0) -> RequestTiming:
     """A RequestTiming for a request read at ``read`` whose handler started at ``start``
     (the hot paths write the list out instead of calling this)."""
-    return [api_key, read, start, 0.0, 0.0, 0.0]
+    return [api_key, read, start, 0.0, 0.0, 0.0, version]
 
 
 class RequestStats:
-    """One API's request count and its time split's histograms (REQUEST_TIMES)."""
+    """One API's request count (in all, and by version: Kafka's RequestsPerSec has a
+    version tag, which KIP-896 tells operators to watch before old versions go) and its
+    time split's histograms (REQUEST_TIMES)."""
 
-    __slots__ = ("count", "times")
+    __slots__ = ("count", "times", "versions")
 
     def __init__(self) -> None:
         self.count = 0
+        self.versions: dict[int, int] = {}
         self.times = [Histogram() for _ in REQUEST_TIMES]
 
 
@@ -204,12 +209,15 @@ class BrokerStats:
         """Put the requests done since the last fold into ``requests``' histograms."""
         done, self._done = self._done, []
         requests = self.requests
-        for api_key, read, start, local, ready, sent in done:
+        for api_key, read, start, local, ready, sent, version in done:
             key = cast(int, api_key)  # T_API holds the int API key (in a list of floats)
             stats = requests.get(key)
             if stats is None:
                 stats = requests[key] = RequestStats()
             stats.count += 1
+            versions = stats.versions
+            v = cast(int, version)
+            versions[v] = versions.get(v, 0) + 1
             ready = ready or sent
             handler_s = max(ready - start, 0.0)
             local_s = min(local, handler_s)
@@ -229,8 +237,8 @@ class Snapshot:
     """What a scrape reports, taken on the event loop's thread."""
 
     topics: dict[str, tuple[int, ...]] = field(default_factory=dict)
-    # API key -> (count, [(sum, buckets) of each of REQUEST_TIMES])
-    requests: dict[int, tuple[int, list[tuple[float, list[int]]]]] = field(
+    # API key -> (count by version, [(sum, buckets) of each of REQUEST_TIMES])
+    requests: dict[int, tuple[dict[int, int], list[tuple[float, list[int]]]]] = field(
         default_factory=dict)
     connections_created: dict[str, int] = field(default_factory=dict)
     connections: dict[str, int] = field(default_factory=dict)
@@ -256,7 +264,7 @@ def take_snapshot(broker: Broker) -> Snapshot:
         snap.topics = {t: (s.messages_in, s.bytes_in, s.bytes_out, s.produces,
                            s.failed_produce, s.fetches, s.failed_fetch)
                        for t, s in stats.topics.items()}
-        snap.requests = {k: (s.count, [h.copy() for h in s.times])
+        snap.requests = {k: (dict(s.versions), [h.copy() for h in s.times])
                          for k, s in stats.requests.items()}
         snap.connections_created = dict(stats.connections_created)
         snap.isr_changes = (stats.isr_shrinks, stats.isr_expands)
@@ -341,7 +349,7 @@ def _request_families(snap: Snapshot) -> Iterator[Any]:
     from odradek.server.handlers import HANDLERS
 
     requests = CounterMetricFamily("kafka_network_requestmetrics_requests",
-                                   "requests answered", labels=["request"])
+                                   "requests answered", labels=["request", "version"])
     helps = {
         "requestqueuetimems": "from the request read to its handler starting, ms",
         "localtimems": "in the handler's own steps, ms",
@@ -351,10 +359,11 @@ def _request_families(snap: Snapshot) -> Iterator[Any]:
     }
     times = [HistogramMetricFamily(f"kafka_network_requestmetrics_{name}", helps[name],
                                    labels=["request"]) for name in REQUEST_TIMES]
-    for key, (count, histograms) in sorted(snap.requests.items()):
+    for key, (versions, histograms) in sorted(snap.requests.items()):
         api = HANDLERS.get(key)
         name = api.name if api is not None else str(key)
-        requests.add_metric([name], count)
+        for version, count in sorted(versions.items()):
+            requests.add_metric([name, str(version)], count)
         for family, (sum_ms, buckets) in zip(times, histograms, strict=True):
             family.add_metric([name], _cumulative(buckets), sum_ms)
     yield requests

@@ -407,7 +407,9 @@ class TxnRuntime(CoordinatorRuntime):
             return (ErrorCode.not_enough_replicas,
                     f"the transaction of {transactional_id!r} is ending")
         if txn.state != TxnState.ONGOING or (topic, partition) not in txn.partitions:
-            return ErrorCode.invalid_txn_state, (
+            # Kafka's coordinator says TRANSACTION_ABORTABLE (KIP-890); Produce before
+            # v11 hears INVALID_TXN_STATE (handlers/produce.py).
+            return ErrorCode.transaction_abortable, (
                 f"{topic}-{partition} was not added to the transaction of "
                 f"{transactional_id!r}")
         return None

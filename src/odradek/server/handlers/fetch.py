@@ -60,7 +60,11 @@ from odradek.server.handlers.base import (
     allowed,
     throttle,
 )
-from odradek.server.handlers.metadata import brokers
+from odradek.server.handlers.hints import (
+    AnswerNames,
+    current_leader_field,
+    node_endpoints_section,
+)
 from odradek.server.replication.reads import (
     Following,
     PartitionResult,
@@ -69,7 +73,7 @@ from odradek.server.replication.reads import (
     Refused,
     Wanted,
 )
-from odradek.server.topic_ids import id_for, is_unknown, name_for
+from odradek.server.topic_ids import is_unknown, name_for
 from odradek.storage.errors import OffsetOutOfRangeError
 from odradek.storage.log import FileRegion
 from odradek.storage.txn_index import AbortedTxn
@@ -543,40 +547,12 @@ def _answer(broker: Broker, request: Request, results: list[PartitionResult],
     return encode_fetch_response(request, results,
                                  session.session_id if session is not None else 0,
                                  throttle_ms=throttle_ms,
-                                 names=_Names(broker, request)
+                                 names=AnswerNames(broker, request)
                                  if request.api_version >= TOPIC_IDS_FROM else None)
 
 
 def _error_response(request: Request, code: int) -> list[bytes | FileRegion]:
     return encode_fetch_response(request, [], 0, error=code)
-
-
-class _Names:
-    """What a v13+ answer says beyond the results: each topic's id, and from v16 the
-    current leader of a partition answered NOT_LEADER_OR_FOLLOWER or
-    FENCED_LEADER_EPOCH, with the endpoints of those leaders (KIP-951)."""
-
-    __slots__ = ("broker", "request")
-
-    def __init__(self, broker: Broker, request: Request) -> None:
-        self.broker = broker
-        self.request = request
-
-    def topic_id(self, name: str) -> bytes:
-        metadata = self.broker.metadata
-        assert metadata is not None
-        return id_for(metadata, name).bytes
-
-    def current_leader(self, topic: str, partition: int) -> tuple[int, int]:
-        """(leader id, leader epoch); -1 for what is not known."""
-        if is_unknown(topic):
-            return -1, -1
-        view = self.broker.topology.partition_view(topic, partition)
-        return view.leader, view.leader_epoch
-
-    def endpoints(self, node_ids: set[int]) -> list[dict[str, Any]]:
-        """Those nodes' endpoints on the listener the request came in on."""
-        return [b for b in brokers(self.broker, self.request) if b["node_id"] in node_ids]
 
 
 # --- the response, by hand ---------------------------------------------------------------
@@ -587,9 +563,7 @@ _TOP_V7 = struct.Struct(">iiihi")  # ... error code, session id
 _TOP_V12 = struct.Struct(">iibihi")  # size, correlation id, header tagged fields (none), ...
 _PARTITION_V5 = struct.Struct(">ihqqq")  # ... and log start offset
 _PARTITION_HEAD = {v: _PARTITION_V4 if v == 4 else _PARTITION_V5 for v in range(4, 19)}
-# KIP-951's CurrentLeader, v16+: a tagged section of one field, tag 1, 9 bytes: the
-# leader id, its epoch, and the struct's own (empty) tagged fields.
-_CURRENT_LEADER = struct.Struct(">bbbiib")
+_CURRENT_LEADER_TAG = 1  # KIP-951's CurrentLeader, v16+ (tag 0 is DivergingEpoch)
 _LEADER_ERRORS = frozenset({ErrorCode.not_leader_or_follower.value,
                             ErrorCode.fenced_leader_epoch.value})
 _NULL_I32 = _I32.pack(-1)
@@ -603,7 +577,7 @@ def _uvarint(value: int) -> bytes:
 
 def encode_fetch_response(request: Request, results: list[PartitionResult], session_id: int,
                           error: int = 0, throttle_ms: int = 0,
-                          names: _Names | None = None) -> list[bytes | FileRegion]:
+                          names: AnswerNames | None = None) -> list[bytes | FileRegion]:
     """Fetch response v4..18 as parts: bytes, and file regions for record sections;
     ``names`` (v13+, where there are results) says each topic's id and, from v16,
     where a partition's leader is now."""
@@ -681,7 +655,7 @@ def encode_fetch_response(request: Request, results: list[PartitionResult], sess
                 out = []
             if hints and r.error in _LEADER_ERRORS and names is not None:
                 leader, epoch = names.current_leader(topic, r.partition)
-                out.append(_CURRENT_LEADER.pack(1, 1, 9, leader, epoch, 0))
+                out.append(current_leader_field(_CURRENT_LEADER_TAG, leader, epoch))
                 if leader >= 0:
                     leaders.add(leader)
             elif flexible:
@@ -689,7 +663,7 @@ def encode_fetch_response(request: Request, results: list[PartitionResult], sess
         if flexible:
             out.append(b"\x00")  # topic tagged fields
     if leaders and names is not None:
-        out.append(_node_endpoints(names.endpoints(leaders)))
+        out.append(node_endpoints_section(names.endpoints(leaders)))
     elif flexible:
         out.append(b"\x00")  # response tagged fields
     tail = b"".join(out)
@@ -709,24 +683,6 @@ def encode_fetch_response(request: Request, results: list[PartitionResult], sess
     first = parts[0]
     parts[0] = top + first  # type: ignore[operator]  # parts[0] is always bytes
     return parts
-
-
-def _node_endpoints(nodes: list[dict[str, Any]]) -> bytes:
-    """The response's tagged section holding NodeEndpoints (tag 0, v16+): each leader
-    named in a CurrentLeader, with its host, port and rack."""
-    field = [_uvarint(len(nodes) + 1)]
-    for n in nodes:
-        host = n["host"].encode()
-        rack = n["rack"]
-        field += [_I32.pack(n["node_id"]), _uvarint(len(host) + 1), host, _I32.pack(n["port"])]
-        if rack is None:
-            field.append(b"\x00")
-        else:
-            raw = rack.encode()
-            field += [_uvarint(len(raw) + 1), raw]
-        field.append(b"\x00")  # the endpoint's tagged fields
-    data = b"".join(field)
-    return b"\x01\x00" + _uvarint(len(data)) + data  # one field: tag 0, its size, it
 
 
 API = Api(1, "Fetch", 4, 18, handle, handle_now)

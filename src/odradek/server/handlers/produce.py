@@ -15,6 +15,12 @@ NOT_LEADER_OR_FOLLOWER if leadership moved). Appends wake long-polling fetches o
 same partitions. With
 ``flush.messages`` set, the answer waits for the fsync, shared with the other requests it
 covers (server/group_commit.py).
+
+Kafka 4's versions: from v10 a partition answered NOT_LEADER_OR_FOLLOWER carries its
+current leader and the answer those leaders' endpoints (KIP-951, handlers/hints.py); v11
+says TRANSACTION_ABORTABLE where older versions hear INVALID_TXN_STATE (a transactional
+batch for a partition not in its transaction, KIP-890); v13 names topics by id (KIP-516:
+an id this broker does not know is answered UNKNOWN_TOPIC_ID).
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from kio.schema.errors import ErrorCode
 
 from odradek.protocol.codec import Request
 from odradek.protocol.framing import encode_uvarint
+from odradek.protocol.produce import TOPIC_IDS_FROM, ProduceRequestBody
 from odradek.records import batch as rb
 from odradek.records.errors import RecordValidationError
 from odradek.security.acls import Operation, ResourceType
@@ -38,9 +45,15 @@ from odradek.server.handlers.base import (
     allowed,
     throttle,
 )
+from odradek.server.handlers.hints import (
+    AnswerNames,
+    current_leader_field,
+    node_endpoints_section,
+)
 from odradek.server.network.connection import ConnectionClosed
 from odradek.server.replication.partition import ReplicationError
 from odradek.server.replication.purgatory import DelayedProduce
+from odradek.server.topic_ids import is_unknown, name_for
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
@@ -54,6 +67,7 @@ _ERROR_TEXT = {
     7: "not replicated to the in-sync replicas within the request's timeout",
     19: "fewer in-sync replicas than min.insync.replicas: nothing was written",
     20: "written, but the in-sync replicas fell below min.insync.replicas meanwhile",
+    100: "this broker knows no topic with that id",
     29: "Topic authorization failed.",  # Kafka's messages for these two
     53: "Transactional Id authorization failed.",
 }
@@ -191,22 +205,33 @@ _Wait: TypeAlias = "tuple[Log, int] | DelayedProduce"
 _Steps: TypeAlias = Generator[_Wait, "Exception | list[int] | None", bytes | None]
 
 
-def _denied(broker: Broker, request: Request) -> Callable[[str], int]:
+def _denied(broker: Broker, request: Request, body: ProduceRequestBody
+            ) -> Callable[[str], int]:
     """With the authorizer on: the error code refusing a topic's partitions (0: none), as
     Kafka's handleProduceRequest checks - WRITE on the transactional id for a
     transactional request (else every partition is refused), WRITE on each topic."""
-    body = request.body
     txn = body.transactional_id
     if txn is not None and not allowed(broker, request, Operation.WRITE,
                                        ResourceType.TRANSACTIONAL_ID, txn):
         return lambda _name: ErrorCode.transactional_id_authorization_failed
-    refused = {t.name for t in body.topic_data if not allowed(
+    refused = {t.name for t in body.topic_data if not is_unknown(t.name) and not allowed(
         broker, request, Operation.WRITE, ResourceType.TOPIC, t.name)}
     return lambda name: ErrorCode.topic_authorization_failed if name in refused else 0
 
 
+def _named(broker: Broker, body: ProduceRequestBody) -> ProduceRequestBody:
+    """A v13+ request with its topic ids turned into names (or stand-ins)."""
+    metadata = broker.metadata
+    assert metadata is not None
+    return body._replace(topic_data=[t._replace(name=name_for(metadata, t.topic_id))
+                                     for t in body.topic_data])
+
+
 def _produce(broker: Broker, request: Request) -> _Steps:
     body = request.body
+    version = request.api_version
+    if version >= TOPIC_IDS_FROM:
+        body = _named(broker, body)
     acks = body.acks
     bad_acks = acks not in (-1, 0, 1)
     transactional_id = body.transactional_id
@@ -219,7 +244,7 @@ def _produce(broker: Broker, request: Request) -> _Steps:
     waiting: list[tuple[list[PartitionAnswer], int]] = []  # (answers, index) of each wait
     responses: list[tuple[str, list[PartitionAnswer]]] = []
     failures = []
-    denied = _denied(broker, request) if broker.authorizer is not None else None
+    denied = _denied(broker, request, body) if broker.authorizer is not None else None
     quotas = broker.quotas
     # producer_byte_rate: the request's bytes count whatever becomes of them (Kafka's).
     throttle_ms = (throttle(request, quotas.produce(request, request.size))
@@ -228,13 +253,16 @@ def _produce(broker: Broker, request: Request) -> _Steps:
     for topic_data in body.topic_data:
         name = topic_data.name
         partitions: list[PartitionAnswer] = []
-        tstats = stats.topic(name) if stats is not None else None  # metrics.listen
+        # metrics.listen (no series for an unknown id's stand-in)
+        tstats = stats.topic(name) if stats is not None and not is_unknown(name) else None
         for index, records in topic_data.partition_data:
             part = leaders.get((name, index)) or topology.lead(name, index)
             lg = part.log if part is not None else None
             if bad_acks:
                 entry = _failed(index, ErrorCode.invalid_required_acks,
                                 f"acks must be -1, 0 or 1, not {acks}")
+            elif lg is None and is_unknown(name):  # before authorization, as Kafka's
+                entry = _failed(index, ErrorCode.unknown_topic_id, _ERROR_TEXT[100])
             elif denied and (code := denied(name)):
                 entry = _failed(index, code, _ERROR_TEXT[code])
             elif lg is None:
@@ -248,7 +276,10 @@ def _produce(broker: Broker, request: Request) -> _Steps:
             elif (len(records) >= rb.HEADER_SIZE and records[22] & rb.TRANSACTIONAL_BIT
                   and (refused := _not_in_transaction(broker, transactional_id, name, index,
                                                       records)) is not None):
-                entry = _failed(index, *refused)
+                code, text = refused
+                if code == ErrorCode.transaction_abortable and version < 11:
+                    code = ErrorCode.invalid_txn_state  # what clients before KIP-890 know
+                entry = _failed(index, code, text)
             else:
                 assert part is not None
                 try:
@@ -308,13 +339,18 @@ def _produce(broker: Broker, request: Request) -> _Steps:
         if failures:
             raise ConnectionClosed("acks=0 produce failed: " + "; ".join(failures))
         return None
-    return encode_produce_response(request, responses, throttle_ms)
+    return encode_produce_response(
+        request, responses, throttle_ms,
+        AnswerNames(broker, request) if version >= _HINTS_FROM else None)
 
 
 # --- the response, by hand ---------------------------------------------------------------
 # Produce is the hottest request: kio's Python writer and the generic builder cost ~100 us
-# per response, more than the append itself. Same layout as ProduceResponse.json v3-9;
+# per response, more than the append itself. Same layout as ProduceResponse.json v3-13;
 # tests/server/test_produce_fetch.py checks it byte for byte against kio's encoder.
+
+_HINTS_FROM = 10  # KIP-951: CurrentLeader (a partition's tag 0), NodeEndpoints (tag 0)
+_CURRENT_LEADER_TAG = 0
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -342,16 +378,24 @@ def _record_errors(errors: RecordErrors, flexible: bool) -> bytes:
 
 def encode_produce_response(request: Request,
                             responses: list[tuple[str, list[PartitionAnswer]]],
-                            throttle_ms: int = 0) -> bytes:
-    """The response to ``request``: each topic's name and its partitions' answers."""
+                            throttle_ms: int = 0, names: AnswerNames | None = None) -> bytes:
+    """The response to ``request``: each topic's name (v13+: its id) and its partitions'
+    answers; ``names`` (v10+) says topic ids and where refused partitions' leaders are."""
     version = request.api_version
     flexible = version >= 9
+    by_id = version >= TOPIC_IDS_FROM
+    hints = names if version >= _HINTS_FROM else None
+    leaders: set[int] = set()
     out = bytearray(_I32.pack(request.correlation_id))
     if flexible:
         out += b"\x00"  # response header v1: no tagged fields
     out += encode_uvarint(len(responses) + 1) if flexible else _I32.pack(len(responses))
     for name, partitions in responses:
-        out += _string(name, flexible)
+        if by_id:
+            assert names is not None
+            out += names.topic_id(name)
+        else:
+            out += _string(name, flexible)
         out += encode_uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions))
         for index, code, base_offset, append_time, start_offset, text, errors in partitions:
             if version >= 5:
@@ -364,12 +408,20 @@ def encode_produce_response(request: Request,
                 else:
                     out += b"\x01" if flexible else _I32.pack(0)  # record_errors: none
                 out += _string(text, flexible)
-            if flexible:
+            if hints is not None and code == ErrorCode.not_leader_or_follower:
+                leader, epoch = hints.current_leader(name, index)
+                out += current_leader_field(_CURRENT_LEADER_TAG, leader, epoch)
+                if leader >= 0:
+                    leaders.add(leader)
+            elif flexible:
                 out += b"\x00"
         if flexible:
             out += b"\x00"
     out += _I32.pack(throttle_ms)
-    if flexible:
+    if leaders:
+        assert hints is not None
+        out += node_endpoints_section(hints.endpoints(leaders))
+    elif flexible:
         out += b"\x00"
     return _I32.pack(len(out)) + bytes(out)
 
@@ -379,4 +431,4 @@ def encode_produce_response(request: Request,
 # of the codec's minimum version reads the range v0..v0), and Debian's kcat is built on
 # librdkafka 2.0.2. A client that really sends v0-2 has its connection closed with a
 # message saying so; every client of the last seven years sends v3 or later.
-API = Api(0, "Produce", 0, 9, handle, handle_now)
+API = Api(0, "Produce", 0, 13, handle, handle_now)

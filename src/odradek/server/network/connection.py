@@ -265,7 +265,7 @@ class Connection(asyncio.BufferedProtocol):
                 # started (buffer_updated calls this for the frame it completed).
                 timing = [request.api_key, started, started, now - started,
                           now if response is None or isinstance(response, (bytes, list))
-                          else 0.0, 0.0]
+                          else 0.0, 0.0, request.api_version]
             if response is not None and not isinstance(response, (bytes, list)):
                 self._parked = (frame, response)
                 self._timing = timing
@@ -547,7 +547,8 @@ class Connection(asyncio.BufferedProtocol):
         limit = (quotas.request_limit(request)
                  if quotas is not None and quotas.active else None)
         stats = broker.stats
-        timing = (new_timing(request.api_key, read_at, time.perf_counter())
+        timing = (new_timing(request.api_key, read_at, time.perf_counter(),
+                             request.api_version)
                   if stats is not None else None)
         if limit is not None:
             assert quotas is not None and session is not None
