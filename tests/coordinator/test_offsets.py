@@ -152,6 +152,28 @@ def test_offset_delete_errors():
     assert (result.error_code, result.partitions) == (ErrorCode.non_empty_group, [])
 
 
+def test_a_deleted_topics_offsets_go_from_every_group_and_an_emptied_group_goes_too():
+    h = Harness()
+    ids, gen = h.stable_group("c1")  # a stable group, subscribed to "t"
+    h.commit(ids["c1"], gen, [("t", 0, 1), ("gone", 0, 2), ("gone", 1, 3)])
+    h.commit("", -1, [("gone", 0, 4)], group="only-gone")  # a simple group
+    records = len(h.records)
+    h.apply(h.coordinator.topics_deleted(["gone"], h.now))
+    # A tombstone per offset, and one for the simple group left empty without offsets
+    # (Kafka's onPartitionsDeleted); the stable group keeps its members and "t".
+    assert [(ot.decode_key(r.key), r.value) for r in h.records[records:]] == [
+        (ot.OffsetCommitKey("g", "gone", 0), None), (ot.OffsetCommitKey("g", "gone", 1), None),
+        (ot.OffsetCommitKey("only-gone", "gone", 0), None),
+    ]
+    assert [(o.topic, o.offset) for o in offsets_of(h)] == [("t", 1)]
+    assert "only-gone" not in h.coordinator.groups
+    # A topic made again under the name starts with no committed offset.
+    assert offsets_of(h, partitions=[("gone", 0)]) == [FetchedOffset("gone", 0, -1, -1, "")]
+    records = len(h.records)
+    h.apply(h.coordinator.topics_deleted(["never-committed"], h.now))
+    assert len(h.records) == records  # nothing to forget, nothing written
+
+
 def test_delete_groups_only_deletes_empty_groups():
     h = Harness()
     ids, _gen = h.stable_group("c1", group="busy")

@@ -240,6 +240,16 @@ def test_java_consumer_group_protocol_kip848(consumer_checks: dict) -> None:
     assert callbacks(b)[-1] == f"assigned {sorted(b['assignment'])}"
 
 
+def test_java_kip848_consumer_commits_and_fetches_offsets_by_topic_id(
+        consumer_checks: dict, odradek_server: BrokerProcess) -> None:
+    """The consumers' offset requests, as the broker counted them: the KIP-848 consumer
+    names topics by id (OffsetCommit and OffsetFetch v10); the classic ones by name."""
+    check(consumer_checks, "consumer-protocol")
+    samples = scrape(odradek_server.metrics_url())
+    assert 10 in requests_by_version(samples, "OffsetCommit")
+    assert 10 in requests_by_version(samples, "OffsetFetch")
+
+
 def test_java_static_member_restart_within_session_does_not_rebalance(
         consumer_checks: dict) -> None:
     answer = check(consumer_checks, "static-membership")

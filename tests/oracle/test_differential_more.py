@@ -547,6 +547,66 @@ def seq_kafka_4_versions(r: Recorder, name: str) -> None:
                 d["transaction_states"], key=lambda t: t["transactional_id"])})
 
 
+def _ids_as_labels(answer: Any, labels: dict[uuid.UUID, str]) -> dict[str, Any]:
+    """An OffsetCommit or OffsetFetch v10 answer as plain data with each topic's id as a
+    label (ids are each broker's own, and the comparison leaves ids out), topics in
+    label order (the order of "all topics" is the broker's)."""
+    data = plain(answer)
+    holders = [(data, answer)] if hasattr(answer, "topics") else list(
+        zip(data["groups"], answer.groups, strict=True))
+    for held, kio_held in holders:
+        for topic, kio_topic in zip(held["topics"], kio_held.topics, strict=True):
+            topic["label"] = labels.get(kio_topic.topic_id, "zero id"
+                                        if kio_topic.topic_id is None else "another id")
+        held["topics"].sort(key=lambda t: t["label"])
+    return data
+
+
+def seq_offsets_by_topic_id(r: Recorder, name: str) -> None:
+    """OffsetCommit and OffsetFetch v10 (topics by id, as KIP-848 consumers send them): a
+    known topic's partitions, one it lacks, an unknown id; fetched by id, all topics, and
+    by name at v9; then the topic deleted: its committed offsets fetched again."""
+    topic, other = f"{name}-t", f"{name}-u"
+    group = f"{name}-g"
+    create_topic(r.c, topic, partitions=2)
+    create_topic(r.c, other)
+    known = {t.name: t.topic_id for t in metadata(r.c, [topic, other]).topics}
+    stranger = uuid.UUID(int=1010)
+    labels = {known[topic]: "t", known[other]: "u", stranger: "unknown id"}
+    find_coordinator(r.c, group, 0)
+
+    def partitions(*indexes: int) -> list[dict[str, Any]]:
+        return [{"partition_index": p, "committed_offset": 5 + p, "committed_leader_epoch": -1,
+                 "committed_metadata": f"m{p}"} for p in indexes]
+
+    r.step("OffsetCommit v10: by id, a missing partition, an unknown id", _ids_as_labels(
+        request(r.c, 8, 10, {
+            "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+            "group_instance_id": None, "topics": [
+                {"topic_id": known[topic], "partitions": partitions(0, 1, 7)},
+                {"topic_id": stranger, "partitions": partitions(0)},
+                {"topic_id": known[other], "partitions": partitions(0)}]}), labels))
+
+    def fetch(label: str, topics: list[dict[str, Any]] | None) -> None:
+        r.step(label, _ids_as_labels(request(r.c, 9, 10, {"groups": [{
+            "group_id": group, "member_id": None, "member_epoch": -1, "topics": topics}],
+            "require_stable": False}), labels))
+
+    fetch("OffsetFetch v10: by id, a missing partition, an unknown id", [
+        {"topic_id": known[topic], "partition_indexes": [0, 1, 7]},
+        {"topic_id": stranger, "partition_indexes": [0]}])
+    fetch("OffsetFetch v10: all topics", None)
+    r.request("OffsetFetch v9: the same offsets by name", 9, 9, {"groups": [{
+        "group_id": group, "member_id": None, "member_epoch": -1,
+        "topics": [{"name": topic, "partition_indexes": [0, 1]}]}],
+        "require_stable": False})
+    deleted = request(r.c, 20, 6, {"topics": [{"name": other, "topic_id": None}],
+                                   "timeout": 30_000})
+    r.step("DeleteTopics u", deleted, drop=["name"])
+    fetch("OffsetFetch v10: all topics, u deleted", None)
+    fetch("OffsetFetch v10: u's old id", [{"topic_id": known[other], "partition_indexes": [0]}])
+
+
 def seq_api_versions(r: Recorder, name: str) -> None:
     api_versions(r, "ApiVersions v3", 3)
     api_versions(r, "ApiVersions v0", 0)

@@ -3,16 +3,22 @@ topic ``__consumer_offsets`` as clients see it, and group state across restarts.
 
 from __future__ import annotations
 
+import asyncio
 import struct
 import threading
 import time
+import uuid
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from kio.schema.errors import ErrorCode
 
+from odradek.client.aio import AsyncBrokerConnection
 from odradek.client.wire import WireClient
 from odradek.coordinator import OFFSETS_TOPIC, partition_for
 from odradek.testing import running_broker
+from tests.server.memory_cluster import MemoryCluster, with_cluster
 
 FAST = {"group.initial.rebalance.delay.ms": 0, "group.min.session.timeout.ms": 100}
 
@@ -194,7 +200,7 @@ def test_stopping_broker_answers_a_waiting_join_at_once():
 
 
 @pytest.mark.parametrize(("api", "low", "high"), [
-    (11, 0, 9), (14, 0, 5), (12, 0, 4), (13, 0, 5), (8, 2, 9), (9, 1, 9), (16, 0, 5),
+    (11, 0, 9), (14, 0, 5), (12, 0, 4), (13, 0, 5), (8, 2, 10), (9, 1, 10), (16, 0, 5),
     (15, 0, 6), (42, 0, 2), (47, 0, 0)])
 def test_group_apis_are_advertised(api, low, high):
     with running_broker() as node, WireClient(node.port) as c:
@@ -202,6 +208,70 @@ def test_group_apis_are_advertised(api, low, high):
                     for k in c.request(18, 3, {"client_software_name": "t",
                                                "client_software_version": "1"}).api_keys}
         assert versions[api] == (low, high)
+
+
+def _commit_v10(c: WireClient, group: str, topics: list) -> dict:
+    """OffsetCommit v10 (topics by id): each partition's error by (topic id, index)."""
+    answer = c.request(8, 10, {
+        "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+        "group_instance_id": None, "topics": [
+            {"topic_id": topic_id, "partitions": [
+                {"partition_index": p, "committed_offset": 10 + p,
+                 "committed_leader_epoch": -1, "committed_metadata": ""} for p in parts]}
+            for topic_id, parts in topics]})
+    return {(t.topic_id, p.partition_index): code(p.error_code)
+            for t in answer.topics for p in t.partitions}
+
+
+def _fetch_v10(c: WireClient, group: str, topics: list | None) -> dict:
+    """OffsetFetch v10: (offset, error) by (topic id, index)."""
+    answer = c.request(9, 10, {"groups": [{
+        "group_id": group, "member_id": None, "member_epoch": -1,
+        "topics": None if topics is None else [
+            {"topic_id": t, "partition_indexes": parts} for t, parts in topics]}],
+        "require_stable": False})
+    (g,) = answer.groups
+    return {(t.topic_id, p.partition_index): (p.committed_offset, code(p.error_code))
+            for t in g.topics for p in t.partitions}
+
+
+def test_offsets_are_committed_and_fetched_by_topic_id_and_go_with_their_topic():
+    """OffsetCommit and OffsetFetch v10 (KIP-848 consumers name topics by id); a deleted
+    topic's offsets go with it, so the topic made again under its name starts without
+    any (Kafka's onPartitionsDeleted)."""
+    with running_broker(**FAST) as node, WireClient(node.port) as c:
+        create_topic(c, "t", 2)
+        (t,) = c.request(3, 12, {"topics": [{"name": "t", "topic_id": None}],
+                                 "allow_auto_topic_creation": False,
+                                 "include_topic_authorized_operations": False}).topics
+        stranger = uuid.uuid4()
+        assert _commit_v10(c, "by-id", [(t.topic_id, [0, 1, 5]), (stranger, [0])]) == {
+            (t.topic_id, 0): 0, (t.topic_id, 1): 0,
+            (t.topic_id, 5): ErrorCode.unknown_topic_or_partition,
+            (stranger, 0): ErrorCode.unknown_topic_id}
+        assert _fetch_v10(c, "by-id", [(t.topic_id, [0, 1]), (stranger, [0])]) == {
+            (t.topic_id, 0): (10, 0), (t.topic_id, 1): (11, 0),
+            (stranger, 0): (-1, ErrorCode.unknown_topic_id)}
+        assert _fetch_v10(c, "by-id", None) == {(t.topic_id, 0): (10, 0),
+                                                (t.topic_id, 1): (11, 0)}
+        # The same offsets by name, at v9.
+        named = c.request(9, 9, {"groups": [{"group_id": "by-id", "member_id": None,
+                                             "member_epoch": -1, "topics": None}],
+                                 "require_stable": False})
+        assert [(t.name, p.committed_offset) for t in named.groups[0].topics
+                for p in t.partitions] == [("t", 10), ("t", 11)]
+
+        deleted = c.request(20, 6, {"topics": [{"name": "t", "topic_id": None}],
+                                    "timeout": 10_000})
+        assert code(deleted.responses[0].error_code) == 0
+        create_topic(c, "t", 2)
+        fresh = c.request(9, 9, {"groups": [{"group_id": "by-id", "member_id": None,
+                                             "member_epoch": -1, "topics": [
+                                                 {"name": "t", "partition_indexes": [0]}]}],
+                                 "require_stable": False})
+        assert fresh.groups[0].topics[0].partitions[0].committed_offset == -1
+        assert _fetch_v10(c, "by-id", [(t.topic_id, [0])]) == {
+            (t.topic_id, 0): (-1, ErrorCode.unknown_topic_id)}  # the old id is unknown
 
 
 def test_offsets_of_an_empty_group_can_be_deleted_and_listing_filters_by_type():
@@ -373,3 +443,46 @@ def test_a_consumer_carries_on_through_a_broker_restart(tmp_path):
     finally:
         consumer.close()
         broker.stop()
+
+
+async def _offsets_go_with_a_topic_deleted_elsewhere(cluster: MemoryCluster) -> None:
+    await cluster.create_topic("gone", replication_factor=1)
+    brokers = cluster.brokers
+    versions = {8: (9, 9), 10: (4, 4)}
+
+    async def until_answered(node: int, api_key: int, body: dict, error: Callable) -> Any:
+        """Ask ``node`` until the coordinator is there (the offsets topic is made at the
+        first FindCoordinator, its coordinators loaded after)."""
+        conn = await AsyncBrokerConnection.open(*cluster.address(node), client_id="test",
+                                                timeout_s=30, versions=versions)
+        try:
+            for _ in range(200):
+                answer = await conn.request(api_key, body)
+                if code(error(answer)) == 0:
+                    return answer
+                await asyncio.sleep(0.05)
+        finally:
+            await conn.close()
+        raise AssertionError(f"no answer without an error from broker {node}: {answer}")
+
+    found = await until_answered(1, 10, {"key_type": 0, "coordinator_keys": ["g"]},
+                                 lambda a: a.coordinators[0].error_code)
+    coordinator = found.coordinators[0].node_id
+    await until_answered(coordinator, 8, {
+        "group_id": "g", "generation_id_or_member_epoch": -1, "member_id": "",
+        "group_instance_id": None, "topics": [{"name": "gone", "partitions": [
+            {"partition_index": 0, "committed_offset": 7, "committed_leader_epoch": -1,
+             "committed_metadata": ""}]}]}, lambda a: a.topics[0].partitions[0].error_code)
+    group = brokers[coordinator].groups
+    assert group is not None
+    assert group.coordinator_for("g").fetch_offsets("g", None).partitions
+    # Deleted through another broker: the coordinator hears of it from the metadata.
+    other = next(n for n in brokers if n != coordinator)
+    await brokers[other].topology.delete_topic("gone")
+    await cluster.wait_for(
+        lambda: not group.coordinator_for("g").fetch_offsets("g", None).partitions,
+        "the deleted topic's offsets to go")
+
+
+def test_a_topic_deleted_through_any_broker_takes_its_offsets_from_every_group(tmp_path):
+    asyncio.run(with_cluster(tmp_path, _offsets_go_with_a_topic_deleted_elsewhere))

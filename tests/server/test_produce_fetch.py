@@ -8,7 +8,6 @@ import os
 import struct
 import threading
 import time
-
 import uuid
 
 import pytest

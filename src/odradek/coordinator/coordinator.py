@@ -44,7 +44,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -376,6 +376,10 @@ class GroupCoordinator:
         """OffsetDelete (``offset_manager.py``)."""
         return self._offset_manager.delete_offsets(
             group_id, partitions, token=token, now_ms=now_ms)
+
+    def topics_deleted(self, topics: Collection[str], now_ms: int) -> Effects:
+        """Deleted topics' offsets go from every group (``offset_manager.py``)."""
+        return self._offset_manager.remove_topics(topics, now_ms)
 
     def expire_offsets(self, now_ms: int) -> Effects:
         """offsets.retention.minutes (``offset_manager.py``); ``tick`` runs it every

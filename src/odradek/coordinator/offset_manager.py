@@ -19,7 +19,7 @@ Transactional offsets are kept apart from the groups until their marker, in
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -454,6 +454,25 @@ class OffsetManager:
             return
         group = self._group_manager.groups[group_id]
         self._remove_offsets(group, list(group.offsets), now_ms, fx)
+
+    def remove_topics(self, topics: Collection[str], now_ms: int) -> Effects:
+        """Topics were deleted: every group's offsets of them go (tombstoned), pending
+        transactional ones too, and the groups left empty without offsets with them -
+        as Kafka's GroupCoordinator.onPartitionsDeleted does, so that a topic made again
+        under the same name is not read from a deleted one's offsets."""
+        fx = Effects()
+        gone = set(topics)
+        for group in list(self._group_manager.groups.values()):
+            if keys := [k for k in group.offsets if k[0] in gone]:
+                self._remove_offsets(group, keys, now_ms, fx)
+        for cg in list(self._group_manager.consumer_groups.values()):
+            if keys := [k for k in cg.offsets if k[0] in gone]:
+                self._remove_consumer_offsets(cg, keys, now_ms, fx)
+        for by_pid in self.pending_txn_offsets.values():
+            for pending in by_pid.values():
+                for key in [k for k in pending if k[0] in gone]:
+                    del pending[key]
+        return fx
 
     # --- timer -----------------------------------------------------------------------
 

@@ -324,6 +324,8 @@ class SingleNode:
         logs = self.broker.logs
         assert logs is not None
         topic = self.metadata.delete_topic(name)
+        if self.broker.groups is not None:  # its committed offsets go too (Kafka's)
+            self.broker.groups.topics_deleted([name])
         for partition in range(topic.partitions):
             self.leaders.pop((name, partition), None)
         for partition in range(topic.partitions):

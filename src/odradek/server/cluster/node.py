@@ -142,7 +142,8 @@ class ClusterNode:
         self.metadata.next_producer_id = self.producer_ids.next_producer_id
         self.controller = Controller(self)
         self.replicas = ReplicaManager(self)
-        self.metadata.listeners = [self.replicas, self.controller]
+        self.metadata.listeners = [self.replicas, self.controller,
+                                   _DeletedTopicsOffsets(self.broker)]
         await self.metadata.start(timeout_s=60)
         await self.producer_ids.start()
 
@@ -581,3 +582,29 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+class _DeletedTopicsOffsets:
+    """A metadata listener: a topic deleted (by any broker's DeleteTopics) takes its
+    committed offsets from the groups coordinated here, as Kafka's
+    GroupCoordinator.onPartitionsDeleted does on every broker."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def topic_removed(self, topic: str, partitions: int) -> None:
+        if self.broker.groups is not None:
+            self.broker.groups.topics_deleted([topic])
+
+    def partitions_changed(self, partitions: list[TopicPartition]) -> None:
+        pass
+
+    def brokers_changed(self) -> None:
+        pass
+
+    def topic_unusable(self, topic: str) -> None:
+        pass
+
+    def configs_changed(self, topic: str) -> None:
+        pass
+
+    def broker_configs_changed(self) -> None:
+        pass

@@ -394,7 +394,13 @@ class CoordinatorRuntime(abc.ABC):
         records are replicated, else the error it maps to (``replication_failure``)."""
         responses = list(responses)
         if not responses:
-            return  # nobody waits (a timer's records): nothing to hold back
+            # Nobody waits (a timer's records, a deleted topic's tombstones): nothing to
+            # hold back. The wait is dropped unstarted (the end stays unconfirmed, for
+            # later answers to wait on).
+            wait = replication[0]
+            if isinstance(wait, Coroutine):
+                wait.close()
+            return
 
         async def release() -> None:
             code = await self._replication_code(partition, replication)

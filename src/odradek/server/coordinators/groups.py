@@ -42,7 +42,7 @@ never interleaved with another operation.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -257,6 +257,14 @@ class GroupRuntime(CoordinatorRuntime):
         coordinator = self.coordinators.get(partition)
         if coordinator is not None:
             coordinator.complete_txn(producer_id, commit, self._in_partition(partition))
+
+    def topics_deleted(self, topics: Collection[str]) -> None:
+        """Topics were deleted (DeleteTopics here, or in a cluster any broker's, as the
+        metadata shows it): every group coordinated here loses its offsets of them."""
+        if self.closed:
+            return
+        for partition, coordinator in list(self.coordinators.items()):
+            self._act(partition, coordinator.topics_deleted(topics, self.clock()))
 
     def topics_changed(self) -> None:
         """After CreateTopics/CreatePartitions/DeleteTopics: KIP-848 groups subscribed to

@@ -33,8 +33,10 @@ The mapping of versions, from Kafka's request schemas:
   unknown group (before: Dead), and for a KIP-848 group, which it cannot describe.
 - OffsetCommit v9 carries a KIP-848 member's epoch in generation_id_or_member_epoch and
   OffsetFetch v9 its member id and epoch: for a ``consumer`` group they must be current.
-
-Not served: versions that need topic ids (OffsetCommit/OffsetFetch v10).
+- OffsetCommit and OffsetFetch v10 name topics by id (KIP-848's consumers): the ids
+  become names first (server/topic_ids.py), an id this broker does not know is answered
+  UNKNOWN_TOPIC_ID (before authorization, as Kafka checks), and the answer names each
+  topic by id.
 """
 
 from __future__ import annotations
@@ -59,9 +61,11 @@ from odradek.server.handlers.base import (
     authorized_operations,
     respond,
 )
+from odradek.server.topic_ids import id_for, is_unknown, name_for
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
+    from odradek.server.topic_ids import Metadata
 
 CLASSIC = "classic"  # ListGroups v5 group type
 
@@ -112,8 +116,39 @@ def _topics_refused(broker: Broker, request: Request, names: Iterable[str],
     """The topics among ``names`` the principal may not ``operation``."""
     if broker.authorizer is None:
         return set()
-    return {n for n in set(names)
-            if not allowed(broker, request, operation, ResourceType.TOPIC, n)}
+    return {n for n in set(names) if not is_unknown(n)
+            and not allowed(broker, request, operation, ResourceType.TOPIC, n)}
+
+
+TOPIC_IDS_FROM = 10  # OffsetCommit and OffsetFetch name topics by id (KIP-848's)
+
+
+class _Named:
+    """A v10 request's topic entry with its id resolved: ``name`` is the topic's, or an
+    unknown id's stand-in; every other field is the entry's own."""
+
+    __slots__ = ("entry", "name")
+
+    def __init__(self, entry: Any, name: str) -> None:
+        self.entry = entry
+        self.name = name
+
+    def __getattr__(self, field: str) -> Any:
+        return getattr(self.entry, field)
+
+
+def _named(broker: Broker, request: Request, topics: Any) -> Any:
+    """A request's topic entries, by name whatever the version (None stays None)."""
+    if topics is None or request.api_version < TOPIC_IDS_FROM:
+        return topics
+    metadata = broker.metadata
+    assert metadata is not None
+    return [_Named(t, name_for(metadata, t.topic_id)) for t in topics]
+
+
+def _answer_ids(broker: Broker, request: Request) -> Metadata | None:
+    """Where an answer's topic ids come from, for a version that names topics by id."""
+    return broker.metadata if request.api_version >= TOPIC_IDS_FROM else None
 
 
 async def join_group(broker: Broker, request: Request) -> bytes:
@@ -212,12 +247,16 @@ async def leave_group(broker: Broker, request: Request) -> bytes:
 # --- offsets -------------------------------------------------------------------------------
 
 
-def _by_topic(entries: Iterable[Any], partition: Callable[[Any], dict[str, Any]]
-              ) -> list[dict[str, Any]]:
-    """Per-partition entries (with .topic) grouped into the protocol's topic list, in order."""
+def _by_topic(entries: Iterable[Any], partition: Callable[[Any], dict[str, Any]],
+              by_id: Metadata | None = None) -> list[dict[str, Any]]:
+    """Per-partition entries (with .topic) grouped into the protocol's topic list, in
+    order; ``by_id``: each topic named by its id as well (v10)."""
     topics: dict[str, list[dict[str, Any]]] = {}
     for entry in entries:
         topics.setdefault(entry.topic, []).append(partition(entry))
+    if by_id is not None:
+        return [{"name": name, "topic_id": id_for(by_id, name), "partitions": parts}
+                for name, parts in topics.items()]
     return [{"name": name, "partitions": parts} for name, parts in topics.items()]
 
 
@@ -228,14 +267,19 @@ def _commit_partition(p: r.PartitionResult) -> dict[str, Any]:
 def offsets_to_commit(broker: Broker, topics: Any, refused: set[str] | None = None
                       ) -> tuple[list[r.OffsetCommitRequestPartition], list[r.PartitionResult]]:
     """The partitions of an OffsetCommit or TxnOffsetCommit request: those to commit, and
-    answers for the rest: TOPIC_AUTHORIZATION_FAILED for the ``refused`` topics (the
-    principal may not READ them), UNKNOWN_TOPIC_OR_PARTITION for partitions that do not
-    exist (Kafka commits only for partitions that exist)."""
+    answers for the rest: UNKNOWN_TOPIC_ID for an unknown id's (v10), then
+    TOPIC_AUTHORIZATION_FAILED for the ``refused`` topics (the principal may not READ
+    them), UNKNOWN_TOPIC_OR_PARTITION for partitions that do not exist (Kafka commits
+    only for partitions that exist)."""
     offsets: list[r.OffsetCommitRequestPartition] = []
     unknown: list[r.PartitionResult] = []
     for t in topics:
         topic = broker.topic(t.name)
         for p in t.partitions:
+            if is_unknown(t.name):
+                unknown.append(r.PartitionResult(t.name, p.partition_index,
+                                                 ErrorCode.unknown_topic_id))
+                continue
             if refused and t.name in refused:
                 unknown.append(r.PartitionResult(t.name, p.partition_index,
                                                  ErrorCode.topic_authorization_failed))
@@ -250,22 +294,25 @@ def offsets_to_commit(broker: Broker, topics: Any, refused: set[str] | None = No
     return offsets, unknown
 
 
-def commit_response(request: Request, results: Iterable[r.PartitionResult]) -> bytes:
+def commit_response(request: Request, results: Iterable[r.PartitionResult],
+                    by_id: Metadata | None = None) -> bytes:
     """An OffsetCommit or TxnOffsetCommit answer: the partitions' errors by topic."""
     return respond(request, {"throttle_time": 0,
-                             "topics": _by_topic(results, _commit_partition)})
+                             "topics": _by_topic(results, _commit_partition, by_id)})
 
 
 async def offset_commit(broker: Broker, request: Request) -> bytes:
     body = request.body
     v = request.api_version
+    topics = _named(broker, request, body.topics)
+    by_id = _answer_ids(broker, request)
     if not allowed(broker, request, Operation.READ, ResourceType.GROUP, body.group_id):
         return commit_response(request, [
             r.PartitionResult(t.name, p.partition_index, ErrorCode.group_authorization_failed)
-            for t in body.topics for p in t.partitions])
+            for t in topics for p in t.partitions], by_id)
     offsets, unknown = offsets_to_commit(
-        broker, body.topics, _topics_refused(broker, request, (t.name for t in body.topics),
-                                             Operation.READ))
+        broker, topics, _topics_refused(broker, request, (t.name for t in topics),
+                                        Operation.READ))
     retention = getattr(body, "retention_time", None)  # v2-v4
     retention_ms = ms(retention, -1) if retention is not None else None
     try:
@@ -279,7 +326,7 @@ async def offset_commit(broker: Broker, request: Request) -> bytes:
     except CoordinatorUnavailable as exc:
         answered = [r.PartitionResult(p.topic, p.partition, exc.error_code) for p in offsets]
     # Unknown partitions first, as Kafka's handleOffsetCommitRequest lists them.
-    return commit_response(request, [*unknown, *answered])
+    return commit_response(request, [*unknown, *answered], by_id)
 
 
 def _fetched(p: r.FetchedOffset) -> dict[str, Any]:
@@ -293,10 +340,14 @@ def _fetch_group(broker: Broker, request: Request, group_id: str, topics: Any,
                  require_stable: bool = False) -> tuple[int, list[dict[str, Any]]]:
     if not allowed(broker, request, Operation.DESCRIBE, ResourceType.GROUP, group_id):
         return ErrorCode.group_authorization_failed, []
+    topics = _named(broker, request, topics)
+    by_id = _answer_ids(broker, request)
     refused = _topics_refused(broker, request, (t.name for t in topics or ()),
                               Operation.DESCRIBE)
+    unknown = [t for t in topics or () if is_unknown(t.name)]
     wanted = None if topics is None else [
-        (t.name, p) for t in topics if t.name not in refused for p in t.partition_indexes]
+        (t.name, p) for t in topics if t.name not in refused and not is_unknown(t.name)
+        for p in t.partition_indexes]
     try:
         result = group_runtime(broker).coordinator_for(group_id).fetch_offsets(
             group_id, wanted, member_id=member_id, member_epoch=member_epoch,
@@ -308,11 +359,16 @@ def _fetch_group(broker: Broker, request: Request, group_id: str, topics: Any,
         hidden = _topics_refused(broker, request, (p.topic for p in partitions),
                                  Operation.DESCRIBE)
         partitions = [p for p in partitions if p.topic not in hidden]
-    answer = _by_topic(partitions, _fetched)
-    answer += [{"name": t.name, "partitions": [
-        {"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1,
-         "metadata": None, "error_code": ErrorCode.topic_authorization_failed}
-        for p in t.partition_indexes]} for t in topics or () if t.name in refused]
+    answer = _by_topic(partitions, _fetched, by_id)
+
+    def failed(t: Any, code: int) -> dict[str, Any]:
+        return {"name": t.name, "topic_id": getattr(t, "topic_id", None), "partitions": [
+            {"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1,
+             "metadata": "", "error_code": code} for p in t.partition_indexes]}
+
+    answer += [failed(t, ErrorCode.topic_authorization_failed)
+               for t in topics or () if t.name in refused]
+    answer += [failed(t, ErrorCode.unknown_topic_id) for t in unknown]
     return result.error_code, answer
 
 
@@ -474,8 +530,8 @@ JOIN_GROUP = Api(11, "JoinGroup", 0, 9, join_group)
 SYNC_GROUP = Api(14, "SyncGroup", 0, 5, sync_group)
 HEARTBEAT = Api(12, "Heartbeat", 0, 4, heartbeat)
 LEAVE_GROUP = Api(13, "LeaveGroup", 0, 5, leave_group)
-OFFSET_COMMIT = Api(8, "OffsetCommit", 2, 9, offset_commit)
-OFFSET_FETCH = Api(9, "OffsetFetch", 1, 9, offset_fetch)
+OFFSET_COMMIT = Api(8, "OffsetCommit", 2, 10, offset_commit)
+OFFSET_FETCH = Api(9, "OffsetFetch", 1, 10, offset_fetch)
 LIST_GROUPS = Api(16, "ListGroups", 0, 5, list_groups)
 DESCRIBE_GROUPS = Api(15, "DescribeGroups", 0, 6, describe_groups)
 DELETE_GROUPS = Api(42, "DeleteGroups", 0, 2, delete_groups)
