@@ -144,12 +144,17 @@ def test_java_idempotent_producer_with_acks_all_writes_each_record_once_in_order
 def test_java_client_speaks_kafka_4s_newest_data_path_versions(
         producer_checks: dict, odradek_server: BrokerProcess) -> None:
     """The versions the producer checks used, as the broker counted them (RequestMetrics'
-    version tag): topics by id for plain and idempotent produce and for fetch, and v11
-    for transactions (the client keeps below v12 without transactions v2, KIP-890)."""
+    version tag): topics by id for plain and idempotent produce and for fetch, v11 for
+    transactions (the client keeps below v12 without transactions v2, KIP-890), and the
+    transaction APIs' newest versions short of transactions v2."""
     check(producer_checks, "transactions")
     samples = scrape(odradek_server.metrics_url())
     assert set(requests_by_version(samples, "Produce")) == {11, 13}
     assert max(requests_by_version(samples, "Fetch")) == 18
+    # KIP-890 part 1's versions of the transaction APIs (TRANSACTION_ABORTABLE known)
+    for api, version in (("InitProducerId", 5), ("AddOffsetsToTxn", 4), ("EndTxn", 4),
+                         ("TxnOffsetCommit", 4)):
+        assert set(requests_by_version(samples, api)) == {version}, api
 
 
 def test_java_transactions_consume_transform_produce_commit_and_abort(

@@ -480,7 +480,8 @@ def seq_describe_topic_partitions(r: Recorder, name: str) -> None:
 def seq_kafka_4_versions(r: Recorder, name: str) -> None:
     """The versions Kafka 4 added to APIs Odradek served before (issue 32): Metadata v13's
     top-level error code, Fetch v13-v18 (topics by id, an unknown id), Produce v10-v13
-    (topics by id, an unknown id, TRANSACTION_ABORTABLE from v11), FindCoordinator
+    (topics by id, an unknown id, TRANSACTION_ABORTABLE from v11), KIP-890 part 1's
+    versions of the transaction APIs, FindCoordinator
     v5, DescribeCluster v2 with fenced brokers asked for, ListTransactions v2's
     transactional id pattern (the whole id must match; one that does not compile is
     INVALID_REGULAR_EXPRESSION)."""
@@ -528,6 +529,30 @@ def seq_kafka_4_versions(r: Recorder, name: str) -> None:
                       [b"t"], base_sequence=0, producer_id=pid.producer_id,
                       producer_epoch=pid.producer_epoch, transactional=True),
                       transactional_id=tid))
+    # KIP-890 part 1's versions of the other transaction APIs: offsets of a group not
+    # in the transaction (TRANSACTION_ABORTABLE from TxnOffsetCommit v4), then the
+    # usual steps at the new versions.
+    group = f"{name}-txn-group"
+    find_coordinator(r.c, group, 0)
+    ids = {"transactional_id": tid, "producer_id": pid.producer_id,
+           "producer_epoch": pid.producer_epoch}
+    offsets = {**ids, "group_id": group, "generation_id": -1, "member_id": "",
+               "group_instance_id": None, "topics": [{"name": topic, "partitions": [
+                   {"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": -1,
+                    "committed_metadata": ""}]}]}
+    for version in (3, 4):
+        r.request(f"TxnOffsetCommit v{version}: a group not added", 28, version, offsets)
+    r.request("AddOffsetsToTxn v4", 25, 4, {**ids, "group_id": group})
+    r.request("TxnOffsetCommit v4 after AddOffsetsToTxn", 28, 4, offsets)
+    r.request("EndTxn v4: abort", 26, 4, {**ids, "committed": False})
+    # Kafka answers CONCURRENT_TRANSACTIONS until its markers are written: wait for that.
+    wait_for(f"{tid} to complete its abort", lambda: request(r.c, 65, 0, {
+        "transactional_ids": [tid]}).transaction_states[0].transaction_state
+        in ("CompleteAbort", "Empty"))
+    r.request("InitProducerId v5: fencing the producer", 22, 5, {
+        "transactional_id": tid, "transaction_timeout": 60_000, **{
+            k: v for k, v in ids.items() if k != "transactional_id"}},
+        drop=["producer_epoch"])
     find_coordinator(r.c, f"{name}-group", 0)
     r.request("FindCoordinator v5: a group", 10, 5, {
         "key_type": 0, "coordinator_keys": [f"{name}-group"]})

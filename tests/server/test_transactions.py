@@ -233,9 +233,11 @@ def test_a_second_producer_with_the_same_id_fences_the_first_and_aborts_its_tran
         assert zombie.add("t", 0) == {0: ErrorCode.producer_fenced}
         assert zombie.add("t", 0, version=1) == {0: ErrorCode.invalid_producer_epoch}
         assert zombie.end(commit=True) == ErrorCode.producer_fenced
+        assert zombie.end(commit=True, version=4) == ErrorCode.producer_fenced
         assert zombie.end(commit=True, version=1) == ErrorCode.invalid_producer_epoch
         # Nor can it bump its way back in (KIP-360's InitProducerId with its own epoch).
-        for version, expected in ((4, ErrorCode.producer_fenced),
+        for version, expected in ((5, ErrorCode.producer_fenced),
+                                  (4, ErrorCode.producer_fenced),
                                   (3, ErrorCode.invalid_producer_epoch)):
             answer = c.request(22, version, {
                 "transactional_id": "worker", "transaction_timeout": 60_000,
@@ -359,8 +361,9 @@ def offset_fetch(c: WireClient, group: str, topic: str, *, stable: bool = False,
     return part.committed_offset
 
 
-def txn_offset_commit(c: WireClient, txn: Txn, group: str, topic: str, offset: int) -> int:
-    answer = c.request(28, 3, {
+def txn_offset_commit(c: WireClient, txn: Txn, group: str, topic: str, offset: int,
+                      version: int = 3) -> int:
+    answer = c.request(28, version, {
         "transactional_id": txn.tid, "group_id": group, "producer_id": txn.pid,
         "producer_epoch": txn.epoch, "generation_id": -1, "member_id": "",
         "group_instance_id": None, "topics": [{"name": topic, "partitions": [
@@ -369,8 +372,8 @@ def txn_offset_commit(c: WireClient, txn: Txn, group: str, topic: str, offset: i
     return code(answer.topics[0].partitions[0].error_code)
 
 
-def add_offsets(c: WireClient, txn: Txn, group: str) -> int:
-    answer = c.request(25, 3, {"transactional_id": txn.tid, "producer_id": txn.pid,
+def add_offsets(c: WireClient, txn: Txn, group: str, version: int = 3) -> int:
+    answer = c.request(25, version, {"transactional_id": txn.tid, "producer_id": txn.pid,
                                "producer_epoch": txn.epoch, "group_id": group})
     return code(answer.error_code)
 
@@ -379,12 +382,16 @@ def test_transactional_offsets_count_only_when_their_transaction_commits(tmp_pat
     with running_broker(data_dir=str(tmp_path)) as node, WireClient(node.port) as c:
         create_topic(c, "in")
         txn = Txn(c, "pipe")
-        # Without AddOffsetsToTxn the group's partition is not in the transaction.
+        # Without AddOffsetsToTxn the group's partition is not in the transaction: the
+        # transaction can only be aborted (KIP-890, v4+; older clients know
+        # INVALID_TXN_STATE).
         assert txn_offset_commit(c, txn, "readers", "in", 5) == ErrorCode.invalid_txn_state
-        assert add_offsets(c, txn, "readers") == 0
-        assert txn_offset_commit(c, txn, "readers", "in", 5) == 0
+        assert txn_offset_commit(c, txn, "readers", "in", 5, version=4) == (
+            ErrorCode.transaction_abortable)
+        assert add_offsets(c, txn, "readers", version=4) == 0
+        assert txn_offset_commit(c, txn, "readers", "in", 5, version=4) == 0
         assert offset_fetch(c, "readers", "in") == -1, "pending until the commit"
-        assert txn.end(commit=True) == 0
+        assert txn.end(commit=True, version=4) == 0
         assert offset_fetch(c, "readers", "in") == 5
         assert add_offsets(c, txn, "readers") == 0
         assert txn_offset_commit(c, txn, "readers", "in", 9) == 0

@@ -82,11 +82,27 @@ PRODUCER_FENCED_SINCE_VERSION = {
 }
 
 
+# KIP-890: requests older than these versions cannot be told TRANSACTION_ABORTABLE (a
+# transaction that can only be aborted: a write for a partition, or offsets for a group,
+# not in it) and get INVALID_TXN_STATE instead, as Kafka's brokers answer them.
+TRANSACTION_ABORTABLE_SINCE_VERSION = {
+    0: 11,  # Produce
+    22: 5,  # InitProducerId
+    24: 5,  # AddPartitionsToTxn
+    25: 4,  # AddOffsetsToTxn
+    26: 4,  # EndTxn
+    28: 4,  # TxnOffsetCommit
+}
+
+
 def error_for_version(error_code: int, api_key: int, api_version: int) -> int:
-    """The error code to send to a client of this API version (KIP-588)."""
+    """The error code to send to a client of this API version (KIP-588, KIP-890)."""
     if error_code == ErrorCode.producer_fenced and api_version < PRODUCER_FENCED_SINCE_VERSION.get(
             api_key, 0):
         return ErrorCode.invalid_producer_epoch
+    if (error_code == ErrorCode.transaction_abortable
+            and api_version < TRANSACTION_ABORTABLE_SINCE_VERSION.get(api_key, 0)):
+        return ErrorCode.invalid_txn_state
     return error_code
 
 

@@ -408,7 +408,7 @@ class TxnRuntime(CoordinatorRuntime):
                     f"the transaction of {transactional_id!r} is ending")
         if txn.state != TxnState.ONGOING or (topic, partition) not in txn.partitions:
             # Kafka's coordinator says TRANSACTION_ABORTABLE (KIP-890); Produce before
-            # v11 hears INVALID_TXN_STATE (handlers/produce.py).
+            # v11 hears INVALID_TXN_STATE (coordinator/transactions.error_for_version).
             return ErrorCode.transaction_abortable, (
                 f"{topic}-{partition} was not added to the transaction of "
                 f"{transactional_id!r}")

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from kio.schema.errors import ErrorCode
 
+from odradek.coordinator.transactions import error_for_version
 from odradek.protocol.codec import Request
 from odradek.protocol.framing import encode_uvarint
 from odradek.protocol.produce import TOPIC_IDS_FROM, ProduceRequestBody
@@ -277,9 +278,7 @@ def _produce(broker: Broker, request: Request) -> _Steps:
                   and (refused := _not_in_transaction(broker, transactional_id, name, index,
                                                       records)) is not None):
                 code, text = refused
-                if code == ErrorCode.transaction_abortable and version < 11:
-                    code = ErrorCode.invalid_txn_state  # what clients before KIP-890 know
-                entry = _failed(index, code, text)
+                entry = _failed(index, error_for_version(code, 0, version), text)
             else:
                 assert part is not None
                 try:

@@ -67,4 +67,4 @@ async def handle(broker: Broker, request: Request) -> bytes:
                              "producer_epoch": new_epoch})
 
 
-API = Api(22, "InitProducerId", 0, 4, handle)
+API = Api(22, "InitProducerId", 0, 5, handle)

@@ -24,10 +24,14 @@ Versions, from Kafka's request schemas:
 - AddOffsetsToTxn and EndTxn v0-3 (PRODUCER_FENCED from v2; v3 flexible).
 - TxnOffsetCommit v0-3 (v2 adds leader epochs, v3 KIP-447's member id, generation and
   group.instance.id, so a consumer-group member's commit is fenced like OffsetCommit's).
-- Not served: the versions KIP-890 added (InitProducerId v5, AddPartitionsToTxn v5,
-  AddOffsetsToTxn/EndTxn/TxnOffsetCommit v4: the TRANSACTION_ABORTABLE error; EndTxn v5:
-  transaction version 2, an epoch bump per transaction). Clients fall back to the
-  versions above, which every client tested here sends anyway.
+- KIP-890 part 1's versions: InitProducerId v5, AddOffsetsToTxn/EndTxn/TxnOffsetCommit
+  v4 may be told TRANSACTION_ABORTABLE (a TxnOffsetCommit for a group whose offsets
+  partition is not in the transaction; older versions hear INVALID_TXN_STATE,
+  ``error_for_version``); the Java client 4.4 sends them.
+- Not served: transaction version 2 (KIP-890 part 2: EndTxn v5's epoch bump per
+  transaction, TxnOffsetCommit v5 and Produce v12 adding to the transaction themselves)
+  and AddPartitionsToTxn v4-5 (brokers' batches). Clients fall back to transaction
+  version 1, which the broker does not advertise past.
 - DescribeTransactions v0, ListTransactions v0-1 (v1: KIP-994's duration filter),
   DescribeProducers v0 (KIP-664).
 """
@@ -213,7 +217,7 @@ def _txn_offsets_error(broker: Broker, body: Any) -> int | None:
         return ErrorCode.invalid_producer_epoch
     partition = (OFFSETS_TOPIC, group_runtime(broker).partition_for(body.group_id))
     if txn.state != tx.TxnState.ONGOING or partition not in txn.partitions:
-        return ErrorCode.invalid_txn_state
+        return ErrorCode.transaction_abortable  # before v4: INVALID_TXN_STATE (_error)
     return None
 
 
@@ -235,7 +239,8 @@ async def txn_offset_commit(broker: Broker, request: Request) -> bytes:
     try:
         error = _txn_offsets_error(broker, body)
         if error is not None:
-            answered = [r.PartitionResult(p.topic, p.partition, error) for p in offsets]
+            answered = [r.PartitionResult(p.topic, p.partition, _error(error, request))
+                        for p in offsets]
         else:
             result: r.OffsetCommitResult = await group_runtime(broker).call(
                 body.group_id, lambda coordinator, token, now: coordinator.commit_txn_offsets(
@@ -369,9 +374,9 @@ async def describe_producers(broker: Broker, request: Request) -> bytes:
 
 
 ADD_PARTITIONS_TO_TXN = Api(24, "AddPartitionsToTxn", 0, 3, add_partitions_to_txn)
-ADD_OFFSETS_TO_TXN = Api(25, "AddOffsetsToTxn", 0, 3, add_offsets_to_txn)
-END_TXN = Api(26, "EndTxn", 0, 3, end_txn)
-TXN_OFFSET_COMMIT = Api(28, "TxnOffsetCommit", 0, 3, txn_offset_commit)
+ADD_OFFSETS_TO_TXN = Api(25, "AddOffsetsToTxn", 0, 4, add_offsets_to_txn)
+END_TXN = Api(26, "EndTxn", 0, 4, end_txn)
+TXN_OFFSET_COMMIT = Api(28, "TxnOffsetCommit", 0, 4, txn_offset_commit)
 DESCRIBE_TRANSACTIONS = Api(65, "DescribeTransactions", 0, 0, describe_transactions)
 LIST_TRANSACTIONS = Api(66, "ListTransactions", 0, 2, list_transactions)
 DESCRIBE_PRODUCERS = Api(61, "DescribeProducers", 0, 0, describe_producers)
