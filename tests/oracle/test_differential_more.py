@@ -554,8 +554,12 @@ def seq_kafka_4_versions(r: Recorder, name: str) -> None:
             k: v for k, v in ids.items() if k != "transactional_id"}},
         drop=["producer_epoch"])
     find_coordinator(r.c, f"{name}-group", 0)
-    r.request("FindCoordinator v5: a group", 10, 5, {
-        "key_type": 0, "coordinator_keys": [f"{name}-group"]})
+    for version in (5, 6):
+        r.request(f"FindCoordinator v{version}: a group", 10, version, {
+            "key_type": 0, "coordinator_keys": [f"{name}-group"]})
+    r.request("FindCoordinator v6: a share-group key (KIP-932)", 10, 6, {
+        "key_type": 2, "coordinator_keys": [f"{name}-share:{t.topic_id}:0"]},
+        drop=["key"])  # it holds the topic's id, each broker's own
     r.request("DescribeCluster v2: fenced brokers too", 60, 2, {
         "include_cluster_authorized_operations": False, "endpoint_type": 1,
         "include_fenced_brokers": True}, drop=["broker_id"])

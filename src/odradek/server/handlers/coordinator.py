@@ -94,4 +94,4 @@ async def handle(broker: Broker, request: Request) -> bytes:
     })
 
 
-API = Api(10, "FindCoordinator", 0, 5, handle)
+API = Api(10, "FindCoordinator", 0, 6, handle)
