@@ -529,6 +529,23 @@ def seq_kafka_4_versions(r: Recorder, name: str) -> None:
                       [b"t"], base_sequence=0, producer_id=pid.producer_id,
                       producer_epoch=pid.producer_epoch, transactional=True),
                       transactional_id=tid))
+    # The brokers' form (v4-5, KIP-890): verify that the transaction holds a partition,
+    # add it as a broker does for a transaction version 2 client, verify again.
+    def for_brokers(verify_only: bool, epoch: int = pid.producer_epoch,
+                    producer_id: int = pid.producer_id) -> dict[str, Any]:
+        return {"transactions": [{
+            "transactional_id": tid, "producer_id": producer_id, "producer_epoch": epoch,
+            "verify_only": verify_only, "topics": [{"name": topic, "partitions": [0]}]}]}
+
+    for version in (4, 5):
+        r.request(f"AddPartitionsToTxn v{version} verify only: not added", 24, version,
+                  for_brokers(True))
+    r.request("AddPartitionsToTxn v5 verify only: another epoch", 24, 5,
+              for_brokers(True, epoch=pid.producer_epoch + 1))
+    r.request("AddPartitionsToTxn v5 verify only: another producer id", 24, 5,
+              for_brokers(True, producer_id=pid.producer_id + 1000), drop=["producer_id"])
+    r.request("AddPartitionsToTxn v5: added by a broker", 24, 5, for_brokers(False))
+    r.request("AddPartitionsToTxn v5 verify only: added", 24, 5, for_brokers(True))
     # KIP-890 part 1's versions of the other transaction APIs: offsets of a group not
     # in the transaction (TRANSACTION_ABORTABLE from TxnOffsetCommit v4), then the
     # usual steps at the new versions.

@@ -88,11 +88,33 @@ PRODUCER_FENCED_SINCE_VERSION = {
 TRANSACTION_ABORTABLE_SINCE_VERSION = {
     0: 11,  # Produce
     22: 5,  # InitProducerId
-    24: 5,  # AddPartitionsToTxn
+    24: 4,  # AddPartitionsToTxn (v4's verify-only answers too, as Kafka 4.4 gives them)
     25: 4,  # AddOffsetsToTxn
     26: 4,  # EndTxn
     28: 4,  # TxnOffsetCommit
 }
+
+
+# What a partition leader answers a produce its verification refused (Kafka's
+# ReplicaManager and AddPartitionsToTxnManager): retriable coordinator trouble becomes
+# NOT_ENOUGH_REPLICAS (which older clients retry without a metadata refresh), a fenced
+# producer INVALID_PRODUCER_EPOCH, an unknown one OUT_OF_ORDER_SEQUENCE_NUMBER, and a
+# refused inter-broker call INVALID_TXN_STATE (the client must not see it).
+_PRODUCE_VERIFICATION_ERRORS: dict[int, int] = {
+    ErrorCode.producer_fenced: ErrorCode.invalid_producer_epoch,
+    ErrorCode.concurrent_transactions: ErrorCode.not_enough_replicas,
+    ErrorCode.network_exception: ErrorCode.not_enough_replicas,
+    ErrorCode.coordinator_load_in_progress: ErrorCode.not_enough_replicas,
+    ErrorCode.coordinator_not_available: ErrorCode.not_enough_replicas,
+    ErrorCode.not_coordinator: ErrorCode.not_enough_replicas,
+    ErrorCode.unknown_producer_id: ErrorCode.out_of_order_sequence_number,
+    ErrorCode.cluster_authorization_failed: ErrorCode.invalid_txn_state,
+}
+
+
+def produce_verification_error(code: int) -> int:
+    """The produce answer of a verification's code (before ``error_for_version``)."""
+    return _PRODUCE_VERIFICATION_ERRORS.get(code, code)
 
 
 def error_for_version(error_code: int, api_key: int, api_version: int) -> int:
@@ -467,6 +489,24 @@ class TransactionCoordinator:
         fx.records.append(self._record(txn))
         return ErrorCode.none
 
+    def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                          partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """KIP-890's verification (Kafka's handleVerifyPartitionsInTransaction, asked by
+        a partition leader before it writes a transaction's first batch there): NONE
+        for each partition of this producer's open transaction, TRANSACTION_ABORTABLE
+        for one not in it; INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED or (its markers
+        are being written) CONCURRENT_TRANSACTIONS for all. Nothing changes."""
+        wanted = list(partitions)
+        txn = self.transactions.get(transactional_id)
+        if txn is None or txn.producer_id != producer_id:
+            return dict.fromkeys(wanted, ErrorCode.invalid_producer_id_mapping)
+        if txn.producer_epoch != producer_epoch:
+            return dict.fromkeys(wanted, ErrorCode.producer_fenced)
+        if txn.state in _PREPARED:
+            return dict.fromkeys(wanted, ErrorCode.concurrent_transactions)
+        return {tp: ErrorCode.none if tp in txn.partitions else ErrorCode.transaction_abortable
+                for tp in wanted}
+
     # --- EndTxn ------------------------------------------------------------------------
 
     def end_txn(
@@ -708,4 +748,5 @@ __all__ = [
     "TxnResult",
     "TxnState",
     "error_for_version",
+    "produce_verification_error",
 ]

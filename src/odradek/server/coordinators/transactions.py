@@ -63,6 +63,7 @@ from odradek.coordinator.transactions import (
     TxnEffects,
     TxnMarkers,
     TxnState,
+    produce_verification_error,
 )
 from odradek.server.coordinators.coordinator_runtime import (
     CoordinatorRuntime,
@@ -389,6 +390,15 @@ class TxnRuntime(CoordinatorRuntime):
             return None
         coordinator = self.coordinators.get(self.partition_for(transactional_id))
         if coordinator is None:
+            # The transactional id is coordinated by another broker (a cluster): the
+            # produce handler asks that coordinator (AddPartitionsToTxn, verify only).
+            return None
+        code = coordinator.verify_partitions(transactional_id, producer_id, producer_epoch,
+                                             [(topic, partition)])[(topic, partition)]
+        return verification_refusal(code, transactional_id, producer_id, producer_epoch,
+                                    topic, partition)
+        coordinator = self.coordinators.get(self.partition_for(transactional_id))
+        if coordinator is None:
             # The transactional id is coordinated by another broker (a cluster). KIP-890
             # verifies across brokers with an AddPartitionsToTxn verify-only request to
             # that coordinator, which is not built yet: the batch goes unverified.
@@ -413,3 +423,25 @@ class TxnRuntime(CoordinatorRuntime):
                 f"{topic}-{partition} was not added to the transaction of "
                 f"{transactional_id!r}")
         return None
+
+
+def verification_refusal(code: int, transactional_id: str, producer_id: int,
+                         producer_epoch: int, topic: str, partition: int
+                         ) -> tuple[int, str] | None:
+    """A verification's code (the coordinator's, here or on another broker) as the
+    produce's refusal: (error code, message), or None if the batch may be written."""
+    if code == ErrorCode.none:
+        return None
+    reasons: dict[int, str] = {
+        ErrorCode.invalid_producer_id_mapping:
+            f"producer {producer_id} is not the producer of {transactional_id!r}",
+        ErrorCode.producer_fenced:
+            f"producer {producer_id} epoch {producer_epoch} of {transactional_id!r} is fenced",
+        ErrorCode.concurrent_transactions:
+            f"the transaction of {transactional_id!r} is ending",
+        ErrorCode.transaction_abortable:
+            f"{topic}-{partition} was not added to the transaction of {transactional_id!r}",
+    }
+    why = reasons.get(code, f"the transaction of {transactional_id!r} could not be verified "
+                            f"(error {code})")
+    return produce_verification_error(code), why

@@ -132,7 +132,7 @@ async def delete_topics(broker: Broker, request: Request) -> bytes:
     else:
         wanted = [(name, None) for name in body.topic_names]
     assert broker.metadata is not None
-    by_id = {t.topic_id: t.name for t in broker.metadata.topics.values()}
+    by_id = broker.metadata.names_by_id
     results = []
     deleted: dict[str, uuid.UUID] = {}  # name -> topic id
     for name, topic_id in wanted:

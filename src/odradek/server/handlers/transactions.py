@@ -17,10 +17,11 @@ here.
 Versions, from Kafka's request schemas:
 
 - AddPartitionsToTxn v0-3 (one transaction per request; v2+ may be told
-  PRODUCER_FENCED, KIP-588; v3 is flexible). v4 is KIP-890's broker-to-broker batch
-  form, which only brokers send: not served (the produce-side verification it exists for
-  is answered by the local coordinator, ``TxnRuntime.check_produce``, and skipped for an
-  id coordinated by another broker).
+  PRODUCER_FENCED, KIP-588; v3 is flexible). v4-5 are KIP-890's broker-to-broker
+  batches (CLUSTER_ACTION): a partition leader verifies its producer's transaction holds
+  the partition (verify_only; what the produce handler asks a coordinator on another
+  broker, ``TxnRuntime.check_produce`` answering for one here), or adds partitions for
+  it; v5 may be told TRANSACTION_ABORTABLE.
 - AddOffsetsToTxn and EndTxn v0-3 (PRODUCER_FENCED from v2; v3 flexible).
 - TxnOffsetCommit v0-3 (v2 adds leader epochs, v3 KIP-447's member id, generation and
   group.instance.id, so a consumer-group member's commit is fenced like OffsetCommit's).
@@ -29,9 +30,8 @@ Versions, from Kafka's request schemas:
   partition is not in the transaction; older versions hear INVALID_TXN_STATE,
   ``error_for_version``); the Java client 4.4 sends them.
 - Not served: transaction version 2 (KIP-890 part 2: EndTxn v5's epoch bump per
-  transaction, TxnOffsetCommit v5 and Produce v12 adding to the transaction themselves)
-  and AddPartitionsToTxn v4-5 (brokers' batches). Clients fall back to transaction
-  version 1, which the broker does not advertise past.
+  transaction, TxnOffsetCommit v5 and Produce v12 adding to the transaction themselves).
+  Clients keep to transaction version 1, which the broker does not advertise past.
 - DescribeTransactions v0, ListTransactions v0-1 (v1: KIP-994's duration filter),
   DescribeProducers v0 (KIP-664).
 """
@@ -54,6 +54,7 @@ from odradek.protocol.messages import ms
 from odradek.security.acls import Operation, ResourceType
 from odradek.server.coordinators.coordinator_runtime import CoordinatorUnavailable
 from odradek.server.handlers.base import (
+    CLUSTER,
     Api,
     allowed,
     respond,
@@ -112,42 +113,86 @@ async def init_producer_id(broker: Broker, request: Request) -> bytes:
 
 async def add_partitions_to_txn(broker: Broker, request: Request) -> bytes:
     body = request.body
+    if request.api_version >= BROKER_BATCHES_FROM:
+        return await _add_partitions_for_brokers(broker, request)
     wanted = [(t.name, p) for t in body.v3_and_below_topics for p in t.partitions]
-    # Kafka's KafkaApis: partitions that do not exist (or are internal) fail, and then
-    # nothing is added; the others are answered OPERATION_NOT_ATTEMPTED.
+    codes = await _add_or_verify(broker, request, body.v3_and_below_transactional_id,
+                                 body.v3_and_below_producer_id,
+                                 body.v3_and_below_producer_epoch, wanted, verify_only=False)
+    return respond(request, {"throttle_time": 0,
+                             "results_by_topic_v3_and_below": _by_topic(codes)})
+
+
+BROKER_BATCHES_FROM = 4  # AddPartitionsToTxn v4+: brokers' batches of transactions
+
+
+async def _add_partitions_for_brokers(broker: Broker, request: Request) -> bytes:
+    """v4+ (KIP-890): a partition leader verifies that its producer's transaction holds
+    the partitions it writes (verify_only), or adds them for it (transaction version 2),
+    for several transactions at once. Brokers only: CLUSTER_ACTION on the cluster."""
+    body = request.body
+    if not allowed(broker, request, Operation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER):
+        return respond(request, {"throttle_time": 0,
+                                 "error_code": ErrorCode.cluster_authorization_failed,
+                                 "results_by_transaction": []})
+    results = []
+    for t in body.transactions:
+        wanted = [(topic.name, p) for topic in t.topics for p in topic.partitions]
+        codes = await _add_or_verify(broker, request, t.transactional_id, t.producer_id,
+                                     t.producer_epoch, wanted, verify_only=t.verify_only)
+        results.append({"transactional_id": t.transactional_id,
+                        "topic_results": _by_topic(codes)})
+    return respond(request, {"throttle_time": 0, "error_code": 0,
+                             "results_by_transaction": results})
+
+
+async def _add_or_verify(broker: Broker, request: Request, transactional_id: str,
+                         producer_id: int, producer_epoch: int,
+                         wanted: list[tuple[str, int]], *, verify_only: bool
+                         ) -> dict[tuple[str, int], int]:
+    """Each partition's answer: added to (or, ``verify_only``, found in) the
+    transaction. As Kafka's KafkaApis: partitions that do not exist (or are internal)
+    fail, and then nothing is added, the others answered OPERATION_NOT_ATTEMPTED; only
+    clients' requests (v0-3) need WRITE on the topics."""
     errors: dict[tuple[str, int], int] = {}
-    txn_refused = not _may_write(broker, request, body.v3_and_below_transactional_id)
+    from_client = request.api_version < BROKER_BATCHES_FROM
+    txn_refused = from_client and not _may_write(broker, request, transactional_id)
     for name, p in wanted:
         topic = broker.topic(name)
         if txn_refused:
             errors[(name, p)] = ErrorCode.transactional_id_authorization_failed
-        elif not allowed(broker, request, Operation.WRITE, ResourceType.TOPIC, name):
+        elif from_client and not allowed(broker, request, Operation.WRITE,
+                                         ResourceType.TOPIC, name):
             errors[(name, p)] = ErrorCode.topic_authorization_failed
         elif topic is None or not 0 <= p < topic.partitions:
             errors[(name, p)] = ErrorCode.unknown_topic_or_partition
-        elif topic.internal:
+        elif topic.internal and from_client:
             errors[(name, p)] = ErrorCode.invalid_topic_exception
     if errors:
-        codes = {tp: errors.get(tp, ErrorCode.operation_not_attempted) for tp in wanted}
-    else:
-        try:
-            rt = runtime(broker)
-            result: tx.TxnResult = await rt.call(
-                body.v3_and_below_transactional_id,
-                lambda coordinator, token, now: coordinator.add_partitions(
-                    body.v3_and_below_transactional_id, body.v3_and_below_producer_id,
-                    body.v3_and_below_producer_epoch, wanted, token=token, now_ms=now))
-            code = result.error_code
-        except CoordinatorUnavailable as exc:
-            code = exc.error_code
-        code = _error(code, request)
-        codes = dict.fromkeys(wanted, code)
+        return {tp: errors.get(tp, ErrorCode.operation_not_attempted) for tp in wanted}
+    rt = runtime(broker)
+    try:
+        if verify_only:
+            coordinator: tx.TransactionCoordinator = rt.coordinator_for(transactional_id)
+            verified = coordinator.verify_partitions(transactional_id, producer_id,
+                                                     producer_epoch, wanted)
+            return {tp: _error(code, request) for tp, code in verified.items()}
+        result: tx.TxnResult = await rt.call(
+            transactional_id, lambda coordinator, token, now: coordinator.add_partitions(
+                transactional_id, producer_id, producer_epoch, wanted, token=token,
+                now_ms=now))
+        code = result.error_code
+    except CoordinatorUnavailable as exc:
+        code = exc.error_code
+    return dict.fromkeys(wanted, _error(code, request))
+
+
+def _by_topic(codes: dict[tuple[str, int], int]) -> list[dict[str, Any]]:
     topics: dict[str, list[dict[str, Any]]] = {}
     for (name, p), code in codes.items():
         topics.setdefault(name, []).append({"partition_index": p,
                                             "partition_error_code": code})
-    return respond(request, {"throttle_time": 0, "results_by_topic_v3_and_below": [
-        {"name": name, "results_by_partition": parts} for name, parts in topics.items()]})
+    return [{"name": name, "results_by_partition": parts} for name, parts in topics.items()]
 
 
 # --- AddOffsetsToTxn, EndTxn ---------------------------------------------------------------
@@ -373,7 +418,7 @@ async def describe_producers(broker: Broker, request: Request) -> bytes:
     return respond(request, {"throttle_time": 0, "topics": topics})
 
 
-ADD_PARTITIONS_TO_TXN = Api(24, "AddPartitionsToTxn", 0, 3, add_partitions_to_txn)
+ADD_PARTITIONS_TO_TXN = Api(24, "AddPartitionsToTxn", 0, 5, add_partitions_to_txn)
 ADD_OFFSETS_TO_TXN = Api(25, "AddOffsetsToTxn", 0, 4, add_offsets_to_txn)
 END_TXN = Api(26, "EndTxn", 0, 4, end_txn)
 TXN_OFFSET_COMMIT = Api(28, "TxnOffsetCommit", 0, 4, txn_offset_commit)
