@@ -43,6 +43,7 @@ from kio.schema.errors import ErrorCode
 from odradek.cluster.replication import epoch_error
 from odradek.cluster.state import BrokerInfo
 from odradek.coordinator import TRANSACTION_STATE_TOPIC
+from odradek.server.coordinators.coordinator_runtime import CoordinatorUnavailable
 from odradek.server.dynamic_configs import BROKER_DOCUMENT, BrokerConfigStore
 from odradek.server.metadata import MetadataStore, Topic, TopicError
 from odradek.server.replication.purgatory import DelayedProduce, Purgatory
@@ -174,6 +175,11 @@ class Topology(Protocol):
     async def append_txn_markers(self, producer_id: int, producer_epoch: int, commit: bool,
                                  coordinator_epoch: int, partitions: Sequence[TopicPartition]
                                  ) -> dict[TopicPartition, int]: ...
+    async def verify_transaction(self, transactional_id: str, producer_id: int,
+                                 producer_epoch: int, partitions: Sequence[TopicPartition]
+                                 ) -> dict[TopicPartition, int]:
+        """KIP-890: the transaction coordinator's code for each partition (NONE: the
+        producer's open transaction holds it), wherever the coordinator is."""
 
     # --- as clients see it ------------------------------------------------------------------
     def live_brokers(self) -> list[BrokerInfo]: ...
@@ -469,6 +475,20 @@ class SingleNode:
 
     def wait_replicated(self, topic: str, partition: int, end: int) -> Awaitable[int] | None:
         return None  # an ISR of one: committed once appended
+
+    async def verify_transaction(self, transactional_id: str, producer_id: int,
+                                 producer_epoch: int, partitions: Sequence[TopicPartition]
+                                 ) -> dict[TopicPartition, int]:
+        """A single node coordinates every transactional id: its own coordinator
+        answers (the produce handler asks it directly, ``TxnRuntime.check_produce``)."""
+        txns = self.broker.transactions
+        assert txns is not None
+        try:
+            coordinator = txns.coordinator_for(transactional_id)
+        except CoordinatorUnavailable as exc:
+            return dict.fromkeys(partitions, exc.error_code)
+        return coordinator.verify_partitions(transactional_id, producer_id, producer_epoch,
+                                             partitions)
 
     # --- transaction markers -----------------------------------------------------------------
 

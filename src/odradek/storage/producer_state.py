@@ -208,6 +208,12 @@ class ProducerStateManager:
         return bool(self._ongoing) or any(e.coordinator_epoch >= 0
                                           for e in self.producers.values())
 
+    def in_transaction(self, producer_id: int, producer_epoch: int) -> bool:
+        """Whether this producer, at this epoch, has a transaction open here."""
+        entry = self.producers.get(producer_id)
+        return (entry is not None and entry.epoch == producer_epoch
+                and entry.txn_first_offset >= 0)
+
     def ongoing(self) -> dict[int, int]:
         """producer id -> first offset of its open transaction."""
         return dict(self._ongoing)

@@ -66,6 +66,7 @@ from odradek.server.cluster.store import (
 )
 from odradek.server.cluster.topic_admin import TopicAdmin
 from odradek.server.cluster.txn_markers import TxnMarkerWriter
+from odradek.server.cluster.txn_verification import TxnVerifier
 from odradek.server.config import BrokerConfig
 from odradek.server.metadata import META_PROPERTIES, Topic
 from odradek.server.network.inter_broker import inter_broker_client
@@ -125,6 +126,7 @@ class ClusterNode:
         self.dynamic_configs = DynamicBrokerConfigs(self)
         self.producer_ids = ProducerIds(self)
         self.markers = TxnMarkerWriter(self)
+        self.verifier = TxnVerifier(self)
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -407,6 +409,7 @@ class ClusterNode:
         if self.metadata is not None:
             await self.metadata.stop()
         await self.markers.close()
+        await self.verifier.close()
         await self.store.close()
 
     # --- settings -------------------------------------------------------------------------------
@@ -551,6 +554,12 @@ class ClusterNode:
 
     def wait_replicated(self, topic: str, partition: int, end: int) -> Awaitable[int] | None:
         return self.replicas.wait_replicated(topic, partition, end)
+
+    async def verify_transaction(self, transactional_id: str, producer_id: int,
+                                 producer_epoch: int, partitions: Sequence[TopicPartition]
+                                 ) -> dict[TopicPartition, int]:
+        return await self.verifier.verify(transactional_id, producer_id, producer_epoch,
+                                          partitions)
 
     # --- transaction markers (TxnMarkerWriter) -------------------------------------------------
 

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
-from odradek.client.aio import AsyncBrokerConnection, KafkaClientError
+from odradek.client.aio import KafkaClientError
 from odradek.client.codec import WRITE_TXN_MARKERS
-from odradek.cluster.state import BrokerInfo
 from odradek.coordinator import OFFSETS_TOPIC
+from odradek.server.cluster.peers import PeerConnections
 from odradek.server.errors import error_code
 
 if TYPE_CHECKING:
@@ -50,9 +50,7 @@ class TxnMarkerWriter:
         self.broker = node.broker
         self.config = node.config
         self.node_id = node.node_id
-        self.inter_broker = node.inter_broker
-        self._marker_conns: dict[int, AsyncBrokerConnection] = {}
-        self._marker_lock = asyncio.Lock()
+        self._peers = PeerConnections(node, "txn-markers")
 
     async def write_txn_markers(self, markers: TxnMarkers) -> None:
         """Write one COMMIT/ABORT marker in every partition of a transaction, each on its
@@ -89,11 +87,10 @@ class TxnMarkerWriter:
                 markers.producer_id, markers.producer_epoch, markers.commit,
                 markers.coordinator_epoch, tps)
             return {tp for tp, code in codes.items() if code in MARKER_DONE}
-        info = self.node.metadata.brokers.get(leader)
-        if info is None:
+        if leader not in self.node.metadata.brokers:
             return set()
         try:
-            conn = await self._marker_connection(leader, info)
+            conn = await self._peers.get(leader)
             topics: dict[str, list[int]] = {}
             for t, p in tps:
                 topics.setdefault(t, []).append(p)
@@ -104,24 +101,11 @@ class TxnMarkerWriter:
                 "coordinator_epoch": markers.coordinator_epoch}]})
         except KafkaClientError as exc:
             log.info("WriteTxnMarkers to broker %d: %s", leader, exc)
-            stale = self._marker_conns.pop(leader, None)
-            if stale is not None:
-                await stale.close()
+            await self._peers.drop(leader)
             return set()
         return {(topic.name, p.partition_index) for result in answer.markers
                 for topic in result.topics for p in topic.partitions
                 if p.error_code in MARKER_DONE}
-
-    async def _marker_connection(self, leader: int, info: BrokerInfo) -> AsyncBrokerConnection:
-        async with self._marker_lock:
-            conn = self._marker_conns.get(leader)
-            if conn is not None and not conn.closed:
-                return conn
-            conn = await self.inter_broker.open(
-                info.host, info.port, client_id=f"broker-{self.node_id}-txn-markers",
-                timeout_s=self.config["replica.socket.timeout.ms"] / 1000)
-            self._marker_conns[leader] = conn
-            return conn
 
     async def write_markers_locally(self, producer_id: int, producer_epoch: int, commit: bool,
                                     coordinator_epoch: int, tps: Sequence[tuple[str, int]]
@@ -157,5 +141,4 @@ class TxnMarkerWriter:
 
     async def close(self) -> None:
         """Close the connections to other brokers (the node's stop)."""
-        for conn in self._marker_conns.values():
-            await conn.close()
+        await self._peers.close()

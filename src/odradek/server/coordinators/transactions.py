@@ -377,6 +377,10 @@ class TxnRuntime(CoordinatorRuntime):
 
     # --- produce-side check (KIP-890's verification) ------------------------------------
 
+    def coordinated_here(self, transactional_id: str) -> bool:
+        """Whether this broker coordinates (and has loaded) the transactional id."""
+        return self.partition_for(transactional_id) in self.coordinators
+
     def check_produce(self, transactional_id: str, producer_id: int, producer_epoch: int,
                       topic: str, partition: int) -> tuple[int, str] | None:
         """Why a transactional batch may not be written to this partition (a Kafka error

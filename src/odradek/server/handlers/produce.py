@@ -40,6 +40,7 @@ from odradek.protocol.produce import TOPIC_IDS_FROM, ProduceRequestBody
 from odradek.records import batch as rb
 from odradek.records.errors import RecordValidationError
 from odradek.security.acls import Operation, ResourceType
+from odradek.server.coordinators.transactions import verification_refusal
 from odradek.server.errors import error_code, message
 from odradek.server.handlers.base import (
     Api,
@@ -63,6 +64,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+TopicPartition = tuple[str, int]
+
 _ERROR_TEXT = {
     6: "this broker is not the leader of the partition (any more)",
     7: "not replicated to the in-sync replicas within the request's timeout",
@@ -74,24 +77,100 @@ _ERROR_TEXT = {
 }
 
 
-def _not_in_transaction(broker: Broker, transactional_id: str | None, topic: str,
-                        partition: int, records: bytes | memoryview) -> tuple[int, str] | None:
+def _not_in_transaction(broker: Broker, transactional_id: str | None, part: Partition,
+                        records: bytes | memoryview, remote: _RemoteVerification | None
+                        ) -> tuple[int, str] | None:
     """(error code, message) if a transactional batch may not be written here: its
-    transaction must be open with this partition added (``TxnRuntime.check_produce``,
-    KIP-890's verification, answered by this node's own coordinator). Storage checks the
-    rest (epochs, sequences) under the log's lock. Called only for records of at least a
-    header whose attributes say transactional (the caller's one-byte check)."""
+    transaction must be open with this partition added (KIP-890's verification: answered
+    by this node's own coordinator, ``TxnRuntime.check_produce``, or by one elsewhere,
+    asked before, ``remote``). Storage checks the rest (epochs, sequences) under the
+    log's lock. Called only for records of at least a header whose attributes say
+    transactional (the caller's one-byte check)."""
     header = rb.read_header(records)
     if header.is_control:
         return None  # the log refuses produced control batches itself
     if transactional_id is None:
         return (ErrorCode.invalid_txn_state,
                 "a transactional batch needs the request's transactional id")
+    topic, partition = part.tp
+    if remote is not None:
+        return remote.refusal(part, transactional_id, header.producer_id,
+                              header.producer_epoch)
     txns = broker.transactions
     if txns is None:
         return None
     return txns.check_produce(transactional_id, header.producer_id, header.producer_epoch,
                               topic, partition)
+
+
+class _RemoteVerification:
+    """KIP-890 verification of a request's transactional batches with their coordinator
+    on another broker (``Topology.verify_transaction``): what must be asked, the
+    coordinator's answers once awaited, and each partition's guard."""
+
+    __slots__ = ("answers", "guards", "transactional_id", "wanted")
+
+    def __init__(self, transactional_id: str) -> None:
+        self.transactional_id = transactional_id
+        # (producer id, epoch) -> partitions to verify, each with its guard
+        self.wanted: dict[tuple[int, int], list[tuple[Partition, object]]] = {}
+        self.answers: dict[tuple[TopicPartition, int], int] = {}
+        self.guards: dict[tuple[TopicPartition, int], object] = {}
+
+    def add(self, part: Partition, producer_id: int, producer_epoch: int) -> None:
+        guard = part.begin_verification(producer_id)
+        self.wanted.setdefault((producer_id, producer_epoch), []).append((part, guard))
+        self.guards[(part.tp, producer_id)] = guard
+
+    async def ask(self, broker: Broker) -> None:
+        for (producer_id, epoch), parts in self.wanted.items():
+            codes = await broker.topology.verify_transaction(
+                self.transactional_id, producer_id, epoch, [p.tp for p, _ in parts])
+            for part, _ in parts:
+                self.answers[(part.tp, producer_id)] = codes[part.tp]
+
+    def refusal(self, part: Partition, transactional_id: str, producer_id: int,
+                producer_epoch: int) -> tuple[int, str] | None:
+        key = (part.tp, producer_id)
+        code = self.answers.get(key)
+        if code is None:  # its transaction was open here already: nothing was asked
+            return None
+        guard = self.guards[key]
+        refused = verification_refusal(code, transactional_id, producer_id, producer_epoch,
+                                       *part.tp)
+        held = part.end_verification(producer_id, guard)
+        if refused is None and not held and not part.log.producer_state.in_transaction(
+                producer_id, producer_epoch):
+            return (ErrorCode.invalid_txn_state,
+                    f"the transaction of {transactional_id!r} ended while "
+                    f"{part.tp[0]}-{part.tp[1]} was verified")
+        return refused
+
+
+def _remote_verification(broker: Broker, body: ProduceRequestBody, leaders: Any
+                         ) -> _RemoteVerification | None:
+    """What a transactional request must verify with a coordinator on another broker
+    before its batches are written (None: nothing). A partition where the producer's
+    transaction is open already needs nothing (Kafka verifies a transaction's first
+    batch on each partition)."""
+    transactional_id = body.transactional_id
+    txns = broker.transactions
+    if (transactional_id is None or txns is None or not txns.verify_partitions
+            or txns.coordinated_here(transactional_id)):
+        return None
+    remote = _RemoteVerification(transactional_id)
+    for topic_data in body.topic_data:
+        for index, records in topic_data.partition_data:
+            part = leaders.get((topic_data.name, index))
+            if (part is None or records is None or len(records) < rb.HEADER_SIZE
+                    or not records[22] & rb.TRANSACTIONAL_BIT):
+                continue
+            header = rb.read_header(records)
+            if header.is_control or part.log.producer_state.in_transaction(
+                    header.producer_id, header.producer_epoch):
+                continue
+            remote.add(part, header.producer_id, header.producer_epoch)
+    return remote if remote.wanted else None
 
 
 # A partition's answer: (index, error code, base offset, log append time, log start
@@ -188,6 +267,8 @@ async def _after_fsyncs(broker: Broker, steps: _Steps, wait: _Wait) -> bytes | N
         outcome: Exception | list[int] | None = None
         if isinstance(wait, DelayedProduce):
             outcome = await wait
+        elif isinstance(wait, _RemoteVerification):
+            await wait.ask(broker)
         else:
             try:
                 await broker.group_commit.durable(*wait)
@@ -199,10 +280,12 @@ async def _after_fsyncs(broker: Broker, steps: _Steps, wait: _Wait) -> bytes | N
             return done.value
 
 
-# _produce yields (log, end offset) when an append must be on disk before the answer
-# (flush.messages), and is sent back None or the exception the fsync raised; then, in a
-# cluster with acks=-1, the request's DelayedProduce, and is sent back its codes.
-_Wait: TypeAlias = "tuple[Log, int] | DelayedProduce"
+# _produce yields first, in a cluster, the transaction verification to ask a coordinator
+# on another broker (sent back None once answered); (log, end offset) when an append
+# must be on disk before the answer (flush.messages), and is sent back None or the
+# exception the fsync raised; then, in a cluster with acks=-1, the request's
+# DelayedProduce, and is sent back its codes.
+_Wait: TypeAlias = "tuple[Log, int] | DelayedProduce | _RemoteVerification"
 _Steps: TypeAlias = Generator[_Wait, "Exception | list[int] | None", bytes | None]
 
 
@@ -251,6 +334,10 @@ def _produce(broker: Broker, request: Request) -> _Steps:
     throttle_ms = (throttle(request, quotas.produce(request, request.size))
                    if quotas is not None and quotas.active else 0)
     stats = broker.stats
+    # A cluster's transactional request whose coordinator is elsewhere: asked first.
+    remote = _remote_verification(broker, body, leaders) if not bad_acks else None
+    if remote is not None:
+        yield remote
     for topic_data in body.topic_data:
         name = topic_data.name
         partitions: list[PartitionAnswer] = []
@@ -266,7 +353,7 @@ def _produce(broker: Broker, request: Request) -> _Steps:
                 entry = _failed(index, ErrorCode.unknown_topic_id, _ERROR_TEXT[100])
             elif denied and (code := denied(name)):
                 entry = _failed(index, code, _ERROR_TEXT[code])
-            elif lg is None:
+            elif part is None or lg is None:
                 code = broker.missing_partition_error(name, index)
                 entry = _failed(index, code, _ERROR_TEXT.get(code)
                                 or f"{name}-{index} does not exist on this broker")
@@ -275,8 +362,8 @@ def _produce(broker: Broker, request: Request) -> _Steps:
             # One byte (the low byte of the attributes, @22) says "not transactional"
             # without decoding the header: the common case skips the check's call.
             elif (len(records) >= rb.HEADER_SIZE and records[22] & rb.TRANSACTIONAL_BIT
-                  and (refused := _not_in_transaction(broker, transactional_id, name, index,
-                                                      records)) is not None):
+                  and (refused := _not_in_transaction(broker, transactional_id, part,
+                                                      records, remote)) is not None):
                 code, text = refused
                 entry = _failed(index, error_for_version(code, 0, version), text)
             else:

@@ -58,6 +58,7 @@ class Partition:
     __slots__ = (
         "_fetches",
         "_produces",
+        "_verifying",
         "internal",
         "leader_epoch",
         "leader_id",
@@ -85,6 +86,8 @@ class Partition:
         self.stopped_waiting = False
         self._fetches = fetches
         self._produces = produces
+        # KIP-890 verification guards: producer id -> the guard of its verification.
+        self._verifying: dict[int, object] = {}
 
     @classmethod
     def sole_leader(cls, tp: TopicPartition, lg: Log, me: int, epoch: int, *,
@@ -218,11 +221,27 @@ class Partition:
             self._fetches.notify(self.tp)
         self.advance_high_watermark()
 
+    def begin_verification(self, producer_id: int) -> object:
+        """The guard of a verification of this producer's transaction with its
+        coordinator elsewhere (Kafka's VerificationGuard), taken before the request goes
+        out: a marker for the producer meanwhile (its transaction ended) voids it, so a
+        batch verified for a transaction that is over is refused instead of opening one
+        no marker would end. Verifications of one producer share the guard."""
+        return self._verifying.setdefault(producer_id, object())
+
+    def end_verification(self, producer_id: int, guard: object) -> bool:
+        """Whether ``guard`` still holds (it is released then)."""
+        if self._verifying.get(producer_id) is not guard:
+            return False
+        del self._verifying[producer_id]
+        return True
+
     def append_marker_as_leader(self, producer_id: int, producer_epoch: int, commit: bool,
                                 coordinator_epoch: int) -> AppendInfo:
         """A transaction marker (WriteTxnMarkers), stamped with our leader epoch."""
         if self.repl is None:
             raise NotLeaderError(f"this broker no longer leads {self.tp[0]}-{self.tp[1]}")
+        self._verifying.pop(producer_id, None)
         info = self.log.append_marker(producer_id, producer_epoch, commit,
                                       coordinator_epoch=coordinator_epoch,
                                       leader_epoch=self.leader_epoch)
