@@ -501,3 +501,83 @@ def test_fencing_a_transaction_with_no_partitions_answers_the_new_producer_at_on
     assert answer == InitProducerIdResult(ErrorCode.none, 1000, 2) and fx.markers == []
     states = [tl.decode_value(r.value).status for r in fx.records]
     assert states == [TxnState.PREPARE_ABORT, TxnState.COMPLETE_ABORT, TxnState.EMPTY]
+
+
+# --- transaction version 2 (KIP-890 part 2) ------------------------------------------------
+
+
+def test_v2_every_end_bumps_the_epoch_and_the_markers_carry_the_new_one():
+    w = World()
+    (init, _fx) = w.init()
+    pid, epoch = init.producer_id, init.producer_epoch
+    # A broker adds the partition for its client (Produce v12), then the client ends.
+    assert w.call("add_partitions", "t", pid, epoch, [("out", 0)], client_version=2)[0] == (
+        TxnResult(ErrorCode.none))
+    answer, fx = w.call("end_txn", "t", pid, epoch, True, client_version=2)
+    assert answer == TxnResult(ErrorCode.none, pid, epoch + 1)
+    (markers,) = fx.markers
+    assert (markers.producer_id, markers.producer_epoch) == (pid, epoch + 1)
+    # The prepare record is value version 1, saying transaction version 2.
+    prepared = tl.decode_value(w.log[-1].value)
+    assert (prepared.status, prepared.producer_epoch, prepared.client_version) == (
+        TxnState.PREPARE_COMMIT, epoch + 1, 2)
+    # A retry with the old epoch while the markers are written is told to wait
+    # (Kafka's CONCURRENT_TRANSACTIONS), after it is answered as the end was.
+    assert w.call("end_txn", "t", pid, epoch, True, client_version=2)[0] == TxnResult(
+        ErrorCode.concurrent_transactions)
+    w.write_markers(markers)
+    assert w.state().state == TxnState.COMPLETE_COMMIT
+    assert w.call("end_txn", "t", pid, epoch, True, client_version=2)[0] == answer
+    # The other end with the old epoch is not this transaction's (Kafka 4.4's answer);
+    # an epoch older still is fenced; the new epoch goes on.
+    assert w.call("end_txn", "t", pid, epoch, False, client_version=2)[0].error_code == (
+        ErrorCode.invalid_txn_state)
+    assert w.call("end_txn", "t", pid, epoch - 1, True, client_version=2)[0].error_code == (
+        ErrorCode.producer_fenced)
+    assert w.call("add_partitions", "t", pid, epoch + 1, [("out", 1)], client_version=2
+                  )[0] == TxnResult(ErrorCode.none)
+    # ... and survives a restart of the coordinator mid-way.
+    fresh, fx = w.restarted()
+    assert fresh.transactions["t"].client_version == 2
+    assert fresh.transactions["t"].producer_epoch == epoch + 1
+
+
+def test_v2_an_abort_with_nothing_open_bumps_the_epoch_and_a_commit_is_refused():
+    w = World()
+    (init, _fx) = w.init()
+    pid, epoch = init.producer_id, init.producer_epoch
+    assert w.call("end_txn", "t", pid, epoch, True, client_version=2)[0].error_code == (
+        ErrorCode.invalid_txn_state)
+    answer, fx = w.call("end_txn", "t", pid, epoch, False, client_version=2)
+    assert answer == TxnResult(ErrorCode.none, pid, epoch + 1)
+    assert fx.markers == [] and w.state().state == TxnState.COMPLETE_ABORT
+
+
+def test_v2_the_last_epoch_of_a_producer_id_moves_the_producer_to_a_new_id():
+    w = World()
+    (init, _fx) = w.init()
+    pid = init.producer_id
+    w.state().producer_epoch = 32766  # exhausted: the last epoch a client may hold
+    w.call("add_partitions", "t", pid, 32766, [("out", 0)], client_version=2)
+    answer, fx = w.call("end_txn", "t", pid, 32766, False, client_version=2)
+    new_id = answer.producer_id
+    assert new_id != pid and answer.producer_epoch == 0
+    (markers,) = fx.markers  # the markers fence the old id at its very last epoch
+    assert (markers.producer_id, markers.producer_epoch) == (pid, 32767)
+    w.write_markers(markers)
+    txn = w.state()
+    assert (txn.producer_id, txn.producer_epoch, txn.state) == (
+        new_id, 0, TxnState.COMPLETE_ABORT)
+    # A retry of that end from the old id is answered with the new one.
+    assert w.call("end_txn", "t", pid, 32766, False, client_version=2)[0] == answer
+
+
+def test_v1_clients_keep_v1_ends_beside_v2_ones():
+    w = World()
+    (init, _fx) = w.init()
+    pid, epoch = init.producer_id, init.producer_epoch
+    w.add(pid, epoch, ("out", 0))
+    answer, fx = w.end(pid, epoch, True)
+    assert answer == TxnResult(ErrorCode.none)  # no ids: the epoch stays
+    assert fx.markers[0].producer_epoch == epoch
+    assert tl.decode_value(w.log[-1].value).client_version == 0  # value version 0

@@ -74,7 +74,7 @@ def test_the_coordinators_records_are_the_hand_computed_layouts():
         "0000000000000028" "0000000000000014")
 
 
-def test_a_flexible_version_1_value_from_kafka_4_is_read():
+def test_a_flexible_version_1_value_from_kafka_4_is_read_and_written_alike():
     raw = bytes.fromhex(
         "0001"  # value version 1
         "00000000000003e8" "0002" "0000ea60" "02"
@@ -87,8 +87,12 @@ def test_a_flexible_version_1_value_from_kafka_4_is_read():
         "00" "08" "00000000000003e7"  # tag 0: previous producer id 999
         "02" "02" "0002"  # tag 2: client transaction version 2
     )
-    assert tl.decode_value(raw) == tl.TransactionLogValue(
-        1000, 2, 60_000, TxnState.PREPARE_COMMIT, {"out": [0, 2]}, 100, 50)
+    value = tl.TransactionLogValue(
+        1000, 2, 60_000, TxnState.PREPARE_COMMIT, {"out": [0, 2]}, 100, 50,
+        previous_producer_id=999, client_version=2)
+    assert tl.decode_value(raw) == value
+    # A transaction version 2 client's state is written in Kafka's own bytes.
+    assert tl.encode_value(value) == raw
 
 
 @pytest.mark.parametrize("raw", [

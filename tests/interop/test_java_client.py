@@ -141,20 +141,20 @@ def test_java_idempotent_producer_with_acks_all_writes_each_record_once_in_order
         assert sequence == 200
 
 
-def test_java_client_speaks_kafka_4s_newest_data_path_versions(
+def test_java_client_speaks_kafka_4s_newest_versions_and_transactions_v2(
         producer_checks: dict, odradek_server: BrokerProcess) -> None:
     """The versions the producer checks used, as the broker counted them (RequestMetrics'
-    version tag): topics by id for plain and idempotent produce and for fetch, v11 for
-    transactions (the client keeps below v12 without transactions v2, KIP-890), and the
-    transaction APIs' newest versions short of transactions v2."""
+    version tag): topics by id for produce and fetch, and transaction version 2 (the
+    broker finalizes transaction.version 2, as a new Kafka 4 cluster does): no
+    AddPartitionsToTxn or AddOffsetsToTxn (Produce and TxnOffsetCommit v5 add to the
+    transaction), EndTxn v5 (an epoch bump per transaction)."""
     check(producer_checks, "transactions")
     samples = scrape(odradek_server.metrics_url())
-    assert set(requests_by_version(samples, "Produce")) == {11, 13}
+    assert set(requests_by_version(samples, "Produce")) == {13}
     assert max(requests_by_version(samples, "Fetch")) == 18
-    # KIP-890 part 1's versions of the transaction APIs (TRANSACTION_ABORTABLE known)
-    for api, version in (("InitProducerId", 5), ("AddOffsetsToTxn", 4), ("EndTxn", 4),
-                         ("TxnOffsetCommit", 4)):
-        assert set(requests_by_version(samples, api)) == {version}, api
+    for api, versions in (("InitProducerId", {5}), ("EndTxn", {5}), ("TxnOffsetCommit", {5}),
+                          ("AddPartitionsToTxn", set()), ("AddOffsetsToTxn", set())):
+        assert set(requests_by_version(samples, api)) == versions, api
 
 
 def test_java_transactions_consume_transform_produce_commit_and_abort(
@@ -373,6 +373,9 @@ def test_java_admin_describes_producers_and_transactions(admin_checks: dict) -> 
                                        "timeout_ms": 60000, "producer_id": pid,
                                        "start_set": True}
     [after] = answer["producers_after"]
-    assert after == {**open_state, "txn_start_offset": None}
+    # Transaction version 2: the commit marker carried the next epoch, which starts
+    # with no sequence on the partition.
+    assert after == {**open_state, "txn_start_offset": None, "epoch": 1,
+                     "last_sequence": -1}
     assert answer["describe_after"] == {"state": "CompleteCommit", "partitions": 0}
     assert answer["describe_missing"] == "TransactionalIdNotFoundException"

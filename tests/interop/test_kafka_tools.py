@@ -191,6 +191,34 @@ def test_kafka_topics_describes_a_page_of_partitions_at_a_time(
                              "DescribeTopicPartitions") - before == 4
 
 
+# --- kafka-features --------------------------------------------------------------------
+
+
+def test_kafka_features_describes_downgrades_and_upgrades_transaction_version(
+        odradek_server: BrokerProcess):
+    """kafka-features.sh (FeatureCommand): describe through ApiVersions' features, then a
+    downgrade and the upgrade back through UpdateFeatures (KIP-584)."""
+
+    def described() -> str:
+        out = tool("FeatureCommand", "--bootstrap-server", odradek_server.bootstrap,
+                   "describe").stdout
+        [line] = [x for x in out.splitlines() if "Feature: transaction.version" in x]
+        return re.sub(r"\s+", " ", line.strip())
+
+    assert described().startswith(
+        "Feature: transaction.version SupportedMinVersion: 0 SupportedMaxVersion: 2 "
+        "FinalizedVersionLevel: 2")
+    refused = tool("FeatureCommand", "--bootstrap-server", odradek_server.bootstrap,
+                   "upgrade", "--feature", "transaction.version=1", check=False)
+    assert refused.returncode != 0
+    tool("FeatureCommand", "--bootstrap-server", odradek_server.bootstrap,
+         "downgrade", "--feature", "transaction.version=1")
+    assert "FinalizedVersionLevel: 1" in described()
+    tool("FeatureCommand", "--bootstrap-server", odradek_server.bootstrap,
+         "upgrade", "--feature", "transaction.version=2")
+    assert "FinalizedVersionLevel: 2" in described()
+
+
 # --- kafka-console-producer / kafka-console-consumer -----------------------------------
 
 def test_console_producer_and_consumer_round_trip_keys_and_headers(

@@ -653,6 +653,108 @@ def seq_offsets_by_topic_id(r: Recorder, name: str) -> None:
     fetch("OffsetFetch v10: u's old id", [{"topic_id": known[other], "partition_indexes": [0]}])
 
 
+def _features(answer: Any) -> dict[str, Any]:
+    """An ApiVersions answer's transaction.version: supported range, finalized level
+    (Kafka lists more features; their epochs are each broker's own)."""
+    supported = {f.name: [f.min_version, f.max_version] for f in answer.supported_features}
+    finalized = {f.name: [f.min_version_level, f.max_version_level]
+                 for f in answer.finalized_features}
+    return {"supported": supported.get("transaction.version"),
+            "finalized": finalized.get("transaction.version"),
+            "epoch set": answer.finalized_features_epoch >= 0}
+
+
+def seq_features_and_transactions_v2(r: Recorder, name: str) -> None:
+    """Feature versioning (KIP-584) for transaction.version: ApiVersions lists it,
+    UpdateFeatures refuses a downgrade without a downgrade type, an unknown feature, a
+    level out of range (v2: the request's error only), takes a safe downgrade and the
+    upgrade back. Then transaction version 2 (KIP-890 part 2): Produce v12 adds its
+    partition, EndTxn v5 bumps the epoch (a retry with the old one is answered alike),
+    TxnOffsetCommit v5 adds the group's partition, an abort with nothing open."""
+    api = {"client_software_name": "oracle", "client_software_version": "1"}
+    for version in (3, 4):
+        r.step(f"ApiVersions v{version}: transaction.version",
+               _features(request(r.c, 18, version, api)))
+
+    def update(label: str, version: int, feature: str, level: int, upgrade_type: int = 1,
+               validate_only: bool = False) -> None:
+        key: dict[str, Any] = {"feature": feature, "max_version_level": level}
+        if version >= 1:
+            key["upgrade_type"] = upgrade_type
+        else:
+            key["allow_downgrade"] = upgrade_type != 1
+        r.request(label, 57, version, {"timeout": 30_000, "feature_updates": [key],
+                                       "validate_only": validate_only},
+                  drop=["error_message"])
+
+    update("UpdateFeatures v1: downgrade as an upgrade", 1, "transaction.version", 1)
+    update("UpdateFeatures v1: an unknown feature", 1, "no.such.version", 1)
+    update("UpdateFeatures v1: a level out of range", 1, "transaction.version", 9)
+    update("UpdateFeatures v2: a level out of range", 2, "transaction.version", 9)
+    update("UpdateFeatures v1: safe downgrade, validate only", 1, "transaction.version", 1,
+           upgrade_type=2, validate_only=True)
+    update("UpdateFeatures v1: safe downgrade to 1", 1, "transaction.version", 1,
+           upgrade_type=2)
+    r.step("ApiVersions v3 after the downgrade", _features(request(r.c, 18, 3, api)))
+    update("UpdateFeatures v1: back to 2", 1, "transaction.version", 2)
+    r.step("ApiVersions v3 after the upgrade", _features(request(r.c, 18, 3, api)))
+
+    topic, group, tid = f"{name}-t", f"{name}-g", f"{name}-tx"
+    create_topic(r.c, topic)
+    find_coordinator(r.c, tid, 1)
+    find_coordinator(r.c, group, 0)
+    pid = init_producer(r, "InitProducerId", tid)
+    p, e = pid.producer_id, pid.producer_epoch
+
+    def produce(label: str, epoch: int, seq: int) -> None:
+        r.request(label, 0, 12, produce_body(topic, 0, batch(
+            [label.encode()], base_sequence=seq, producer_id=p, producer_epoch=epoch,
+            transactional=True), transactional_id=tid))
+
+    def end(label: str, epoch: int, commit: bool) -> Any:
+        answer = request(r.c, 26, 5, {"transactional_id": tid, "producer_id": p,
+                                      "producer_epoch": epoch, "committed": commit})
+        r.step(label, {"error_code": answer.error_code.name,
+                       "same producer id": answer.producer_id == p,
+                       "epoch": answer.producer_epoch - e})
+        return answer
+
+    produce("Produce v12: a transaction's first batch", e, 0)
+    r.request("TxnOffsetCommit v5: offsets of a group not added", 28, 5, {
+        "transactional_id": tid, "group_id": group, "producer_id": p, "producer_epoch": e,
+        "generation_id": -1, "member_id": "", "group_instance_id": None, "topics": [
+            {"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 1,
+                                            "committed_leader_epoch": -1,
+                                            "committed_metadata": ""}]}]})
+    end("EndTxn v5: commit", e, True)
+    wait_for(f"{tid} to complete its commit", lambda: request(r.c, 65, 0, {
+        "transactional_ids": [tid]}).transaction_states[0].transaction_state
+        == "CompleteCommit")
+    end("EndTxn v5: the commit again with the old epoch", e, True)
+    end("EndTxn v5: an abort with the old epoch", e, False)
+    produce("Produce v12: the old epoch", e, 1)
+    produce("Produce v12: the next transaction", e + 1, 0)
+    end("EndTxn v5: abort", e + 1, False)
+    wait_for(f"{tid} to complete its abort", lambda: request(r.c, 65, 0, {
+        "transactional_ids": [tid]}).transaction_states[0].transaction_state
+        == "CompleteAbort")
+    end("EndTxn v5: an abort with nothing open", e + 2, False)
+    # (Kafka completes even an end with no markers a moment later.)
+    wait_for(f"{tid} to complete that abort", lambda: (lambda t: t.transaction_state
+             == "CompleteAbort" and t.producer_epoch == e + 3)(request(r.c, 65, 0, {
+                 "transactional_ids": [tid]}).transaction_states[0]))
+    end("EndTxn v5: a commit with nothing open", e + 3, True)
+    fresh = f"{name}-fresh"
+    find_coordinator(r.c, fresh, 1)
+    f = init_producer(r, "InitProducerId: a new id", fresh)
+    answer = request(r.c, 26, 5, {"transactional_id": fresh, "producer_id": f.producer_id,
+                                  "producer_epoch": f.producer_epoch, "committed": False})
+    r.step("EndTxn v5: a new id's abort with nothing open", {
+        "error_code": answer.error_code.name,
+        "epoch": answer.producer_epoch - f.producer_epoch})
+    list_offsets(r, "read_committed end", topic, {0: -1}, isolation=1)
+
+
 def seq_api_versions(r: Recorder, name: str) -> None:
     api_versions(r, "ApiVersions v3", 3)
     api_versions(r, "ApiVersions v0", 0)

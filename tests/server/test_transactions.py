@@ -263,9 +263,9 @@ def test_a_transactional_write_to_a_partition_not_in_the_transaction_is_refused(
         assert txn.produce("t", 1, b"hanging").error_code == ErrorCode.invalid_txn_state
         assert txn.produce("t", 1, b"hanging", version=10).error_code == (
             ErrorCode.invalid_txn_state)
-        for version in (11, 12):
-            assert txn.produce("t", 1, b"hanging", version=version).error_code == (
-                ErrorCode.transaction_abortable)
+        # (v12+ is transaction version 2's: it adds the partition, tested below.)
+        assert txn.produce("t", 1, b"hanging", version=11).error_code == (
+            ErrorCode.transaction_abortable)
         assert fetch(c, "t", partition=1).last_stable_offset == 0
         assert txn.produce("t", 0, b"fine").error_code == 0
         assert txn.end(commit=True) == 0
@@ -551,3 +551,32 @@ def partition_of(runtime: Any, tid: str) -> int:
     from odradek.coordinator.transaction_log import partition_for
 
     return partition_for(tid, runtime.num_partitions)
+
+
+def test_transaction_version_2_adds_partitions_for_its_client_and_bumps_the_epoch():
+    """KIP-890 part 2 as the Java client 4.4 speaks it: no AddPartitionsToTxn or
+    AddOffsetsToTxn - Produce v12 and TxnOffsetCommit v5 add their partitions - and
+    EndTxn v5 answers the next epoch, which the markers already carry."""
+    with running_broker() as node, WireClient(node.port) as c:
+        create_topic(c, "in")
+        create_topic(c, "out")
+        txn = Txn(c, "v2")
+        assert txn.produce("out", 0, b"one", version=12).error_code == 0
+        assert txn_offset_commit(c, txn, "readers", "in", 7, version=5) == 0
+        answer = c.request(26, 5, {"transactional_id": "v2", "producer_id": txn.pid,
+                                   "producer_epoch": txn.epoch, "committed": True})
+        assert (answer.error_code, answer.producer_id, answer.producer_epoch) == (
+            0, txn.pid, txn.epoch + 1)
+        assert committed_view(fetch(c, "out")) == [b"one"]
+        assert offset_fetch(c, "readers", "in") == 7
+        # The old epoch is fenced on the partition by the marker; the next transaction
+        # goes on at the new epoch, sequences from 0.
+        assert txn.produce("out", 0, b"stale", version=12).error_code == (
+            ErrorCode.invalid_producer_epoch)
+        txn.epoch += 1
+        txn.seq.clear()
+        assert txn.produce("out", 0, b"two", version=12).error_code == 0
+        answer = c.request(26, 5, {"transactional_id": "v2", "producer_id": txn.pid,
+                                   "producer_epoch": txn.epoch, "committed": False})
+        assert answer.error_code == 0 and answer.producer_epoch == txn.epoch + 1
+        assert committed_view(fetch(c, "out")) == [b"one"]

@@ -1,8 +1,9 @@
-"""KIP-890's verification across brokers, in-process (a memory cluster): a partition
-leader that does not coordinate a transaction asks its coordinator on another broker
-(AddPartitionsToTxn v5, verify only) before it writes the transaction's first batch, so a
-producer that skipped AddPartitionsToTxn cannot open a transaction no marker ends; and a
-marker written while a batch is verified voids the verification (the guard)."""
+"""KIP-890 across brokers, in-process (a memory cluster): a partition leader that does
+not coordinate a transaction asks its coordinator on another broker (AddPartitionsToTxn
+v5, verify only) before it writes the transaction's first batch, so a producer that
+skipped AddPartitionsToTxn cannot open a transaction no marker ends; a marker written
+while a batch is verified voids the verification (the guard); and for a transaction
+version 2 client the leader has the coordinator add the partition (not verify only)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from odradek.server.replication.partition import Partition
 from tests.server.memory_cluster import MemoryCluster, with_cluster
 
 TID = "verified"
-VERSIONS = {0: (9, 11), 10: (4, 4), 22: (4, 4), 24: (3, 3), 26: (3, 3)}
+VERSIONS = {0: (9, 12), 10: (4, 4), 22: (4, 4), 24: (3, 3), 26: (3, 5)}
 
 
 async def connect(cluster: MemoryCluster, node_id: int) -> AsyncBrokerConnection:
@@ -80,7 +81,8 @@ async def _verified_elsewhere(cluster: MemoryCluster) -> None:
         assert await produce(9, b"first", 0) == 0
         assert await produce(9, b"second", 1) == 0  # open here now: not asked again
         ended = await txn.request(26, {"transactional_id": TID, "producer_id": pid,
-                                       "producer_epoch": epoch, "committed": True})
+                                       "producer_epoch": epoch, "committed": True},
+                                  version=3)
         assert int(ended.error_code) == 0
         await cluster.wait_for(lambda: not log.producer_state.ongoing(),
                                "the commit marker on the partition")
@@ -92,6 +94,17 @@ async def _verified_elsewhere(cluster: MemoryCluster) -> None:
                 break
             await asyncio.sleep(0.05)
         assert code == ErrorCode.transaction_abortable
+
+        # Transaction version 2: Produce v12 has the coordinator add the partition.
+        assert await produce(12, b"v2", 2) == 0
+        ended = await txn.request(26, {"transactional_id": TID, "producer_id": pid,
+                                       "producer_epoch": epoch, "committed": True},
+                                  version=5)
+        assert (ended.error_code, ended.producer_epoch) == (0, epoch + 1)
+        await cluster.wait_for(lambda: not log.producer_state.ongoing(),
+                               "the second commit marker")
+        # The marker carried the bumped epoch: the partition fences the old one.
+        assert log.producer_state.producers[pid].epoch == epoch + 1
     finally:
         for conn in (first, txn, leader):
             await conn.close()
@@ -119,5 +132,29 @@ def test_a_marker_during_a_verification_voids_it(tmp_path: Path) -> None:
         guard = part.begin_verification(7)
         part.append_marker_as_leader(7, 0, True, 0)  # the transaction ended meanwhile
         assert not part.end_verification(7, guard)
+
+    asyncio.run(with_cluster(tmp_path, body))
+
+
+def test_write_txn_markers_v2_with_a_transaction_version_is_served(tmp_path: Path) -> None:
+    """WriteTxnMarkers v2 (KIP-890: a transaction version per marker), as a Kafka 4
+    coordinator sends it: the marker is written at the epoch it carries."""
+
+    async def body(cluster: MemoryCluster) -> None:
+        await cluster.create_topic("m", replication_factor=1,
+                                   configs={"min.insync.replicas": "1"})
+        leader_id = cluster.leader("m", 0)
+        conn = await AsyncBrokerConnection.open(*cluster.address(leader_id), client_id="t",
+                                                timeout_s=30, versions={27: (2, 2)})
+        try:
+            answer = await conn.request(27, {"markers": [{
+                "producer_id": 4242, "producer_epoch": 3, "transaction_result": False,
+                "topics": [{"name": "m", "partition_indexes": [0]}],
+                "coordinator_epoch": 0, "transaction_version": 2}]})
+        finally:
+            await conn.close()
+        assert [p.error_code for p in answer.markers[0].topics[0].partitions] == [0]
+        log = cluster.brokers[leader_id].cluster.replicas.leaders[("m", 0)].log
+        assert log.producer_state.producers[4242].epoch == 3
 
     asyncio.run(with_cluster(tmp_path, body))

@@ -462,3 +462,34 @@ def controller_epoch_from_json(raw: bytes) -> int:
     if not text.isdigit() or len(text) > 10:
         raise ZnodeFormatError(f"controller epoch {text[:40]!r} is not a number")
     return _int(text, "controller epoch", (0, INT32[1] - 1))
+
+
+# --- /feature (Kafka's FeatureZNode) ----------------------------------------------------
+
+FEATURE_PATH = "/feature"
+FEATURE_ZNODE_VERSION = 2  # FeatureZNode's version with the status field
+FEATURE_ENABLED = 1  # its status: the features are in force
+
+
+def features_from_json(raw: bytes | None) -> dict[str, int] | None:
+    """The finalized feature levels of a FeatureZNode (each feature's max_version_level);
+    None for no znode (the cluster never changed its features)."""
+    if raw is None:
+        return None
+    data = _loads(raw)
+    out = {}
+    for name, levels in _object(data.get("features", {}), "features").items():
+        level = _object(levels, f"features.{name}").get("max_version_level")
+        if not isinstance(level, int) or isinstance(level, bool) or not 0 <= level < 1 << 15:
+            raise ZnodeFormatError(f"features.{name}.max_version_level: expected an int16, "
+                                   f"got {_show(level)}")
+        out[str(name)] = level
+    return out
+
+
+def features_to_json(levels: Mapping[str, int]) -> bytes:
+    return json.dumps({
+        "version": FEATURE_ZNODE_VERSION, "status": FEATURE_ENABLED,
+        "features": {name: {"min_version_level": 1, "max_version_level": level}
+                     for name, level in sorted(levels.items())}},
+        separators=(",", ":")).encode()

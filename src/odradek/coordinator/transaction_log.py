@@ -4,15 +4,16 @@ One record per transactional id (the topic is compacted): the key is Kafka's
 ``TransactionLogKey`` version 0 — int16 version 0, then the transactional id as an int16
 length + UTF-8 — and the value ``TransactionLogValue``: int16 version, then
 
-    version 0 (what Kafka 3.x writes, and we write):
+    version 0 (what Kafka 3.x writes, and we write for transaction version 1):
         producer_id int64, producer_epoch int16, transaction_timeout_ms int32,
         transaction_status int8, transaction_partitions nullable array (int32 count,
         -1 for null) of [topic string, partition_ids array of int32],
         transaction_last_update_timestamp_ms int64, transaction_start_timestamp_ms int64
-    version 1 (flexible, Kafka 4's transaction.version 1; read only): the same fields in
-        compact encoding (unsigned varint length + 1), tagged fields at the end of each
-        partition entry and of the value — tag 0 previous producer id, tag 1 next
-        producer id, tag 2 client transaction version (KIP-890; skipped here).
+    version 1 (flexible, Kafka 4's; we write it for a transaction version 2 client): the
+        same fields in compact encoding (unsigned varint length + 1), tagged fields at
+        the end of each partition entry and of the value — tag 0 previous producer id
+        (int64), tag 1 next producer id (int64), tag 2 client transaction version
+        (int16), KIP-890 part 2; each left out at its default (-1, -1, 0).
 
 A tombstone (null value) removes a transactional id. The status byte is the state's id
 (``TxnState``). An ``Empty`` transaction's partitions are written as null, as Kafka does.
@@ -30,6 +31,7 @@ import struct
 from dataclasses import dataclass, field
 
 from odradek.coordinator.offsets_topic import java_string_hashcode
+from odradek.protocol.framing import encode_uvarint
 from odradek.protocol.reader import DecodeError, Reader
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
@@ -42,6 +44,7 @@ NO_TIMESTAMP = -1  # a transaction that has not started
 
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
+_INT64 = struct.Struct(">q")
 # The fixed head of a version 0/1 value after its version: producer id, epoch, timeout,
 # status.
 _HEAD = struct.Struct(
@@ -71,6 +74,10 @@ class TransactionLogValue:
     partitions: dict[str, list[int]] | None = field(default=None)
     last_update_timestamp_ms: int = NO_TIMESTAMP
     start_timestamp_ms: int = NO_TIMESTAMP
+    # value version 1's tagged fields (KIP-890 part 2)
+    previous_producer_id: int = -1
+    next_producer_id: int = -1
+    client_version: int = 0
 
 
 def partition_for(
@@ -96,8 +103,11 @@ def encode_key(transactional_id: str) -> bytes:
 
 
 def encode_value(value: TransactionLogValue) -> bytes:
-    """Version 0, as Kafka 3.x writes it. Topics and partitions are sorted (Kafka's order
+    """Version 0, as Kafka 3.x writes it, or version 1 for a transaction version 2
+    client (its tagged fields say so). Topics and partitions are sorted (Kafka's order
     is a hash map's), so a state always encodes to the same bytes."""
+    if value.client_version >= 2:
+        return _encode_v1(value)
     parts = [
         _INT16.pack(VALUE_VERSION),
         _HEAD.pack(value.producer_id, value.producer_epoch, value.transaction_timeout_ms,
@@ -112,6 +122,38 @@ def encode_value(value: TransactionLogValue) -> bytes:
             parts += [_string(topic), _INT32.pack(len(ids)),
                       struct.pack(f">{len(ids)}i", *ids)]
     parts.append(_TAIL.pack(value.last_update_timestamp_ms, value.start_timestamp_ms))
+    return b"".join(parts)
+
+
+def _compact_string(s: str) -> bytes:
+    raw = s.encode()
+    return encode_uvarint(len(raw) + 1) + raw
+
+
+def _encode_v1(value: TransactionLogValue) -> bytes:
+    parts = [
+        _INT16.pack(1),
+        _HEAD.pack(value.producer_id, value.producer_epoch, value.transaction_timeout_ms,
+                   value.status),
+    ]
+    if value.partitions is None:
+        parts.append(b"\x00")
+    else:
+        parts.append(encode_uvarint(len(value.partitions) + 1))
+        for topic in sorted(value.partitions):
+            ids = sorted(value.partitions[topic])
+            parts += [_compact_string(topic), encode_uvarint(len(ids) + 1),
+                      struct.pack(f">{len(ids)}i", *ids), b"\x00"]
+    parts.append(_TAIL.pack(value.last_update_timestamp_ms, value.start_timestamp_ms))
+    tags = []
+    if value.previous_producer_id != -1:
+        tags.append(b"\x00\x08" + _INT64.pack(value.previous_producer_id))
+    if value.next_producer_id != -1:
+        tags.append(b"\x01\x08" + _INT64.pack(value.next_producer_id))
+    if value.client_version != 0:
+        tags.append(b"\x02\x02" + _INT16.pack(value.client_version))
+    parts.append(encode_uvarint(len(tags)))
+    parts += tags
     return b"".join(parts)
 
 
@@ -165,10 +207,22 @@ def decode_value(data: bytes) -> TransactionLogValue:
             if flexible:
                 r.skip_tagged_fields()
     last_update, start = r.unpack(_TAIL)
+    previous, following, client_version = -1, -1, 0
     if flexible:
-        # Previous/next producer id and client transaction version (KIP-890): this
-        # coordinator implements transaction version 0, which has none of them.
-        r.skip_tagged_fields()
+        # KIP-890 part 2: previous/next producer id, client transaction version.
+        tags = r.tagged_fields()
+        if 0 in tags:
+            (previous,) = _INT64.unpack(_exact(tags[0], 8))
+        if 1 in tags:
+            (following,) = _INT64.unpack(_exact(tags[1], 8))
+        if 2 in tags:
+            (client_version,) = _INT16.unpack(_exact(tags[2], 2))
     return TransactionLogValue(producer_id, epoch, timeout, status, partitions, last_update,
-                               start)
+                               start, previous, following, client_version)
+
+
+def _exact(field: memoryview, size: int) -> memoryview:
+    if len(field) != size:
+        raise TransactionLogFormatError(f"a tagged field of {len(field)} bytes, not {size}")
+    return field
 

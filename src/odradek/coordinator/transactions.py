@@ -60,6 +60,11 @@ log = logging.getLogger(__name__)
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
+# Transaction versions (the finalized feature ``transaction.version``, KIP-890): 1 adds
+# the partition leaders' verification, 2 an epoch bump at every end and partitions added
+# by the brokers their clients write to.
+TV_1 = 1
+TV_2 = 2
 # Epochs are int16. A client is never given Short.MaxValue, so that the coordinator can
 # always fence it with one more bump (TransactionMetadata.isEpochExhausted).
 MAX_EPOCH = 32767
@@ -214,9 +219,12 @@ class InitProducerIdResult:
 @dataclass(frozen=True, slots=True)
 class TxnResult:
     """AddPartitionsToTxn (the error of every partition asked for), AddOffsetsToTxn,
-    EndTxn."""
+    EndTxn (v5, transaction version 2: with the producer id and epoch the producer goes
+    on with, its epoch bumped by the end)."""
 
     error_code: int
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,6 +278,12 @@ class TransactionMetadata:
     start_ms: int = tl.NO_TIMESTAMP
     # The InitProducerId that fenced this transaction, waiting for its abort to complete.
     fencing: _ParkedInit | None = None
+    # KIP-890 part 2: the transaction version its client speaks (2: every end bumps the
+    # epoch), and the producer id it moves to once this end completes (an epoch that
+    # would be exhausted rotates the id), written in the log (value version 1).
+    client_version: int = TV_1
+    next_producer_id: int = NO_PRODUCER_ID
+    previous_producer_id: int = NO_PRODUCER_ID
 
     def log_value(self) -> tl.TransactionLogValue:
         partitions: dict[str, list[int]] | None = None
@@ -279,7 +293,9 @@ class TransactionMetadata:
                 partitions.setdefault(topic, []).append(p)
         return tl.TransactionLogValue(
             self.producer_id, self.producer_epoch, self.timeout_ms, int(self.state),
-            partitions, self.last_update_ms, self.start_ms)
+            partitions, self.last_update_ms, self.start_ms,
+            previous_producer_id=self.previous_producer_id,
+            next_producer_id=self.next_producer_id, client_version=self.client_version)
 
     def persisted(self) -> tuple:
         """What the log reproduces of this transactional id (tests compare it)."""
@@ -433,12 +449,15 @@ class TransactionCoordinator:
         *,
         token: Any,
         now_ms: int,
+        client_version: int = TV_1,
     ) -> TxnEffects:
-        """AddPartitionsToTxn v0-3: one answer for all the partitions asked for (the
-        handler answers unknown topics itself, OPERATION_NOT_ATTEMPTED for the rest)."""
+        """AddPartitionsToTxn: one answer for all the partitions asked for (the handler
+        answers unknown topics itself, OPERATION_NOT_ATTEMPTED for the rest). A client's
+        (v0-3) is transaction version 1; a broker adding for its client (v4+, not
+        verify-only: Produce v12, TxnOffsetCommit v5) transaction version 2."""
         fx = self._effects(now_ms)
         fx.respond(token, TxnResult(self._add(transactional_id, producer_id, producer_epoch,
-                                              set(partitions), now_ms, fx)))
+                                              set(partitions), now_ms, fx, client_version)))
         return fx
 
     def add_offsets(
@@ -472,7 +491,8 @@ class TransactionCoordinator:
         return txn
 
     def _add(self, transactional_id: str, producer_id: int, producer_epoch: int,
-             partitions: set[TopicPartition], now_ms: int, fx: TxnEffects) -> int:
+             partitions: set[TopicPartition], now_ms: int, fx: TxnEffects,
+             client_version: int = TV_1) -> int:
         txn = self._producer_of(transactional_id, producer_id, producer_epoch)
         if isinstance(txn, int):
             return txn
@@ -483,6 +503,7 @@ class TransactionCoordinator:
         if txn.state != TxnState.ONGOING:
             txn.start_ms = now_ms  # the transaction begins
             txn.partitions = set()
+            txn.client_version = client_version
         txn.state = TxnState.ONGOING
         txn.partitions |= partitions
         txn.last_update_ms = now_ms
@@ -518,14 +539,85 @@ class TransactionCoordinator:
         *,
         token: Any,
         now_ms: int,
+        client_version: int = TV_1,
     ) -> TxnEffects:
         """EndTxn: PrepareCommit/PrepareAbort is written and answered, then the markers
         go out; ``markers_written`` completes the transaction. A retry of the same end
-        while markers are written gets CONCURRENT_TRANSACTIONS, after: NONE."""
+        while markers are written gets CONCURRENT_TRANSACTIONS, after: NONE.
+
+        Transaction version 2 (EndTxn v5, KIP-890 part 2): the end bumps the epoch (the
+        prepare record and the markers carry the new one, which fences the producer's
+        old epoch on every partition of the transaction), and the answer names the
+        producer id and epoch to go on with; a retry with the epoch before the bump is
+        answered as the end was; an abort with no transaction open is allowed (it bumps
+        the epoch)."""
         fx = self._effects(now_ms)
+        if client_version >= TV_2:
+            fx.respond(token, self._end_v2(transactional_id, producer_id, producer_epoch,
+                                           commit, now_ms, fx))
+            return fx
         fx.respond(token, TxnResult(self._end(transactional_id, producer_id, producer_epoch,
                                               commit, now_ms, fx)))
         return fx
+
+    def _end_v2(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                commit: bool, now_ms: int, fx: TxnEffects) -> TxnResult:
+        """Kafka's endTransaction for a transaction version 2 client: which epochs are
+        valid depends on the state (the open transaction's own; after a bump, the one
+        before it, a retry), and a retry is answered as the end was."""
+        txn = self.transactions.get(transactional_id) if transactional_id else None
+        if txn is None:
+            return TxnResult(ErrorCode.invalid_request if not transactional_id
+                             else ErrorCode.invalid_producer_id_mapping)
+        state = txn.state
+        retry_on_bump = producer_epoch == txn.producer_epoch - 1
+        retry_on_overflow = (txn.previous_producer_id == producer_id
+                             and producer_epoch == MAX_EPOCH - 1 and txn.producer_epoch == 0)
+        if txn.client_version >= TV_2 and state in _PREPARED:
+            valid = retry_on_bump
+        elif txn.client_version >= TV_2 and state in _COMPLETE:
+            # A retry, or (as Kafka 4.4 allows) an abort with nothing open at the epoch
+            # the last end gave.
+            valid = retry_on_bump or retry_on_overflow or producer_epoch == txn.producer_epoch
+        else:
+            valid = producer_epoch == txn.producer_epoch
+        if txn.producer_id != producer_id and not retry_on_overflow:
+            return TxnResult(ErrorCode.invalid_producer_id_mapping)
+        if not valid:
+            return TxnResult(ErrorCode.producer_fenced)
+        if txn.fencing is not None:
+            return TxnResult(ErrorCode.concurrent_transactions)
+        same = (TxnState.PREPARE_COMMIT, TxnState.COMPLETE_COMMIT) if commit else (
+            TxnState.PREPARE_ABORT, TxnState.COMPLETE_ABORT)
+        if state in _PREPARED:
+            return TxnResult(ErrorCode.concurrent_transactions if state in same
+                             else ErrorCode.invalid_txn_state)
+        if state in _COMPLETE and producer_epoch != txn.producer_epoch:  # a retry
+            return (TxnResult(ErrorCode.none, txn.producer_id, txn.producer_epoch)
+                    if state in same else TxnResult(ErrorCode.invalid_txn_state))
+        if state != TxnState.ONGOING:
+            if commit:
+                return TxnResult(ErrorCode.invalid_txn_state)  # nothing to commit
+            txn.partitions = set()  # an abort of nothing: bumps the epoch all the same
+        txn.client_version = TV_2
+        self._bump_for_end(txn)
+        self._prepare(txn, commit, now_ms, fx)
+        if txn.state in _COMPLETE:  # nothing to mark: completed at once
+            return TxnResult(ErrorCode.none, txn.producer_id, txn.producer_epoch)
+        if txn.next_producer_id != NO_PRODUCER_ID:
+            return TxnResult(ErrorCode.none, txn.next_producer_id, 0)
+        return TxnResult(ErrorCode.none, txn.producer_id, txn.producer_epoch)
+
+    def _bump_for_end(self, txn: TransactionMetadata) -> None:
+        """Transaction version 2's bump at an end: the next epoch (the prepare record's
+        and the markers'); when the producer's epoch was the last a client may hold, the
+        id it moves to once the end completes (Kafka's nextProducerId)."""
+        exhausted = is_epoch_exhausted(txn.producer_epoch)
+        txn.producer_epoch += 1
+        txn.last_producer_epoch = NO_PRODUCER_EPOCH
+        txn.previous_producer_id = NO_PRODUCER_ID
+        if exhausted:
+            txn.next_producer_id = self._allocate_producer_id()
 
     def _end(self, transactional_id: str, producer_id: int, producer_epoch: int,
              commit: bool, now_ms: int, fx: TxnEffects) -> int:
@@ -597,6 +689,12 @@ class TransactionCoordinator:
         txn.state = (TxnState.COMPLETE_COMMIT if txn.state == TxnState.PREPARE_COMMIT
                      else TxnState.COMPLETE_ABORT)
         txn.partitions = set()
+        if txn.next_producer_id != NO_PRODUCER_ID:
+            # Transaction version 2 at an exhausted epoch: the producer goes on under
+            # the id this end allocated, at epoch 0.
+            txn.previous_producer_id = txn.producer_id
+            txn.producer_id, txn.producer_epoch = txn.next_producer_id, 0
+            txn.next_producer_id = NO_PRODUCER_ID
         txn.last_update_ms = now_ms
         fx.records.append(self._record(txn))
         parked, txn.fencing = txn.fencing, None
@@ -722,7 +820,9 @@ class TransactionCoordinator:
         self.transactions[tid] = TransactionMetadata(
             tid, v.producer_id, v.producer_epoch, v.transaction_timeout_ms, state,
             v.last_update_timestamp_ms, partitions=partitions,
-            start_ms=v.start_timestamp_ms)
+            start_ms=v.start_timestamp_ms, client_version=max(v.client_version, TV_1),
+            next_producer_id=v.next_producer_id,
+            previous_producer_id=v.previous_producer_id)
 
     def finish_load(self, now_ms: int) -> TxnEffects:
         """After the last ``load``: the markers of every transaction the previous
@@ -736,6 +836,8 @@ class TransactionCoordinator:
 
 
 __all__ = [
+    "TV_1",
+    "TV_2",
     "InitProducerIdResult",
     "ListTransactionsResult",
     "TransactionCoordinator",

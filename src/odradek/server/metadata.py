@@ -15,6 +15,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from odradek.server.features import DEFAULT_LEVELS, FinalizedFeatures
 from odradek.storage.checkpoint import write_atomically
 from odradek.storage.config import LogConfig
 
@@ -76,6 +77,8 @@ class MetadataStore:
         # KIP-516: Fetch v13+ names topics by id; kept with every change to ``topics``
         self.names_by_id: dict[uuid.UUID, str] = {}
         self.cluster_id = ""
+        # Finalized feature levels and their epoch (server/features.py).
+        self.features = FinalizedFeatures(dict(DEFAULT_LEVELS), 0)
         self._next_producer_id = 0
         self._reserved_producer_id = 0
         self._load()
@@ -91,6 +94,10 @@ class MetadataStore:
             self.topics[name] = Topic(name, uuid.UUID(t["id"]), int(t["partitions"]),
                                       dict(t.get("configs", {})), bool(t.get("internal")))
             self.names_by_id[self.topics[name].topic_id] = name
+        if "features" in data:
+            self.features = FinalizedFeatures(
+                {str(k): int(v) for k, v in data["features"].items()},
+                int(data.get("features_epoch", 0)))
         # Everything up to the reserved mark may have been handed out before a crash.
         self._next_producer_id = self._reserved_producer_id = int(
             data.get("reserved_producer_id", 0))
@@ -105,8 +112,15 @@ class MetadataStore:
             "cluster_id": self.cluster_id,
             "reserved_producer_id": self._reserved_producer_id,
             "topics": {name: t.to_json() for name, t in sorted(self.topics.items())},
+            "features": self.features.levels,
+            "features_epoch": self.features.epoch,
         }
         write_atomically(self.path, json.dumps(data, indent=1).encode())
+
+    def set_features(self, levels: dict[str, int]) -> None:
+        """Finalize these feature levels (a new epoch), on disk before it returns."""
+        self.features = FinalizedFeatures(dict(levels), self.features.epoch + 1)
+        self._save()
 
     def _write_meta_properties(self) -> None:
         path = os.path.join(self.data_dir, META_PROPERTIES)

@@ -43,8 +43,8 @@ from kio.schema.errors import ErrorCode
 from odradek.cluster.replication import epoch_error
 from odradek.cluster.state import BrokerInfo
 from odradek.coordinator import TRANSACTION_STATE_TOPIC
-from odradek.server.coordinators.coordinator_runtime import CoordinatorUnavailable
 from odradek.server.dynamic_configs import BROKER_DOCUMENT, BrokerConfigStore
+from odradek.server.features import FinalizedFeatures
 from odradek.server.metadata import MetadataStore, Topic, TopicError
 from odradek.server.replication.purgatory import DelayedProduce, Purgatory
 from odradek.server.replication.reads import Following, PartitionResult, Refused, Wanted
@@ -175,11 +175,19 @@ class Topology(Protocol):
     async def append_txn_markers(self, producer_id: int, producer_epoch: int, commit: bool,
                                  coordinator_epoch: int, partitions: Sequence[TopicPartition]
                                  ) -> dict[TopicPartition, int]: ...
-    async def verify_transaction(self, transactional_id: str, producer_id: int,
-                                 producer_epoch: int, partitions: Sequence[TopicPartition]
-                                 ) -> dict[TopicPartition, int]:
-        """KIP-890: the transaction coordinator's code for each partition (NONE: the
-        producer's open transaction holds it), wherever the coordinator is."""
+    async def ask_transaction_coordinator(
+            self, transactional_id: str, producer_id: int, producer_epoch: int,
+            partitions: Sequence[TopicPartition], *, add: bool) -> dict[TopicPartition, int]:
+        """KIP-890: ask the coordinator of a transactional id this broker does not
+        coordinate whether the producer's transaction holds these partitions (or, with
+        ``add``, to add them); its code for each (``TxnRuntime.check_transaction``)."""
+
+    # --- feature levels (server/features.py) -------------------------------------------------
+    def features(self) -> FinalizedFeatures:
+        """The cluster's finalized feature levels and their epoch."""
+    async def set_features(self, levels: dict[str, int]) -> None:
+        """Finalize these levels (all of them: the new list), in force here before it
+        returns; a cluster's other brokers see them at their watch."""
 
     # --- as clients see it ------------------------------------------------------------------
     def live_brokers(self) -> list[BrokerInfo]: ...
@@ -476,19 +484,18 @@ class SingleNode:
     def wait_replicated(self, topic: str, partition: int, end: int) -> Awaitable[int] | None:
         return None  # an ISR of one: committed once appended
 
-    async def verify_transaction(self, transactional_id: str, producer_id: int,
-                                 producer_epoch: int, partitions: Sequence[TopicPartition]
-                                 ) -> dict[TopicPartition, int]:
-        """A single node coordinates every transactional id: its own coordinator
-        answers (the produce handler asks it directly, ``TxnRuntime.check_produce``)."""
-        txns = self.broker.transactions
-        assert txns is not None
-        try:
-            coordinator = txns.coordinator_for(transactional_id)
-        except CoordinatorUnavailable as exc:
-            return dict.fromkeys(partitions, exc.error_code)
-        return coordinator.verify_partitions(transactional_id, producer_id, producer_epoch,
-                                             partitions)
+    async def ask_transaction_coordinator(
+            self, transactional_id: str, producer_id: int, producer_epoch: int,
+            partitions: Sequence[TopicPartition], *, add: bool) -> dict[TopicPartition, int]:
+        """A single node coordinates every transactional id: asked only while its
+        coordinators load, which the client retries."""
+        return dict.fromkeys(partitions, ErrorCode.coordinator_load_in_progress)
+
+    def features(self) -> FinalizedFeatures:
+        return self.metadata.features
+
+    async def set_features(self, levels: dict[str, int]) -> None:
+        self.metadata.set_features(levels)
 
     # --- transaction markers -----------------------------------------------------------------
 

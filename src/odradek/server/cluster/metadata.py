@@ -33,6 +33,7 @@ from odradek.cluster import state as zk
 from odradek.cluster.state import BrokerInfo, PartitionState, TopicAssignment, TopicPartition
 from odradek.coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from odradek.server.cluster.store import CoordinationStore, NoNodeError, StoreError, Watch
+from odradek.server.features import DEFAULT_LEVELS, FinalizedFeatures
 from odradek.server.metadata import Topic
 from odradek.server.tasks import TaskSet
 
@@ -82,6 +83,8 @@ class ClusterMetadata:
         self.configs: dict[str, dict[str, str]] = {}
         self.states: dict[TopicPartition, PartitionState] = {}
         self.listeners: list[MetadataListener] = []
+        # Finalized feature levels (/feature; none there: a new cluster's defaults).
+        self.features = FinalizedFeatures(dict(DEFAULT_LEVELS), 0)
         self._topic_watches: dict[str, list[Watch]] = {}
         self._state_watches: dict[TopicPartition, Watch] = {}
         self._watches: list[Watch] = []
@@ -105,6 +108,8 @@ class ClusterMetadata:
         self._watches.append(self.store.watch_data(zk.CONTROLLER_PATH, self._on_controller))
         self._watches.append(self.store.watch_children(zk.CONTROLLED_SHUTDOWN_PATH,
                                                        self._on_shutdowns))
+        self._expect("feature")
+        self._watches.append(self.store.watch_data(zk.FEATURE_PATH, self._on_features))
         for name in (str(self.node_id), zk.DEFAULT_BROKER):
             self._expect(("broker config", name))
 
@@ -206,6 +211,23 @@ class ClusterMetadata:
             for listener in self.listeners:
                 listener.broker_configs_changed()
             self._notify_changed()
+
+    def _on_features(self, data: bytes | None, version: int) -> None:
+        self._fired("feature")
+        try:
+            levels = zk.features_from_json(data)
+        except zk.ZnodeFormatError as exc:
+            log.error("ignoring %s: %s", zk.FEATURE_PATH, exc)
+            return
+        self.record_features(levels, version)
+
+    def record_features(self, levels: dict[str, int] | None, version: int) -> None:
+        """The levels of /feature at this znode version (None: no znode); the epoch
+        clients see is the version + 1 (0: the defaults, never changed)."""
+        if levels is None:
+            self.features = FinalizedFeatures(dict(DEFAULT_LEVELS), 0)
+        elif version + 1 > self.features.epoch:
+            self.features = FinalizedFeatures(levels, version + 1)
 
     def _on_controller(self, data: bytes | None, _version: int) -> None:
         try:

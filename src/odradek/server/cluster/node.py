@@ -68,7 +68,8 @@ from odradek.server.cluster.topic_admin import TopicAdmin
 from odradek.server.cluster.txn_markers import TxnMarkerWriter
 from odradek.server.cluster.txn_verification import TxnVerifier
 from odradek.server.config import BrokerConfig
-from odradek.server.metadata import META_PROPERTIES, Topic
+from odradek.server.features import FinalizedFeatures
+from odradek.server.metadata import META_PROPERTIES, Topic, TopicError
 from odradek.server.network.inter_broker import inter_broker_client
 from odradek.server.replication.reads import Following, PartitionResult, Refused, Wanted
 from odradek.server.replication.replica_manager import ReplicaManager
@@ -555,11 +556,27 @@ class ClusterNode:
     def wait_replicated(self, topic: str, partition: int, end: int) -> Awaitable[int] | None:
         return self.replicas.wait_replicated(topic, partition, end)
 
-    async def verify_transaction(self, transactional_id: str, producer_id: int,
-                                 producer_epoch: int, partitions: Sequence[TopicPartition]
-                                 ) -> dict[TopicPartition, int]:
-        return await self.verifier.verify(transactional_id, producer_id, producer_epoch,
-                                          partitions)
+    def features(self) -> FinalizedFeatures:
+        return self.metadata.features
+
+    async def set_features(self, levels: dict[str, int]) -> None:
+        """/feature, Kafka's FeatureZNode (every broker watches it)."""
+        data = zk.features_to_json(levels)
+        try:
+            try:
+                version = await self.store.set(zk.FEATURE_PATH, data)
+            except NoNodeError:
+                await self.store.create(zk.FEATURE_PATH, data)
+                version = 0
+        except StoreError as exc:
+            raise TopicError("REQUEST_TIMED_OUT", f"ZooKeeper: {exc}") from None
+        self.metadata.record_features(dict(levels), version)
+
+    async def ask_transaction_coordinator(
+            self, transactional_id: str, producer_id: int, producer_epoch: int,
+            partitions: Sequence[TopicPartition], *, add: bool) -> dict[TopicPartition, int]:
+        return await self.verifier.ask(transactional_id, producer_id, producer_epoch,
+                                       partitions, add=add)
 
     # --- transaction markers (TxnMarkerWriter) -------------------------------------------------
 

@@ -1,7 +1,9 @@
-"""KIP-890's verification across brokers: before a partition leader here writes the first
-batch of a transaction whose coordinator is another broker, it asks that coordinator
-whether the transaction holds the partition (AddPartitionsToTxn v5, verify only, over
-the inter-broker listener: Kafka's AddPartitionsToTxnManager). A batch the coordinator
+"""KIP-890 across brokers: before a partition leader here writes the first batch of a
+transaction whose coordinator is another broker, it asks that coordinator whether the
+transaction holds the partition (AddPartitionsToTxn v5, verify only, over the
+inter-broker listener: Kafka's AddPartitionsToTxnManager), or, for a transaction
+version 2 client, has it add the partition (not verify only); a group coordinator does
+the same for a TxnOffsetCommit v5's offsets partition. A batch the coordinator
 does not vouch for would open a transaction no marker ever ends (a hanging transaction,
 holding read_committed consumers at its first offset forever).
 
@@ -39,10 +41,11 @@ class TxnVerifier:
         self.node = node
         self._peers = PeerConnections(node, "txn-verification", VERIFY_VERSIONS)
 
-    async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                     partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+    async def ask(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                  partitions: Sequence[TopicPartition], *, add: bool
+                  ) -> dict[TopicPartition, int]:
         """The coordinator's code for each partition: NONE if the producer's open
-        transaction holds it."""
+        transaction holds it (or, ``add``, now does: transaction version 2)."""
         txns = self.node.broker.transactions
         leader = None if txns is None else self.node.metadata.leader(
             TRANSACTION_STATE_TOPIC, txns.partition_for(transactional_id))
@@ -56,7 +59,7 @@ class TxnVerifier:
             conn = await self._peers.get(coordinator)
             answer = await conn.request(ADD_PARTITIONS_TO_TXN, {"transactions": [{
                 "transactional_id": transactional_id, "producer_id": producer_id,
-                "producer_epoch": producer_epoch, "verify_only": True,
+                "producer_epoch": producer_epoch, "verify_only": not add,
                 "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}]})
         except KafkaClientError as exc:
             log.info("verifying %r with broker %d: %s", transactional_id, coordinator, exc)

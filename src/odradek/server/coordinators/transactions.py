@@ -59,6 +59,8 @@ from odradek.coordinator.transaction_log import (
 )
 from odradek.coordinator.transaction_log import partition_for as txn_partition_for
 from odradek.coordinator.transactions import (
+    TV_2,
+    TopicPartition,
     TransactionCoordinator,
     TxnEffects,
     TxnMarkers,
@@ -380,6 +382,31 @@ class TxnRuntime(CoordinatorRuntime):
     def coordinated_here(self, transactional_id: str) -> bool:
         """Whether this broker coordinates (and has loaded) the transactional id."""
         return self.partition_for(transactional_id) in self.coordinators
+
+    async def check_transaction(self, transactional_id: str, producer_id: int,
+                                producer_epoch: int, partitions: list[TopicPartition], *,
+                                add: bool) -> dict[TopicPartition, int]:
+        """KIP-890, asked by a partition leader or group coordinator here of the
+        transaction's coordinator, here or on another broker: does the producer's open
+        transaction hold these partitions (``add`` False: verification, transaction
+        version 1), or add them to it (``add``: transaction version 2, whose clients
+        leave that to the brokers they write to). The coordinator's code for each."""
+        if not self.coordinated_here(transactional_id):
+            return await self.broker.topology.ask_transaction_coordinator(
+                transactional_id, producer_id, producer_epoch, partitions, add=add)
+        if not add:
+            coordinator = self.coordinators[self.partition_for(transactional_id)]
+            return coordinator.verify_partitions(transactional_id, producer_id,
+                                                 producer_epoch, partitions)
+        try:
+            result = await self.call(
+                transactional_id, lambda coordinator, token, now: coordinator.add_partitions(
+                    transactional_id, producer_id, producer_epoch, partitions, token=token,
+                    now_ms=now, client_version=TV_2))
+            code = result.error_code
+        except CoordinatorUnavailable as exc:
+            code = exc.error_code
+        return dict.fromkeys(partitions, code)
 
     def check_produce(self, transactional_id: str, producer_id: int, producer_epoch: int,
                       topic: str, partition: int) -> tuple[int, str] | None:

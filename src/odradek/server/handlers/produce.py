@@ -78,7 +78,7 @@ _ERROR_TEXT = {
 
 
 def _not_in_transaction(broker: Broker, transactional_id: str | None, part: Partition,
-                        records: bytes | memoryview, remote: _RemoteVerification | None
+                        records: bytes | memoryview, remote: _TxnCheck | None
                         ) -> tuple[int, str] | None:
     """(error code, message) if a transactional batch may not be written here: its
     transaction must be open with this partition added (KIP-890's verification: answered
@@ -103,15 +103,18 @@ def _not_in_transaction(broker: Broker, transactional_id: str | None, part: Part
                               topic, partition)
 
 
-class _RemoteVerification:
-    """KIP-890 verification of a request's transactional batches with their coordinator
-    on another broker (``Topology.verify_transaction``): what must be asked, the
+class _TxnCheck:
+    """What a request's transactional batches need from their coordinator before they
+    are written, asked asynchronously (``TxnRuntime.check_transaction``): verification
+    when the coordinator is another broker's, or (Produce v12+, transaction version 2)
+    the partitions added to the transaction wherever it is coordinated; the
     coordinator's answers once awaited, and each partition's guard."""
 
-    __slots__ = ("answers", "guards", "transactional_id", "wanted")
+    __slots__ = ("adding", "answers", "guards", "transactional_id", "wanted")
 
-    def __init__(self, transactional_id: str) -> None:
+    def __init__(self, transactional_id: str, adding: bool) -> None:
         self.transactional_id = transactional_id
+        self.adding = adding
         # (producer id, epoch) -> partitions to verify, each with its guard
         self.wanted: dict[tuple[int, int], list[tuple[Partition, object]]] = {}
         self.answers: dict[tuple[TopicPartition, int], int] = {}
@@ -123,9 +126,12 @@ class _RemoteVerification:
         self.guards[(part.tp, producer_id)] = guard
 
     async def ask(self, broker: Broker) -> None:
+        txns = broker.transactions
+        assert txns is not None
         for (producer_id, epoch), parts in self.wanted.items():
-            codes = await broker.topology.verify_transaction(
-                self.transactional_id, producer_id, epoch, [p.tp for p, _ in parts])
+            codes = await txns.check_transaction(
+                self.transactional_id, producer_id, epoch, [p.tp for p, _ in parts],
+                add=self.adding)
             for part, _ in parts:
                 self.answers[(part.tp, producer_id)] = codes[part.tp]
 
@@ -147,18 +153,20 @@ class _RemoteVerification:
         return refused
 
 
-def _remote_verification(broker: Broker, body: ProduceRequestBody, leaders: Any
-                         ) -> _RemoteVerification | None:
-    """What a transactional request must verify with a coordinator on another broker
-    before its batches are written (None: nothing). A partition where the producer's
-    transaction is open already needs nothing (Kafka verifies a transaction's first
-    batch on each partition)."""
+def _txn_check(broker: Broker, body: ProduceRequestBody, leaders: Any, version: int
+               ) -> _TxnCheck | None:
+    """What a transactional request must ask its coordinator before its batches are
+    written (None: nothing, or the local coordinator's answer now, ``check_produce``).
+    A partition where the producer's transaction is open already needs nothing (Kafka
+    asks for a transaction's first batch on each partition)."""
     transactional_id = body.transactional_id
     txns = broker.transactions
-    if (transactional_id is None or txns is None or not txns.verify_partitions
-            or txns.coordinated_here(transactional_id)):
+    if transactional_id is None or txns is None:
         return None
-    remote = _RemoteVerification(transactional_id)
+    add = version >= ADDS_TO_TRANSACTION_FROM
+    if not add and (not txns.verify_partitions or txns.coordinated_here(transactional_id)):
+        return None
+    remote = _TxnCheck(transactional_id, add)
     for topic_data in body.topic_data:
         for index, records in topic_data.partition_data:
             part = leaders.get((topic_data.name, index))
@@ -267,7 +275,7 @@ async def _after_fsyncs(broker: Broker, steps: _Steps, wait: _Wait) -> bytes | N
         outcome: Exception | list[int] | None = None
         if isinstance(wait, DelayedProduce):
             outcome = await wait
-        elif isinstance(wait, _RemoteVerification):
+        elif isinstance(wait, _TxnCheck):
             await wait.ask(broker)
         else:
             try:
@@ -285,7 +293,7 @@ async def _after_fsyncs(broker: Broker, steps: _Steps, wait: _Wait) -> bytes | N
 # must be on disk before the answer (flush.messages), and is sent back None or the
 # exception the fsync raised; then, in a cluster with acks=-1, the request's
 # DelayedProduce, and is sent back its codes.
-_Wait: TypeAlias = "tuple[Log, int] | DelayedProduce | _RemoteVerification"
+_Wait: TypeAlias = "tuple[Log, int] | DelayedProduce | _TxnCheck"
 _Steps: TypeAlias = Generator[_Wait, "Exception | list[int] | None", bytes | None]
 
 
@@ -334,8 +342,9 @@ def _produce(broker: Broker, request: Request) -> _Steps:
     throttle_ms = (throttle(request, quotas.produce(request, request.size))
                    if quotas is not None and quotas.active else 0)
     stats = broker.stats
-    # A cluster's transactional request whose coordinator is elsewhere: asked first.
-    remote = _remote_verification(broker, body, leaders) if not bad_acks else None
+    # A transactional request whose coordinator must be asked (elsewhere, or to add
+    # partitions for a transaction version 2 client): asked first.
+    remote = _txn_check(broker, body, leaders, version) if not bad_acks else None
     if remote is not None:
         yield remote
     for topic_data in body.topic_data:
@@ -436,6 +445,9 @@ def _produce(broker: Broker, request: Request) -> _Steps:
 # tests/server/test_produce_fetch.py checks it byte for byte against kio's encoder.
 
 _HINTS_FROM = 10  # KIP-951: CurrentLeader (a partition's tag 0), NodeEndpoints (tag 0)
+# KIP-890 part 2: a transaction version 2 client's Produce adds its partitions to the
+# transaction (the broker asks the coordinator) instead of AddPartitionsToTxn first.
+ADDS_TO_TRANSACTION_FROM = 12
 _CURRENT_LEADER_TAG = 0
 
 _I16 = struct.Struct(">h")

@@ -177,10 +177,12 @@ async def _add_or_verify(broker: Broker, request: Request, transactional_id: str
             verified = coordinator.verify_partitions(transactional_id, producer_id,
                                                      producer_epoch, wanted)
             return {tp: _error(code, request) for tp, code in verified.items()}
+        # A broker's add (v4+) is for a transaction version 2 client.
+        client_version = tx.TV_1 if from_client else tx.TV_2
         result: tx.TxnResult = await rt.call(
             transactional_id, lambda coordinator, token, now: coordinator.add_partitions(
                 transactional_id, producer_id, producer_epoch, wanted, token=token,
-                now_ms=now))
+                now_ms=now, client_version=client_version))
         code = result.error_code
     except CoordinatorUnavailable as exc:
         code = exc.error_code
@@ -226,41 +228,61 @@ async def add_offsets_to_txn(broker: Broker, request: Request) -> bytes:
             token=token, now_ms=now))
 
 
+END_TXN_BUMPS_FROM = 5  # EndTxn v5: transaction version 2, an epoch bump per end
+
+
 async def end_txn(broker: Broker, request: Request) -> bytes:
     body = request.body
     if not _may_write(broker, request, body.transactional_id):
         return respond(request, {"throttle_time": 0,
                                  "error_code": ErrorCode.transactional_id_authorization_failed})
-    return await _error_only(
-        broker, request, body.transactional_id,
-        lambda coordinator, token, now: coordinator.end_txn(
-            body.transactional_id, body.producer_id, body.producer_epoch, body.committed,
-            token=token, now_ms=now))
+    client_version = tx.TV_2 if request.api_version >= END_TXN_BUMPS_FROM else tx.TV_1
+    try:
+        result: tx.TxnResult = await runtime(broker).call(
+            body.transactional_id, lambda coordinator, token, now: coordinator.end_txn(
+                body.transactional_id, body.producer_id, body.producer_epoch,
+                body.committed, token=token, now_ms=now, client_version=client_version))
+    except CoordinatorUnavailable as exc:
+        result = tx.TxnResult(exc.error_code)
+    # v5: the producer id and epoch to go on with (-1 with an error).
+    return respond(request, {"throttle_time": 0,
+                             "error_code": _error(result.error_code, request),
+                             "producer_id": result.producer_id,
+                             "producer_epoch": result.producer_epoch})
 
 
 # --- TxnOffsetCommit -----------------------------------------------------------------------
 
 
-def _txn_offsets_error(broker: Broker, body: Any) -> int | None:
+TXN_OFFSETS_ADD_FROM = 5  # TxnOffsetCommit v5: transaction version 2 (no AddOffsetsToTxn)
+# A transaction coordinator's answer as a TxnOffsetCommit's (what its clients handle).
+_TXN_OFFSETS_ERRORS: dict[int, int] = {
+    ErrorCode.producer_fenced: ErrorCode.invalid_producer_epoch,
+    ErrorCode.network_exception: ErrorCode.coordinator_not_available}
+
+
+async def _txn_offsets_error(broker: Broker, request: Request) -> int | None:
     """What the transaction coordinator says of this producer writing offsets of this
     group: its transaction must be open under this producer id and epoch and hold the
-    group's ``__consumer_offsets`` partition (AddOffsetsToTxn came first). Asked only when
-    the transactional id is coordinated here (always, on a single node): in a cluster its
-    coordinator may be another broker, and Kafka's group coordinator does not consult
-    the transaction coordinator either — the producer id and epoch are checked by the
-    append to ``__consumer_offsets`` (the log's producer state), and a TxnOffsetCommit
-    outside the transaction is ended by the transaction's markers like any other."""
+    group's ``__consumer_offsets`` partition (AddOffsetsToTxn came first), or from v5
+    (transaction version 2) the partition is added to it now. The coordinator here
+    answers at once; one on another broker is asked (AddPartitionsToTxn v5)."""
+    body = request.body
     rt = runtime(broker)
-    coordinator = rt.coordinators.get(rt.partition_for(body.transactional_id))
-    if coordinator is None:
-        return None
+    partition = (OFFSETS_TOPIC, group_runtime(broker).partition_for(body.group_id))
+    adding = request.api_version >= TXN_OFFSETS_ADD_FROM
+    if adding or not rt.coordinated_here(body.transactional_id):
+        codes = await rt.check_transaction(body.transactional_id, body.producer_id,
+                                           body.producer_epoch, [partition], add=adding)
+        code = codes[partition]
+        return _TXN_OFFSETS_ERRORS.get(code, code) if code else None
+    coordinator = rt.coordinators[rt.partition_for(body.transactional_id)]
     txn = coordinator.transactions.get(body.transactional_id)
     if txn is None or txn.producer_id != body.producer_id:
         return ErrorCode.invalid_producer_id_mapping
     if txn.producer_epoch != body.producer_epoch:
         # What Kafka's append to __consumer_offsets answers a stale epoch.
         return ErrorCode.invalid_producer_epoch
-    partition = (OFFSETS_TOPIC, group_runtime(broker).partition_for(body.group_id))
     if txn.state != tx.TxnState.ONGOING or partition not in txn.partitions:
         return ErrorCode.transaction_abortable  # before v4: INVALID_TXN_STATE (_error)
     return None
@@ -282,7 +304,7 @@ async def txn_offset_commit(broker: Broker, request: Request) -> bytes:
                if not allowed(broker, request, Operation.READ, ResourceType.TOPIC, t.name)}
     offsets, unknown = offsets_to_commit(broker, body.topics, refused)
     try:
-        error = _txn_offsets_error(broker, body)
+        error = await _txn_offsets_error(broker, request)
         if error is not None:
             answered = [r.PartitionResult(p.topic, p.partition, _error(error, request))
                         for p in offsets]
@@ -420,8 +442,8 @@ async def describe_producers(broker: Broker, request: Request) -> bytes:
 
 ADD_PARTITIONS_TO_TXN = Api(24, "AddPartitionsToTxn", 0, 5, add_partitions_to_txn)
 ADD_OFFSETS_TO_TXN = Api(25, "AddOffsetsToTxn", 0, 4, add_offsets_to_txn)
-END_TXN = Api(26, "EndTxn", 0, 4, end_txn)
-TXN_OFFSET_COMMIT = Api(28, "TxnOffsetCommit", 0, 4, txn_offset_commit)
+END_TXN = Api(26, "EndTxn", 0, 5, end_txn)
+TXN_OFFSET_COMMIT = Api(28, "TxnOffsetCommit", 0, 5, txn_offset_commit)
 DESCRIBE_TRANSACTIONS = Api(65, "DescribeTransactions", 0, 0, describe_transactions)
 LIST_TRANSACTIONS = Api(66, "ListTransactions", 0, 2, list_transactions)
 DESCRIBE_PRODUCERS = Api(61, "DescribeProducers", 0, 0, describe_producers)

@@ -7,8 +7,10 @@ so that once the coordinator records the transaction complete, every in-sync rep
 has its markers. A marker to ``__consumer_offsets`` also settles the transaction's
 offset commits in this broker's group coordinator. Only brokers send this request, and
 only in a cluster: a single node writes its markers itself and refuses it (the
-topology's ``append_txn_markers``, server/topology.py). Version 1 only: Kafka 4 removed
-v0.
+topology's ``append_txn_markers``, server/topology.py). Versions 1-2 (Kafka 4 removed
+v0); v2's transaction version of each marker (KIP-890) is read and not needed: a
+partition takes a marker at its producer's epoch or a later one (transaction version
+2's bumped epoch), and this broker's own markers go out as v1.
 """
 
 from __future__ import annotations
@@ -52,4 +54,4 @@ async def handle(broker: Broker, request: Request) -> bytes:
     return respond(request, {"markers": markers})
 
 
-API = Api(27, "WriteTxnMarkers", 1, 1, handle)
+API = Api(27, "WriteTxnMarkers", 1, 2, handle)
