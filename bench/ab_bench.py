@@ -67,6 +67,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -74,6 +75,7 @@ from typing import Any
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from _common import machine_info, machine_line, note, proc_cpu_s
+from odradek.client.codec import decode_response
 from odradek.devcluster import BrokerProcess as DevBroker
 from odradek.devcluster import ClusterError, free_port, stop_process
 from scale_bench import (
@@ -151,7 +153,7 @@ def serve(src: Path, data_dir: str, partitions: int = 1,
 
 def run_load(load: str, bootstrap: str, records: int, producers: int, lines: str,
              pid: int, raw_batch: int = 100, raw_partitions: int = 100,
-             gap_ms: float = 40.0) -> float:
+             gap_ms: float = 40.0, fetch_version: int = 12) -> float:
     """Broker CPU seconds spent on the timed part of ``load``."""
     kcat = ["kcat", "-b", bootstrap, "-t", TOPIC, "-p", "0"]
     if load in ("kcat-consume", "consume"):  # needs the records first, untimed
@@ -161,7 +163,7 @@ def run_load(load: str, bootstrap: str, records: int, producers: int, lines: str
     if load == "consume":
         subprocess.run([sys.executable, "-c", CONSUMER, bootstrap, "1"], check=True)
     if load == "spaced-fetch":
-        return spaced_fetch(bootstrap, records, pid, gap_ms)
+        return spaced_fetch(bootstrap, records, pid, gap_ms, fetch_version)
     cpu0 = proc_cpu_s(pid)
     if load == "produce":
         procs = [subprocess.Popen([sys.executable, "-c", PRODUCER, bootstrap,
@@ -196,12 +198,18 @@ while time.monotonic() < end:
 """
 
 
-def spaced_fetch(bootstrap: str, records: int, pid: int, gap_ms: float) -> float:
+def spaced_fetch(bootstrap: str, records: int, pid: int, gap_ms: float,
+                 fetch_version: int = 12) -> float:
     """The spaced-fetch load: broker CPU seconds of its timed fetches."""
     port = int(bootstrap.rsplit(":", 1)[1])
     batches = max(1, records // SPACED_BATCH)
     produce_raw(port, [(TOPIC, 0)], batches * SPACED_BATCH, b"x" * 100, SPACED_BATCH, 1)
-    frames = [fetch_frame(i, i * SPACED_BATCH) for i in range(batches)]
+    topic_id = None
+    if fetch_version >= 13:
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+            topic_id = topic_id_of(sock)
+    frames = [fetch_frame(i, i * SPACED_BATCH, fetch_version, topic_id)
+              for i in range(batches)]
     hog = subprocess.Popen([sys.executable, "-c", HOG,
                             str(batches * (gap_ms / 1000 + 0.01) + 30)])
     try:
@@ -218,15 +226,31 @@ def spaced_fetch(bootstrap: str, records: int, pid: int, gap_ms: float) -> float
         hog.wait()
 
 
-def fetch_frame(correlation_id: int, offset: int) -> bytes:
-    """A raw Fetch v12 of partition 0 from ``offset``, as librdkafka asks (read_committed,
-    1 MiB per partition)."""
-    return encode_request(1, 12, correlation_id, {
-        "replica_id": -1, "max_wait": 500, "min_bytes": 1, "max_bytes": 50 << 20,
+def fetch_frame(correlation_id: int, offset: int, version: int = 12,
+                topic_id: uuid.UUID | None = None) -> bytes:
+    """A raw Fetch of partition 0 from ``offset``, as librdkafka asks (read_committed,
+    1 MiB per partition): v12 by name, or v13+ by ``topic_id`` (librdkafka 2.16 sends
+    v16)."""
+    topic: dict[str, Any] = ({"topic": TOPIC} if version < 13 else {"topic_id": topic_id})
+    body: dict[str, Any] = {
+        "max_wait": 500, "min_bytes": 1, "max_bytes": 50 << 20,
         "isolation_level": 1, "session_id": 0, "session_epoch": -1,
-        "topics": [{"topic": TOPIC, "partitions": [{
+        "topics": [{**topic, "partitions": [{
             "partition": 0, "fetch_offset": offset, "partition_max_bytes": 1 << 20,
-            "log_start_offset": -1, "current_leader_epoch": -1}]}]})
+            "log_start_offset": -1, "current_leader_epoch": -1}]}]}
+    if version < 15:
+        body["replica_id"] = -1
+    return encode_request(1, version, correlation_id, body)
+
+
+def topic_id_of(sock: socket.socket) -> uuid.UUID:
+    """The load topic's id, asked on ``sock`` (Metadata v12)."""
+    sock.sendall(encode_request(3, 12, 0, {"topics": [{"name": TOPIC, "topic_id": None}],
+                                          "allow_auto_topic_creation": False,
+                                          "include_topic_authorized_operations": False}))
+    (size,) = struct.unpack(">i", recv_exactly(sock, 4))
+    answer = decode_response(recv_exactly(sock, size), 3, 12, 0, "the broker")
+    return answer.topics[0].topic_id
 
 
 def fetch_one(sock: socket.socket, frame: bytes) -> None:
@@ -263,15 +287,20 @@ def produce_requests(records: int, raw_batch: int, raw_partitions: int
                               b"x" * 100, raw_batch, 10, same_batches=True)
 
 
-def write_for_fetches(records: int, socks: Mapping[str, socket.socket]) -> list[bytes]:
-    """spaced-fetch's fetches, one per batch, after writing the batches to every side
-    (not measured)."""
+def write_for_fetches(records: int, socks: Mapping[str, socket.socket], version: int = 12
+                      ) -> dict[str, list[bytes]]:
+    """spaced-fetch's fetches of each side, one per batch, after writing the batches to
+    every side (not measured); by topic id from v13 (each side's topic has its own)."""
     batches = max(1, records // SPACED_BATCH)
     frames, requests = raw_produce_frames([(TOPIC, 0)], batches * SPACED_BATCH, b"x" * 100,
                                           SPACED_BATCH, 1)
-    for sock in socks.values():
+    fetches = {}
+    for side, sock in socks.items():
         send_raw_produce(sock, frames, 0, requests)
-    return [fetch_frame(i, i * SPACED_BATCH) for i in range(batches)]
+        topic_id = topic_id_of(sock) if version >= 13 else None
+        fetches[side] = [fetch_frame(i, i * SPACED_BATCH, version, topic_id)
+                         for i in range(batches)]
+    return fetches
 
 
 COUNTED_LOADS = ("raw-produce", "spaced-fetch")
@@ -289,8 +318,8 @@ QUIET_DUTIES = tuple(arg for setting in (
 
 def count_instructions(load: str, sides: Mapping[str, tuple[Path, Sequence[str]]],
                        records: int, tmp_root: str, raw_batch: int = 100,
-                       raw_partitions: int = 100, keep_dumps: str | None = None
-                       ) -> dict[str, dict[str, Any]]:
+                       raw_partitions: int = 100, keep_dumps: str | None = None,
+                       fetch_version: int = 12) -> dict[str, dict[str, Any]]:
     """Instructions per request of ``load`` (``raw-produce`` or ``spaced-fetch``) on each
     of ``sides`` (name -> (source tree, more ``odradek serve`` options)): all their
     brokers start at once under valgrind's callgrind, instrumentation off; then, side
@@ -328,11 +357,11 @@ def count_instructions(load: str, sides: Mapping[str, tuple[Path, Sequence[str]]
             raise RuntimeError("a broker did not start under valgrind")
         socks = connect(cleanup, procs, 600)
         if load == "spaced-fetch":
-            fetches = write_for_fetches(records, socks)
-            requests = len(fetches)
+            fetches = write_for_fetches(records, socks, fetch_version)
+            requests = len(next(iter(fetches.values())))
 
             def run(side: str) -> None:
-                for frame in fetches:
+                for frame in fetches[side]:
                     fetch_one(socks[side], frame)
         else:
             frames, requests = produce_requests(records, raw_batch, raw_partitions)
@@ -381,6 +410,8 @@ def add_load_options(ap: argparse.ArgumentParser) -> None:
                     help="partitions of the raw-produce load's topic (100)")
     ap.add_argument("--gap-ms", type=float, default=40.0,
                     help="pause between the spaced-fetch load's fetches (40)")
+    ap.add_argument("--fetch-version", type=int, default=12,
+                    help="the spaced-fetch load's Fetch version (12; 13+ by topic id)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -428,7 +459,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 note(f"round {i + 1}/{args.rounds}: {' then '.join(order)} under callgrind")
                 counts = count_instructions(
                     args.load, {side: (sides[side], ()) for side in order}, args.records,
-                    tmp, args.raw_batch, args.raw_partitions, args.keep_dumps)
+                    tmp, args.raw_batch, args.raw_partitions, args.keep_dumps,
+                    args.fetch_version)
                 for side in sides:
                     figure[side].append(counts[side]["instructions_per_request"])
                     note(f"round {i + 1} {side}: {figure[side][-1]:,.0f} instructions per "
@@ -439,7 +471,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 proc, bootstrap = serve(sides[side], data_dir, partitions)
                 try:
                     cpu = run_load(args.load, bootstrap, args.records, args.producers, lines,
-                                   proc.pid, args.raw_batch, args.raw_partitions, args.gap_ms)
+                                   proc.pid, args.raw_batch, args.raw_partitions, args.gap_ms,
+                                   args.fetch_version)
                 finally:
                     stop_process(proc, 60)
                 figure[side].append(cpu / (args.records / 1e6))

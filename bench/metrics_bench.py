@@ -163,15 +163,16 @@ def _paired_produce(args: argparse.Namespace, socks: dict[str, socket.socket],
 
 def _paired_fetch(args: argparse.Namespace, socks: dict[str, socket.socket],
                   pids: dict[str, int]) -> dict[str, float]:
-    fetches = ab_bench.write_for_fetches(args.records, socks)
+    fetches = ab_bench.write_for_fetches(args.records, socks, args.fetch_version)
+    count = len(fetches["off"])
     hog = subprocess.Popen([sys.executable, "-c", ab_bench.HOG,
-                            str(len(fetches) * (args.gap_ms / 1000 + 0.02) + 30)])
+                            str(count * (args.gap_ms / 1000 + 0.02) + 30)])
     try:
         time.sleep(0.5)  # the hog's start is not the brokers' cost
         cpu0 = {side: proc_cpu_s(pid) for side, pid in pids.items()}
-        for k, frame in enumerate(fetches):
+        for k in range(count):
             for side in (("off", "on") if k % 2 == 0 else ("on", "off")):
-                ab_bench.fetch_one(socks[side], frame)
+                ab_bench.fetch_one(socks[side], fetches[side][k])
             time.sleep(args.gap_ms / 1000)
         return {side: proc_cpu_s(pid) - cpu0[side] for side, pid in pids.items()}
     finally:

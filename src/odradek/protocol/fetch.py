@@ -22,7 +22,7 @@ import struct
 import uuid
 from typing import NamedTuple
 
-from odradek.protocol.reader import DecodeError, Reader, read_header
+from odradek.protocol.reader import DecodeError, Reader, read_header, uuid_field
 
 _LIMITS = struct.Struct(">iiii")  # replica id, max wait ms, min bytes, max bytes
 _LIMITS_V15 = struct.Struct(">iii")  # max wait ms, min bytes, max bytes (v15+)
@@ -71,11 +71,6 @@ class ForgottenTopic(NamedTuple):
 class ReplicaState(NamedTuple):
     replica_id: int
     replica_epoch: int
-
-
-def _topic_id(raw: bytes | bytearray | memoryview) -> uuid.UUID | None:
-    value = uuid.UUID(bytes=bytes(raw))
-    return None if value.int == 0 else value
 
 
 def _v4(f: tuple[int, ...]) -> FetchPartition:
@@ -199,7 +194,7 @@ def _decode_common(frame: bytes | bytearray | memoryview,
         if by_id:
             if pos + 16 > end:
                 return None
-            topic_id = _topic_id(frame[pos : pos + 16])
+            topic_id = uuid_field(frame[pos : pos + 16])
             name = ""
             pos += 16
         else:
@@ -287,7 +282,7 @@ def _decode_careful(frame: bytes | bytearray | memoryview,
     least = 17 if by_id else 3 if flexible else 6  # the smallest topic entry
     topics = []
     for _ in range(r.count(flexible, least)):
-        topic_id = _topic_id(r.view(16)) if by_id else None
+        topic_id = uuid_field(r.view(16)) if by_id else None
         name = "" if by_id else r.string_field(flexible, nullable=False)
         partitions = []
         for _ in range(r.count(flexible, size)):
@@ -305,7 +300,7 @@ def _decode_careful(frame: bytes | bytearray | memoryview,
     forgotten = []
     if version >= 7:
         for _ in range(r.count(flexible, least)):
-            topic_id = _topic_id(r.view(16)) if by_id else None
+            topic_id = uuid_field(r.view(16)) if by_id else None
             name = "" if by_id else r.string_field(flexible, nullable=False)
             ids = [r.int32() for _ in range(r.count(flexible, 4))]
             if flexible:
@@ -338,7 +333,7 @@ def _partition_tags(r: Reader, p: FetchPartition, tags: dict[int, memoryview],
     if directory is not None:
         if len(directory) != 16:
             raise r.error(f"a replica directory id of {len(directory)} bytes")
-        p = p._replace(replica_directory_id=_topic_id(directory))
+        p = p._replace(replica_directory_id=uuid_field(directory))
     watermark = tags.get(1) if version >= 18 else None
     if watermark is not None:
         if len(watermark) != 8:

@@ -21,10 +21,9 @@ import struct
 import uuid
 from typing import NamedTuple
 
-from odradek.protocol.reader import DecodeError, read_header
+from odradek.protocol.reader import DecodeError, read_header, uuid_field
 
 _ACKS_TIMEOUT = struct.Struct(">hi")
-_ZERO_ID = bytes(16)
 
 MIN_VERSION = 3  # record batches (message format v2)
 MAX_VERSION = 13
@@ -69,8 +68,7 @@ def decode_produce(frame: bytes | bytearray | memoryview,
     # an index and a records length (and tagged fields).
     for _ in range(r.count(flexible, 18 if by_id else 3 if flexible else 6)):
         if by_id:
-            raw = r.view(16)
-            topic_id = None if raw == _ZERO_ID else uuid.UUID(bytes=bytes(raw))
+            topic_id = uuid_field(r.view(16))
             name = ""
         else:
             topic_id = None
