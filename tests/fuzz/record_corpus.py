@@ -184,15 +184,26 @@ def sasl_clients(bootstrap: str) -> None:
 BY_HAND: dict[int, dict] = {
     23: {"replica_id": -1, "topics": [{"topic": "fz", "partitions": [
         {"partition": 0, "current_leader_epoch": 0, "leader_epoch": 0}]}]},
+    # AddPartitionsToTxn: v0-3 a client's (also sent by clients above), v4-5 a broker's
+    # batch (verify only); each version takes the fields it has.
+    24: {"v3_and_below_transactional_id": "fz-txn", "v3_and_below_producer_id": 1000,
+         "v3_and_below_producer_epoch": 0,
+         "v3_and_below_topics": [{"name": "fz", "partitions": [0]}],
+         "transactions": [{"transactional_id": "fz-txn", "producer_id": 1000,
+                           "producer_epoch": 0, "verify_only": True,
+                           "topics": [{"name": "fz", "partitions": [0]}]}]},
     27: {"markers": [{"producer_id": 1000, "producer_epoch": 0, "transaction_result": True,
                       "topics": [{"name": "fz", "partition_indexes": [0]}],
-                      "coordinator_epoch": 0}]},
+                      "coordinator_epoch": 0, "transaction_version": 1}]},
     35: {"topics": [{"topic": "fz", "partitions": [0, 1]}]},
     45: {"timeout": 1000, "topics": [{"name": "fz", "partitions": [
         {"partition_index": 0, "replicas": [1]}, {"partition_index": 1, "replicas": None}]}]},
     46: {"timeout": 1000, "topics": [{"name": "fz", "partition_indexes": [0]}]},
     47: {"group_id": "fz-classic", "topics": [{"name": "fz", "partitions": [
         {"partition_index": 0}]}]},
+    57: {"timeout": 1000, "validate_only": True, "feature_updates": [
+        {"feature": "transaction.version", "max_version_level": 2, "upgrade_type": 1,
+         "allow_downgrade": False}]},
     60: {"include_cluster_authorized_operations": True},
     61: {"topics": [{"name": "fz", "partition_indexes": [0, 1]}]},
     65: {"transactional_ids": ["fz-txn", "nobody"]},

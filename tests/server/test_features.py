@@ -56,6 +56,13 @@ def test_update_features_changes_transaction_version_and_it_outlives_a_restart(
             ("transaction.version", 0)]
         _, finalized, later = features(c.request(18, 4, HELLO))
         assert finalized == {"transaction.version": 1} and later > epoch
+        # v0 says a downgrade is allowed with a boolean.
+        v0 = {"timeout": 10_000, "feature_updates": [
+            {"feature": "transaction.version", "max_version_level": 1,
+             "allow_downgrade": False}]}
+        assert c.request(57, 0, v0).error_code == 0  # the level it has: no change
+        v0["feature_updates"][0]["max_version_level"] = 0
+        assert c.request(57, 0, v0).error_code == ErrorCode.invalid_update_version
         # Level 0 takes the feature off the finalized list.
         assert c.request(57, 2, update(0, upgrade_type=2)).error_code == 0
         assert features(c.request(18, 4, HELLO))[1] == {}

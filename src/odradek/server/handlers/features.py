@@ -56,7 +56,7 @@ async def handle(broker: Broker, request: Request) -> bytes:
             refusal = (code, message)
     if refusal[0]:
         return answer(*refusal, [])  # all or none: nothing is changed
-    if not body.validate_only and changes:
+    if not getattr(body, "validate_only", False) and changes:  # v1+
         try:
             await broker.topology.set_features(updated(current, changes))
         except TopicError as exc:
