@@ -130,7 +130,10 @@ def test_a_fetch_session_is_kept_and_trimmed_by_topic_id() -> None:
         assert session is not None and set(session.partitions) == {("s-1", 0)}
 
 
-async def _not_led_here(cluster: MemoryCluster) -> None:
+async def led_elsewhere(cluster: MemoryCluster
+                        ) -> tuple[int, uuid.UUID, AsyncBrokerConnection]:
+    """A topic "led-elsewhere" of one replica: its leader, its id, and a connection to a
+    broker that does not lead it."""
     await cluster.create_topic("led-elsewhere", replication_factor=1)
     leader = cluster.leader("led-elsewhere", 0)
     other = next(n for n in cluster.brokers if n != leader)
@@ -138,8 +141,13 @@ async def _not_led_here(cluster: MemoryCluster) -> None:
     assert topic is not None
     host, port = cluster.address(other)
     conn = await AsyncBrokerConnection.open(host, port, client_id="test", timeout_s=30)
+    return leader, topic.topic_id, conn
+
+
+async def _not_led_here(cluster: MemoryCluster) -> None:
+    leader, topic_id, conn = await led_elsewhere(cluster)
     try:
-        body = fetch_body(topic.topic_id)
+        body = fetch_body(topic_id)
         answer = await conn.request(FETCH, body, version=16)
         before = await conn.request(FETCH, body, version=15)
     finally:

@@ -15,13 +15,12 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
-from odradek.client.aio import AsyncBrokerConnection
 from odradek.client.codec import PRODUCE
 from odradek.client.wire import WireClient
 from odradek.records.builder import build_simple
 from odradek.testing import running_broker
 from tests.server.memory_cluster import MemoryCluster, with_cluster
-from tests.server.test_fetch_topic_ids import create, fetch_body, values
+from tests.server.test_fetch_topic_ids import create, fetch_body, led_elsewhere, values
 
 
 def produce_body(topic: str | uuid.UUID | None, version: int, *vals: bytes) -> dict[str, Any]:
@@ -80,16 +79,10 @@ def test_an_unknown_or_old_topic_id_is_unknown_topic_id_and_nothing_is_written()
 
 
 async def _not_led_here(cluster: MemoryCluster) -> None:
-    await cluster.create_topic("led-elsewhere", replication_factor=1)
-    leader = cluster.leader("led-elsewhere", 0)
-    other = next(n for n in cluster.brokers if n != leader)
-    topic = cluster.brokers[leader].topic("led-elsewhere")
-    assert topic is not None
-    host, port = cluster.address(other)
-    conn = await AsyncBrokerConnection.open(host, port, client_id="test", timeout_s=30)
+    leader, topic_id, conn = await led_elsewhere(cluster)
     try:
         answers = {v: await conn.request(PRODUCE, produce_body(
-            topic.topic_id if v >= 13 else "led-elsewhere", v, b"x"), version=v)
+            topic_id if v >= 13 else "led-elsewhere", v, b"x"), version=v)
             for v in (9, 10, 13)}
     finally:
         await conn.close()

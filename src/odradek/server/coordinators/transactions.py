@@ -394,15 +394,25 @@ class TxnRuntime(CoordinatorRuntime):
         if not self.coordinated_here(transactional_id):
             return await self.broker.topology.ask_transaction_coordinator(
                 transactional_id, producer_id, producer_epoch, partitions, add=add)
-        if not add:
-            coordinator = self.coordinators[self.partition_for(transactional_id)]
-            return coordinator.verify_partitions(transactional_id, producer_id,
-                                                 producer_epoch, partitions)
+        return await self.add_or_verify(transactional_id, producer_id, producer_epoch,
+                                        partitions, add=add)
+
+    async def add_or_verify(self, transactional_id: str, producer_id: int,
+                            producer_epoch: int, partitions: list[TopicPartition], *,
+                            add: bool, client_version: int = TV_2
+                            ) -> dict[TopicPartition, int]:
+        """The coordinator here: add the partitions to the producer's transaction (for a
+        client of ``client_version``), or (not ``add``) verify that it holds them; each
+        one's code (NOT_COORDINATOR and the like for all, if it is not here)."""
         try:
+            if not add:
+                coordinator: TransactionCoordinator = self.coordinator_for(transactional_id)
+                return coordinator.verify_partitions(transactional_id, producer_id,
+                                                     producer_epoch, partitions)
             result = await self.call(
                 transactional_id, lambda coordinator, token, now: coordinator.add_partitions(
                     transactional_id, producer_id, producer_epoch, partitions, token=token,
-                    now_ms=now, client_version=TV_2))
+                    now_ms=now, client_version=client_version))
             code = result.error_code
         except CoordinatorUnavailable as exc:
             code = exc.error_code

@@ -170,23 +170,15 @@ async def _add_or_verify(broker: Broker, request: Request, transactional_id: str
             errors[(name, p)] = ErrorCode.invalid_topic_exception
     if errors:
         return {tp: errors.get(tp, ErrorCode.operation_not_attempted) for tp in wanted}
-    rt = runtime(broker)
     try:
-        if verify_only:
-            coordinator: tx.TransactionCoordinator = rt.coordinator_for(transactional_id)
-            verified = coordinator.verify_partitions(transactional_id, producer_id,
-                                                     producer_epoch, wanted)
-            return {tp: _error(code, request) for tp, code in verified.items()}
-        # A broker's add (v4+) is for a transaction version 2 client.
-        client_version = tx.TV_1 if from_client else tx.TV_2
-        result: tx.TxnResult = await rt.call(
-            transactional_id, lambda coordinator, token, now: coordinator.add_partitions(
-                transactional_id, producer_id, producer_epoch, wanted, token=token,
-                now_ms=now, client_version=client_version))
-        code = result.error_code
+        rt = runtime(broker)
     except CoordinatorUnavailable as exc:
-        code = exc.error_code
-    return dict.fromkeys(wanted, _error(code, request))
+        return dict.fromkeys(wanted, exc.error_code)
+    # A broker's add (v4+) is for a transaction version 2 client.
+    codes = await rt.add_or_verify(transactional_id, producer_id, producer_epoch, wanted,
+                                   add=not verify_only,
+                                   client_version=tx.TV_1 if from_client else tx.TV_2)
+    return {tp: _error(code, request) for tp, code in codes.items()}
 
 
 def _by_topic(codes: dict[tuple[str, int], int]) -> list[dict[str, Any]]:
