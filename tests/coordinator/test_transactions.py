@@ -12,6 +12,7 @@ from kio.schema.errors import ErrorCode
 
 from odradek.coordinator import offsets_topic
 from odradek.coordinator import transaction_log as tl
+from odradek.coordinator.transaction_errors import error_for_version
 from odradek.coordinator.transactions import (
     InitProducerIdResult,
     TransactionCoordinator,
@@ -20,7 +21,6 @@ from odradek.coordinator.transactions import (
     TxnRecord,
     TxnResult,
     TxnState,
-    error_for_version,
 )
 
 TIMEOUT = 60_000

@@ -8,7 +8,7 @@ does not vouch for would open a transaction no marker ever ends (a hanging trans
 holding read_committed consumers at its first offset forever).
 
 The answers are the coordinator's codes; the produce handler maps them
-(``coordinator.transactions.produce_verification_error``): a coordinator that cannot be
+(``coordinator.transaction_errors.produce_verification_error``): a coordinator that cannot be
 reached or is moving is NOT_ENOUGH_REPLICAS, which producers retry.
 """
 

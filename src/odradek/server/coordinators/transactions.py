@@ -53,6 +53,7 @@ from kio.schema.errors import ErrorCode
 
 from odradek.coordinator import OFFSETS_TOPIC
 from odradek.coordinator import transaction_log as tl
+from odradek.coordinator.transaction_errors import produce_verification_error
 from odradek.coordinator.transaction_log import (
     TRANSACTION_STATE_TOPIC,
     TransactionLogFormatError,
@@ -65,7 +66,6 @@ from odradek.coordinator.transactions import (
     TxnEffects,
     TxnMarkers,
     TxnState,
-    produce_verification_error,
 )
 from odradek.server.coordinators.coordinator_runtime import (
     CoordinatorRuntime,
@@ -459,7 +459,7 @@ class TxnRuntime(CoordinatorRuntime):
                     f"the transaction of {transactional_id!r} is ending")
         if txn.state != TxnState.ONGOING or (topic, partition) not in txn.partitions:
             # Kafka's coordinator says TRANSACTION_ABORTABLE (KIP-890); Produce before
-            # v11 hears INVALID_TXN_STATE (coordinator/transactions.error_for_version).
+            # v11 hears INVALID_TXN_STATE (coordinator/transaction_errors.py).
             return ErrorCode.transaction_abortable, (
                 f"{topic}-{partition} was not added to the transaction of "
                 f"{transactional_id!r}")

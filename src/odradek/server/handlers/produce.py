@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from kio.schema.errors import ErrorCode
 
-from odradek.coordinator.transactions import error_for_version
+from odradek.coordinator.transaction_errors import error_for_version
 from odradek.protocol.codec import Request
 from odradek.protocol.framing import encode_uvarint
 from odradek.protocol.produce import TOPIC_IDS_FROM, ProduceRequestBody

@@ -48,6 +48,7 @@ from kio.schema.errors import ErrorCode
 from odradek.coordinator import results as r
 from odradek.coordinator import transactions as tx
 from odradek.coordinator.offsets_topic import OFFSETS_TOPIC
+from odradek.coordinator.transaction_errors import error_for_version
 from odradek.coordinator.transaction_log import TRANSACTION_STATE_TOPIC
 from odradek.protocol.codec import Request
 from odradek.protocol.messages import ms
@@ -81,7 +82,7 @@ def _may_write(broker: Broker, request: Request, transactional_id: str) -> bool:
 
 
 def _error(code: int, request: Request) -> int:
-    return tx.error_for_version(code, request.api_key, request.api_version)
+    return error_for_version(code, request.api_key, request.api_version)
 
 
 # --- InitProducerId (called from producer_id.py) ------------------------------------------
