@@ -51,11 +51,13 @@ class RunningBroker:
 @contextmanager
 def running_broker(data_dir: str | None = None, **settings: Any) -> Iterator[RunningBroker]:
     """Start a broker on 127.0.0.1 and a free port; stop it (cleanly) on exit."""
-    # A test broker starts and stops fast: __consumer_offsets and __transaction_state get
-    # a few partitions rather than Kafka's 50 (each is a log to create, open and close),
-    # unless a test asks.
+    # A test broker starts and stops fast: __consumer_offsets, __transaction_state and
+    # __share_group_state get a few partitions rather than Kafka's 50 (each is a log to
+    # create, open and close), unless a test asks.
     settings.setdefault("offsets.topic.num.partitions", TEST_OFFSETS_TOPIC_PARTITIONS)
     settings.setdefault("transaction.state.log.num.partitions",
+                        TEST_TRANSACTION_STATE_PARTITIONS)
+    settings.setdefault("share.coordinator.state.topic.num.partitions",
                         TEST_TRANSACTION_STATE_PARTITIONS)
     with tempfile.TemporaryDirectory(prefix="odradek-test-") as tmp:
         config = load_config(listen="127.0.0.1:0", data_dir=data_dir or tmp,

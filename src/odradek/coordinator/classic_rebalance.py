@@ -82,6 +82,7 @@ class ClassicRebalance:
     # default argument, is a stub as in ConsumerProtocol: GroupManager's own comes first.
     groups: dict[str, Group]
     consumer_groups: dict[str, ConsumerGroup]
+    share_groups: dict[str, Any]
     initial_rebalance_delay_ms: int
     min_session_timeout_ms: int
     max_session_timeout_ms: int
@@ -128,6 +129,10 @@ class ClassicRebalance:
             protocol_type, [(name, bytes(metadata)) for name, metadata in protocols],
             supports_skip_assignment, f"client reason: {reason or 'not provided'}", token,
         )
+        if group_id in self.share_groups:
+            # A share group's id (KIP-932): "Group X is not a classic group."
+            fx.respond(token, JoinResult(ErrorCode.group_id_not_found, member_id=member_id))
+            return fx
         cg = self.consumer_groups.get(group_id)
         if cg is not None:
             if cg.members:

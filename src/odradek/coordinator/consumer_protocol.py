@@ -98,6 +98,7 @@ class ConsumerProtocol:
     # Provided by GroupManager.
     groups: dict[str, Group]
     consumer_groups: dict[str, ConsumerGroup]
+    share_groups: dict[str, Any]
     consumer_session_timeout_ms: int
     consumer_heartbeat_interval_ms: int
     consumer_assignors: tuple[str, ...]
@@ -239,6 +240,9 @@ class ConsumerProtocol:
         if group is not None:
             return group
         classic = self.groups.get(group_id)
+        if group_id in self.share_groups:
+            raise _HeartbeatError(ErrorCode.group_id_not_found,
+                                  f"Group {group_id} is not a consumer group.")
         if classic is not None and (classic.members or classic.protocol_type not in (
                 None, "consumer")):
             # Online upgrade of a live classic group is not served.

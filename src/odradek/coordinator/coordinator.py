@@ -70,6 +70,12 @@ from odradek.coordinator.results import (
     OffsetCommitRequestPartition,
     OffsetFetchResult,
 )
+from odradek.coordinator.share_group import (
+    DEFAULT_SHARE_SETTINGS,
+    ShareGroup,
+    ShareGroupDescription,
+    ShareSettings,
+)
 
 __all__ = [
     "GROUP_INITIAL_REBALANCE_DELAY_MS",
@@ -95,7 +101,7 @@ OFFSETS_RETENTION_CHECK_INTERVAL_MS = 600_000  # offsets.retention.check.interva
 
 # (deadline, seq, kind, group, member id): a classic group's timers carry the Group, the
 # KIP-848 ones (CG_SESSION, CG_REBALANCE) the ConsumerGroup, the offset expiry None.
-_Timer = tuple[int, int, str, Group | ConsumerGroup | None, str]
+_Timer = tuple[int, int, str, Group | ConsumerGroup | ShareGroup | None, str]
 
 
 def _new_uuid() -> str:
@@ -123,6 +129,7 @@ class GroupCoordinator:
         consumer_session_timeout_ms: int = GROUP_CONSUMER_SESSION_TIMEOUT_MS,
         consumer_heartbeat_interval_ms: int = GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS,
         consumer_assignors: Iterable[str] = DEFAULT_ASSIGNORS,
+        share_settings: ShareSettings = DEFAULT_SHARE_SETTINGS,
     ) -> None:
         # (deadline, seq, kind, group, member id). Entries are never removed when a
         # deadline moves; a popped entry counts only if it still matches the state.
@@ -139,6 +146,7 @@ class GroupCoordinator:
             consumer_session_timeout_ms=consumer_session_timeout_ms,
             consumer_heartbeat_interval_ms=consumer_heartbeat_interval_ms,
             consumer_assignors=consumer_assignors,
+            share_settings=share_settings,
         )
         self._offset_manager = OffsetManager(
             self._group_manager,
@@ -284,13 +292,46 @@ class GroupCoordinator:
         )
 
     def consumer_topics_changed(self, topics: Mapping[str, TopicInfo], now_ms: int) -> Effects:
-        """After CreateTopics/CreatePartitions/DeleteTopics (``consumer_protocol.py``)."""
+        """After CreateTopics/CreatePartitions/DeleteTopics (``consumer_protocol.py``,
+        and share groups' assignments, ``share_group.py``)."""
+        self._group_manager.share_topics_changed(topics)
         return self._group_manager.consumer_topics_changed(topics, now_ms)
 
     def consumer_group_describe(self, group_ids: Iterable[str]
                                 ) -> list[ConsumerGroupDescription]:
         """ConsumerGroupDescribe (``consumer_protocol.py``)."""
         return self._group_manager.consumer_group_describe(group_ids)
+
+    # --- share groups (GroupManager's ShareProtocol) ---------------------------------
+
+    def share_heartbeat(
+        self,
+        group_id: str,
+        member_id: str,
+        member_epoch: int,
+        *,
+        rack_id: str | None = None,
+        subscribed_topic_names: Iterable[str] | None = None,
+        client_id: str = "",
+        client_host: str = "",
+        topics: Mapping[str, TopicInfo] | None = None,
+        token: Any,
+        now_ms: int,
+    ) -> Effects:
+        """ShareGroupHeartbeat (``share_group.py``)."""
+        return self._group_manager.share_heartbeat(
+            group_id, member_id, member_epoch, rack_id=rack_id,
+            subscribed_topic_names=subscribed_topic_names, client_id=client_id,
+            client_host=client_host, topics=topics, token=token, now_ms=now_ms)
+
+    def share_group_describe(self, group_ids: Iterable[str]) -> list[ShareGroupDescription]:
+        """ShareGroupDescribe (``share_group.py``)."""
+        return self._group_manager.share_group_describe(group_ids)
+
+    @property
+    def share_groups(self) -> dict[str, ShareGroup]:
+        """Share groups by id."""
+        return self._group_manager.share_groups
 
     def session_timeout_ms(self, group_id: str) -> int:
         """The group's consumer.session.timeout.ms, else the broker's."""
@@ -394,7 +435,11 @@ class GroupCoordinator:
         results = []
         for group_id in group_ids:
             error = self._group_manager.prepare_delete(group_id, now_ms)
-            if error == ErrorCode.none:
+            if error == ErrorCode.none and group_id in self.share_groups:
+                # Its share partitions' state goes too (the broker's, server/share/).
+                del self.share_groups[group_id]
+                fx.share_groups_deleted.append(group_id)
+            elif error == ErrorCode.none:
                 # Its offsets' tombstones, then (as they leave it empty) the group's own.
                 self._offset_manager.delete_all_offsets(group_id, now_ms, fx)
             results.append(DeletedGroup(group_id, error))
@@ -443,8 +488,9 @@ class GroupCoordinator:
         assert group is not None
         return self._group_manager.timer_is_current(kind, group, member_id, deadline)
 
-    def _schedule(self, deadline: int, kind: str, group: Group | ConsumerGroup | None,
-                  member_id: str = "") -> None:
+    def _schedule(self, deadline: int, kind: str,
+                  group: Group | ConsumerGroup | ShareGroup | None, member_id: str = ""
+                  ) -> None:
         heapq.heappush(self._timers, (deadline, next(self._seq), kind, group, member_id))
 
     def _effects(self, now_ms: int) -> Effects:

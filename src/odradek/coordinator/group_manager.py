@@ -59,15 +59,22 @@ from odradek.coordinator.results import (
     MemberIdentity,
     Record,
 )
+from odradek.coordinator.share_group import (
+    DEFAULT_SHARE_SETTINGS,
+    SHARE_SESSION,
+    ShareGroup,
+    ShareProtocol,
+    ShareSettings,
+)
 
 log = logging.getLogger(__name__)
 
 # Arms a timer in the coordinator's heap: (deadline, kind, group, member id); the
 # offset expiry has no group.
-Schedule = Callable[[int, str, Group | ConsumerGroup | None, str], None]
+Schedule = Callable[[int, str, Group | ConsumerGroup | ShareGroup | None, str], None]
 
 
-class GroupManager(ClassicRebalance, ConsumerProtocol):
+class GroupManager(ClassicRebalance, ConsumerProtocol, ShareProtocol):
     """The groups a ``GroupCoordinator`` coordinates. Not thread-safe: one caller at a
     time. Classic groups are in ``groups``; KIP-848 ``consumer`` groups
     (``consumer_protocol.py``) in ``consumer_groups``; a group id is in one or the
@@ -86,6 +93,7 @@ class GroupManager(ClassicRebalance, ConsumerProtocol):
         consumer_session_timeout_ms: int,
         consumer_heartbeat_interval_ms: int,
         consumer_assignors: Iterable[str],
+        share_settings: ShareSettings = DEFAULT_SHARE_SETTINGS,
     ) -> None:
         self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
         self.min_session_timeout_ms = min_session_timeout_ms
@@ -99,9 +107,11 @@ class GroupManager(ClassicRebalance, ConsumerProtocol):
         self.groups: dict[str, Group] = {}
         self._init_consumer_protocol(
             consumer_session_timeout_ms, consumer_heartbeat_interval_ms, consumer_assignors)
+        self._init_share_protocol(share_settings)
 
-    def _schedule(self, deadline: int, kind: str, group: Group | ConsumerGroup | None,
-                  member_id: str = "") -> None:
+    def _schedule(self, deadline: int, kind: str,
+                  group: Group | ConsumerGroup | ShareGroup | None, member_id: str = ""
+                  ) -> None:
         # A method rather than the coordinator's callable itself: the mixins leave out
         # the member id of group-wide timers.
         self._schedule_timer(deadline, kind, group, member_id)
@@ -294,6 +304,9 @@ class GroupManager(ClassicRebalance, ConsumerProtocol):
         cg = self.consumer_groups.get(group_id)
         if cg is not None:
             return ErrorCode.non_empty_group if cg.members else ErrorCode.none
+        share = self.share_groups.get(group_id)
+        if share is not None:
+            return ErrorCode.non_empty_group if share.members else ErrorCode.none
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.group_id_not_found
@@ -315,7 +328,12 @@ class GroupManager(ClassicRebalance, ConsumerProtocol):
             for g in self.consumer_groups.values()
             if not wanted or g.state.value.lower() in wanted
         ]
-        return classic + consumer
+        share = [
+            GroupOverview(g.group_id, "share", g.state, "share")
+            for g in self.share_groups.values()
+            if not wanted or g.state.lower() in wanted
+        ]
+        return classic + consumer + share
 
     def describe_groups(
         self, group_ids: Iterable[str], *, not_found_error: bool = False
@@ -326,7 +344,7 @@ class GroupManager(ClassicRebalance, ConsumerProtocol):
         out = []
         for group_id in group_ids:
             group = self.groups.get(group_id)
-            if group_id in self.consumer_groups:
+            if group_id in self.consumer_groups or group_id in self.share_groups:
                 # Kafka: "Group X is not a classic group."; described as Dead before v6.
                 error = ErrorCode.group_id_not_found if not_found_error else ErrorCode.none
                 out.append(GroupDescription(error, group_id, ConsumerGroupState.DEAD.value,
@@ -355,10 +373,13 @@ class GroupManager(ClassicRebalance, ConsumerProtocol):
 
     # --- timers ----------------------------------------------------------------------
 
-    def timer_is_current(self, kind: str, group: Group | ConsumerGroup, member_id: str,
-                         deadline: int) -> bool:
+    def timer_is_current(self, kind: str, group: Group | ConsumerGroup | ShareGroup,
+                         member_id: str, deadline: int) -> bool:
         """Whether a timer popped from the heap still matches the state (entries are
         never removed when a deadline moves)."""
+        if kind == SHARE_SESSION:
+            assert isinstance(group, ShareGroup)
+            return self.share_timer_is_current(group, member_id, deadline)
         if kind in (CG_SESSION, CG_REBALANCE):
             assert isinstance(group, ConsumerGroup)  # what _arm_consumer_timers schedules
             return self._consumer_timer_is_current(kind, group, member_id, deadline)
@@ -373,9 +394,13 @@ class GroupManager(ClassicRebalance, ConsumerProtocol):
             return group.join_deadline == deadline and group.is_(GroupState.PREPARING_REBALANCE)
         return group.sync_deadline == deadline
 
-    def on_timer(self, kind: str, group: Group | ConsumerGroup, member_id: str, now_ms: int,
-                 fx: Effects) -> None:
+    def on_timer(self, kind: str, group: Group | ConsumerGroup | ShareGroup, member_id: str,
+                 now_ms: int, fx: Effects) -> None:
         """A current timer is due: ``now_ms`` is its deadline."""
+        if kind == SHARE_SESSION:
+            assert isinstance(group, ShareGroup)
+            self.on_share_timer(group, member_id, fx)
+            return
         if kind in (CG_SESSION, CG_REBALANCE):
             assert isinstance(group, ConsumerGroup)  # what _arm_consumer_timers schedules
             self._on_consumer_timer(kind, group, member_id, now_ms, fx)

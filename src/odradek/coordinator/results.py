@@ -59,6 +59,11 @@ class Effects(Responses):
     # that producer's transaction. They are then appended as one transactional batch of
     # that producer, and count only once its COMMIT marker follows them in the log.
     transactional: tuple[int, int] | None = None
+    # Share groups (share_group.py): (group id, member id) of members that left or were
+    # removed, whose acquired records the share partitions release; and groups deleted,
+    # whose share-partition state goes.
+    share_members_left: list[tuple[str, str]] = field(default_factory=list)
+    share_groups_deleted: list[str] = field(default_factory=list)
 
 
 class JoinMember(NamedTuple):

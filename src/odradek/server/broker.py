@@ -29,6 +29,7 @@ from odradek.protocol.framing import BufferPool
 from odradek.protocol.messages import build
 from odradek.server.config import SETTINGS, BrokerConfig, Listener
 from odradek.server.coordinators.groups import ClientViewOfInternalLog, GroupRuntime
+from odradek.server.coordinators.share_state import ShareStateRuntime
 from odradek.server.coordinators.transactions import TxnRuntime
 from odradek.server.dynamic_configs import (
     GROUP_DOCUMENT,
@@ -47,6 +48,8 @@ from odradek.server.security.authorizer import Authorizer
 from odradek.server.security.credentials import CredentialStore
 from odradek.server.security.documents import Document
 from odradek.server.security.quotas import ClientQuotas
+from odradek.server.share.partitions import SharePartitions
+from odradek.server.share.sessions import ShareSessionCache
 from odradek.server.topology import SingleNode, Topology
 from odradek.storage import DutyIntervals, Log, LogConfig, LogDuties, LogManager
 from odradek.storage.log import wall_clock_ms
@@ -117,6 +120,11 @@ class Broker:
         self._duties: LogDuties | None = None
         self.groups: GroupRuntime | None = None  # consumer groups, from start()
         self.transactions: TxnRuntime | None = None  # transactions, from start()
+        # Share groups (KIP-932): the share coordinator's runtime (from start()), the
+        # share partitions this broker leads and their share sessions (server/share/).
+        self.share_state: ShareStateRuntime | None = None
+        self.share_partitions = SharePartitions(self)
+        self.share_sessions = ShareSessionCache(config["group.share.max.share.sessions"])
         self._servers: list[asyncio.Server] = []  # one per listener, the main one first
         self.listener_ports: dict[str, int] = {}  # listener name -> the port it is bound to
         self._connections: dict[asyncio.Task[None], Connection] = {}
@@ -169,6 +177,8 @@ class Broker:
             self.groups.start()
             self.transactions = TxnRuntime(self)
             self.transactions.start()
+            self.share_state = ShareStateRuntime(self)
+            self.share_state.start()
             self.topology.start_replicas()  # leaders of internal partitions load them
             await self._listen()
             self._idle_sweep = asyncio.get_running_loop().create_task(self._close_idle())
@@ -186,6 +196,8 @@ class Broker:
             for document in self._documents:
                 document.stop()
             await self.topology.stop()
+            if self.share_state is not None:
+                await self.share_state.stop()
             if self.transactions is not None:
                 await self.transactions.stop()
             if self.groups is not None:
@@ -271,6 +283,9 @@ class Broker:
             await self.groups.stop()  # answers parked joins and syncs at once
         if self.transactions is not None:
             await self.transactions.stop()  # and InitProducerIds waiting for an abort
+        self.share_partitions.stop()
+        if self.share_state is not None:
+            await self.share_state.stop()
         for document in self._documents:
             document.stop()
         await self.topology.stop()  # a cluster's fetchers stop; its registration goes
@@ -330,6 +345,15 @@ class Broker:
         task = asyncio.get_running_loop().create_task(conn.run())
         self._connections[task] = conn
         task.add_done_callback(self._connections.pop)
+        task.add_done_callback(lambda _: self._connection_closed(conn))
+
+    def _connection_closed(self, conn: Connection) -> None:
+        """A connection's share sessions go with it, and the records their members
+        hold are released (server/share/sessions.py)."""
+        if not self.share_sessions.sessions:
+            return
+        for session in self.share_sessions.closed_connection(conn.session):
+            self.share_partitions.release_member(session.group_id, session.member_id)
 
     # --- topics and logs ---------------------------------------------------------------
 

@@ -22,14 +22,16 @@ Kafka lays them out (server.cluster.broker_configs), watched by every broker.
 Group configs (Kafka's GroupConfig): ``consumer.session.timeout.ms`` and
 ``consumer.heartbeat.interval.ms``, which the KIP-848 coordinator applies to that group's
 members (the interval in each heartbeat response, the session on each heartbeat), and
-the share-group ones, accepted and stored (Odradek has no share groups). Values are
-checked as Kafka's GroupConfig.validate checks them, against the broker's
-group.consumer.min/max.* bounds, with its messages (INVALID_CONFIG). They are kept in
+the share-group ones (``share.*``), which the share-group coordinator and the share
+partitions apply (server/share/). Values are checked as Kafka's GroupConfig.validate
+checks them, against the broker's group.consumer.min/max.* and group.share.min/max.*
+bounds, with its messages (INVALID_CONFIG). They are kept in
 the document ``group_configs`` (a file on a single node, a znode in a cluster).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -188,44 +190,104 @@ CONSUMER_HEARTBEAT_INTERVAL = "consumer.heartbeat.interval.ms"
 SHARE_SESSION_TIMEOUT = "share.session.timeout.ms"
 SHARE_HEARTBEAT_INTERVAL = "share.heartbeat.interval.ms"
 SHARE_RECORD_LOCK_DURATION = "share.record.lock.duration.ms"
-
-# Kafka's GroupConfig: name -> (the broker setting giving its default, or a fixed one
-# for the share-group configs Odradek has no setting of; the least value ConfigDef takes)
-GROUP_CONFIGS: dict[str, tuple[str | int, int]] = {
-    CONSUMER_SESSION_TIMEOUT: ("group.consumer.session.timeout.ms", 1),
-    CONSUMER_HEARTBEAT_INTERVAL: ("group.consumer.heartbeat.interval.ms", 1),
-    SHARE_SESSION_TIMEOUT: (45000, 1),
-    SHARE_HEARTBEAT_INTERVAL: (5000, 1),
-    SHARE_RECORD_LOCK_DURATION: (30000, 1000),
-}
-GROUP_CONFIG_DOCS = {
-    CONSUMER_SESSION_TIMEOUT: "KIP-848: a member of this group silent this long is removed",
-    CONSUMER_HEARTBEAT_INTERVAL: "KIP-848: how often this group's members heartbeat",
-    SHARE_SESSION_TIMEOUT: "share groups" + _NOT_ACTED,
-    SHARE_HEARTBEAT_INTERVAL: "share groups" + _NOT_ACTED,
-    SHARE_RECORD_LOCK_DURATION: "share groups" + _NOT_ACTED,
-}
-# Kafka's share-group bounds (group.share.*; Odradek has no share groups to set them)
-_SHARE_BOUNDS = {
-    SHARE_SESSION_TIMEOUT: (45000, 60000, "group.share.min.session.timeout.ms",
-                            "group.share.max.session.timeout.ms"),
-    SHARE_HEARTBEAT_INTERVAL: (5000, 15000, "group.share.min.heartbeat.interval.ms",
-                               "group.share.max.heartbeat.interval.ms"),
-    SHARE_RECORD_LOCK_DURATION: (15000, 60000, "group.share.min.record.lock.duration.ms",
-                                 "group.share.max.record.lock.duration.ms"),
-}
+SHARE_DELIVERY_COUNT_LIMIT = "share.delivery.count.limit"
+SHARE_PARTITION_MAX_RECORD_LOCKS = "share.partition.max.record.locks"
+SHARE_AUTO_OFFSET_RESET = "share.auto.offset.reset"
+SHARE_ISOLATION_LEVEL = "share.isolation.level"
+SHARE_RENEW_ACKNOWLEDGE_ENABLE = "share.renew.acknowledge.enable"
 
 
-def group_config_defaults(settings: Mapping[str, Any]) -> dict[str, int]:
-    """Every group config's default on this broker."""
-    return {name: (int(settings[d]) if isinstance(d, str) else d)
-            for name, (d, _) in GROUP_CONFIGS.items()}
+@dataclass(frozen=True, slots=True)
+class GroupConfigDef:
+    """One of Kafka's GroupConfig entries: its default (the broker setting that gives it,
+    or a fixed value), its type, and the broker settings bounding it (``bounds``: the
+    least and most a group may set), as GroupConfig.validate checks them."""
+
+    default: str  # a broker setting's name, or the value itself when ``fixed``
+    type: int
+    doc: str
+    bounds: tuple[str, str] | None = None
+    fixed: bool = False
+
+
+GROUP_CONFIGS: dict[str, GroupConfigDef] = {
+    CONSUMER_SESSION_TIMEOUT: GroupConfigDef(
+        "group.consumer.session.timeout.ms", INT,
+        "KIP-848: a member of this group silent this long is removed",
+        ("group.consumer.min.session.timeout.ms", "group.consumer.max.session.timeout.ms")),
+    CONSUMER_HEARTBEAT_INTERVAL: GroupConfigDef(
+        "group.consumer.heartbeat.interval.ms", INT,
+        "KIP-848: how often this group's members heartbeat",
+        ("group.consumer.min.heartbeat.interval.ms",
+         "group.consumer.max.heartbeat.interval.ms")),
+    SHARE_SESSION_TIMEOUT: GroupConfigDef(
+        "group.share.session.timeout.ms", INT,
+        "share groups: a member of this group silent this long is removed",
+        ("group.share.min.session.timeout.ms", "group.share.max.session.timeout.ms")),
+    SHARE_HEARTBEAT_INTERVAL: GroupConfigDef(
+        "group.share.heartbeat.interval.ms", INT,
+        "share groups: how often this group's members heartbeat",
+        ("group.share.min.heartbeat.interval.ms", "group.share.max.heartbeat.interval.ms")),
+    SHARE_RECORD_LOCK_DURATION: GroupConfigDef(
+        "group.share.record.lock.duration.ms", INT,
+        "share groups: how long a consumer holds the records it acquired",
+        ("group.share.min.record.lock.duration.ms",
+         "group.share.max.record.lock.duration.ms")),
+    SHARE_DELIVERY_COUNT_LIMIT: GroupConfigDef(
+        "group.share.delivery.count.limit", INT,
+        "share groups: deliveries of a record before it is archived",
+        ("group.share.min.delivery.count.limit", "group.share.max.delivery.count.limit")),
+    SHARE_PARTITION_MAX_RECORD_LOCKS: GroupConfigDef(
+        "group.share.partition.max.record.locks", INT,
+        "share groups: records in flight per share partition",
+        ("group.share.min.partition.max.record.locks",
+         "group.share.max.partition.max.record.locks")),
+    SHARE_AUTO_OFFSET_RESET: GroupConfigDef(
+        "latest", STRING, "share groups: where a share partition with no state starts: "
+        "latest, earliest or by_duration:<ISO-8601 duration>", fixed=True),
+    SHARE_ISOLATION_LEVEL: GroupConfigDef(
+        "read_uncommitted", STRING,
+        "share groups: read_uncommitted, or read_committed (up to the last stable "
+        "offset, aborted transactions' records archived)", fixed=True),
+    SHARE_RENEW_ACKNOWLEDGE_ENABLE: GroupConfigDef(
+        "true", BOOLEAN, "share groups: whether RENEW acknowledgements are taken",
+        fixed=True),
+}
+GROUP_CONFIG_TYPES = {name: d.type for name, d in GROUP_CONFIGS.items()}
+_ISO_DURATION = re.compile(
+    r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?", re.IGNORECASE)
+
+
+def duration_ms(text: str) -> int | None:
+    """An ISO-8601 duration (Java's Duration.parse: ``PnDTnHnMn.nS``) in ms, else None."""
+    m = _ISO_DURATION.fullmatch(text.strip())
+    if m is None or text.strip().upper() in ("P", "PT") or text.strip().upper().endswith("T"):
+        return None
+    days, hours, minutes, seconds = (float(g) if g else 0.0 for g in m.groups())
+    return int(((days * 24 + hours) * 60 + minutes) * 60_000 + seconds * 1000)
+
+
+def group_config_defaults(settings: Mapping[str, Any]) -> dict[str, str]:
+    """Every group config's default on this broker, as text."""
+    return {name: (d.default if d.fixed else str(settings[d.default]))
+            for name, d in GROUP_CONFIGS.items()}
+
+
+def group_config(settings: Mapping[str, Any], overrides: Mapping[str, str], name: str
+                 ) -> str:
+    """A group config's value for a group: its own, else the broker's default."""
+    value = overrides.get(name)
+    if value is not None:
+        return value
+    d = GROUP_CONFIGS[name]
+    return d.default if d.fixed else str(settings[d.default])
 
 
 def validate_group_configs(settings: Mapping[str, Any], overrides: Mapping[str, str]
                            ) -> None:
-    """Kafka's GroupConfig.validate: known names, INT values, the bounds from the broker's
-    group.consumer.* settings, a session longer than the heartbeat interval."""
+    """Kafka's GroupConfig.validate: known names, values of their types, the bounds from
+    the broker's group.consumer.* and group.share.* settings, a session longer than the
+    heartbeat interval."""
 
     def fail(message: str) -> DynamicConfigError:
         return DynamicConfigError("INVALID_CONFIG", message)
@@ -235,37 +297,36 @@ def validate_group_configs(settings: Mapping[str, Any], overrides: Mapping[str, 
             raise fail(f"Unknown group config name: {name}")
     values = group_config_defaults(settings)
     for name, raw in overrides.items():
-        try:
-            _check_typed(name, raw, INT)
-        except ConfigError as exc:
-            raise fail(str(exc)) from None
-        value = int(raw.strip())
-        least = GROUP_CONFIGS[name][1]
-        if value < least:
-            raise fail(f"Invalid value {raw} for configuration {name}: "
-                       f"Value must be at least {least}")
+        d = GROUP_CONFIGS[name]
+        if d.type == STRING:
+            value = raw.strip()
+        else:
+            try:
+                _check_typed(name, raw, d.type)
+            except ConfigError as exc:
+                raise fail(str(exc)) from None
+            value = raw.strip().lower() if d.type == BOOLEAN else str(int(raw.strip()))
         values[name] = value
-    bounds = {
-        CONSUMER_HEARTBEAT_INTERVAL: (settings["group.consumer.min.heartbeat.interval.ms"],
-                                      settings["group.consumer.max.heartbeat.interval.ms"],
-                                      "group.consumer.min.heartbeat.interval.ms",
-                                      "group.consumer.max.heartbeat.interval.ms"),
-        CONSUMER_SESSION_TIMEOUT: (settings["group.consumer.min.session.timeout.ms"],
-                                   settings["group.consumer.max.session.timeout.ms"],
-                                   "group.consumer.min.session.timeout.ms",
-                                   "group.consumer.max.session.timeout.ms"),
-        **_SHARE_BOUNDS,
-    }
-    for name in (CONSUMER_HEARTBEAT_INTERVAL, CONSUMER_SESSION_TIMEOUT,
-                 SHARE_HEARTBEAT_INTERVAL, SHARE_SESSION_TIMEOUT, SHARE_RECORD_LOCK_DURATION):
-        low, high, low_name, high_name = bounds[name]
-        if values[name] < low:
+    reset = values[SHARE_AUTO_OFFSET_RESET]
+    if reset not in ("latest", "earliest") and not (
+            reset.startswith("by_duration:") and duration_ms(reset[12:]) is not None):
+        raise fail(f"Invalid value {reset} for configuration {SHARE_AUTO_OFFSET_RESET}: "
+                   "[latest, earliest, by_duration:PnDTnHnMn.nS]")
+    if values[SHARE_ISOLATION_LEVEL] not in ("read_uncommitted", "read_committed"):
+        raise fail(f"Invalid value {values[SHARE_ISOLATION_LEVEL]} for configuration "
+                   f"{SHARE_ISOLATION_LEVEL}: String must be one of: read_committed, "
+                   "read_uncommitted")
+    for name, d in GROUP_CONFIGS.items():
+        if d.bounds is None:
+            continue
+        low_name, high_name = d.bounds
+        if int(values[name]) < int(settings[low_name]):
             raise fail(f"{name} must be greater than or equal to {low_name}")
-        if values[name] > high:
+        if int(values[name]) > int(settings[high_name]):
             raise fail(f"{name} must be less than or equal to {high_name}")
     for session, interval in ((CONSUMER_SESSION_TIMEOUT, CONSUMER_HEARTBEAT_INTERVAL),
                               (SHARE_SESSION_TIMEOUT, SHARE_HEARTBEAT_INTERVAL)):
-        if values[session] <= values[interval]:
+        if int(values[session]) <= int(values[interval]):
             raise fail(f"{session} must be greater than {interval}")
 
 

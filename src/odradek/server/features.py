@@ -3,12 +3,21 @@ the cluster has finalized for each, listed in ApiVersions (v3+: supported ranges
 finalized levels with an epoch that grows with every change) and changed with
 UpdateFeatures (``kafka-features.sh upgrade|downgrade``).
 
-Odradek versions one feature, Kafka's ``transaction.version`` (KIP-890): level 1 is the
-partition leaders' verification of transactional produces, level 2 an epoch bump at
-every transaction's end and partitions added by the brokers their clients write to (the
-Java client uses transaction version 2 when the finalized level is 2, version 1 below).
-The broker serves both versions whatever the level, as Kafka does: clients choose. A new
-cluster finalizes level 2, as a new Kafka 4 cluster does.
+Odradek versions two features, Kafka's:
+
+- ``transaction.version`` (KIP-890): level 1 is the partition leaders' verification of
+  transactional produces, level 2 an epoch bump at every transaction's end and
+  partitions added by the brokers their clients write to (the Java client uses
+  transaction version 2 when the finalized level is 2, version 1 below). The broker
+  serves both versions whatever the level, as Kafka does: clients choose.
+- ``share.version`` (KIP-932): level 1 enables share groups (below it the share-group
+  APIs answer UNSUPPORTED_VERSION, as Kafka's do), level 2 also RENEW acknowledgements
+  (KIP-1222).
+
+A new cluster finalizes transaction.version 2 and share.version 2, as a new Kafka 4.4
+cluster does. A data directory or cluster made before share.version existed has it at
+0: ``kafka-features.sh upgrade --feature share.version=2`` turns share groups on, as
+on an upgraded Kafka cluster.
 
 The levels are kept with the cluster's metadata: a single node's in its metadata file
 (server/metadata.py), a cluster's in ZooKeeper's ``/feature`` znode, Kafka's
@@ -22,10 +31,11 @@ from dataclasses import dataclass
 from kio.schema.errors import ErrorCode
 
 TRANSACTION_VERSION = "transaction.version"
+SHARE_VERSION = "share.version"
 # name -> (lowest, highest) level this broker supports
-SUPPORTED: dict[str, tuple[int, int]] = {TRANSACTION_VERSION: (0, 2)}
+SUPPORTED: dict[str, tuple[int, int]] = {SHARE_VERSION: (0, 2), TRANSACTION_VERSION: (0, 2)}
 # What a new cluster finalizes.
-DEFAULT_LEVELS: dict[str, int] = {TRANSACTION_VERSION: 2}
+DEFAULT_LEVELS: dict[str, int] = {SHARE_VERSION: 2, TRANSACTION_VERSION: 2}
 
 # UpdateFeatures' upgrade types (v1+; v0's allow_downgrade is SAFE_DOWNGRADE)
 UPGRADE = 1

@@ -245,6 +245,8 @@ class SingleNode:
         assert groups is not None and transactions is not None
         groups.elect_all()
         transactions.elect_all()
+        if self.broker.share_state is not None:
+            self.broker.share_state.elect_all()
 
     async def register(self) -> None:
         """Nobody to tell."""

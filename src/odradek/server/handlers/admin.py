@@ -31,7 +31,6 @@ from odradek.protocol.codec import Request
 from odradek.security.acls import Operation, ResourceType
 from odradek.server.config import DYNAMIC_BROKER_SETTINGS, SETTINGS, Setting
 from odradek.server.dynamic_configs import (
-    GROUP_CONFIG_DOCS,
     GROUP_CONFIGS,
     STORED_ONLY,
     STORED_ONLY_DOC,
@@ -271,9 +270,10 @@ def describe_group(broker: Broker, group_id: str, keys: set[str] | None, *,
         synonyms: list[dict[str, Any]] = []
         if name in own:
             synonyms.append({"name": name, "value": own[name], "source": GROUP_CONFIG})
-        synonyms.append({"name": name, "value": str(defaults[name]), "source": DEFAULT_CONFIG})
-        entries.append(_entry(name, synonyms[0]["value"], synonyms[0]["source"], INT,
-                              synonyms, GROUP_CONFIG_DOCS[name], read_only=False,
+        synonyms.append({"name": name, "value": defaults[name], "source": DEFAULT_CONFIG})
+        entries.append(_entry(name, synonyms[0]["value"], synonyms[0]["source"],
+                              GROUP_CONFIGS[name].type, synonyms, GROUP_CONFIGS[name].doc,
+                              read_only=False,
                               include_synonyms=include_synonyms,
                               include_documentation=include_documentation))
     return entries

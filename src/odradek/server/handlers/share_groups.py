@@ -1,0 +1,116 @@
+"""Share groups (KIP-932, "queues for Kafka"): ShareGroupHeartbeat (76) and
+ShareGroupDescribe (77) on the group coordinator (coordinator/share_group.py), and
+ShareFetch (78) and ShareAcknowledge (79) on the partition leaders
+(server/share/fetching.py).
+
+Versions as Kafka 4.4 serves them: ShareGroupHeartbeat and ShareGroupDescribe v1 (v0 was
+Kafka 4.0's early access, removed in 4.1), ShareFetch and ShareAcknowledge v1-v2 (v2:
+KIP-1206's acquire mode and KIP-1222's RENEW acknowledgements).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kio.schema.errors import ErrorCode
+
+from odradek.coordinator import results as r
+from odradek.coordinator.share_group import ShareGroupDescription
+from odradek.protocol.codec import Request
+from odradek.security.acls import Operation, ResourceType
+from odradek.server.coordinators.coordinator_runtime import CoordinatorUnavailable
+from odradek.server.coordinators.groups import topic_metadata
+from odradek.server.handlers.base import Api, allowed, respond
+from odradek.server.handlers.groups import _client_host, group_operations, group_runtime
+from odradek.server.share.fetching import (
+    SHARE_GROUPS_DISABLED,
+    share_acknowledge,
+    share_fetch,
+    share_level,
+)
+
+if TYPE_CHECKING:
+    from odradek.server.broker import Broker
+
+
+async def share_group_heartbeat(broker: Broker, request: Request) -> bytes:
+    body = request.body
+    if share_level(broker) < 1:
+        return respond(request, {"throttle_time": 0,
+                                 "error_code": ErrorCode.unsupported_version,
+                                 "error_message": SHARE_GROUPS_DISABLED,
+                                 "member_id": body.member_id, "member_epoch": -1,
+                                 "heartbeat_interval": 0, "assignment": None})
+    if not allowed(broker, request, Operation.READ, ResourceType.GROUP, body.group_id):
+        return respond(request, {"throttle_time": 0,
+                                 "error_code": ErrorCode.group_authorization_failed,
+                                 "error_message": "Group authorization failed.",
+                                 "member_id": body.member_id, "member_epoch": -1,
+                                 "heartbeat_interval": 0, "assignment": None})
+    names = body.subscribed_topic_names
+    denied = [t for t in names or () if not allowed(broker, request, Operation.DESCRIBE,
+                                                    ResourceType.TOPIC, t)]
+    if denied:
+        return respond(request, {"throttle_time": 0,
+                                 "error_code": ErrorCode.topic_authorization_failed,
+                                 "error_message": "Topic authorization failed.",
+                                 "member_id": body.member_id, "member_epoch": -1,
+                                 "heartbeat_interval": 0, "assignment": None})
+    try:
+        result: r.ConsumerHeartbeatResult = await group_runtime(broker).call(
+            body.group_id, lambda coordinator, token, now: coordinator.share_heartbeat(
+                body.group_id, body.member_id, body.member_epoch, rack_id=body.rack_id,
+                subscribed_topic_names=names, client_id=request.client_id or "",
+                client_host=_client_host(broker), topics=topic_metadata(broker),
+                token=token, now_ms=now))
+    except CoordinatorUnavailable as exc:
+        result = r.ConsumerHeartbeatResult(exc.error_code, str(exc))
+    assignment = None
+    if result.assignment is not None:
+        assignment = {"topic_partitions": [
+            {"topic_id": tid, "partitions": parts} for tid, parts in result.assignment.items()]}
+    return respond(request, {
+        "throttle_time": 0, "error_code": result.error_code,
+        "error_message": result.error_message, "member_id": result.member_id,
+        "member_epoch": result.member_epoch,
+        "heartbeat_interval": result.heartbeat_interval_ms, "assignment": assignment,
+    })
+
+
+def _describe(broker: Broker, group_id: str) -> ShareGroupDescription:
+    try:
+        [described] = group_runtime(broker).coordinator_for(group_id).share_group_describe(
+            [group_id])
+    except CoordinatorUnavailable as exc:
+        return ShareGroupDescription(exc.error_code, group_id, str(exc))
+    return described
+
+
+async def share_group_describe(broker: Broker, request: Request) -> bytes:
+    found = [_describe(broker, g)
+             if allowed(broker, request, Operation.DESCRIBE, ResourceType.GROUP, g)
+             else ShareGroupDescription(ErrorCode.group_authorization_failed, g,
+                                        "Group authorization failed.")
+             for g in request.body.group_ids]
+    return respond(request, {"throttle_time": 0, "groups": [
+        {"error_code": d.error_code, "error_message": d.error_message,
+         "group_id": d.group_id, "group_state": d.state, "group_epoch": d.group_epoch,
+         "assignment_epoch": d.assignment_epoch, "assignor_name": d.assignor_name,
+         "authorized_operations": group_operations(broker, request, d.group_id),
+         "members": [{
+             "member_id": m.member_id, "rack_id": m.rack_id, "member_epoch": m.member_epoch,
+             "client_id": m.client_id, "client_host": m.client_host,
+             "subscribed_topic_names": m.subscribed_topic_names,
+             "assignment": {"topic_partitions": [
+                 {"topic_id": p.topic_id, "topic_name": p.topic_name,
+                  "partitions": p.partitions} for p in m.assignment]},
+         } for m in d.members]}
+        for d in found]})
+
+
+SHARE_GROUP_HEARTBEAT = Api(76, "ShareGroupHeartbeat", 1, 1, share_group_heartbeat)
+SHARE_GROUP_DESCRIBE = Api(77, "ShareGroupDescribe", 1, 1, share_group_describe)
+SHARE_FETCH = Api(78, "ShareFetch", 1, 2, share_fetch)
+SHARE_ACKNOWLEDGE = Api(79, "ShareAcknowledge", 1, 2, share_acknowledge)
+
+APIS = (SHARE_GROUP_HEARTBEAT, SHARE_GROUP_DESCRIBE, SHARE_FETCH, SHARE_ACKNOWLEDGE)

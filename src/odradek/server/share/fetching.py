@@ -1,0 +1,477 @@
+"""ShareFetch (78) and ShareAcknowledge (79): a share session's acknowledgements applied,
+then records acquired for its member from every partition of the session.
+
+The flow of one ShareFetch, as Kafka's SharePartitionManager runs it:
+
+1. the session: epoch 0 opens one (acknowledgements are not allowed in it), -1 closes
+   it (acknowledgements only, then the member's records are released), any other epoch
+   continues one (``sessions.py``); the request's topics join the session and its
+   forgotten topics leave it;
+2. acknowledgements, per partition, all or nothing (``SharePartition.acknowledge``):
+   an offset the member does not hold is INVALID_RECORD_STATE in that partition's
+   AcknowledgeErrorCode; the state is written (``partitions.py``) before the answer;
+3. acquisition: from each partition of the session in turn, the log is read from the
+   share partition's next fetch offset up to the high watermark, and the available
+   offsets of the batches read are acquired for the member, up to MaxRecords in all
+   (whole batches, or exactly MaxRecords with ShareAcquireMode 1) and MaxBytes;
+4. nothing acquired and MaxWait > 0: the request waits (woken by an append to, or a
+   release in, one of its partitions) and tries again once, then answers.
+
+A partition this broker does not lead is NOT_LEADER_OR_FOLLOWER with its current leader;
+an unknown topic id UNKNOWN_TOPIC_ID. The records section holds whole batches; a client
+keeps the records of the acquired ranges only and acknowledges the other offsets of an
+acquired range (control records, compacted gaps) as GAP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+import uuid
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from odradek.coordinator.share_partition import REJECT, RENEW, AcquiredRange, SharePartition
+from odradek.protocol.codec import Request
+from odradek.protocol.messages import ms
+from odradek.security.acls import Operation, ResourceType
+from odradek.server.dynamic_configs import (
+    SHARE_ISOLATION_LEVEL,
+    SHARE_RENEW_ACKNOWLEDGE_ENABLE,
+)
+from odradek.server.features import SHARE_VERSION
+from odradek.server.handlers.base import allowed, respond
+from odradek.server.handlers.hints import AnswerNames
+from odradek.server.share.partitions import ShareError, ShareGroupPartition
+from odradek.server.share.sessions import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    ShareSession,
+    ShareSessionError,
+)
+from odradek.server.topic_ids import is_unknown, name_for
+from odradek.storage.errors import OffsetOutOfRangeError
+from odradek.storage.txn_index import AbortedTxn
+
+if TYPE_CHECKING:
+    from odradek.server.broker import Broker
+
+log = logging.getLogger(__name__)
+
+SHARE_GROUPS_DISABLED = "Share groups are not enabled (the finalized share.version is 0)."
+_HEADER = struct.Struct(">qi")  # base offset, batch length (after these 12 bytes)
+_LAST_DELTA = struct.Struct(">i")  # at byte 23 of a batch
+_ATTRIBUTES = struct.Struct(">h")  # at byte 21
+_PRODUCER_ID = struct.Struct(">q")  # at byte 43
+_TRANSACTIONAL, _CONTROL = 0x10, 0x20
+Acks = list[tuple[int, int, list[int]]]
+Tp = tuple[str, int]
+
+
+class _Woken:
+    """A purgatory waiter that sets an event."""
+
+    __slots__ = ("event",)
+
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+
+    def try_complete(self, tp: Tp) -> None:
+        self.event.set()
+
+
+def batch_spans(data: bytes) -> list[tuple[int, int, int]]:
+    """(base offset, last offset, end position) of each whole batch in ``data``."""
+    out = []
+    pos, size = 0, len(data)
+    while pos + 27 <= size:
+        base, length = _HEADER.unpack_from(data, pos)
+        end = pos + 12 + length
+        if end > size:
+            break
+        out.append((base, base + _LAST_DELTA.unpack_from(data, pos + 23)[0], end))
+        pos = end
+    return out
+
+
+class _Partition:
+    """One partition of a request's answer."""
+
+    __slots__ = (
+        "ack_error",
+        "ack_message",
+        "acquired",
+        "error",
+        "message",
+        "partition",
+        "records",
+        "topic",
+        "topic_id",
+    )
+
+    def __init__(self, topic: str, topic_id: uuid.UUID, partition: int) -> None:
+        self.topic, self.topic_id, self.partition = topic, topic_id, partition
+        self.error = 0
+        self.message: str | None = None
+        self.ack_error = 0
+        self.ack_message: str | None = None
+        self.records: bytes | None = None
+        self.acquired: list[AcquiredRange] = []
+
+
+def share_level(broker: Broker) -> int:
+    """The finalized ``share.version``: 0 disables share groups, 2 adds RENEW."""
+    return broker.topology.features().levels.get(SHARE_VERSION, 0)
+
+
+class ShareFetcher:
+    """What the two handlers share: the broker's share partitions and sessions."""
+
+    def __init__(self, broker: Broker, group_id: str) -> None:
+        self.broker = broker
+        # RENEW acknowledgements (KIP-1222): share.version 2 and the group's
+        # share.renew.acknowledge.enable.
+        self.renew = share_level(broker) >= 2 and broker.share_partitions.config(
+            group_id, SHARE_RENEW_ACKNOWLEDGE_ENABLE) == "true"
+
+    # --- looking partitions up ---------------------------------------------------------
+
+    def _name(self, topic_id: uuid.UUID | None) -> str:
+        metadata = self.broker.metadata
+        assert metadata is not None
+        return name_for(metadata, topic_id)
+
+    async def _share_partition(self, group_id: str, out: _Partition
+                               ) -> ShareGroupPartition | None:
+        """The share partition, or None with ``out``'s error set."""
+        broker = self.broker
+        if is_unknown(out.topic):
+            out.error, out.message = ErrorCode.unknown_topic_id, "Unknown topic id."
+            return None
+        lg = broker.get_log(out.topic, out.partition)
+        if lg is None:
+            out.error = broker.missing_partition_error(out.topic, out.partition)
+            return None
+        try:
+            return await broker.share_partitions.get(group_id, out.topic, out.topic_id,
+                                                     out.partition, lg)
+        except ShareError as exc:
+            out.error, out.message = exc.error_code, str(exc)
+            return None
+
+    # --- acknowledging -----------------------------------------------------------------
+
+    async def acknowledge(self, group_id: str, member_id: str, out: _Partition,
+                          acks: Acks) -> None:
+        if not self.renew and any(RENEW in types for _, _, types in acks):
+            out.ack_error = ErrorCode.invalid_request
+            out.ack_message = "RENEW acknowledgements are not enabled."
+            return
+        sp = await self._share_partition(group_id, out)
+        if sp is None:
+            out.ack_error, out.ack_message = out.error, out.message
+            return
+        now = self.broker.clock()
+        async with sp.lock:
+            code = sp.state.acknowledge(member_id, acks, now)
+            if code:
+                out.ack_error = code
+                out.ack_message = ("The record state is invalid: not acquired by this "
+                                   "member." if code == ErrorCode.invalid_record_state
+                                   else "Invalid acknowledgement batches.")
+                return
+            renewed = any(RENEW in types for _, _, types in acks)
+            if renewed or any(types != [RENEW] for _, _, types in acks):
+                self.broker.share_partitions.arm(sp)
+            code = await self.broker.share_partitions.persist(sp)
+        if code:
+            out.ack_error, out.ack_message = code, "The acknowledgement could not be stored."
+        # Released records may be wanted by another member's waiting fetch.
+        self.broker.purgatory.notify((sp.topic, sp.partition))
+
+    # --- acquiring ---------------------------------------------------------------------
+
+    async def acquire(self, session: ShareSession, max_records: int, max_bytes: int,
+                      record_limit: bool, outs: dict[Tp, _Partition]) -> int:
+        """Acquire records for the session's member from its partitions, in turn; the
+        number of offsets acquired."""
+        broker = self.broker
+        taken = 0
+        budget = max_bytes
+        lock_ms = broker.share_partitions.lock_ms(session.group_id)
+        read_committed = broker.share_partitions.config(
+            session.group_id, SHARE_ISOLATION_LEVEL) == "read_committed"
+        for (topic, partition), topic_id in list(session.partitions.items()):
+            if taken >= max_records or budget <= 0:
+                break
+            out = outs.get((topic, partition))
+            if out is None:
+                out = _Partition(topic, topic_id, partition)  # type: ignore[arg-type]
+            sp = await self._share_partition(session.group_id, out)
+            if sp is None:
+                if out.error != ErrorCode.none:
+                    outs[(topic, partition)] = out
+                continue
+            lg = broker.get_log(topic, partition)
+            if lg is None:
+                continue
+            async with sp.lock:
+                state = sp.state
+                if state.start_offset < lg.log_start_offset:
+                    # Retention or DeleteRecords removed records the group had not done.
+                    state.advance_to(lg.log_start_offset)
+                offset = state.next_fetch_offset()
+                limit = lg.high_watermark if lg.replicated else lg.log_end_offset
+                aborted: list[AbortedTxn] = []
+                try:
+                    if read_committed:
+                        committed = lg.read_committed(offset, budget, min_one=True)
+                        read, aborted = committed.result, committed.aborted
+                    elif offset < limit:
+                        read = lg.read(offset, budget, max_offset=limit, min_one=True)
+                    else:
+                        continue
+                except OffsetOutOfRangeError:
+                    state.advance_to(lg.log_start_offset)
+                    continue
+                if read.region is None:
+                    continue
+                data = read.region.read()
+                spans = batch_spans(data)
+                got = state.acquire(session.member_id, [(b, last) for b, last, _ in spans],
+                                    max_records - taken, lock_ms, broker.clock(),
+                                    record_limit=record_limit)
+                if got and aborted:
+                    got = _archive_aborted(state, session.member_id, data, spans, aborted,
+                                           got, broker.clock())
+            if not got:
+                continue
+            # Only the batches holding acquired offsets go back.
+            first, last_acquired = got[0].first_offset, got[-1].last_offset
+            begin, end = 0, len(data)
+            for _, last, after in spans:
+                if last < first:
+                    begin = after
+                if last >= last_acquired:
+                    end = after
+                    break
+            out.records = data[begin:end]
+            out.acquired = got
+            outs[(topic, partition)] = out
+            taken += sum(r.last_offset - r.first_offset + 1 for r in got)
+            budget -= end - begin
+            broker.share_partitions.arm(sp)
+        return taken
+
+
+def _archive_aborted(state: SharePartition, member_id: str, data: bytes,
+                     spans: list[tuple[int, int, int]], aborted: list[AbortedTxn],
+                     got: list[AcquiredRange], now_ms: int) -> list[AcquiredRange]:
+    """read_committed: the acquired batches of aborted transactions are archived at once
+    (never delivered, as Kafka's SharePartition archives them); what is left."""
+    cut: list[tuple[int, int]] = []
+    pos = 0
+    for base, last, after in spans:
+        attributes = _ATTRIBUTES.unpack_from(data, pos + 21)[0]
+        if attributes & _TRANSACTIONAL and not attributes & _CONTROL:
+            producer_id = _PRODUCER_ID.unpack_from(data, pos + 43)[0]
+            if any(a.producer_id == producer_id and a.first_offset <= base <= a.last_offset
+                   for a in aborted):
+                cut.append((base, last))
+        pos = after
+    if not cut:
+        return got
+    kept: list[AcquiredRange] = []
+    rejects: Acks = []
+    for r in got:
+        pieces = [(r.first_offset, r.last_offset)]
+        for lo, hi in cut:
+            nxt = []
+            for a, b in pieces:
+                if hi < a or lo > b:
+                    nxt.append((a, b))
+                    continue
+                rejects.append((max(a, lo), min(b, hi), [REJECT]))
+                if a < lo:
+                    nxt.append((a, lo - 1))
+                if b > hi:
+                    nxt.append((hi + 1, b))
+            pieces = nxt
+        kept.extend(AcquiredRange(a, b, r.delivery_count) for a, b in pieces)
+    rejects.sort()
+    state.acknowledge(member_id, rejects, now_ms)
+    return kept
+
+
+def _acks(batches: Iterable[Any]) -> Acks:
+    return [(b.first_offset, b.last_offset, list(b.acknowledge_types)) for b in batches]
+
+
+def _leader(names: AnswerNames, out: _Partition) -> dict[str, int]:
+    leader, epoch = names.current_leader(out.topic, out.partition)
+    return {"leader_id": leader, "leader_epoch": epoch}
+
+
+def _answer(request: Request, broker: Broker, outs: Iterable[_Partition], lock_ms: int,
+            *, fetch: bool, error: int = 0, message: str | None = None) -> bytes:
+    names = AnswerNames(broker, request)
+    topics: dict[uuid.UUID, list[dict[str, Any]]] = {}
+    leaders: set[int] = set()
+    for out in outs:
+        entry: dict[str, Any] = {
+            "partition_index": out.partition, "error_code": out.error,
+            "error_message": out.message, "current_leader": _leader(names, out)}
+        if out.error == ErrorCode.not_leader_or_follower:
+            leaders.add(entry["current_leader"]["leader_id"])
+        if fetch:
+            entry.update({
+                "acknowledge_error_code": out.ack_error,
+                "acknowledge_error_message": out.ack_message,
+                # Not nullable from v1: an empty section.
+                "records": out.records or b"",
+                "acquired_records": [{"first_offset": r.first_offset,
+                                      "last_offset": r.last_offset,
+                                      "delivery_count": r.delivery_count}
+                                     for r in out.acquired]})
+        else:
+            entry["error_code"] = out.ack_error or out.error
+            entry["error_message"] = out.ack_message or out.message
+        topics.setdefault(out.topic_id, []).append(entry)
+    return respond(request, {
+        "throttle_time": 0, "error_code": error, "error_message": message,
+        "acquisition_lock_timeout": lock_ms,
+        "responses": [{"topic_id": tid, "partitions": parts} for tid, parts in topics.items()],
+        "node_endpoints": names.endpoints(leaders - {-1}) if leaders else []})
+
+
+def _refuse(request: Request, broker: Broker, code: int, message: str, *, fetch: bool
+            ) -> bytes:
+    return _answer(request, broker, [], 0, fetch=fetch, error=code, message=message)
+
+
+async def share_fetch(broker: Broker, request: Request) -> bytes:
+    body = request.body
+    group_id, member_id, epoch = body.group_id or "", body.member_id or "", \
+        body.share_session_epoch
+    if share_level(broker) < 1:
+        return _refuse(request, broker, ErrorCode.unsupported_version,
+                       SHARE_GROUPS_DISABLED, fetch=True)
+    if not allowed(broker, request, Operation.READ, ResourceType.GROUP, group_id):
+        return _refuse(request, broker, ErrorCode.group_authorization_failed,
+                       "Group authorization failed.", fetch=True)
+    if not group_id or not member_id:
+        return _refuse(request, broker, ErrorCode.invalid_request,
+                       "GroupId and MemberId must be set.", fetch=True)
+    fetcher = ShareFetcher(broker, group_id)
+    outs: dict[Tp, _Partition] = {}
+    acks: list[tuple[_Partition, Acks]] = []
+    wanted: list[_Partition] = []
+    for t in body.topics:
+        name = fetcher._name(t.topic_id)
+        for p in t.partitions:
+            out = _Partition(name, t.topic_id, p.partition_index)
+            outs[(name, p.partition_index)] = out
+            wanted.append(out)
+            if p.acknowledgement_batches:
+                acks.append((out, _acks(p.acknowledgement_batches)))
+    denied = {o.topic for o in wanted if not is_unknown(o.topic) and not allowed(
+        broker, request, Operation.READ, ResourceType.TOPIC, o.topic)}
+    for o in wanted:
+        if o.topic in denied:
+            o.error, o.message = ErrorCode.topic_authorization_failed, None
+    sessions = broker.share_sessions
+    try:
+        if epoch == INITIAL_EPOCH:
+            if acks:
+                return _refuse(request, broker, ErrorCode.invalid_request,
+                               "Acknowledge data present on initial ShareFetch.", fetch=True)
+            session = sessions.open(group_id, member_id, request.session)
+        elif epoch == FINAL_EPOCH:
+            session = sessions.get_final(group_id, member_id)
+        else:
+            session = sessions.get(group_id, member_id, epoch)
+            session.next_epoch()
+    except ShareSessionError as exc:
+        return _refuse(request, broker, exc.error_code, str(exc), fetch=True)
+    lock_ms = broker.share_partitions.lock_ms(group_id)
+    for out, batch in acks:
+        if out.error == ErrorCode.none:
+            await fetcher.acknowledge(group_id, member_id, out, batch)
+        else:
+            out.ack_error = out.error
+    if epoch == FINAL_EPOCH:
+        sessions.close(group_id, member_id)
+        broker.share_partitions.release_member(group_id, member_id)
+        return _answer(request, broker, outs.values(), lock_ms, fetch=True)
+    for f in body.forgotten_topics_data:
+        name = fetcher._name(f.topic_id)
+        for p in f.partitions:
+            session.partitions.pop((name, p), None)
+    for out in wanted:
+        if out.error == ErrorCode.none:
+            session.partitions[(out.topic, out.partition)] = out.topic_id
+    max_records = body.max_records if body.max_records > 0 else 500
+    record_limit = getattr(body, "share_acquire_mode", 0) == 1
+    taken = await fetcher.acquire(session, max_records, body.max_bytes, record_limit, outs)
+    wait_ms = ms(body.max_wait, 0)
+    if not taken and wait_ms > 0 and session.partitions:
+        waiter = _Woken()
+        tps = list(session.partitions)
+        broker.purgatory.watch(tps, waiter)
+        try:
+            async with asyncio.timeout(wait_ms / 1000):
+                await waiter.event.wait()
+        except TimeoutError:
+            pass
+        finally:
+            broker.purgatory.unwatch(tps, waiter)
+        if broker.share_sessions.sessions.get((group_id, member_id)) is session:
+            await fetcher.acquire(session, max_records, body.max_bytes, record_limit, outs)
+    return _answer(request, broker, outs.values(), lock_ms, fetch=True)
+
+
+async def share_acknowledge(broker: Broker, request: Request) -> bytes:
+    body = request.body
+    group_id, member_id, epoch = body.group_id or "", body.member_id or "", \
+        body.share_session_epoch
+    if share_level(broker) < 1:
+        return _refuse(request, broker, ErrorCode.unsupported_version,
+                       SHARE_GROUPS_DISABLED, fetch=False)
+    if not allowed(broker, request, Operation.READ, ResourceType.GROUP, group_id):
+        return _refuse(request, broker, ErrorCode.group_authorization_failed,
+                       "Group authorization failed.", fetch=False)
+    if not group_id or not member_id:
+        return _refuse(request, broker, ErrorCode.invalid_request,
+                       "GroupId and MemberId must be set.", fetch=False)
+    sessions = broker.share_sessions
+    try:
+        if epoch == INITIAL_EPOCH:
+            return _refuse(request, broker, ErrorCode.invalid_share_session_epoch,
+                           "ShareAcknowledge cannot open a share session.", fetch=False)
+        if epoch == FINAL_EPOCH:
+            sessions.get_final(group_id, member_id)
+        else:
+            sessions.get(group_id, member_id, epoch).next_epoch()
+    except ShareSessionError as exc:
+        return _refuse(request, broker, exc.error_code, str(exc), fetch=False)
+    fetcher = ShareFetcher(broker, group_id)
+    outs = []
+    for t in body.topics:
+        name = fetcher._name(t.topic_id)
+        for p in t.partitions:
+            out = _Partition(name, t.topic_id, p.partition_index)
+            outs.append(out)
+            if not is_unknown(name) and not allowed(broker, request, Operation.READ,
+                                                    ResourceType.TOPIC, name):
+                out.error = ErrorCode.topic_authorization_failed
+                continue
+            await fetcher.acknowledge(group_id, member_id, out,
+                                      _acks(p.acknowledgement_batches))
+    if epoch == FINAL_EPOCH:
+        sessions.close(group_id, member_id)
+        broker.share_partitions.release_member(group_id, member_id)
+    return _answer(request, broker, outs, broker.share_partitions.lock_ms(group_id),
+                   fetch=False)
