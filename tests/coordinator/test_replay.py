@@ -113,6 +113,7 @@ def test_records_of_other_group_types_are_skipped():
     h = Harness()
     h.commit("", -1, [("t", 0, 1)], group="s")
     restarted = replay(h.records, h.now)
-    restarted.load(b"\x00\x0b\x00\x01x", b"anything")  # a share group's record
+    restarted.load(b"\x00\x0c\x00\x01x", b"anything")  # a share group's assignment
+    restarted.load(b"\x00\x11\x00\x01x", b"anything")  # a streams group's record
     assert set(restarted.groups) == {"s"}
     assert not restarted.consumer_groups

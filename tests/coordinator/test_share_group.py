@@ -11,6 +11,7 @@ import uuid
 from kio.schema.errors import ErrorCode
 
 from odradek.coordinator import GroupCoordinator
+from odradek.coordinator import offsets_topic as ot
 from odradek.coordinator.consumer_group import TopicInfo
 from odradek.coordinator.share_coordinator import ShareCoordinator
 from odradek.coordinator.share_group import ShareSettings, assign_simple
@@ -82,6 +83,38 @@ def test_members_join_are_fenced_leave_and_time_out() -> None:
     fx = c.delete_groups(["g"], token=4, now_ms=6000)
     assert fx.share_groups_deleted == ["g"]
     assert c.share_group_describe(["g"])[0].error_code == ErrorCode.group_id_not_found
+
+
+def test_a_share_group_is_replayed_from_its_records() -> None:
+    c = GroupCoordinator()
+    records = []
+    for member, epoch in (("m1", 0), ("m2", 0)):
+        fx = c.share_heartbeat("g", member, epoch, subscribed_topic_names=["a", "b"],
+                               client_id=f"client-{member}", topics=TOPICS, token=1,
+                               now_ms=0)
+        records += fx.records
+    records += c.share_heartbeat("g", "m2", -1, token=2, now_ms=1).records
+    records += c.share_heartbeat("g", "m3", 0, subscribed_topic_names=["a"], topics=TOPICS,
+                                 token=3, now_ms=2).records
+    assert {ot.decode_key(r.key).version for r in records} == {10, 11, 14, 15}
+    loaded = GroupCoordinator()
+    for r in records:
+        loaded.load(r.key, r.value)
+    loaded.finish_load(10, TOPICS)
+    [before], [after] = c.share_group_describe(["g"]), loaded.share_group_describe(["g"])
+    assert after == before  # members, epochs and assignments alike
+    assert loaded.share_groups["g"].initialized == c.share_groups["g"].initialized
+    # m1 heartbeats on at the epoch it knew (behind the group's): no rejoin, it catches up.
+    m1 = next(m for m in before.members if m.member_id == "m1")
+    assert m1.member_epoch < before.group_epoch
+    again = loaded.share_heartbeat("g", "m1", m1.member_epoch, topics=TOPICS, token=4,
+                                   now_ms=20).response_to(4)
+    assert (again.error_code, again.member_epoch) == (0, before.group_epoch)
+    # Deleting the (empty) group tombstones it.
+    for m in ("m1", "m3"):
+        loaded.share_heartbeat("g", m, -1, token=5, now_ms=30)
+    fx = loaded.delete_groups(["g"], token=6, now_ms=40)
+    assert [r.value for r in fx.records] == [None, None]
 
 
 def test_share_state_is_written_fenced_replayed_and_deleted() -> None:

@@ -1,6 +1,7 @@
-"""The values of KIP-848 consumer group records in ``__consumer_offsets`` (key versions
-3-8, keys in ``offsets_topic.py``), in Kafka's layouts
-(group-coordinator/src/main/resources/common/message/ConsumerGroup*Value.json).
+"""The values of KIP-848 consumer group records (key versions 3-8) and of KIP-932 share
+group records (10, 11, 15) in ``__consumer_offsets`` (keys in ``offsets_topic.py``), in
+Kafka's layouts (group-coordinator/src/main/resources/common/message/ConsumerGroup*Value
+.json, ShareGroup*Value.json).
 
 Every value is version 0 and *flexible* (KIP-482): an int16 version, then compact
 encodings (unsigned varint lengths plus one, 0 for null), uuids as 16 bytes, and a
@@ -16,6 +17,16 @@ tagged-field section after every struct. We write no tagged fields and skip any 
 - ConsumerGroupTargetAssignmentMemberValue (7): a member's target partitions.
 - ConsumerGroupCurrentMemberAssignmentValue (8): member epoch, previous member epoch,
   state, assigned partitions, partitions pending revocation.
+- ShareGroupMemberMetadataValue (10): rack, client id and host, the subscribed topics.
+- ShareGroupMetadataValue (11): the group epoch and a metadata hash (written 0: the
+  subscribed topics' metadata is recomputed from the broker's topics).
+- ShareGroupStatePartitionMetadataValue (15): the topic partitions whose share state
+  has been initialized (and those being initialized or deleted, which Odradek writes
+  empty: it initializes and deletes in one step).
+- ShareGroupCurrentMemberAssignmentValue (14): member epoch, previous member epoch,
+  state (0), assigned partitions.
+Share groups' target assignments (12, 13) are not written: the simple assignor
+recomputes them from the members after a restart.
 """
 
 from __future__ import annotations
@@ -32,6 +43,7 @@ Assignment = dict[uuid.UUID, set[int]]
 _INT8 = struct.Struct(">b")
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
+_INT64 = struct.Struct(">q")
 VALUE_VERSION = 0
 # Kafka's MemberState codes (org.apache.kafka.coordinator.group.modern.MemberState).
 STATE_STABLE = 0
@@ -118,6 +130,46 @@ def encode_current_assignment(a: CurrentAssignment) -> bytes:
                   _topic_partitions(a.pending_revocation))
 
 
+def encode_share_member_metadata(rack_id: str | None, client_id: str, client_host: str,
+                                 topics: tuple[str, ...]) -> bytes:
+    names = _uvarint(len(topics) + 1) + b"".join(_string(n) for n in topics)
+    return _value(_string(rack_id), _string(client_id), _string(client_host), names)
+
+
+def encode_share_current_assignment(member_epoch: int, assigned: Assignment) -> bytes:
+    return _value(_INT32.pack(member_epoch), _INT32.pack(member_epoch), _INT8.pack(0),
+                  _topic_partitions(assigned))
+
+
+def decode_share_current_assignment(data: bytes) -> tuple[int, Assignment]:
+    """(member epoch, assigned partitions)."""
+    r = _Reader(data)
+    epoch = r.fixed(_INT32)
+    r.fixed(_INT32)
+    r.fixed(_INT8)
+    assigned = r.topic_partitions()
+    r.tags()
+    return epoch, assigned
+
+
+def encode_share_group_metadata(epoch: int) -> bytes:
+    return _value(_INT32.pack(epoch), _INT64.pack(0))
+
+
+# A topic's initialized partitions: topic id -> (name, partitions).
+InitializedTopics = dict[uuid.UUID, tuple[str, frozenset[int]]]
+
+
+def encode_share_state_partitions(initialized: InitializedTopics) -> bytes:
+    topics = [_uvarint(len(initialized) + 1)]
+    for tid in sorted(initialized, key=str):
+        name, parts = initialized[tid]
+        topics.append(tid.bytes + _string(name) + _uvarint(len(parts) + 1)
+                      + b"".join(_INT32.pack(p) for p in sorted(parts)) + _NO_TAGS)
+    empty = _uvarint(1)
+    return _value(empty, b"".join(topics), empty)
+
+
 # --- reading -----------------------------------------------------------------------------
 
 class _Reader(Reader):
@@ -191,3 +243,42 @@ def decode_current_assignment(data: bytes) -> CurrentAssignment:
     pending = r.topic_partitions()
     r.tags()
     return CurrentAssignment(epoch, previous, state, assigned, pending)
+
+
+def decode_share_member_metadata(data: bytes) -> tuple[str | None, str, str, tuple[str, ...]]:
+    """(rack id, client id, client host, subscribed topic names)."""
+    r = _Reader(data)
+    rack_id, client_id, client_host = r.string(), r.string() or "", r.string() or ""
+    names = tuple(r.string() or "" for _ in range(max(r.count(), 0)))
+    r.tags()
+    return rack_id, client_id, client_host, names
+
+
+def decode_share_group_metadata(data: bytes) -> int:
+    """The group epoch (the metadata hash is not used)."""
+    r = _Reader(data)
+    epoch = r.fixed(_INT32)
+    r.fixed(_INT64)
+    r.tags()
+    return epoch
+
+
+def decode_share_state_partitions(data: bytes) -> InitializedTopics:
+    """The initialized topic partitions (initializing ones count as initialized: their
+    state, if any was written, is found by a read; deleting ones are left out)."""
+    r = _Reader(data)
+    out: InitializedTopics = {}
+    for _ in range(2):  # InitializingTopics, InitializedTopics
+        for _ in range(max(r.count(), 0)):
+            tid = uuid.UUID(bytes=bytes(r.view(16)))
+            name = r.string() or ""
+            parts = frozenset(r.fixed(_INT32) for _ in range(max(r.count(), 0)))
+            r.tags()
+            old = out.get(tid)
+            out[tid] = (name, parts | old[1] if old else parts)
+    for _ in range(max(r.count(), 0)):  # DeletingTopics
+        out.pop(uuid.UUID(bytes=bytes(r.view(16))), None)
+        r.string()
+        r.tags()
+    r.tags()
+    return out

@@ -56,6 +56,7 @@ from odradek.coordinator.consumer_protocol import (
     GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS,
     GROUP_CONSUMER_SESSION_TIMEOUT_MS,
 )
+from odradek.coordinator.consumer_records import InitializedTopics
 from odradek.coordinator.group import CommittedOffset, Group
 from odradek.coordinator.group_manager import GroupManager
 from odradek.coordinator.offset_manager import OFFSET_EXPIRY_TIMER, OffsetManager
@@ -74,6 +75,7 @@ from odradek.coordinator.share_group import (
     DEFAULT_SHARE_SETTINGS,
     ShareGroup,
     ShareGroupDescription,
+    ShareOffsetsCheck,
     ShareSettings,
 )
 
@@ -294,8 +296,9 @@ class GroupCoordinator:
     def consumer_topics_changed(self, topics: Mapping[str, TopicInfo], now_ms: int) -> Effects:
         """After CreateTopics/CreatePartitions/DeleteTopics (``consumer_protocol.py``,
         and share groups' assignments, ``share_group.py``)."""
-        self._group_manager.share_topics_changed(topics)
-        return self._group_manager.consumer_topics_changed(topics, now_ms)
+        fx = self._group_manager.consumer_topics_changed(topics, now_ms)
+        self._group_manager.share_topics_changed(topics, fx)
+        return fx
 
     def consumer_group_describe(self, group_ids: Iterable[str]
                                 ) -> list[ConsumerGroupDescription]:
@@ -327,6 +330,22 @@ class GroupCoordinator:
     def share_group_describe(self, group_ids: Iterable[str]) -> list[ShareGroupDescription]:
         """ShareGroupDescribe (``share_group.py``)."""
         return self._group_manager.share_group_describe(group_ids)
+
+    def share_alter_offsets(self, group_id: str, partitions: InitializedTopics, *,
+                            token: Any, now_ms: int) -> Effects:
+        """AlterShareGroupOffsets' group check (``share_group.py``)."""
+        return self._group_manager.share_alter_offsets(group_id, partitions, token=token,
+                                                       now_ms=now_ms)
+
+    def share_delete_offsets(self, group_id: str, topic_ids: Iterable[uuid.UUID], *,
+                             token: Any, now_ms: int) -> Effects:
+        """DeleteShareGroupOffsets' group check (``share_group.py``)."""
+        return self._group_manager.share_delete_offsets(group_id, topic_ids, token=token,
+                                                        now_ms=now_ms)
+
+    def share_state_partitions(self, group_id: str) -> ShareOffsetsCheck:
+        """A share group's initialized share partitions (``share_group.py``)."""
+        return self._group_manager.share_state_partitions(group_id)
 
     @property
     def share_groups(self) -> dict[str, ShareGroup]:
@@ -437,8 +456,11 @@ class GroupCoordinator:
             error = self._group_manager.prepare_delete(group_id, now_ms)
             if error == ErrorCode.none and group_id in self.share_groups:
                 # Its share partitions' state goes too (the broker's, server/share/).
-                del self.share_groups[group_id]
-                fx.share_groups_deleted.append(group_id)
+                group = self.share_groups.pop(group_id)
+                self._group_manager.share_group_deleted(group_id, fx)
+                fx.share_groups_deleted.append((group_id, [
+                    (tid, p) for tid, (_, parts) in group.initialized.items()
+                    for p in sorted(parts)]))
             elif error == ErrorCode.none:
                 # Its offsets' tombstones, then (as they leave it empty) the group's own.
                 self._offset_manager.delete_all_offsets(group_id, now_ms, fx)

@@ -62,6 +62,7 @@ from odradek.coordinator.results import (
 from odradek.coordinator.share_group import (
     DEFAULT_SHARE_SETTINGS,
     SHARE_SESSION,
+    ShareAdmin,
     ShareGroup,
     ShareProtocol,
     ShareSettings,
@@ -74,7 +75,7 @@ log = logging.getLogger(__name__)
 Schedule = Callable[[int, str, Group | ConsumerGroup | ShareGroup | None, str], None]
 
 
-class GroupManager(ClassicRebalance, ConsumerProtocol, ShareProtocol):
+class GroupManager(ClassicRebalance, ConsumerProtocol, ShareProtocol, ShareAdmin):
     """The groups a ``GroupCoordinator`` coordinates. Not thread-safe: one caller at a
     time. Classic groups are in ``groups``; KIP-848 ``consumer`` groups
     (``consumer_protocol.py``) in ``consumer_groups``; a group id is in one or the
@@ -438,7 +439,10 @@ class GroupManager(ClassicRebalance, ConsumerProtocol, ShareProtocol):
         """Replay one group record (``GroupCoordinator.load`` hands them over in log
         order; offset commits go to the offset manager)."""
         if isinstance(key, ot.ConsumerGroupRecordKey):
-            self._load_consumer_record(key, value)
+            if key.version in ot.SHARE_GROUP_KEYS:
+                self._load_share_record(key, value)
+            else:
+                self._load_consumer_record(key, value)
             return
         if value is not None and key.group in self.consumer_groups:
             # The group became a classic one: its offsets go with it.
@@ -486,6 +490,7 @@ class GroupManager(ClassicRebalance, ConsumerProtocol, ShareProtocol):
         groups assign from."""
         fx = self._effects(now_ms)
         self._finish_consumer_load(now_ms, topics)
+        self._finish_share_load(now_ms, topics)
         for group in list(self.groups.values()):
             for member in group.members.values():
                 self._set_heartbeat(group, member, now_ms + member.session_timeout_ms)

@@ -24,8 +24,10 @@ OFFSETS_TOPIC = "__consumer_offsets"
 DEFAULT_OFFSETS_TOPIC_PARTITIONS = 50
 
 # Key versions: 0 and 1 are both an offset commit key (group, topic, partition); 2 is a
-# group metadata key (group); 3-8 are KIP-848 consumer group keys (their values are in
-# ``consumer_records.py``). Higher versions belong to share and streams groups.
+# group metadata key (group); 3-8 are KIP-848 consumer group keys, 10, 11, 14 and 15 the
+# KIP-932 share group keys Odradek writes (their values are in ``consumer_records.py``).
+# Other versions belong to records Odradek does not write (share groups' assignments,
+# streams groups).
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
 CONSUMER_GROUP_METADATA_KEY = 3  # (group) -> group epoch
@@ -34,8 +36,13 @@ CONSUMER_GROUP_MEMBER_METADATA_KEY = 5  # (group, member) -> subscription, clien
 CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_KEY = 6  # (group) -> assignment epoch
 CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY = 7  # (group, member) -> target partitions
 CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY = 8  # (group, member) -> epoch, partitions
-_GROUP_LEVEL_KEYS = (3, 4, 6)
-_MEMBER_LEVEL_KEYS = (5, 7, 8)
+SHARE_GROUP_MEMBER_METADATA_KEY = 10  # (group, member) -> subscription, client
+SHARE_GROUP_METADATA_KEY = 11  # (group) -> group epoch
+SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY = 14  # (group, member) -> epoch, partitions
+SHARE_GROUP_STATE_PARTITION_METADATA_KEY = 15  # (group) -> initialized share partitions
+_GROUP_LEVEL_KEYS = (3, 4, 6, 11, 15)
+_MEMBER_LEVEL_KEYS = (5, 7, 8, 10, 14)
+SHARE_GROUP_KEYS = (10, 11, 14, 15)
 # Value versions Kafka 3.x writes: offset commit v3 (with leader epoch), or v1 when the
 # commit carries an explicit expire timestamp (OffsetCommit v2-v4 retention_time_ms);
 # group metadata v3 (with group.instance.id).
@@ -69,8 +76,8 @@ class GroupMetadataKey:
 
 @dataclass(frozen=True, slots=True)
 class ConsumerGroupRecordKey:
-    """A KIP-848 consumer group key: ``version`` (3-8) says which record it is;
-    ``member_id`` is None for the group-level ones (3, 4, 6)."""
+    """A KIP-848 consumer group or KIP-932 share group key: ``version`` (3-8, 10, 11,
+    14, 15) says which record it is; ``member_id`` is None for the group-level ones."""
 
     version: int
     group: str

@@ -61,9 +61,10 @@ class Effects(Responses):
     transactional: tuple[int, int] | None = None
     # Share groups (share_group.py): (group id, member id) of members that left or were
     # removed, whose acquired records the share partitions release; and groups deleted,
-    # whose share-partition state goes.
+    # with the share partitions (topic id, partition) whose state goes with them.
     share_members_left: list[tuple[str, str]] = field(default_factory=list)
-    share_groups_deleted: list[str] = field(default_factory=list)
+    share_groups_deleted: list[tuple[str, list[tuple[uuid.UUID, int]]]] = field(
+        default_factory=list)
 
 
 class JoinMember(NamedTuple):

@@ -28,10 +28,15 @@ members than partitions each member gets one partition and the partitions are sh
 as evenly as the counts allow. (Kafka's is also sticky and rack-free; moving a share
 partition between members costs nothing here, since no member owns records.)
 
-Departure from Kafka: membership is kept in memory, not written to
-``__consumer_offsets`` (Kafka's ShareGroup* records). After a coordinator restart the
-members' next heartbeats get UNKNOWN_MEMBER_ID and they rejoin; what a share group has
-consumed is kept by the share partitions (``__share_group_state``), not here.
+Persistence, in ``__consumer_offsets`` with Kafka's record layouts
+(``consumer_records.py``): the group epoch (ShareGroupMetadata), each member's
+subscription (ShareGroupMemberMetadata; a tombstone when it leaves), and the share
+partitions the group has been assigned and so has state for
+(ShareGroupStatePartitionMetadata: what DescribeShareGroupOffsets lists and
+DeleteGroups deletes). The assignments (Kafka's records 12-14) are not written: after a
+replay the simple assignor gives the loaded members the same assignment again, at the
+group epoch they knew, so their heartbeats go on without a rejoin. What a share group
+has consumed is the share coordinator's (``share_coordinator.py``), not here.
 """
 
 from __future__ import annotations
@@ -44,11 +49,14 @@ from typing import Any, NamedTuple
 
 from kio.schema.errors import ErrorCode
 
+from odradek.coordinator import consumer_records as cr
+from odradek.coordinator import offsets_topic as ot
 from odradek.coordinator.consumer_group import TopicInfo
 from odradek.coordinator.results import (
     ConsumerHeartbeatResult,
     DescribedPartitions,
     Effects,
+    Record,
 )
 
 log = logging.getLogger(__name__)
@@ -96,6 +104,9 @@ class ShareGroup:
     # since bumps the group epoch.
     subscribed: dict[str, TopicInfo] = field(default_factory=dict)
     target: dict[str, Assignment] = field(default_factory=dict)
+    # The share partitions ever assigned (and so with state, or about to have it):
+    # topic id -> (name, partitions).
+    initialized: cr.InitializedTopics = field(default_factory=dict)
 
     @property
     def state(self) -> str:
@@ -156,6 +167,26 @@ def assign_simple(subscriptions: Mapping[str, Iterable[str]], topics: Mapping[st
     return out
 
 
+# What is persisted of a group: its epoch, its members' metadata and current
+# assignments, its initialized share partitions.
+_Persisted = tuple[int, dict[str, tuple[str | None, str, str, tuple[str, ...]]],
+                   dict[str, tuple[int, dict[uuid.UUID, frozenset[int]]]],
+                   cr.InitializedTopics]
+_NONE: _Persisted = (-1, {}, {}, {})
+
+
+def _persisted(group: ShareGroup | None) -> _Persisted:
+    if group is None:
+        return _NONE
+    members = group.members.values()
+    return (group.group_epoch,
+            {m.member_id: (m.rack_id, m.client_id, m.client_host, m.subscribed_topic_names)
+             for m in members},
+            {m.member_id: (m.member_epoch, {t: frozenset(p) for t, p in m.assigned.items()})
+             for m in members},
+            dict(group.initialized))
+
+
 class _HeartbeatError(Exception):
     def __init__(self, error_code: int, message: str) -> None:
         super().__init__(message)
@@ -210,6 +241,7 @@ class ShareProtocol:
         if topics is not None:
             self.topics = topics
         names = None if subscribed_topic_names is None else tuple(subscribed_topic_names)
+        before = _persisted(self.share_groups.get(group_id))
         try:
             if not group_id:
                 raise _HeartbeatError(ErrorCode.invalid_request, "GroupId can't be empty.")
@@ -229,6 +261,7 @@ class ShareProtocol:
                                                names, client_id, client_host, now_ms)
         except _HeartbeatError as exc:
             result = ConsumerHeartbeatResult(exc.error_code, str(exc))
+        self._share_records(group_id, before, fx)
         fx.respond(token, result)
         return fx
 
@@ -327,6 +360,99 @@ class ShareProtocol:
             {m.member_id: m.subscribed_topic_names for m in group.members.values()},
             group.subscribed)
         group.assignment_epoch = group.group_epoch
+        names = {info.topic_id: name for name, info in group.subscribed.items()}
+        for assignment in group.target.values():
+            for tid, parts in assignment.items():
+                name, known = group.initialized.get(tid, (names[tid], frozenset()))
+                if not parts <= known:
+                    group.initialized[tid] = (name, known | parts)
+
+    # --- persistence -----------------------------------------------------------------
+
+    def _share_records(self, group_id: str, before: _Persisted, fx: Effects) -> None:
+        """The records of what changed in a group since ``before``."""
+        after = _persisted(self.share_groups.get(group_id))
+        if after == before:
+            return
+        epoch, members, assignments, initialized = after
+
+        def rec(version: int, value: bytes | None, member_id: str | None = None) -> None:
+            fx.records.append(Record(group_id, ot.encode_consumer_group_key(
+                version, group_id, member_id), value))
+
+        for member_id in before[1].keys() - members.keys():
+            rec(ot.SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY, None, member_id)
+            rec(ot.SHARE_GROUP_MEMBER_METADATA_KEY, None, member_id)
+        for member_id, meta in members.items():
+            if before[1].get(member_id) != meta:
+                rec(ot.SHARE_GROUP_MEMBER_METADATA_KEY,
+                    cr.encode_share_member_metadata(*meta), member_id)
+            if before[2].get(member_id) != assignments[member_id]:
+                member_epoch, assigned = assignments[member_id]
+                rec(ot.SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY,
+                    cr.encode_share_current_assignment(
+                        member_epoch, {t: set(p) for t, p in assigned.items()}), member_id)
+        if initialized != before[3]:
+            rec(ot.SHARE_GROUP_STATE_PARTITION_METADATA_KEY,
+                cr.encode_share_state_partitions(initialized))
+        if epoch != before[0]:
+            rec(ot.SHARE_GROUP_METADATA_KEY, cr.encode_share_group_metadata(epoch))
+
+    def share_group_deleted(self, group_id: str, fx: Effects) -> None:
+        """Tombstones for a deleted (empty) group: its state partitions, then itself."""
+        for version in (ot.SHARE_GROUP_STATE_PARTITION_METADATA_KEY,
+                        ot.SHARE_GROUP_METADATA_KEY):
+            fx.records.append(Record(group_id, ot.encode_consumer_group_key(
+                version, group_id), None))
+
+    def _load_share_record(self, key: ot.ConsumerGroupRecordKey, value: bytes | None
+                           ) -> None:
+        """Replay one share group record (in log order)."""
+        group = self.share_groups.get(key.group)
+        if key.version == ot.SHARE_GROUP_METADATA_KEY:
+            if value is None:
+                self.share_groups.pop(key.group, None)
+                return
+            if group is None:
+                group = self.share_groups[key.group] = ShareGroup(key.group)
+            group.group_epoch = cr.decode_share_group_metadata(value)
+            return
+        if group is None:
+            if value is None:
+                return
+            # Kafka writes a group's member and partition records before its epoch.
+            group = self.share_groups[key.group] = ShareGroup(key.group)
+        if key.version == ot.SHARE_GROUP_STATE_PARTITION_METADATA_KEY:
+            group.initialized = {} if value is None else cr.decode_share_state_partitions(
+                value)
+            return
+        assert key.member_id is not None
+        if value is None:
+            group.members.pop(key.member_id, None)
+            return
+        member = group.members.setdefault(key.member_id, ShareMember(key.member_id))
+        if key.version == ot.SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY:
+            member.member_epoch, member.assigned = cr.decode_share_current_assignment(value)
+            return
+        rack_id, client_id, client_host, names = cr.decode_share_member_metadata(value)
+        member.rack_id, member.client_id, member.client_host = rack_id, client_id, client_host
+        member.subscribed_topic_names = names
+
+    def _finish_share_load(self, now_ms: int, topics: Mapping[str, TopicInfo] | None
+                           ) -> None:
+        """After replay: each group's target assignment again at its epoch (a member
+        behind it gets it at its next heartbeat, as before), and a fresh session for
+        every loaded member."""
+        if topics is not None:
+            self.topics = topics
+        for group in self.share_groups.values():
+            self._share_metadata_changed(group)
+            self._assign_share_group(group)
+            for member in group.members.values():
+                member.session_deadline = now_ms + self.share_session_timeout_ms(
+                    group.group_id)
+                self._schedule(member.session_deadline, SHARE_SESSION, group,
+                               member.member_id)
 
     # --- timers and topic changes ----------------------------------------------------
 
@@ -339,17 +465,21 @@ class ShareProtocol:
     def on_share_timer(self, group: ShareGroup, member_id: str, fx: Effects) -> None:
         log.info("Member %s of share group %s has failed (session expired), removing it",
                  member_id, group.group_id)
+        before = _persisted(group)
         self._remove_share_member(group, member_id, fx)
+        self._share_records(group.group_id, before, fx)
 
-    def share_topics_changed(self, topics: Mapping[str, TopicInfo]) -> None:
+    def share_topics_changed(self, topics: Mapping[str, TopicInfo], fx: Effects) -> None:
         """After CreateTopics/CreatePartitions/DeleteTopics: share groups subscribed to a
         changed topic get a new assignment now (members see it at their next
         heartbeat)."""
         self.topics = topics
         for group in self.share_groups.values():
             if group.members and self._share_metadata_changed(group):
+                before = _persisted(group)
                 group.group_epoch += 1
                 self._assign_share_group(group)
+                self._share_records(group.group_id, before, fx)
 
     # --- describe, list, delete ------------------------------------------------------
 
@@ -380,3 +510,82 @@ class ShareProtocol:
                                         described(m.assigned))
                  for m in group.members.values()]))
         return out
+
+
+class ShareOffsetsCheck(NamedTuple):
+    """The coordinator's answer to AlterShareGroupOffsets / DeleteShareGroupOffsets: the
+    group-level error, and the share partitions concerned (for a delete: those the
+    group had state for, now forgotten)."""
+
+    error_code: int
+    error_message: str | None
+    partitions: cr.InitializedTopics
+
+
+class ShareAdmin:
+    """The share-group offsets admin operations (KIP-932), on ``GroupManager``."""
+
+    share_groups: dict[str, ShareGroup]
+    groups: dict[str, Any]
+    consumer_groups: dict[str, Any]
+    _effects: Callable[[int], Effects]
+    def _share_records(self, group_id: str, before: _Persisted, fx: Effects
+                       ) -> None: ...  # pragma: no cover
+
+    def _empty_share_group(self, group_id: str, *, create: bool) -> ShareGroup | ShareOffsetsCheck:
+        group = self.share_groups.get(group_id)
+        if group is None:
+            if group_id in self.groups or group_id in self.consumer_groups:
+                return ShareOffsetsCheck(ErrorCode.group_id_not_found,
+                                         f"Group {group_id} is not a share group.", {})
+            if not create:
+                return ShareOffsetsCheck(ErrorCode.group_id_not_found,
+                                         f"Group {group_id} not found.", {})
+            group = self.share_groups[group_id] = ShareGroup(group_id)
+        if group.members:
+            return ShareOffsetsCheck(ErrorCode.non_empty_group,
+                                     f"Share group {group_id} is not empty.", {})
+        return group
+
+    def share_alter_offsets(self, group_id: str, partitions: cr.InitializedTopics, *,
+                            token: Any, now_ms: int) -> Effects:
+        """AlterShareGroupOffsets' check: the group must be empty (made if it does not
+        exist, as Kafka makes it); the partitions join its initialized ones."""
+        fx = self._effects(now_ms)
+        before = _persisted(self.share_groups.get(group_id))
+        group = self._empty_share_group(group_id, create=True)
+        if isinstance(group, ShareOffsetsCheck):
+            fx.respond(token, group)
+            return fx
+        for tid, (name, parts) in partitions.items():
+            old = group.initialized.get(tid, (name, frozenset()))[1]
+            group.initialized[tid] = (name, old | parts)
+        self._share_records(group_id, before, fx)
+        fx.respond(token, ShareOffsetsCheck(ErrorCode.none, None, partitions))
+        return fx
+
+    def share_delete_offsets(self, group_id: str, topic_ids: Iterable[uuid.UUID], *,
+                             token: Any, now_ms: int) -> Effects:
+        """DeleteShareGroupOffsets' check: the group must exist and be empty; the topics
+        leave its initialized partitions (their state is then deleted)."""
+        fx = self._effects(now_ms)
+        before = _persisted(self.share_groups.get(group_id))
+        group = self._empty_share_group(group_id, create=False)
+        if isinstance(group, ShareOffsetsCheck):
+            fx.respond(token, group)
+            return fx
+        removed = {tid: group.initialized.pop(tid) for tid in topic_ids
+                   if tid in group.initialized}
+        self._share_records(group_id, before, fx)
+        fx.respond(token, ShareOffsetsCheck(ErrorCode.none, None, removed))
+        return fx
+
+    def share_state_partitions(self, group_id: str) -> ShareOffsetsCheck:
+        """DescribeShareGroupOffsets: the group's initialized share partitions."""
+        group = self.share_groups.get(group_id)
+        if group is None:
+            message = (f"Group {group_id} is not a share group."
+                       if group_id in self.groups or group_id in self.consumer_groups
+                       else f"Group {group_id} not found.")
+            return ShareOffsetsCheck(ErrorCode.group_id_not_found, message, {})
+        return ShareOffsetsCheck(ErrorCode.none, None, dict(group.initialized))

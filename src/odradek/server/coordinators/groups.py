@@ -210,11 +210,12 @@ class GroupRuntime(CoordinatorRuntime):
         # state goes (server/share/).
         for group_id, member_id in fx.share_members_left:
             self.broker.share_partitions.release_member(group_id, member_id)
-        for group_id in fx.share_groups_deleted:
+        for group_id, partitions in fx.share_groups_deleted:
             self.broker.share_partitions.drop_group(group_id)
-            if self.broker.share_state is not None:
-                self._spawn(partition, self.broker.share_state.delete_group(group_id),
-                            f"share-group-{group_id}-delete")
+            if self.broker.share_state is not None and partitions:
+                self._spawn(partition, self.broker.share_state.delete(
+                    [(group_id, tid, p) for tid, p in partitions]),
+                    f"share-group-{group_id}-delete")
         # Answers that need no append of their own go at once, as Kafka's heartbeats and
         # reads never wait for the log.
         replication = None if end is None else self._replicated(partition, end)

@@ -166,13 +166,12 @@ class ShareStateRuntime(CoordinatorRuntime):
                                           token=token, now_ms=now))
         return result
 
-    async def delete_group(self, group_id: str) -> None:
-        """Every share partition state of ``group_id`` coordinated here goes
-        (DeleteGroups of a share group)."""
+    async def delete(self, keys: Iterable[ShareKey]) -> None:
+        """The share partitions' states go (DeleteGroups of a share group,
+        DeleteShareGroupOffsets): a tombstone for each, by the coordinator of its
+        partition."""
         self._ready()
-        for coordinator in list(self.coordinators.values()):
-            keys = coordinator.keys_of_group(group_id)
-            if keys:
-                await self.call(coordinator_key(*keys[0]),
-                                lambda c, token, now, keys=keys: c.delete(  # type: ignore[misc]
-                                    keys, token=token, now_ms=now))
+        for key in keys:
+            await self.call(coordinator_key(*key),
+                            lambda c, token, now, key=key: c.delete(  # type: ignore[misc]
+                                [key], token=token, now_ms=now))

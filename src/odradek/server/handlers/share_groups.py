@@ -1,7 +1,8 @@
 """Share groups (KIP-932, "queues for Kafka"): ShareGroupHeartbeat (76) and
 ShareGroupDescribe (77) on the group coordinator (coordinator/share_group.py), and
 ShareFetch (78) and ShareAcknowledge (79) on the partition leaders
-(server/share/fetching.py).
+(server/share/fetching.py), and the share group offsets' admin APIs (90-92, on the group
+coordinator: server/share/offsets.py).
 
 Versions as Kafka 4.4 serves them: ShareGroupHeartbeat and ShareGroupDescribe v1 (v0 was
 Kafka 4.0's early access, removed in 4.1), ShareFetch and ShareAcknowledge v1-v2 (v2:
@@ -27,6 +28,11 @@ from odradek.server.share.fetching import (
     share_acknowledge,
     share_fetch,
     share_level,
+)
+from odradek.server.share.offsets import (
+    alter_share_group_offsets,
+    delete_share_group_offsets,
+    describe_share_group_offsets,
 )
 
 if TYPE_CHECKING:
@@ -113,4 +119,11 @@ SHARE_GROUP_DESCRIBE = Api(77, "ShareGroupDescribe", 1, 1, share_group_describe)
 SHARE_FETCH = Api(78, "ShareFetch", 1, 2, share_fetch)
 SHARE_ACKNOWLEDGE = Api(79, "ShareAcknowledge", 1, 2, share_acknowledge)
 
-APIS = (SHARE_GROUP_HEARTBEAT, SHARE_GROUP_DESCRIBE, SHARE_FETCH, SHARE_ACKNOWLEDGE)
+DESCRIBE_SHARE_GROUP_OFFSETS = Api(90, "DescribeShareGroupOffsets", 0, 1,
+                                   describe_share_group_offsets)
+ALTER_SHARE_GROUP_OFFSETS = Api(91, "AlterShareGroupOffsets", 0, 0, alter_share_group_offsets)
+DELETE_SHARE_GROUP_OFFSETS = Api(92, "DeleteShareGroupOffsets", 0, 0,
+                                 delete_share_group_offsets)
+
+APIS = (SHARE_GROUP_HEARTBEAT, SHARE_GROUP_DESCRIBE, SHARE_FETCH, SHARE_ACKNOWLEDGE,
+        DESCRIBE_SHARE_GROUP_OFFSETS, ALTER_SHARE_GROUP_OFFSETS, DELETE_SHARE_GROUP_OFFSETS)

@@ -189,7 +189,11 @@ class SharePartitions:
             log.warning("share group %s: %s-%d state not written: %s", sp.group_id, sp.topic,
                         sp.partition, exc)
             return exc.error_code
-        if result.error_code == 0 and sp.written < changes:
+        if result.error_code == ErrorCode.fenced_state_epoch:
+            log.info("share group %s: %s-%d state was changed by an operator; reloading",
+                     sp.group_id, sp.topic, sp.partition)
+            self.forget(sp.key)
+        elif result.error_code == 0 and sp.written < changes:
             sp.written = changes
         return result.error_code
 
@@ -242,6 +246,14 @@ class SharePartitions:
                 if sp.timer is not None:
                     sp.timer.cancel()
                 del self.partitions[key]
+
+    def forget(self, key: ShareKey) -> None:
+        """Its state changed elsewhere (AlterShareGroupOffsets, DeleteShareGroupOffsets, a
+        write fenced by a newer state epoch): read it again at the next fetch. Records
+        out with consumers are not theirs any more: their acknowledgements are refused."""
+        sp = self.partitions.pop(key, None)
+        if sp is not None and sp.timer is not None:
+            sp.timer.cancel()
 
     def drop_partition(self, topic: str, partition: int) -> None:
         """This broker no longer leads the partition (or it was deleted)."""
