@@ -81,7 +81,7 @@ def test_members_join_are_fenced_leave_and_time_out() -> None:
     assert [(g.group_id, g.group_type, g.state) for g in c.list_groups()
             if g.group_type == "share"] == [("g", "share", "Empty")]
     fx = c.delete_groups(["g"], token=4, now_ms=6000)
-    assert fx.share_groups_deleted == ["g"]
+    assert fx.share_groups_deleted == [("g", [(T1, 0), (T1, 1)])]  # its state goes too
     assert c.share_group_describe(["g"])[0].error_code == ErrorCode.group_id_not_found
 
 
