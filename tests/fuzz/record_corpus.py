@@ -6,10 +6,11 @@ pytest; the result is kept in the repository so the tier runs without the client
 An in-process broker behind ``RecordingProxy``; confluent-kafka (admin calls, a producer
 per codec, an idempotent and a transactional producer, classic and KIP-848 consumer
 groups, offsets by time), kafka-python and aiokafka (produce, group consume and commit)
-and this repository's own client (client quotas, SCRAM users) talk to it through the
-proxy. Frames are kept once per distinct content, at most ``PER_VERSION`` per API
-version, and written to ``corpus/requests.bin`` as size-prefixed frames (the wire
-format), with a summary of API keys and versions on stdout.
+and this repository's own client (client quotas, SCRAM users, by-hand requests of the
+APIs no client above sends, share groups among them) talk to it through the proxy.
+Frames are kept once per distinct content, at most ``PER_VERSION`` per API version, and
+written to ``corpus/requests.bin`` as size-prefixed frames (the wire format), with a
+summary of API keys and versions on stdout.
 """
 
 from __future__ import annotations
@@ -236,6 +237,53 @@ def by_hand(bootstrap: str) -> None:
                  {"topics": [], "response_partition_limit": 10, "cursor": None})
 
 
+def share_by_hand(bootstrap: str) -> None:
+    """Share groups (KIP-932) as a share consumer speaks them: a join, share fetches that
+    open a session, acknowledge and close it, a describe; then, the member gone, the
+    group's offsets described, altered and deleted. Every version of each."""
+    port = int(bootstrap.rpartition(":")[2])
+    with WireClient(port, timeout=WAIT) as client:
+        metadata = client.request(3, 12, {"topics": [{"name": "fz", "topic_id": None}],
+                                          "allow_auto_topic_creation": False,
+                                          "include_topic_authorized_operations": False})
+        topic_id = metadata.topics[0].topic_id
+        group, member = "fz-share", "fz-share-member"
+        exchange(client, 76, 1, {"group_id": group, "member_id": member, "member_epoch": 0,
+                                 "rack_id": None, "subscribed_topic_names": ["fz"]})
+        fetch = {"group_id": group, "member_id": member, "max_wait": 0, "min_bytes": 1,
+                 "max_bytes": 1 << 20, "max_records": 5, "batch_size": 5,
+                 "share_acquire_mode": 1, "is_renew_ack": False,
+                 "topics": [{"topic_id": topic_id, "partitions": [
+                     {"partition_index": 0, "acknowledgement_batches": []}]}],
+                 "forgotten_topics_data": []}
+        acks = [{"topic_id": topic_id, "partitions": [{"partition_index": 0,
+                 "acknowledgement_batches": [{"first_offset": 0, "last_offset": 1,
+                                              "acknowledge_types": [1, 2]}]}]}]
+        for version in (1, 2):
+            exchange(client, 78, version, {**fetch, "share_session_epoch": 0})
+            exchange(client, 78, version, {**fetch, "share_session_epoch": 1, "topics": acks,
+                                           "forgotten_topics_data": [
+                                               {"topic_id": topic_id, "partitions": [1]}]})
+            exchange(client, 79, version, {"group_id": group, "member_id": member,
+                                           "share_session_epoch": 2, "is_renew_ack": False,
+                                           "topics": acks})
+            exchange(client, 79, version, {"group_id": group, "member_id": member,
+                                           "share_session_epoch": -1,
+                                           "is_renew_ack": False, "topics": []})
+        exchange(client, 77, 1, {"group_ids": [group, "nobody"],
+                                 "include_authorized_operations": True})
+        exchange(client, 76, 1, {"group_id": group, "member_id": member, "member_epoch": -1,
+                                 "rack_id": None, "subscribed_topic_names": None})
+        for version in (0, 1):
+            exchange(client, 90, version, {"groups": [
+                {"group_id": group, "topics": None},
+                {"group_id": group, "topics": [{"topic_name": "fz", "partitions": [0, 9]}]}]})
+        exchange(client, 91, 0, {"group_id": group, "topics": [{"topic_name": "fz",
+                 "partitions": [{"partition_index": 0, "start_offset": 0}]}]})
+        exchange(client, 92, 0, {"group_id": group, "topics": [{"topic_name": "fz"},
+                                                               {"topic_name": "nothing"}]})
+
+
 def sasl_by_hand(bootstrap: str) -> None:
     """Every version of SaslHandshake, and of SaslAuthenticate after a v1 handshake (a
     PLAIN login), on connections of their own."""
@@ -314,6 +362,7 @@ def main() -> None:
             sasl_clients(sasl_proxy.address)
             sasl_by_hand(sasl_proxy.address)
             by_hand(proxy.address)
+            share_by_hand(proxy.address)
             time.sleep(0.5)
         finally:
             proxy.close()

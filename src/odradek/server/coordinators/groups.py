@@ -129,7 +129,8 @@ class GroupRuntime(CoordinatorRuntime):
 
     @staticmethod
     def _size(coordinator: GroupCoordinator) -> int:
-        return len(coordinator.groups) + len(coordinator.consumer_groups)
+        return (len(coordinator.groups) + len(coordinator.consumer_groups)
+                + len(coordinator.share_groups))
 
     # --- lifecycle ---------------------------------------------------------------------
 

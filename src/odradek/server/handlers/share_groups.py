@@ -93,6 +93,12 @@ def _describe(broker: Broker, group_id: str) -> ShareGroupDescription:
 
 
 async def share_group_describe(broker: Broker, request: Request) -> bytes:
+    if share_level(broker) < 1:
+        return respond(request, {"throttle_time": 0, "groups": [
+            {"error_code": ErrorCode.unsupported_version, "error_message":
+             SHARE_GROUPS_DISABLED, "group_id": g, "group_state": "", "group_epoch": 0,
+             "assignment_epoch": 0, "assignor_name": "", "members": []}
+            for g in request.body.group_ids]})
     found = [_describe(broker, g)
              if allowed(broker, request, Operation.DESCRIBE, ResourceType.GROUP, g)
              else ShareGroupDescription(ErrorCode.group_authorization_failed, g,
