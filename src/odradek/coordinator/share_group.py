@@ -499,8 +499,9 @@ class ShareProtocol:
                 message = (f"Group {group_id} is not a share group."
                            if group_id in self.groups or group_id in self.consumer_groups
                            else f"Group {group_id} not found.")
+                # The state is the schema's default (""), as Kafka answers it.
                 out.append(ShareGroupDescription(ErrorCode.group_id_not_found, group_id,
-                                                 message, "Dead"))
+                                                 message))
                 continue
             out.append(ShareGroupDescription(
                 ErrorCode.none, group_id, None, group.state, group.group_epoch,
