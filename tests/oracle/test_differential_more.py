@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from odradek.client.wire import WireClient
+from odradek.coordinator.share_records import kafka_uuid_string
 from odradek.server.handlers import HANDLERS
 from tests.oracle.test_differential import (
     Recorder,
@@ -907,6 +908,11 @@ def seq_share_groups(r: Recorder, name: str) -> None:
         drop=["error_message"])
     r.request("DescribeShareGroupOffsets v1 after the delete", 90, 1, {"groups": [
         {"group_id": group, "topics": None}]})
+    # Brokers look share coordinators up (FindCoordinator v6, key type 2): the key names
+    # the share partition, its topic id in Kafka's base64 form.
+    share_key = f"{group}:{kafka_uuid_string(topic_id)}:0"
+    r.request("FindCoordinator v6: a share partition's coordinator", 10, 6, {
+        "key_type": 2, "coordinator_keys": [share_key]}, drop=["key"])
     for label, group_id, m, epoch, topics in [
             ("an unknown member", group, str(uuid.UUID(int=934)), 5, None),
             ("a join without topics", f"{name}-g2", str(uuid.UUID(int=935)), 0, None),

@@ -34,6 +34,7 @@ FAST_SETTINGS: dict[str, Any] = {
     "replica.socket.timeout.ms": 5000,
     "offsets.topic.num.partitions": 4,
     "transaction.state.log.num.partitions": 4,
+    "share.coordinator.state.topic.num.partitions": 4,
     "group.initial.rebalance.delay.ms": 0,
     "controlled.shutdown.retry.backoff.ms": 2000,
 }
@@ -51,6 +52,8 @@ def cluster_defaults(brokers: int) -> dict[str, Any]:
         "offsets.topic.replication.factor": replicas,
         "transaction.state.log.replication.factor": replicas,
         "transaction.state.log.min.isr": in_sync,
+        "share.coordinator.state.topic.replication.factor": replicas,
+        "share.coordinator.state.topic.min.isr": in_sync,
         "min.insync.replicas": in_sync,
     }
 

@@ -23,7 +23,7 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
-from odradek.coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from odradek.coordinator import INTERNAL_TOPICS
 from odradek.protocol.codec import Request, encode_response
 from odradek.protocol.framing import BufferPool
 from odradek.protocol.messages import build
@@ -461,7 +461,7 @@ class Broker:
         """The log of a partition clients may use here: one this broker leads (see
         ``missing_partition_error`` for why not); an internal topic's read-only."""
         lg = self.topology.leader_log(topic, partition)
-        if lg is not None and topic in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC):
+        if lg is not None and topic in INTERNAL_TOPICS:
             return ClientViewOfInternalLog(lg)  # type: ignore[return-value]  # read-only
         return lg
 

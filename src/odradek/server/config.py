@@ -339,6 +339,10 @@ _SETTINGS = [
             "partitions of __share_group_state (fixed once the topic exists)"),
     Setting("share.coordinator.state.topic.segment.bytes", 104857600, _int(14),
             "segment size of __share_group_state"),
+    Setting("share.coordinator.state.topic.replication.factor", 3, _int(1),
+            "replicas of __share_group_state (in a cluster)"),
+    Setting("share.coordinator.state.topic.min.isr", 2, _int(1),
+            "min.insync.replicas of __share_group_state (in a cluster)"),
     # Transactions (the coordinator and its internal topic __transaction_state).
     Setting("transaction.state.log.num.partitions", 50, _int(1),
             "partitions of __transaction_state (fixed once the topic exists)"),

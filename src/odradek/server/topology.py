@@ -42,7 +42,7 @@ from kio.schema.errors import ErrorCode
 
 from odradek.cluster.replication import epoch_error
 from odradek.cluster.state import BrokerInfo
-from odradek.coordinator import TRANSACTION_STATE_TOPIC
+from odradek.coordinator import SHARE_GROUP_STATE_TOPIC, TRANSACTION_STATE_TOPIC
 from odradek.server.dynamic_configs import BROKER_DOCUMENT, BrokerConfigStore
 from odradek.server.features import FinalizedFeatures
 from odradek.server.metadata import MetadataStore, Topic, TopicError
@@ -383,10 +383,13 @@ class SingleNode:
     def open_internal_topic(self, name: str) -> None:
         """Created here and now if missing, with its logs (by the runtime that owns it):
         __transaction_state at its first use (FindCoordinator, or an InitProducerId with
-        a transactional id, whose record goes to it)."""
-        transactions = self.broker.transactions
+        a transactional id, whose record goes to it), __share_group_state at a share
+        group's first."""
+        transactions, share_state = self.broker.transactions, self.broker.share_state
         if name == TRANSACTION_STATE_TOPIC and transactions is not None:
             transactions.ensure_topic()
+        elif name == SHARE_GROUP_STATE_TOPIC and share_state is not None:
+            share_state.ensure_topic()
 
     def internal_topic_partition_count(self, name: str) -> int | None:
         """None: the coordinator runtime's own count stands. It fixes the count itself,

@@ -31,7 +31,7 @@ from typing import Protocol
 
 from odradek.cluster import state as zk
 from odradek.cluster.state import BrokerInfo, PartitionState, TopicAssignment, TopicPartition
-from odradek.coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from odradek.coordinator import INTERNAL_TOPICS
 from odradek.server.cluster.store import CoordinationStore, NoNodeError, StoreError, Watch
 from odradek.server.features import DEFAULT_LEVELS, FinalizedFeatures
 from odradek.server.metadata import Topic
@@ -39,7 +39,6 @@ from odradek.server.tasks import TaskSet
 
 log = logging.getLogger(__name__)
 
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 
 
 class MetadataListener(Protocol):

@@ -56,6 +56,7 @@ from odradek.server.cluster.broker_configs import DynamicBrokerConfigs
 from odradek.server.cluster.controller import Controller
 from odradek.server.cluster.metadata import ClusterMetadata
 from odradek.server.cluster.producer_ids import ProducerIds
+from odradek.server.cluster.share_state_client import ShareStateClient
 from odradek.server.cluster.store import (
     CoordinationStore,
     NodeExistsError,
@@ -128,6 +129,7 @@ class ClusterNode:
         self.producer_ids = ProducerIds(self)
         self.markers = TxnMarkerWriter(self)
         self.verifier = TxnVerifier(self)
+        self.share_state = ShareStateClient(self)  # share coordinators elsewhere
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -411,6 +413,7 @@ class ClusterNode:
             await self.metadata.stop()
         await self.markers.close()
         await self.verifier.close()
+        await self.share_state.close()
         await self.store.close()
 
     # --- settings -------------------------------------------------------------------------------

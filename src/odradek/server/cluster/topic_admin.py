@@ -19,7 +19,12 @@ from typing import TYPE_CHECKING
 from odradek.cluster import state as zk
 from odradek.cluster.placement import PlacementError, assign_replicas, check_assignment
 from odradek.cluster.state import TopicAssignment
-from odradek.coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from odradek.coordinator import (
+    INTERNAL_TOPICS,
+    OFFSETS_TOPIC,
+    SHARE_GROUP_STATE_TOPIC,
+    TRANSACTION_STATE_TOPIC,
+)
 from odradek.server.cluster.store import (
     BadVersionError,
     NodeExistsError,
@@ -78,7 +83,7 @@ class TopicAdmin:
         topic_assignment = TopicAssignment(
             name, uuid.uuid4(), tuple(tuple(replicas[p]) for p in range(len(replicas))))
         topic = Topic(name, topic_assignment.topic_id, topic_assignment.partitions, configs,
-                      name in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC))
+                      name in INTERNAL_TOPICS)
         if validate_only:
             return topic
         marker = zk.delete_marker_path(name)
@@ -103,11 +108,13 @@ class TopicAdmin:
         return topic
 
     async def ensure_internal_topic(self, name: str) -> None:
-        """Create ``__consumer_offsets`` or ``__transaction_state`` if it does not exist
-        (Kafka creates them at the first FindCoordinator that needs them), with its
-        settings: compacted, ``*.num.partitions`` partitions, ``*.replication.factor``
-        replicas — refused, as in Kafka, while fewer brokers are alive — and for
-        transactions ``min.insync.replicas`` = ``transaction.state.log.min.isr``."""
+        """Create ``__consumer_offsets``, ``__transaction_state`` or
+        ``__share_group_state`` if it does not exist (Kafka creates them at the first
+        FindCoordinator that needs them), with its settings: compacted,
+        ``*.num.partitions`` partitions, ``*.replication.factor`` replicas — refused, as
+        in Kafka, while fewer brokers are alive — and for transactions and share state
+        ``min.insync.replicas`` = ``transaction.state.log.min.isr`` /
+        ``share.coordinator.state.topic.min.isr``."""
         if name in self.node.metadata.assignments:
             return
         cfg = self.config
@@ -115,6 +122,10 @@ class TopicAdmin:
         if name == OFFSETS_TOPIC:
             partitions = cfg["offsets.topic.num.partitions"]
             configs["segment.bytes"] = str(cfg["offsets.topic.segment.bytes"])
+        elif name == SHARE_GROUP_STATE_TOPIC:
+            partitions = cfg["share.coordinator.state.topic.num.partitions"]
+            configs["segment.bytes"] = str(cfg["share.coordinator.state.topic.segment.bytes"])
+            configs["min.insync.replicas"] = str(cfg["share.coordinator.state.topic.min.isr"])
         else:
             partitions = cfg["transaction.state.log.num.partitions"]
             configs["segment.bytes"] = str(cfg["transaction.state.log.segment.bytes"])
@@ -130,6 +141,8 @@ class TopicAdmin:
             return self.config["offsets.topic.replication.factor"]
         if name == TRANSACTION_STATE_TOPIC:
             return self.config["transaction.state.log.replication.factor"]
+        if name == SHARE_GROUP_STATE_TOPIC:
+            return self.config["share.coordinator.state.topic.replication.factor"]
         return self.config["default.replication.factor"]
 
     async def wait_for_leaders(self, counts: Mapping[str, int], timeout_s: float) -> bool:

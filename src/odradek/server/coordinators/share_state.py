@@ -18,7 +18,7 @@ shared ``CoordinatorRuntime``'s.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
@@ -45,6 +45,7 @@ from odradek.server.coordinators.coordinator_runtime import (
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
+    from odradek.server.cluster.share_state_client import ShareStateClient
 
 log = logging.getLogger(__name__)
 
@@ -142,22 +143,58 @@ class ShareStateRuntime(CoordinatorRuntime):
                                           "share state")
         self._rearm.set()
 
-    def _ready(self) -> None:
+    async def _ready(self) -> None:
+        """The topic exists: a single node makes it here and now; a cluster through
+        ZooKeeper (its partitions get leaders a moment later: meanwhile the share
+        coordinator is not available and the consumer retries)."""
         if self.broker.cluster is None:
             self.ensure_topic()
+        else:
+            await self.broker.topology.ensure_internal_topic(SHARE_GROUP_STATE_TOPIC)
+
+    def _remote(self, partition: int) -> ShareStateClient | None:
+        """The client to the share coordinator elsewhere, when ``partition`` is not
+        coordinated here and this broker is one of a cluster; else None (local)."""
+        cluster = self.broker.cluster
+        if cluster is None or self.owns(partition):
+            return None
+        return cluster.share_state
+
+    # Each operation goes to the coordinator of the key's partition: this broker's own
+    # (``local_*``, also what the inter-broker requests of other leaders run), or another
+    # broker's over the network.
 
     async def read(self, key: ShareKey) -> ShareState | None:
         """The share partition's state, or None (never written). Raises
-        ``CoordinatorUnavailable`` when its partition is not coordinated here."""
-        self._ready()
+        ``CoordinatorUnavailable`` when its coordinator cannot answer."""
+        await self._ready()
+        partition = self.partition_for(coordinator_key(*key))
+        remote = self._remote(partition)
+        if remote is not None:
+            return await remote.read(partition, key)
+        return await self.local_read(key)
+
+    async def local_read(self, key: ShareKey) -> ShareState | None:
         result: ReadResult = await self.call(
             coordinator_key(*key), lambda c, token, now: c.read(key, token=token, now_ms=now))
         return result.state
 
     async def write(self, key: ShareKey, *, state_epoch: int, leader_epoch: int,
-                    start_offset: int, batches: Iterable[StateBatch]) -> WriteResult:
+                    start_offset: int, batches: Sequence[StateBatch]) -> WriteResult:
         """Store the share partition's whole state; answered once it is durable."""
-        self._ready()
+        await self._ready()
+        partition = self.partition_for(coordinator_key(*key))
+        remote = self._remote(partition)
+        if remote is not None:
+            return WriteResult(*await remote.write(
+                partition, key, state_epoch=state_epoch, leader_epoch=leader_epoch,
+                start_offset=start_offset, batches=batches))
+        return await self.local_write(key, state_epoch=state_epoch,
+                                      leader_epoch=leader_epoch, start_offset=start_offset,
+                                      batches=batches)
+
+    async def local_write(self, key: ShareKey, *, state_epoch: int, leader_epoch: int,
+                          start_offset: int, batches: Sequence[StateBatch]) -> WriteResult:
         result: WriteResult = await self.call(
             coordinator_key(*key),
             lambda c, token, now: c.write(key, state_epoch=state_epoch,
@@ -168,10 +205,16 @@ class ShareStateRuntime(CoordinatorRuntime):
 
     async def delete(self, keys: Iterable[ShareKey]) -> None:
         """The share partitions' states go (DeleteGroups of a share group,
-        DeleteShareGroupOffsets): a tombstone for each, by the coordinator of its
-        partition."""
-        self._ready()
+        DeleteShareGroupOffsets): a tombstone for each, by its coordinator."""
+        await self._ready()
         for key in keys:
-            await self.call(coordinator_key(*key),
-                            lambda c, token, now, key=key: c.delete(  # type: ignore[misc]
-                                [key], token=token, now_ms=now))
+            partition = self.partition_for(coordinator_key(*key))
+            remote = self._remote(partition)
+            if remote is not None:
+                await remote.delete(partition, key)
+            else:
+                await self.local_delete(key)
+
+    async def local_delete(self, key: ShareKey) -> None:
+        await self.call(coordinator_key(*key),
+                        lambda c, token, now: c.delete([key], token=token, now_ms=now))

@@ -2,7 +2,9 @@
 
 v0-3 ask for one key, v4-5 for a batch of ``coordinator_keys`` (v5 only tells the client it
 may meet KIP-890's TRANSACTION_ABORTABLE); key type 0 is a group, 1 a
-transactional id. As in Kafka, a key's coordinator is the leader of its partition of
+transactional id, 2 (v6, KIP-932) a share partition ("group:topicId:partition", asked
+by brokers: CLUSTER_ACTION; its coordinator leads its ``__share_group_state``
+partition). As in Kafka, a key's coordinator is the leader of its partition of
 ``__consumer_offsets`` or ``__transaction_state`` (``partition_for``). A single node
 leads every partition, so it answers itself for every key: its groups are loaded from
 ``__consumer_offsets`` and its transactions from ``__transaction_state`` before it
@@ -16,14 +18,16 @@ lists FindCoordinator in ApiVersions (it reads that as "a 0.9+ broker")."""
 
 from __future__ import annotations
 
+import base64
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from odradek.coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from odradek.coordinator import OFFSETS_TOPIC, SHARE_GROUP_STATE_TOPIC, TRANSACTION_STATE_TOPIC
 from odradek.protocol.codec import Request
 from odradek.security.acls import Operation, ResourceType
 from odradek.server.handlers.base import (
+    CLUSTER,
     Api,
     allowed,
     respond,
@@ -33,7 +37,22 @@ from odradek.server.handlers.metadata import listener_name
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
 
-GROUP, TRANSACTION = 0, 1
+GROUP, TRANSACTION, SHARE = 0, 1, 2
+_TOPICS = {GROUP: OFFSETS_TOPIC, TRANSACTION: TRANSACTION_STATE_TOPIC,
+           SHARE: SHARE_GROUP_STATE_TOPIC}
+
+
+def valid_share_key(key: str) -> bool:
+    """Kafka's SharePartitionKey form: "group:topicId:partition", the topic id in
+    Kafka's base64 form (22 characters), the partition a number."""
+    group, _, rest = key.partition(":")
+    topic_id, _, partition = rest.partition(":")
+    if not group or len(topic_id) != 22 or not partition.isdigit():
+        return False
+    try:
+        return len(base64.urlsafe_b64decode(topic_id + "==")) == 16
+    except ValueError:
+        return False
 
 
 def _no_node(error: int, message: str) -> dict[str, Any]:
@@ -46,13 +65,22 @@ def _coordinator(broker: Broker, request: Request, key_type: int, key: str
     """The node that coordinates ``key`` (its fields of the answer, error included), at
     its address for the listener the request came in on."""
     listener = listener_name(broker, request)
-    if not allowed(broker, request, Operation.DESCRIBE, ResourceType.GROUP
-                   if key_type == GROUP else ResourceType.TRANSACTIONAL_ID, key):
+    if key_type == SHARE:
+        # A share coordinator is looked up by brokers (KIP-932): CLUSTER_ACTION.
+        if not allowed(broker, request, Operation.CLUSTER_ACTION, ResourceType.CLUSTER,
+                       CLUSTER):
+            return _no_node(ErrorCode.cluster_authorization_failed,
+                            "Cluster authorization failed.")
+        if not valid_share_key(key):
+            return _no_node(ErrorCode.invalid_request, f"Invalid share coordinator key {key}")
+    elif not allowed(broker, request, Operation.DESCRIBE, ResourceType.GROUP
+                     if key_type == GROUP else ResourceType.TRANSACTIONAL_ID, key):
         return _no_node(ErrorCode.group_authorization_failed if key_type == GROUP
                         else ErrorCode.transactional_id_authorization_failed,
                         "Group authorization failed." if key_type == GROUP
                         else "Transactional Id authorization failed.")
-    runtime = broker.groups if key_type == GROUP else broker.transactions
+    runtime = (broker.groups if key_type == GROUP else broker.transactions
+               if key_type == TRANSACTION else broker.share_state)
     if runtime is None:
         return _no_node(ErrorCode.coordinator_not_available, "the coordinator is not running")
     partition = runtime.partition_for(key)
@@ -74,7 +102,7 @@ async def handle(broker: Broker, request: Request) -> bytes:
     body = request.body
     key_type = getattr(body, "key_type", GROUP)
     keys = getattr(body, "coordinator_keys", None)
-    if key_type not in (GROUP, TRANSACTION):
+    if key_type not in _TOPICS:
         node = _no_node(ErrorCode.invalid_request, f"unknown coordinator key type {key_type}")
         return respond(request, {"throttle_time": 0, **node,
                                  "coordinators": [{"key": key, **node} for key in keys or ()]})
@@ -82,8 +110,7 @@ async def handle(broker: Broker, request: Request) -> bytes:
     # node does at once and loads its (empty) partitions before the answer; in a cluster
     # its partitions get leaders (and those load it) a moment later, and the client,
     # answered COORDINATOR_NOT_AVAILABLE meanwhile, asks again.
-    await broker.topology.ensure_internal_topic(
-        OFFSETS_TOPIC if key_type == GROUP else TRANSACTION_STATE_TOPIC)
+    await broker.topology.ensure_internal_topic(_TOPICS[key_type])
     # v0-3 ask for one key; v4 has coordinator_keys instead (the top-level fields are
     # not in its answer).
     node = _coordinator(broker, request, key_type, getattr(body, "key", None) or "")

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from odradek.coordinator import INTERNAL_TOPICS
 from odradek.protocol.codec import Request
 from odradek.protocol.messages import ZERO_UUID
 from odradek.security.acls import Operation, ResourceType
-from odradek.server.cluster.metadata import INTERNAL_TOPICS
 from odradek.server.handlers.base import (
     CLUSTER,
     NO_AUTHORIZED_OPERATIONS,

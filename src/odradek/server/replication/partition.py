@@ -29,7 +29,7 @@ from kio.schema.errors import ErrorCode
 
 from odradek.cluster.replication import LeaderReplication, Role
 from odradek.cluster.state import PartitionState, TopicPartition
-from odradek.coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from odradek.coordinator import INTERNAL_TOPICS
 from odradek.server.errors import InternalTopicAppendError
 
 if TYPE_CHECKING:
@@ -75,7 +75,7 @@ class Partition:
                  produces: Purgatory) -> None:
         self.tp = tp
         self.log = lg
-        self.internal = tp[0] in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)
+        self.internal = tp[0] in INTERNAL_TOPICS
         self.role = Role.NONE
         self.leader_id = -1
         self.leader_epoch = -1

@@ -38,7 +38,7 @@ from odradek.cluster.quota import ReplicationQuota, is_throttled
 from odradek.cluster.replica_selector import FollowerInfo, preferred_read_replica
 from odradek.cluster.replication import LeaderReplication, Role, epoch_error, replica_role
 from odradek.cluster.state import PartitionState, TopicPartition
-from odradek.coordinator import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from odradek.coordinator import OFFSETS_TOPIC, SHARE_GROUP_STATE_TOPIC, TRANSACTION_STATE_TOPIC
 from odradek.server.cluster.store import BadVersionError, NoNodeError, StoreError
 from odradek.server.errors import error_code
 from odradek.server.replication.fetcher import ReplicaFetcher
@@ -281,6 +281,9 @@ class ReplicaManager:
             return
         self.leaders.pop(part.tp, None)
         self._coordinator(part.tp, elect=False)
+        # Share groups' in-flight records of it go: the new leader reads the share
+        # state from the share coordinator (what was out is delivered again).
+        self.broker.share_partitions.drop_partition(*part.tp)
         log.info("%s-%d: no longer leader", *part.tp, extra=_context(part.tp, role="resigned"))
 
     def _remove(self, tp: TopicPartition, *, delete_log: bool) -> None:
@@ -300,7 +303,8 @@ class ReplicaManager:
 
     def _coordinator(self, tp: TopicPartition, *, elect: bool) -> None:
         runtime = (self.broker.groups if tp[0] == OFFSETS_TOPIC else
-                   self.broker.transactions if tp[0] == TRANSACTION_STATE_TOPIC else None)
+                   self.broker.transactions if tp[0] == TRANSACTION_STATE_TOPIC else
+                   self.broker.share_state if tp[0] == SHARE_GROUP_STATE_TOPIC else None)
         if runtime is None:
             return
         try:
