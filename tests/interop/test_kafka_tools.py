@@ -38,7 +38,10 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
+from odradek.client.wire import WireClient
+
 from ..jvm import java_command, require_jars
+from ..server import test_share_groups as share
 from .conftest import BrokerProcess, requests_answered, run_tool, start_broker
 
 pytestmark = pytest.mark.interop
@@ -217,6 +220,51 @@ def test_kafka_features_describes_downgrades_and_upgrades_transaction_version(
     tool("FeatureCommand", "--bootstrap-server", odradek_server.bootstrap,
          "upgrade", "--feature", "transaction.version=2")
     assert "FinalizedVersionLevel: 2" in described()
+
+
+# --- kafka-share-groups ----------------------------------------------------------------
+
+
+def test_kafka_share_groups_lists_describes_resets_and_deletes_a_share_group(
+        odradek_server: BrokerProcess):
+    """kafka-share-groups.sh (ShareGroupCommand, KIP-932) on a share group with one member
+    that acknowledged 4 of 10 records: list, describe (offsets and lag, members, state);
+    then, the member gone, reset to the earliest offset, delete the offsets, delete the
+    group."""
+    server = ["--bootstrap-server", odradek_server.bootstrap]
+    port = int(odradek_server.bootstrap.rpartition(":")[2])
+    with WireClient(port) as client:
+        topic_id = share.create_topic(client, "tools-queue")
+        share.set_group_configs(client, "tools-share", share_auto_offset_reset="earliest")
+    share.produce(odradek_server.bootstrap, "tools-queue", 10)
+    member = share.Member(port, "tools-share", "tools-queue", topic_id)
+    assert share.acquired(member.fetch()) == [(0, 9, 1)]
+    assert member.acknowledge([(0, 3, share.ACCEPT)]).error_code == 0
+
+    def command(*args: str) -> str:
+        return tool("consumer.group.ShareGroupCommand", *server, *args).stdout
+
+    assert "tools-share" in command("--list").split()
+    offsets = table(command("--describe", "--group", "tools-share"), "GROUP")
+    assert [(r["TOPIC"], r["PARTITION"], r["START-OFFSET"], r["LAG"]) for r in offsets] == [
+        ("tools-queue", "0", "4", "6")]
+    [m] = table(command("--describe", "--group", "tools-share", "--members"), "GROUP")
+    assert (m["CONSUMER-ID"], m["#PARTITIONS"], m["ASSIGNMENT"]) == (
+        member.member_id, "1", "tools-queue:0")
+    assert "Stable" in command("--describe", "--group", "tools-share", "--state")
+    # The group must be empty for these: the member leaves first.
+    member.heartbeat(leave=True)
+    member.close()
+    reset = table(command("--reset-offsets", "--group", "tools-share", "--topic",
+                          "tools-queue", "--to-earliest", "--execute"), "GROUP")
+    assert [(r["PARTITION"], r["NEW-OFFSET"]) for r in reset] == [("0", "0")]
+    offsets = table(command("--describe", "--group", "tools-share"), "GROUP")
+    assert [(r["START-OFFSET"], r["LAG"]) for r in offsets] == [("0", "10")]
+    assert "Successful" in command("--delete-offsets", "--group", "tools-share", "--topic",
+                                   "tools-queue")
+    assert "has no offset information" in command("--describe", "--group", "tools-share")
+    assert "was successful" in command("--delete", "--group", "tools-share")
+    assert "tools-share" not in command("--list").split()
 
 
 # --- kafka-console-producer / kafka-console-consumer -----------------------------------

@@ -37,9 +37,9 @@ def create_topic(client: WireClient, name: str, partitions: int = 1) -> uuid.UUI
     return answer.topics[0].topic_id
 
 
-def produce(running: RunningBroker, topic: str, count: int, *, start: int = 0,
+def produce(bootstrap: str, topic: str, count: int, *, start: int = 0,
             transactional_id: str | None = None, commit: bool = True) -> None:
-    config: dict[str, Any] = {"bootstrap.servers": running.bootstrap, "linger.ms": 0}
+    config: dict[str, Any] = {"bootstrap.servers": bootstrap, "linger.ms": 0}
     if transactional_id:
         config["transactional.id"] = transactional_id
     producer = Producer(config)
@@ -65,9 +65,8 @@ class Member:
     """One share consumer speaking the protocol by hand: a heartbeat, then share fetches
     in one share session."""
 
-    def __init__(self, running: RunningBroker, group: str, topic: str,
-                 topic_id: uuid.UUID) -> None:
-        self.client = WireClient(running.port)
+    def __init__(self, port: int, group: str, topic: str, topic_id: uuid.UUID) -> None:
+        self.client = WireClient(port)
         self.group, self.topic, self.topic_id = group, topic, topic_id
         self.member_id = uuid.uuid4().hex
         self.epoch = 0  # share session epoch
@@ -154,15 +153,15 @@ def share_group(running: RunningBroker, topic: str, records: int = 10,
     with WireClient(running.port) as admin:
         topic_id = create_topic(admin, topic)
         set_group_configs(admin, group, share_auto_offset_reset="earliest", **configs)
-        produce(running, topic, records)
+        produce(running.bootstrap, topic, records)
         yield admin, topic_id, group
 
 
 def test_two_members_share_a_partition_each_record_to_one_at_a_time() -> None:
     with running_broker() as running, share_group(running, "orders", 10) as (
             admin, topic_id, group):
-        a = Member(running, group, "orders", topic_id)
-        b = Member(running, group, "orders", topic_id)
+        a = Member(running.port, group, "orders", topic_id)
+        b = Member(running.port, group, "orders", topic_id)
         # Both are assigned the one partition: a share group shares it.
         # b's join moved the group to epoch 2: a learns it at its next heartbeat.
         assert (a.member_epoch, b.member_epoch) == (1, 2)
@@ -186,7 +185,7 @@ def test_two_members_share_a_partition_each_record_to_one_at_a_time() -> None:
         assert [p.error_code for t in answer.responses for p in t.partitions] == [0]
         assert acquired(b.fetch()) == [(5, 7, 2)]
         b.acknowledge([(5, 7, ACCEPT)])
-        produce(running, "orders", 3, start=10)
+        produce(running.bootstrap, "orders", 3, start=10)
         assert acquired(a.fetch(max_wait=2000)) == [(10, 12, 1)]
         # Listed as a share group, and leaving releases what a member holds.
         listed = admin.request(16, 5, {"states_filter": [], "types_filter": ["share"]})
@@ -200,7 +199,7 @@ def test_two_members_share_a_partition_each_record_to_one_at_a_time() -> None:
 def test_the_delivery_limit_archives_a_record_released_too_often() -> None:
     with running_broker() as running, share_group(
             running, "limited", 1, share_delivery_count_limit="2") as (_, topic_id, group):
-        m = Member(running, group, "limited", topic_id)
+        m = Member(running.port, group, "limited", topic_id)
         assert acquired(m.fetch()) == [(0, 0, 1)]
         assert acquired(m.fetch([(0, 0, RELEASE)])) == [(0, 0, 2)]
         assert acquired(m.fetch([(0, 0, RELEASE)], max_wait=100)) == []  # archived
@@ -210,8 +209,8 @@ def test_the_delivery_limit_archives_a_record_released_too_often() -> None:
 def test_acknowledgement_and_session_errors() -> None:
     with running_broker() as running, share_group(running, "errs", 4) as (
             _, topic_id, group):
-        a = Member(running, group, "errs", topic_id)
-        b = Member(running, group, "errs", topic_id)
+        a = Member(running.port, group, "errs", topic_id)
+        b = Member(running.port, group, "errs", topic_id)
         # Acknowledgements in the opening request are refused.
         refused = a.fetch([(0, 0, ACCEPT)], epoch=0)
         assert refused.error_code == ErrorCode.invalid_request
@@ -224,7 +223,7 @@ def test_acknowledgement_and_session_errors() -> None:
         assert ack_error(a.fetch([(2, 1, ACCEPT)])) == ErrorCode.invalid_request
         # A wrong session epoch, a session that does not exist.
         assert a.fetch(epoch=99).error_code == ErrorCode.invalid_share_session_epoch
-        stranger = Member(running, group, "errs", topic_id)
+        stranger = Member(running.port, group, "errs", topic_id)
         assert stranger.fetch(epoch=3).error_code == ErrorCode.share_session_not_found
         assert stranger.acknowledge([(0, 0, ACCEPT)], epoch=1).error_code == (
             ErrorCode.share_session_not_found)
@@ -243,8 +242,8 @@ def test_a_lock_that_times_out_redelivers_the_records() -> None:
                 "group.share.record.lock.duration.ms": 1000}
     with running_broker(**settings) as running, share_group(running, "slow", 3) as (
             _, topic_id, group):
-        a = Member(running, group, "slow", topic_id)
-        b = Member(running, group, "slow", topic_id)
+        a = Member(running.port, group, "slow", topic_id)
+        b = Member(running.port, group, "slow", topic_id)
         held = a.fetch()
         assert held.acquisition_lock_timeout == timedelta(seconds=1)
         assert acquired(held) == [(0, 2, 1)]
@@ -259,8 +258,8 @@ def test_a_lock_that_times_out_redelivers_the_records() -> None:
 def test_a_closed_connection_releases_what_its_member_held() -> None:
     with running_broker() as running, share_group(running, "dropped", 5) as (
             _, topic_id, group):
-        a = Member(running, group, "dropped", topic_id)
-        b = Member(running, group, "dropped", topic_id)
+        a = Member(running.port, group, "dropped", topic_id)
+        b = Member(running.port, group, "dropped", topic_id)
         assert acquired(a.fetch()) == [(0, 4, 1)]
         a.close()  # as if the consumer were killed: no leave, no acknowledgement
         assert acquired(b.fetch(max_wait=5000)) == [(0, 4, 2)]
@@ -271,12 +270,12 @@ def test_what_a_group_consumed_outlives_a_restart(tmp_path: Path) -> None:
     data_dir = str(tmp_path)
     with running_broker(data_dir=data_dir) as running, share_group(running, "durable", 6) as (
             _, topic_id, group):
-        m = Member(running, group, "durable", topic_id)
+        m = Member(running.port, group, "durable", topic_id)
         assert acquired(m.fetch()) == [(0, 5, 1)]
         assert m.acknowledge([(0, 2, ACCEPT), (3, 3, REJECT), (4, 5, RELEASE)]).error_code == 0
         m.close()
     with running_broker(data_dir=data_dir) as running:
-        m = Member(running, group, "durable", topic_id)
+        m = Member(running.port, group, "durable", topic_id)
         # 0-3 are done; 4-5 come back with the delivery count they had.
         assert acquired(m.fetch()) == [(4, 5, 2)]
         m.close()
@@ -301,13 +300,13 @@ def test_what_a_group_consumed_outlives_a_restart(tmp_path: Path) -> None:
 def test_latest_by_default_and_earliest_when_asked() -> None:
     with running_broker() as running, WireClient(running.port) as admin:
         topic_id = create_topic(admin, "resets")
-        produce(running, "resets", 3)
-        latest = Member(running, "g-latest", "resets", topic_id)
+        produce(running.bootstrap, "resets", 3)
+        latest = Member(running.port, "g-latest", "resets", topic_id)
         assert acquired(latest.fetch()) == []  # starts at the end
-        produce(running, "resets", 2, start=3)
+        produce(running.bootstrap, "resets", 2, start=3)
         assert acquired(latest.fetch(max_wait=2000)) == [(3, 4, 1)]
         set_group_configs(admin, "g-earliest", share_auto_offset_reset="earliest")
-        earliest = Member(running, "g-earliest", "resets", topic_id)
+        earliest = Member(running.port, "g-earliest", "resets", topic_id)
         assert acquired(earliest.fetch()) == [(0, 4, 1)]
         latest.close()
         earliest.close()
@@ -318,9 +317,9 @@ def test_read_committed_share_groups_never_see_aborted_records() -> None:
         topic_id = create_topic(admin, "txns")
         set_group_configs(admin, "g-rc", share_auto_offset_reset="earliest",
                           share_isolation_level="read_committed")
-        produce(running, "txns", 2, transactional_id="t1", commit=False)
-        produce(running, "txns", 2, start=2, transactional_id="t1", commit=True)
-        m = Member(running, "g-rc", "txns", topic_id)
+        produce(running.bootstrap, "txns", 2, transactional_id="t1", commit=False)
+        produce(running.bootstrap, "txns", 2, start=2, transactional_id="t1", commit=True)
+        m = Member(running.port, "g-rc", "txns", topic_id)
         deadline = time.monotonic() + 10
         got: list[tuple[int, bytes]] = []
         while time.monotonic() < deadline and len(got) < 2:
