@@ -38,7 +38,10 @@ def create_topic(client: WireClient, name: str, partitions: int = 1) -> uuid.UUI
 
 
 def produce(bootstrap: str, topic: str, count: int, *, start: int = 0,
-            transactional_id: str | None = None, commit: bool = True) -> None:
+            transactional_id: str | None = None, commit: bool = True,
+            batch: int | None = None) -> None:
+    """``count`` records "v<i>"; with ``batch``, in batches of that many (a flush after
+    each), so that a share fetch acquiring whole batches takes a few at a time."""
     config: dict[str, Any] = {"bootstrap.servers": bootstrap, "linger.ms": 0}
     if transactional_id:
         config["transactional.id"] = transactional_id
@@ -48,6 +51,8 @@ def produce(bootstrap: str, topic: str, count: int, *, start: int = 0,
         producer.begin_transaction()
     for i in range(start, start + count):
         producer.produce(topic, value=f"v{i}".encode())
+        if batch and (i - start + 1) % batch == 0:
+            producer.flush(10)
     if transactional_id:
         (producer.commit_transaction if commit else producer.abort_transaction)(10)
     assert producer.flush(10) == 0

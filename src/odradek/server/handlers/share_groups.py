@@ -1,8 +1,8 @@
 """Share groups (KIP-932, "queues for Kafka"): ShareGroupHeartbeat (76) and
 ShareGroupDescribe (77) on the group coordinator (coordinator/share_group.py), and
-ShareFetch (78) and ShareAcknowledge (79) on the partition leaders
-(server/share/fetching.py), and the share group offsets' admin APIs (90-92, on the group
-coordinator: server/share/offsets.py).
+ShareFetch (78) and ShareAcknowledge (79) on the partition leaders (``share_fetch.py``),
+and the share group offsets' admin APIs (90-92, on the group coordinator:
+``share_offsets.py``).
 
 Versions as Kafka 4.4 serves them: ShareGroupHeartbeat and ShareGroupDescribe v1 (v0 was
 Kafka 4.0's early access, removed in 4.1), ShareFetch and ShareAcknowledge v1-v2 (v2:
@@ -23,17 +23,13 @@ from odradek.server.coordinators.coordinator_runtime import CoordinatorUnavailab
 from odradek.server.coordinators.groups import topic_metadata
 from odradek.server.handlers.base import Api, allowed, respond
 from odradek.server.handlers.groups import _client_host, group_operations, group_runtime
-from odradek.server.share.fetching import (
-    SHARE_GROUPS_DISABLED,
-    share_acknowledge,
-    share_fetch,
-    share_level,
-)
-from odradek.server.share.offsets import (
+from odradek.server.handlers.share_fetch import SHARE_ACKNOWLEDGE, SHARE_FETCH
+from odradek.server.handlers.share_offsets import (
     alter_share_group_offsets,
     delete_share_group_offsets,
     describe_share_group_offsets,
 )
+from odradek.server.share.fetching import SHARE_GROUPS_DISABLED, share_level
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
@@ -122,8 +118,6 @@ async def share_group_describe(broker: Broker, request: Request) -> bytes:
 
 SHARE_GROUP_HEARTBEAT = Api(76, "ShareGroupHeartbeat", 1, 1, share_group_heartbeat)
 SHARE_GROUP_DESCRIBE = Api(77, "ShareGroupDescribe", 1, 1, share_group_describe)
-SHARE_FETCH = Api(78, "ShareFetch", 1, 2, share_fetch)
-SHARE_ACKNOWLEDGE = Api(79, "ShareAcknowledge", 1, 2, share_acknowledge)
 
 DESCRIBE_SHARE_GROUP_OFFSETS = Api(90, "DescribeShareGroupOffsets", 0, 1,
                                    describe_share_group_offsets)

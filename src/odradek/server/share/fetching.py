@@ -1,57 +1,41 @@
-"""ShareFetch (78) and ShareAcknowledge (79): a share session's acknowledgements applied,
-then records acquired for its member from every partition of the session.
+"""The share partitions' side of ShareFetch (78) and ShareAcknowledge (79): a member's
+acknowledgements applied to a share partition, and records acquired for it from the
+partitions of its share session (the request handling and answers are
+``server/handlers/share_fetch.py``'s).
 
-The flow of one ShareFetch, as Kafka's SharePartitionManager runs it:
+- acknowledgements, per partition, all or nothing (``SharePartition.acknowledge``): an
+  offset the member does not hold is INVALID_RECORD_STATE in that partition's
+  AcknowledgeErrorCode; the state is written (``partitions.py``) before the answer;
+- acquisition: from each partition of the session in turn, the log is read from the
+  share partition's next fetch offset up to the high watermark (read_committed: the last
+  stable offset, aborted transactions' records archived at once), and the available
+  offsets of the batches read are acquired for the member, up to MaxRecords in all
+  (whole batches, or exactly MaxRecords with ShareAcquireMode 1) and MaxBytes. The
+  records section holds whole batches; a client keeps the records of the acquired
+  ranges and acknowledges the other offsets of an acquired range (control records,
+  compacted gaps) as GAP.
 
-1. the session: epoch 0 opens one (acknowledgements are not allowed in it), -1 closes
-   it (acknowledgements only, then the member's records are released), any other epoch
-   continues one (``sessions.py``); the request's topics join the session and its
-   forgotten topics leave it;
-2. acknowledgements, per partition, all or nothing (``SharePartition.acknowledge``):
-   an offset the member does not hold is INVALID_RECORD_STATE in that partition's
-   AcknowledgeErrorCode; the state is written (``partitions.py``) before the answer;
-3. acquisition: from each partition of the session in turn, the log is read from the
-   share partition's next fetch offset up to the high watermark, and the available
-   offsets of the batches read are acquired for the member, up to MaxRecords in all
-   (whole batches, or exactly MaxRecords with ShareAcquireMode 1) and MaxBytes;
-4. nothing acquired and MaxWait > 0: the request waits (woken by an append to, or a
-   release in, one of its partitions) and tries again once, then answers.
-
-A partition this broker does not lead is NOT_LEADER_OR_FOLLOWER with its current leader;
-an unknown topic id UNKNOWN_TOPIC_ID. The records section holds whole batches; a client
-keeps the records of the acquired ranges only and acknowledges the other offsets of an
-acquired range (control records, compacted gaps) as GAP.
+A partition this broker does not lead is NOT_LEADER_OR_FOLLOWER; an unknown topic id
+UNKNOWN_TOPIC_ID.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import struct
 import uuid
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
 from odradek.coordinator.share_partition import REJECT, RENEW, AcquiredRange, SharePartition
-from odradek.protocol.codec import Request
-from odradek.protocol.messages import ms
-from odradek.security.acls import Operation, ResourceType
 from odradek.server.dynamic_configs import (
     SHARE_ISOLATION_LEVEL,
     SHARE_RENEW_ACKNOWLEDGE_ENABLE,
 )
 from odradek.server.features import SHARE_VERSION
-from odradek.server.handlers.base import allowed, respond
-from odradek.server.handlers.hints import AnswerNames
 from odradek.server.share.partitions import ShareError, ShareGroupPartition
-from odradek.server.share.sessions import (
-    FINAL_EPOCH,
-    INITIAL_EPOCH,
-    ShareSession,
-    ShareSessionError,
-)
+from odradek.server.share.sessions import ShareSession
 from odradek.server.topic_ids import is_unknown, name_for
 from odradek.storage.errors import OffsetOutOfRangeError
 from odradek.storage.txn_index import AbortedTxn
@@ -71,18 +55,6 @@ Acks = list[tuple[int, int, list[int]]]
 Tp = tuple[str, int]
 
 
-class _Woken:
-    """A purgatory waiter that sets an event."""
-
-    __slots__ = ("event",)
-
-    def __init__(self) -> None:
-        self.event = asyncio.Event()
-
-    def try_complete(self, tp: Tp) -> None:
-        self.event.set()
-
-
 def batch_spans(data: bytes) -> list[tuple[int, int, int]]:
     """(base offset, last offset, end position) of each whole batch in ``data``."""
     out = []
@@ -97,7 +69,7 @@ def batch_spans(data: bytes) -> list[tuple[int, int, int]]:
     return out
 
 
-class _Partition:
+class PartitionAnswer:
     """One partition of a request's answer."""
 
     __slots__ = (
@@ -144,7 +116,7 @@ class ShareFetcher:
         assert metadata is not None
         return name_for(metadata, topic_id)
 
-    async def _share_partition(self, group_id: str, out: _Partition
+    async def _share_partition(self, group_id: str, out: PartitionAnswer
                                ) -> ShareGroupPartition | None:
         """The share partition, or None with ``out``'s error set."""
         broker = self.broker
@@ -164,7 +136,7 @@ class ShareFetcher:
 
     # --- acknowledging -----------------------------------------------------------------
 
-    async def acknowledge(self, group_id: str, member_id: str, out: _Partition,
+    async def acknowledge(self, group_id: str, member_id: str, out: PartitionAnswer,
                           acks: Acks) -> None:
         if not self.renew and any(RENEW in types for _, _, types in acks):
             out.ack_error = ErrorCode.invalid_request
@@ -195,7 +167,7 @@ class ShareFetcher:
     # --- acquiring ---------------------------------------------------------------------
 
     async def acquire(self, session: ShareSession, max_records: int, max_bytes: int,
-                      record_limit: bool, outs: dict[Tp, _Partition]) -> int:
+                      record_limit: bool, outs: dict[Tp, PartitionAnswer]) -> int:
         """Acquire records for the session's member from its partitions, in turn; the
         number of offsets acquired."""
         broker = self.broker
@@ -209,7 +181,7 @@ class ShareFetcher:
                 break
             out = outs.get((topic, partition))
             if out is None:
-                out = _Partition(topic, topic_id, partition)  # type: ignore[arg-type]
+                out = PartitionAnswer(topic, topic_id, partition)  # type: ignore[arg-type]
             sp = await self._share_partition(session.group_id, out)
             if sp is None:
                 if out.error != ErrorCode.none:
@@ -306,172 +278,3 @@ def _archive_aborted(state: SharePartition, member_id: str, data: bytes,
     return kept
 
 
-def _acks(batches: Iterable[Any]) -> Acks:
-    return [(b.first_offset, b.last_offset, list(b.acknowledge_types)) for b in batches]
-
-
-def _leader(names: AnswerNames, out: _Partition) -> dict[str, int]:
-    leader, epoch = names.current_leader(out.topic, out.partition)
-    return {"leader_id": leader, "leader_epoch": epoch}
-
-
-def _answer(request: Request, broker: Broker, outs: Iterable[_Partition], lock_ms: int,
-            *, fetch: bool, error: int = 0, message: str | None = None) -> bytes:
-    names = AnswerNames(broker, request)
-    topics: dict[uuid.UUID, list[dict[str, Any]]] = {}
-    leaders: set[int] = set()
-    for out in outs:
-        entry: dict[str, Any] = {
-            "partition_index": out.partition, "error_code": out.error,
-            "error_message": out.message, "current_leader": _leader(names, out)}
-        if out.error == ErrorCode.not_leader_or_follower:
-            leaders.add(entry["current_leader"]["leader_id"])
-        if fetch:
-            entry.update({
-                "acknowledge_error_code": out.ack_error,
-                "acknowledge_error_message": out.ack_message,
-                # Not nullable from v1: an empty section.
-                "records": out.records or b"",
-                "acquired_records": [{"first_offset": r.first_offset,
-                                      "last_offset": r.last_offset,
-                                      "delivery_count": r.delivery_count}
-                                     for r in out.acquired]})
-        else:
-            entry["error_code"] = out.ack_error or out.error
-            entry["error_message"] = out.ack_message or out.message
-        topics.setdefault(out.topic_id, []).append(entry)
-    return respond(request, {
-        "throttle_time": 0, "error_code": error, "error_message": message,
-        "acquisition_lock_timeout": lock_ms,
-        "responses": [{"topic_id": tid, "partitions": parts} for tid, parts in topics.items()],
-        "node_endpoints": names.endpoints(leaders - {-1}) if leaders else []})
-
-
-def _refuse(request: Request, broker: Broker, code: int, message: str, *, fetch: bool
-            ) -> bytes:
-    return _answer(request, broker, [], 0, fetch=fetch, error=code, message=message)
-
-
-async def share_fetch(broker: Broker, request: Request) -> bytes:
-    body = request.body
-    group_id, member_id, epoch = body.group_id or "", body.member_id or "", \
-        body.share_session_epoch
-    if share_level(broker) < 1:
-        return _refuse(request, broker, ErrorCode.unsupported_version,
-                       SHARE_GROUPS_DISABLED, fetch=True)
-    if not allowed(broker, request, Operation.READ, ResourceType.GROUP, group_id):
-        return _refuse(request, broker, ErrorCode.group_authorization_failed,
-                       "Group authorization failed.", fetch=True)
-    if not group_id or not member_id:
-        return _refuse(request, broker, ErrorCode.invalid_request,
-                       "GroupId and MemberId must be set.", fetch=True)
-    fetcher = ShareFetcher(broker, group_id)
-    outs: dict[Tp, _Partition] = {}
-    acks: list[tuple[_Partition, Acks]] = []
-    wanted: list[_Partition] = []
-    for t in body.topics:
-        name = fetcher._name(t.topic_id)
-        for p in t.partitions:
-            out = _Partition(name, t.topic_id, p.partition_index)
-            outs[(name, p.partition_index)] = out
-            wanted.append(out)
-            if p.acknowledgement_batches:
-                acks.append((out, _acks(p.acknowledgement_batches)))
-    denied = {o.topic for o in wanted if not is_unknown(o.topic) and not allowed(
-        broker, request, Operation.READ, ResourceType.TOPIC, o.topic)}
-    for o in wanted:
-        if o.topic in denied:
-            o.error, o.message = ErrorCode.topic_authorization_failed, None
-    sessions = broker.share_sessions
-    try:
-        if epoch == INITIAL_EPOCH:
-            if acks:
-                return _refuse(request, broker, ErrorCode.invalid_request,
-                               "Acknowledge data present on initial ShareFetch.", fetch=True)
-            session = sessions.open(group_id, member_id, request.session)
-        elif epoch == FINAL_EPOCH:
-            session = sessions.get_final(group_id, member_id)
-        else:
-            session = sessions.get(group_id, member_id, epoch)
-            session.next_epoch()
-    except ShareSessionError as exc:
-        return _refuse(request, broker, exc.error_code, str(exc), fetch=True)
-    lock_ms = broker.share_partitions.lock_ms(group_id)
-    for out, batch in acks:
-        if out.error == ErrorCode.none:
-            await fetcher.acknowledge(group_id, member_id, out, batch)
-        else:
-            out.ack_error = out.error
-    if epoch == FINAL_EPOCH:
-        sessions.close(group_id, member_id)
-        broker.share_partitions.release_member(group_id, member_id)
-        return _answer(request, broker, outs.values(), lock_ms, fetch=True)
-    for f in body.forgotten_topics_data:
-        name = fetcher._name(f.topic_id)
-        for p in f.partitions:
-            session.partitions.pop((name, p), None)
-    for out in wanted:
-        if out.error == ErrorCode.none:
-            session.partitions[(out.topic, out.partition)] = out.topic_id
-    max_records = body.max_records if body.max_records > 0 else 500
-    record_limit = getattr(body, "share_acquire_mode", 0) == 1
-    taken = await fetcher.acquire(session, max_records, body.max_bytes, record_limit, outs)
-    wait_ms = ms(body.max_wait, 0)
-    if not taken and wait_ms > 0 and session.partitions:
-        waiter = _Woken()
-        tps = list(session.partitions)
-        broker.purgatory.watch(tps, waiter)
-        try:
-            async with asyncio.timeout(wait_ms / 1000):
-                await waiter.event.wait()
-        except TimeoutError:
-            pass
-        finally:
-            broker.purgatory.unwatch(tps, waiter)
-        if broker.share_sessions.sessions.get((group_id, member_id)) is session:
-            await fetcher.acquire(session, max_records, body.max_bytes, record_limit, outs)
-    return _answer(request, broker, outs.values(), lock_ms, fetch=True)
-
-
-async def share_acknowledge(broker: Broker, request: Request) -> bytes:
-    body = request.body
-    group_id, member_id, epoch = body.group_id or "", body.member_id or "", \
-        body.share_session_epoch
-    if share_level(broker) < 1:
-        return _refuse(request, broker, ErrorCode.unsupported_version,
-                       SHARE_GROUPS_DISABLED, fetch=False)
-    if not allowed(broker, request, Operation.READ, ResourceType.GROUP, group_id):
-        return _refuse(request, broker, ErrorCode.group_authorization_failed,
-                       "Group authorization failed.", fetch=False)
-    if not group_id or not member_id:
-        return _refuse(request, broker, ErrorCode.invalid_request,
-                       "GroupId and MemberId must be set.", fetch=False)
-    sessions = broker.share_sessions
-    try:
-        if epoch == INITIAL_EPOCH:
-            return _refuse(request, broker, ErrorCode.invalid_share_session_epoch,
-                           "ShareAcknowledge cannot open a share session.", fetch=False)
-        if epoch == FINAL_EPOCH:
-            sessions.get_final(group_id, member_id)
-        else:
-            sessions.get(group_id, member_id, epoch).next_epoch()
-    except ShareSessionError as exc:
-        return _refuse(request, broker, exc.error_code, str(exc), fetch=False)
-    fetcher = ShareFetcher(broker, group_id)
-    outs = []
-    for t in body.topics:
-        name = fetcher._name(t.topic_id)
-        for p in t.partitions:
-            out = _Partition(name, t.topic_id, p.partition_index)
-            outs.append(out)
-            if not is_unknown(name) and not allowed(broker, request, Operation.READ,
-                                                    ResourceType.TOPIC, name):
-                out.error = ErrorCode.topic_authorization_failed
-                continue
-            await fetcher.acknowledge(group_id, member_id, out,
-                                      _acks(p.acknowledgement_batches))
-    if epoch == FINAL_EPOCH:
-        sessions.close(group_id, member_id)
-        broker.share_partitions.release_member(group_id, member_id)
-    return _answer(request, broker, outs, broker.share_partitions.lock_ms(group_id),
-                   fetch=False)
