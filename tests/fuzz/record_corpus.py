@@ -280,6 +280,17 @@ def share_by_hand(bootstrap: str) -> None:
                 {"group_id": group, "topics": [{"topic_name": "fz", "partitions": [0, 9]}]}]})
         exchange(client, 91, 0, {"group_id": group, "topics": [{"topic_name": "fz",
                  "partitions": [{"partition_index": 0, "start_offset": 0}]}]})
+        # The share coordinator's inter-broker APIs, as a leader on another broker sends
+        # them.
+        state = {"topic_id": topic_id, "partitions": [{
+            "partition": 0, "leader_epoch": 0, "state_epoch": 1, "start_offset": 2,
+            "delivery_complete_count": -1, "state_batches": [
+                {"first_offset": 3, "last_offset": 4, "delivery_state": 0,
+                 "delivery_count": 1}]}]}
+        exchange(client, 84, 0, {"group_id": group, "topics": [state]})
+        for version in (0, 1):
+            exchange(client, 85, version, {"group_id": group, "topics": [state]})
+        exchange(client, 86, 0, {"group_id": group, "topics": [state]})
         exchange(client, 92, 0, {"group_id": group, "topics": [{"topic_name": "fz"},
                                                                {"topic_name": "nothing"}]})
 
