@@ -81,8 +81,18 @@ def test_members_join_are_fenced_leave_and_time_out() -> None:
     assert [(g.group_id, g.group_type, g.state) for g in c.list_groups()
             if g.group_type == "share"] == [("g", "share", "Empty")]
     fx = c.delete_groups(["g"], token=4, now_ms=6000)
-    assert fx.share_groups_deleted == [("g", [(T1, 0), (T1, 1)])]  # its state goes too
+    assert fx.share_groups_deleted == ["g"]
+    assert fx.share_states_deleted == [("g", T1, 0), ("g", T1, 1)]  # its state goes too
     assert c.share_group_describe(["g"])[0].error_code == ErrorCode.group_id_not_found
+
+
+def test_a_deleted_topic_leaves_every_share_group_with_its_state() -> None:
+    c = GroupCoordinator()
+    heartbeat(c, "m1", 0, ["a", "b"])
+    fx = c.topics_deleted({"b"}, 10)
+    assert fx.share_states_deleted == [("g", T2, 0), ("g", T2, 1), ("g", T2, 2)]
+    assert set(c.share_groups["g"].initialized) == {T1}
+    assert [ot.decode_key(r.key).version for r in fx.records] == [15]
 
 
 def test_a_share_group_is_replayed_from_its_records() -> None:

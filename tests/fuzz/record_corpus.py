@@ -210,6 +210,7 @@ BY_HAND: dict[int, dict] = {
     65: {"transactional_ids": ["fz-txn", "nobody"]},
     66: {"state_filters": ["Ongoing"], "producer_id_filters": [], "duration_filter": -1,
          "transactional_id_pattern": "fz-.*"},
+    74: {"resource_types": [2, 4, 32]},
     75: {"topics": [{"name": "fz"}], "response_partition_limit": 1,
          "cursor": {"topic_name": "fz", "partition_index": 1}},
 }

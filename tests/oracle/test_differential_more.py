@@ -923,6 +923,32 @@ def seq_share_groups(r: Recorder, name: str) -> None:
                                                  "member_epoch": a.member_epoch})
 
 
+def seq_list_config_resources(r: Recorder, name: str) -> None:
+    """ListConfigResources (KIP-1142): per resource type asked, the error and whether
+    this sequence's topic and group are listed, and how many brokers (each broker's own
+    topics and groups from other sequences differ, so only these are compared)."""
+    topic, group = f"{name}-t", f"{name}-g"
+    create_topic(r.c, topic)
+    r.request("a group config", 44, 1, {"resources": [{
+        "resource_type": 32, "resource_name": group, "configs": [{
+            "name": "share.auto.offset.reset", "config_operation": 0,
+            "value": "earliest"}]}], "validate_only": False})
+    for label, version, types in [("all types", 1, []), ("topics", 1, [2]),
+                                  ("brokers", 1, [4]), ("broker loggers", 1, [8]),
+                                  ("client metrics", 1, [16]), ("groups", 1, [32]),
+                                  ("topics and groups", 1, [2, 32]),
+                                  ("an unknown type", 1, [99]), ("v0", 0, None)]:
+        answer = request(r.c, 74, version, {} if types is None else {"resource_types": types})
+        listed = [(c.resource_name, getattr(c, "resource_type", 16))
+                  for c in answer.config_resources]
+        r.step(f"ListConfigResources v{version}: {label}", {
+            "error_code": answer.error_code.name,
+            "topic": (topic, 2) in listed, "group": (group, 32) in listed,
+            "brokers": sum(1 for _, t in listed if t == 4),
+            "broker loggers": sum(1 for _, t in listed if t == 8),
+            "types": sorted({t for _, t in listed})})
+
+
 def seq_api_versions(r: Recorder, name: str) -> None:
     api_versions(r, "ApiVersions v3", 3)
     api_versions(r, "ApiVersions v0", 0)

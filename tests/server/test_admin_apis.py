@@ -32,6 +32,7 @@ from confluent_kafka.admin import (
     NewTopic,
     OffsetSpec,
 )
+from kio.schema.errors import ErrorCode
 
 from odradek.client.wire import WireClient
 from odradek.server.config import DYNAMIC_BROKER_SETTINGS, SETTINGS
@@ -726,3 +727,34 @@ def test_a_topic_deleted_while_its_partitions_are_made_leaves_no_logs(
         admin.receive(37, 3)
     assert node.broker.topic("brief") is None
     assert not [d for d in os.listdir(node.broker.logs.data_dir) if d.startswith("brief-")]
+
+
+def test_list_config_resources_lists_topics_brokers_and_groups_with_configs() -> None:
+    """ListConfigResources (KIP-1142): what has configs, by type; an unknown type is
+    UNSUPPORTED_VERSION; v0 (client metrics resources only) lists none."""
+    with running_broker() as running, WireClient(running.port) as c:
+        created = c.request(19, 7, {"topics": [{
+            "name": "lcr", "num_partitions": 1, "replication_factor": 1, "assignments": [],
+            "configs": []}], "timeout": 10_000, "validate_only": False})
+        assert created.topics[0].error_code == 0
+        altered = c.request(44, 1, {"resources": [{
+            "resource_type": 32, "resource_name": "lcr-group", "configs": [{
+                "name": "share.auto.offset.reset", "config_operation": 0,
+                "value": "earliest"}]}], "validate_only": False})
+        assert altered.responses[0].error_code == 0
+
+        def listed(types: list[int]) -> tuple[int, set[tuple[str, int]]]:
+            answer = c.request(74, 1, {"resource_types": types})
+            return answer.error_code, {(x.resource_name, x.resource_type)
+                                       for x in answer.config_resources}
+
+        node = str(running.broker.node_id)
+        # Every topic, the internal ones too (Kafka lists every topic it has).
+        assert listed([2, 32]) == (0, {("lcr", 2), ("__consumer_offsets", 2),
+                                       ("lcr-group", 32)})
+        code, everything = listed([])
+        assert code == 0 and {("lcr", 2), ("lcr-group", 32), (node, 4),
+                              (node, 8)} <= everything
+        assert listed([16]) == (0, set())
+        assert listed([99])[0] == ErrorCode.unsupported_version
+        assert c.request(74, 0, {}).config_resources == ()

@@ -438,8 +438,11 @@ class GroupCoordinator:
             group_id, partitions, token=token, now_ms=now_ms)
 
     def topics_deleted(self, topics: Collection[str], now_ms: int) -> Effects:
-        """Deleted topics' offsets go from every group (``offset_manager.py``)."""
-        return self._offset_manager.remove_topics(topics, now_ms)
+        """Deleted topics' offsets go from every group (``offset_manager.py``), and their
+        share partitions' state from every share group (``share_group.py``)."""
+        fx = self._offset_manager.remove_topics(topics, now_ms)
+        self._group_manager.share_topics_deleted(topics, fx)
+        return fx
 
     def expire_offsets(self, now_ms: int) -> Effects:
         """offsets.retention.minutes (``offset_manager.py``); ``tick`` runs it every
@@ -456,11 +459,7 @@ class GroupCoordinator:
             error = self._group_manager.prepare_delete(group_id, now_ms)
             if error == ErrorCode.none and group_id in self.share_groups:
                 # Its share partitions' state goes too (the broker's, server/share/).
-                group = self.share_groups.pop(group_id)
                 self._group_manager.share_group_deleted(group_id, fx)
-                fx.share_groups_deleted.append((group_id, [
-                    (tid, p) for tid, (_, parts) in group.initialized.items()
-                    for p in sorted(parts)]))
             elif error == ErrorCode.none:
                 # Its offsets' tombstones, then (as they leave it empty) the group's own.
                 self._offset_manager.delete_all_offsets(group_id, now_ms, fx)

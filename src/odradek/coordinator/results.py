@@ -60,11 +60,12 @@ class Effects(Responses):
     # that producer, and count only once its COMMIT marker follows them in the log.
     transactional: tuple[int, int] | None = None
     # Share groups (share_group.py): (group id, member id) of members that left or were
-    # removed, whose acquired records the share partitions release; and groups deleted,
-    # with the share partitions (topic id, partition) whose state goes with them.
+    # removed, whose acquired records the share partitions release; groups deleted,
+    # whose share partitions go; and the share partitions (group id, topic id,
+    # partition) whose durable state goes (their group or topic deleted).
     share_members_left: list[tuple[str, str]] = field(default_factory=list)
-    share_groups_deleted: list[tuple[str, list[tuple[uuid.UUID, int]]]] = field(
-        default_factory=list)
+    share_groups_deleted: list[str] = field(default_factory=list)
+    share_states_deleted: list[tuple[str, uuid.UUID, int]] = field(default_factory=list)
 
 
 class JoinMember(NamedTuple):

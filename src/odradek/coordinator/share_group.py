@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -185,6 +185,14 @@ def _persisted(group: ShareGroup | None) -> _Persisted:
             {m.member_id: (m.member_epoch, {t: frozenset(p) for t, p in m.assigned.items()})
              for m in members},
             dict(group.initialized))
+
+
+def missing_share_group(manager: Any, group_id: str) -> str:
+    """Kafka's message for a group id that names no share group: another kind of group,
+    or none at all."""
+    if group_id in manager.groups or group_id in manager.consumer_groups:
+        return f"Group {group_id} is not a share group."
+    return f"Group {group_id} not found."
 
 
 class _HeartbeatError(Exception):
@@ -399,11 +407,30 @@ class ShareProtocol:
             rec(ot.SHARE_GROUP_METADATA_KEY, cr.encode_share_group_metadata(epoch))
 
     def share_group_deleted(self, group_id: str, fx: Effects) -> None:
-        """Tombstones for a deleted (empty) group: its state partitions, then itself."""
+        """DeleteGroups of an (empty) share group: it goes, with its share partitions'
+        state; tombstones for its state partitions record, then itself."""
+        group = self.share_groups.pop(group_id)
+        fx.share_groups_deleted.append(group_id)
+        fx.share_states_deleted.extend(
+            (group_id, tid, p) for tid, (_, parts) in group.initialized.items()
+            for p in sorted(parts))
         for version in (ot.SHARE_GROUP_STATE_PARTITION_METADATA_KEY,
                         ot.SHARE_GROUP_METADATA_KEY):
             fx.records.append(Record(group_id, ot.encode_consumer_group_key(
                 version, group_id), None))
+
+    def share_topics_deleted(self, topics: Collection[str], fx: Effects) -> None:
+        """Topics were deleted: their share partitions leave every share group, and their
+        state goes (as Kafka deletes a deleted topic's share state)."""
+        for group in self.share_groups.values():
+            gone = [tid for tid, (name, _) in group.initialized.items() if name in topics]
+            if not gone:
+                continue
+            before = _persisted(group)
+            for tid in gone:
+                _, parts = group.initialized.pop(tid)
+                fx.share_states_deleted.extend((group.group_id, tid, p) for p in sorted(parts))
+            self._share_records(group.group_id, before, fx)
 
     def _load_share_record(self, key: ot.ConsumerGroupRecordKey, value: bytes | None
                            ) -> None:
@@ -496,12 +523,9 @@ class ShareProtocol:
         for group_id in group_ids:
             group = self.share_groups.get(group_id)
             if group is None:
-                message = (f"Group {group_id} is not a share group."
-                           if group_id in self.groups or group_id in self.consumer_groups
-                           else f"Group {group_id} not found.")
                 # The state is the schema's default (""), as Kafka answers it.
                 out.append(ShareGroupDescription(ErrorCode.group_id_not_found, group_id,
-                                                 message))
+                                                 missing_share_group(self, group_id)))
                 continue
             out.append(ShareGroupDescription(
                 ErrorCode.none, group_id, None, group.state, group.group_epoch,
@@ -533,15 +557,13 @@ class ShareAdmin:
     def _share_records(self, group_id: str, before: _Persisted, fx: Effects
                        ) -> None: ...  # pragma: no cover
 
-    def _empty_share_group(self, group_id: str, *, create: bool) -> ShareGroup | ShareOffsetsCheck:
+    def _empty_share_group(self, group_id: str, *, create: bool
+                           ) -> ShareGroup | ShareOffsetsCheck:
         group = self.share_groups.get(group_id)
         if group is None:
-            if group_id in self.groups or group_id in self.consumer_groups:
+            if not create or group_id in self.groups or group_id in self.consumer_groups:
                 return ShareOffsetsCheck(ErrorCode.group_id_not_found,
-                                         f"Group {group_id} is not a share group.", {})
-            if not create:
-                return ShareOffsetsCheck(ErrorCode.group_id_not_found,
-                                         f"Group {group_id} not found.", {})
+                                         missing_share_group(self, group_id), {})
             group = self.share_groups[group_id] = ShareGroup(group_id)
         if group.members:
             return ShareOffsetsCheck(ErrorCode.non_empty_group,
@@ -585,8 +607,6 @@ class ShareAdmin:
         """DescribeShareGroupOffsets: the group's initialized share partitions."""
         group = self.share_groups.get(group_id)
         if group is None:
-            message = (f"Group {group_id} is not a share group."
-                       if group_id in self.groups or group_id in self.consumer_groups
-                       else f"Group {group_id} not found.")
-            return ShareOffsetsCheck(ErrorCode.group_id_not_found, message, {})
+            return ShareOffsetsCheck(ErrorCode.group_id_not_found,
+                                     missing_share_group(self, group_id), {})
         return ShareOffsetsCheck(ErrorCode.none, None, dict(group.initialized))

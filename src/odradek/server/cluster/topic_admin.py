@@ -32,6 +32,7 @@ from odradek.server.cluster.store import (
     Op,
     StoreError,
 )
+from odradek.server.coordinators.coordinator_runtime import INTERNAL_TOPIC_CONFIG
 from odradek.server.metadata import Topic, TopicError, validate_topic_name
 from odradek.storage.config import LogConfig
 
@@ -118,7 +119,7 @@ class TopicAdmin:
         if name in self.node.metadata.assignments:
             return
         cfg = self.config
-        configs = {"cleanup.policy": "compact", "compression.type": "producer"}
+        configs = dict(INTERNAL_TOPIC_CONFIG)
         if name == OFFSETS_TOPIC:
             partitions = cfg["offsets.topic.num.partitions"]
             configs["segment.bytes"] = str(cfg["offsets.topic.segment.bytes"])

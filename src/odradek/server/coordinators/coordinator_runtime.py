@@ -82,6 +82,9 @@ class KeyedRecord(Protocol):
     @property
     def value(self) -> bytes | None: ...
 
+# Topic-level settings of the internal topics (__consumer_offsets, __transaction_state,
+# __share_group_state), as Kafka creates them: compacted, batches kept as written.
+INTERNAL_TOPIC_CONFIG = {"cleanup.policy": "compact", "compression.type": "producer"}
 # A wait for a partition's records to be replicated: the awaitable the topology
 # handed out (of a Kafka error code) and the offset it waits for.
 Replication = tuple[Awaitable[int], int]
@@ -335,6 +338,17 @@ class CoordinatorRuntime(abc.ABC):
                 yield batch
 
     # --- replication hooks (the topology's) ---------------------------------------------
+
+    def _keyed_records(self, partition: int) -> Iterator[builder.Record]:
+        """The records with a key of the partition's data batches, in log order (what the
+        coordinators of __transaction_state and __share_group_state replay; control
+        batches are theirs to skip)."""
+        for batch in self._batches(partition):
+            if batch.header.is_control:
+                continue
+            for record in batch.records:
+                if record.key is not None:
+                    yield record
 
     def _leader_epoch(self, partition: int) -> int:
         """The leader epoch to stamp on this partition's appends (the topology's: a

@@ -52,6 +52,7 @@ from odradek.coordinator.consumer_group import TopicInfo
 from odradek.coordinator.offsets_topic import OffsetsTopicFormatError
 from odradek.records import builder
 from odradek.server.coordinators.coordinator_runtime import (
+    INTERNAL_TOPIC_CONFIG,
     CoordinatorRuntime,
     CoordinatorUnavailable,
 )
@@ -63,8 +64,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Topic-level settings of __consumer_offsets, as Kafka creates it.
-OFFSETS_TOPIC_CONFIG = {"cleanup.policy": "compact", "compression.type": "producer"}
 
 
 class ClientViewOfInternalLog:
@@ -146,7 +145,7 @@ class GroupRuntime(CoordinatorRuntime):
         replayed), before the broker accepts connections. (In a cluster the topic is
         created through ZooKeeper at the first FindCoordinator that needs it.)"""
         self._create_topic(
-            dict(OFFSETS_TOPIC_CONFIG, **{"segment.bytes": str(
+            dict(INTERNAL_TOPIC_CONFIG, **{"segment.bytes": str(
                 self.broker.config["offsets.topic.segment.bytes"])}),
             "offsets.topic.num.partitions")
         groups, records = self._elect_all()
@@ -211,12 +210,13 @@ class GroupRuntime(CoordinatorRuntime):
         # state goes (server/share/).
         for group_id, member_id in fx.share_members_left:
             self.broker.share_partitions.release_member(group_id, member_id)
-        for group_id, partitions in fx.share_groups_deleted:
+        for group_id in fx.share_groups_deleted:
             self.broker.share_partitions.drop_group(group_id)
-            if self.broker.share_state is not None and partitions:
-                self._spawn(partition, self.broker.share_state.delete(
-                    [(group_id, tid, p) for tid, p in partitions]),
-                    f"share-group-{group_id}-delete")
+        if fx.share_states_deleted and self.broker.share_state is not None:
+            for key in fx.share_states_deleted:
+                self.broker.share_partitions.forget(key)
+            self._spawn(partition, self.broker.share_state.delete(fx.share_states_deleted),
+                        f"{OFFSETS_TOPIC}-{partition}-share-state-delete")
         # Answers that need no append of their own go at once, as Kafka's heartbeats and
         # reads never wait for the log.
         replication = None if end is None else self._replicated(partition, end)

@@ -39,6 +39,7 @@ from odradek.coordinator.share_records import (
 )
 from odradek.protocol.reader import DecodeError
 from odradek.server.coordinators.coordinator_runtime import (
+    INTERNAL_TOPIC_CONFIG,
     CoordinatorRuntime,
     CoordinatorUnavailable,
 )
@@ -48,8 +49,6 @@ if TYPE_CHECKING:
     from odradek.server.cluster.share_state_client import ShareStateClient
 
 log = logging.getLogger(__name__)
-
-SHARE_GROUP_STATE_TOPIC_CONFIG = {"cleanup.policy": "compact", "compression.type": "producer"}
 
 
 class ShareStateRuntime(CoordinatorRuntime):
@@ -72,18 +71,14 @@ class ShareStateRuntime(CoordinatorRuntime):
 
     def _replay(self, partition: int, coordinator: ShareCoordinator) -> int:
         count = 0
-        for batch in self._batches(partition):
-            if batch.header.is_control:
-                continue
-            for record in batch.records:
-                if record.key is None:
-                    continue
-                try:
-                    coordinator.load(record.key, record.value)
-                except DecodeError as exc:
-                    log.warning("%s-%d offset %d: skipping a record that does not decode: %s",
-                                SHARE_GROUP_STATE_TOPIC, partition, record.offset, exc)
-                count += 1
+        for record in self._keyed_records(partition):
+            assert record.key is not None
+            try:
+                coordinator.load(record.key, record.value)
+            except DecodeError as exc:
+                log.warning("%s-%d offset %d: skipping a record that does not decode: %s",
+                            SHARE_GROUP_STATE_TOPIC, partition, record.offset, exc)
+            count += 1
         return count
 
     def _finish_load(self, coordinator: ShareCoordinator) -> Effects:
@@ -110,7 +105,7 @@ class ShareStateRuntime(CoordinatorRuntime):
         if self._topic_ready:
             return
         self._create_topic(
-            dict(SHARE_GROUP_STATE_TOPIC_CONFIG, **{"segment.bytes": str(
+            dict(INTERNAL_TOPIC_CONFIG, **{"segment.bytes": str(
                 self.broker.config["share.coordinator.state.topic.segment.bytes"])}),
             "share.coordinator.state.topic.num.partitions")
         self._topic_ready = True

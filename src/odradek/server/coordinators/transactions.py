@@ -68,6 +68,7 @@ from odradek.coordinator.transactions import (
     TxnState,
 )
 from odradek.server.coordinators.coordinator_runtime import (
+    INTERNAL_TOPIC_CONFIG,
     CoordinatorRuntime,
     CoordinatorUnavailable,
     Replication,
@@ -81,9 +82,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Topic-level settings of __transaction_state, as Kafka creates it (min.insync.replicas
-# and unclean leader election do not apply to one node).
-TRANSACTION_STATE_TOPIC_CONFIG = {"cleanup.policy": "compact", "compression.type": "producer"}
 # A cluster: how long to wait before asking again whether a Prepare record is
 # replicated, or before sending markers again after a failure.
 MARKER_RETRY_BACKOFF_S = 0.1
@@ -187,7 +185,7 @@ class TxnRuntime(CoordinatorRuntime):
         if self._topic_ready:
             return
         self._create_topic(
-            dict(TRANSACTION_STATE_TOPIC_CONFIG, **{"segment.bytes": str(
+            dict(INTERNAL_TOPIC_CONFIG, **{"segment.bytes": str(
                 self.broker.config["transaction.state.log.segment.bytes"])}),
             "transaction.state.log.num.partitions")
         self._topic_ready = True
@@ -197,20 +195,16 @@ class TxnRuntime(CoordinatorRuntime):
         """Feed every record of the partition, in log order, to ``load`` (only those of
         the transactional ids ``only``, when given)."""
         count = 0
-        for batch in self._batches(partition):
-            if batch.header.is_control:
+        for record in self._keyed_records(partition):
+            assert record.key is not None
+            if only is not None and tl.decode_key(record.key) not in only:
                 continue
-            for record in batch.records:
-                if record.key is None:
-                    continue
-                if only is not None and tl.decode_key(record.key) not in only:
-                    continue
-                try:
-                    coordinator.load(record.key, record.value)
-                except TransactionLogFormatError as exc:
-                    log.warning("%s-%d offset %d: skipping a record that does not decode: %s",
-                                TRANSACTION_STATE_TOPIC, partition, record.offset, exc)
-                count += 1
+            try:
+                coordinator.load(record.key, record.value)
+            except TransactionLogFormatError as exc:
+                log.warning("%s-%d offset %d: skipping a record that does not decode: %s",
+                            TRANSACTION_STATE_TOPIC, partition, record.offset, exc)
+            count += 1
         return count
 
     def _finish_load(self, coordinator: TransactionCoordinator) -> TxnEffects:

@@ -46,6 +46,7 @@ HANDLERS: dict[int, Api] = {
         admin.INCREMENTAL_ALTER_CONFIGS,
         admin.DESCRIBE_LOG_DIRS,
         admin.DESCRIBE_CLUSTER,
+        admin.LIST_CONFIG_RESOURCES,
         *groups.APIS,
         *consumer_groups.APIS,
         *share_groups.APIS,

@@ -625,7 +625,44 @@ async def describe_cluster(broker: Broker, request: Request) -> bytes:
     return respond(request, data)
 
 
+# ListConfigResources' resource types (ConfigResource.Type), in the order Kafka lists them.
+_GROUP, _BROKER_LOGGER, _BROKER, _TOPIC, _CLIENT_METRICS = 32, 8, 4, 2, 16
+
+
+async def list_config_resources(broker: Broker, request: Request) -> bytes:
+    """ListConfigResources (74, KIP-1142): the resources that have configs, of the types
+    asked for (all when none): groups with group configs, the live brokers (as BROKER and
+    as BROKER_LOGGER), every topic. CLIENT_METRICS resources (KIP-714) are not served:
+    none, and v0 (ListClientMetricsResources) lists only those. An unknown type is
+    UNSUPPORTED_VERSION, as in Kafka; CLUSTER DESCRIBE_CONFIGS is needed."""
+    asked = list(getattr(request.body, "resource_types", None) or ())
+    known = (_GROUP, _BROKER_LOGGER, _BROKER, _TOPIC, _CLIENT_METRICS)
+    if request.api_version == 0:
+        asked = [_CLIENT_METRICS]
+    if not allowed(broker, request, Operation.DESCRIBE_CONFIGS, ResourceType.CLUSTER,
+                   CLUSTER):
+        return respond(request, {"throttle_time": 0, "config_resources": [],
+                                 "error_code": ErrorCode.cluster_authorization_failed})
+    if any(t not in known for t in asked):
+        return respond(request, {"throttle_time": 0, "config_resources": [],
+                                 "error_code": ErrorCode.unsupported_version})
+    wanted = set(asked or known)
+    assert broker.metadata is not None
+    found: list[tuple[str, int]] = []
+    if _GROUP in wanted and broker.group_configs is not None:
+        found += [(g, _GROUP) for g in sorted(broker.group_configs.document.value)]
+    ids = [str(b.node_id) for b in broker.topology.live_brokers()]
+    for kind in (_BROKER_LOGGER, _BROKER):
+        if kind in wanted:
+            found += [(i, kind) for i in ids]
+    if _TOPIC in wanted:
+        found += [(t, _TOPIC) for t in sorted(broker.metadata.topics)]
+    return respond(request, {"throttle_time": 0, "error_code": 0, "config_resources": [
+        {"resource_name": name, "resource_type": kind} for name, kind in found]})
+
+
 DESCRIBE_CONFIGS = Api(32, "DescribeConfigs", 1, 4, describe_configs)
+LIST_CONFIG_RESOURCES = Api(74, "ListConfigResources", 0, 1, list_config_resources)
 ALTER_CONFIGS = Api(33, "AlterConfigs", 0, 2, alter_configs)
 INCREMENTAL_ALTER_CONFIGS = Api(44, "IncrementalAlterConfigs", 0, 1, incremental_alter_configs)
 DESCRIBE_LOG_DIRS = Api(35, "DescribeLogDirs", 1, 5, describe_log_dirs)

@@ -35,14 +35,31 @@ if TYPE_CHECKING:
     from odradek.server.broker import Broker
 
 
+def heartbeat_answer(request: Request, result: r.ConsumerHeartbeatResult) -> bytes:
+    """A ConsumerGroupHeartbeat or ShareGroupHeartbeat answer (the same fields)."""
+    assignment = None
+    if result.assignment is not None:
+        assignment = {"topic_partitions": [
+            {"topic_id": tid, "partitions": parts} for tid, parts in result.assignment.items()]}
+    return respond(request, {
+        "throttle_time": 0, "error_code": result.error_code,
+        "error_message": result.error_message, "member_id": result.member_id,
+        "member_epoch": result.member_epoch,
+        "heartbeat_interval": result.heartbeat_interval_ms, "assignment": assignment,
+    })
+
+
+def heartbeat_refusal(request: Request, code: int, message: str) -> bytes:
+    """A heartbeat refused before the coordinator sees it (epoch -1, no assignment)."""
+    return heartbeat_answer(request, r.ConsumerHeartbeatResult(
+        code, message, request.body.member_id, -1))
+
+
 async def consumer_group_heartbeat(broker: Broker, request: Request) -> bytes:
     body = request.body
     if not allowed(broker, request, Operation.READ, ResourceType.GROUP, body.group_id):
-        return respond(request, {"throttle_time": 0,
-                                 "error_code": ErrorCode.group_authorization_failed,
-                                 "error_message": "Group authorization failed.",
-                                 "member_id": body.member_id, "member_epoch": -1,
-                                 "heartbeat_interval": 0, "assignment": None})
+        return heartbeat_refusal(request, ErrorCode.group_authorization_failed,
+                                 "Group authorization failed.")
     owned = None if body.topic_partitions is None else [
         (tp.topic_id, list(tp.partitions)) for tp in body.topic_partitions]
     timeout = body.rebalance_timeout
@@ -63,16 +80,7 @@ async def consumer_group_heartbeat(broker: Broker, request: Request) -> bytes:
                 token=token, now_ms=now))
     except CoordinatorUnavailable as exc:
         result = r.ConsumerHeartbeatResult(exc.error_code, str(exc))
-    assignment = None
-    if result.assignment is not None:
-        assignment = {"topic_partitions": [
-            {"topic_id": tid, "partitions": parts} for tid, parts in result.assignment.items()]}
-    return respond(request, {
-        "throttle_time": 0, "error_code": result.error_code,
-        "error_message": result.error_message, "member_id": result.member_id,
-        "member_epoch": result.member_epoch,
-        "heartbeat_interval": result.heartbeat_interval_ms, "assignment": assignment,
-    })
+    return heartbeat_answer(request, result)
 
 
 def _partitions(described: list[r.DescribedPartitions]) -> dict[str, Any]:

@@ -109,19 +109,28 @@ def _refuse(request: Request, broker: Broker, code: int, message: str, *, fetch:
     return _answer(request, broker, [], 0, fetch=fetch, error=code, message=message)
 
 
-async def share_fetch(broker: Broker, request: Request) -> bytes:
+def _refused(broker: Broker, request: Request, *, fetch: bool) -> bytes | None:
+    """The answer to a request refused as a whole (share groups off, the group not
+    allowed, no group or member id), else None."""
     body = request.body
-    group_id, member_id, epoch = body.group_id or "", body.member_id or "", \
-        body.share_session_epoch
     if share_level(broker) < 1:
         return _refuse(request, broker, ErrorCode.unsupported_version,
-                       SHARE_GROUPS_DISABLED, fetch=True)
-    if not allowed(broker, request, Operation.READ, ResourceType.GROUP, group_id):
+                       SHARE_GROUPS_DISABLED, fetch=fetch)
+    if not allowed(broker, request, Operation.READ, ResourceType.GROUP, body.group_id or ""):
         return _refuse(request, broker, ErrorCode.group_authorization_failed,
-                       "Group authorization failed.", fetch=True)
-    if not group_id or not member_id:
+                       "Group authorization failed.", fetch=fetch)
+    if not body.group_id or not body.member_id:
         return _refuse(request, broker, ErrorCode.invalid_request,
-                       "GroupId and MemberId must be set.", fetch=True)
+                       "GroupId and MemberId must be set.", fetch=fetch)
+    return None
+
+
+async def share_fetch(broker: Broker, request: Request) -> bytes:
+    body = request.body
+    refused = _refused(broker, request, fetch=True)
+    if refused is not None:
+        return refused
+    group_id, member_id, epoch = body.group_id, body.member_id, body.share_session_epoch
     fetcher = ShareFetcher(broker, group_id)
     outs: dict[Tp, PartitionAnswer] = {}
     acks: list[tuple[PartitionAnswer, Acks]] = []
@@ -192,17 +201,10 @@ async def share_fetch(broker: Broker, request: Request) -> bytes:
 
 async def share_acknowledge(broker: Broker, request: Request) -> bytes:
     body = request.body
-    group_id, member_id, epoch = body.group_id or "", body.member_id or "", \
-        body.share_session_epoch
-    if share_level(broker) < 1:
-        return _refuse(request, broker, ErrorCode.unsupported_version,
-                       SHARE_GROUPS_DISABLED, fetch=False)
-    if not allowed(broker, request, Operation.READ, ResourceType.GROUP, group_id):
-        return _refuse(request, broker, ErrorCode.group_authorization_failed,
-                       "Group authorization failed.", fetch=False)
-    if not group_id or not member_id:
-        return _refuse(request, broker, ErrorCode.invalid_request,
-                       "GroupId and MemberId must be set.", fetch=False)
+    refused = _refused(broker, request, fetch=False)
+    if refused is not None:
+        return refused
+    group_id, member_id, epoch = body.group_id, body.member_id, body.share_session_epoch
     sessions = broker.share_sessions
     try:
         if epoch == INITIAL_EPOCH:

@@ -22,6 +22,7 @@ from odradek.security.acls import Operation, ResourceType
 from odradek.server.coordinators.coordinator_runtime import CoordinatorUnavailable
 from odradek.server.coordinators.groups import topic_metadata
 from odradek.server.handlers.base import Api, allowed, respond
+from odradek.server.handlers.consumer_groups import heartbeat_answer, heartbeat_refusal
 from odradek.server.handlers.groups import _client_host, group_operations, group_runtime
 from odradek.server.handlers.share_fetch import SHARE_ACKNOWLEDGE, SHARE_FETCH
 from odradek.server.handlers.share_offsets import (
@@ -38,26 +39,16 @@ if TYPE_CHECKING:
 async def share_group_heartbeat(broker: Broker, request: Request) -> bytes:
     body = request.body
     if share_level(broker) < 1:
-        return respond(request, {"throttle_time": 0,
-                                 "error_code": ErrorCode.unsupported_version,
-                                 "error_message": SHARE_GROUPS_DISABLED,
-                                 "member_id": body.member_id, "member_epoch": -1,
-                                 "heartbeat_interval": 0, "assignment": None})
+        return heartbeat_refusal(request, ErrorCode.unsupported_version,
+                                 SHARE_GROUPS_DISABLED)
     if not allowed(broker, request, Operation.READ, ResourceType.GROUP, body.group_id):
-        return respond(request, {"throttle_time": 0,
-                                 "error_code": ErrorCode.group_authorization_failed,
-                                 "error_message": "Group authorization failed.",
-                                 "member_id": body.member_id, "member_epoch": -1,
-                                 "heartbeat_interval": 0, "assignment": None})
+        return heartbeat_refusal(request, ErrorCode.group_authorization_failed,
+                                 "Group authorization failed.")
     names = body.subscribed_topic_names
-    denied = [t for t in names or () if not allowed(broker, request, Operation.DESCRIBE,
-                                                    ResourceType.TOPIC, t)]
-    if denied:
-        return respond(request, {"throttle_time": 0,
-                                 "error_code": ErrorCode.topic_authorization_failed,
-                                 "error_message": "Topic authorization failed.",
-                                 "member_id": body.member_id, "member_epoch": -1,
-                                 "heartbeat_interval": 0, "assignment": None})
+    if any(not allowed(broker, request, Operation.DESCRIBE, ResourceType.TOPIC, t)
+           for t in names or ()):
+        return heartbeat_refusal(request, ErrorCode.topic_authorization_failed,
+                                 "Topic authorization failed.")
     try:
         result: r.ConsumerHeartbeatResult = await group_runtime(broker).call(
             body.group_id, lambda coordinator, token, now: coordinator.share_heartbeat(
@@ -67,16 +58,7 @@ async def share_group_heartbeat(broker: Broker, request: Request) -> bytes:
                 token=token, now_ms=now))
     except CoordinatorUnavailable as exc:
         result = r.ConsumerHeartbeatResult(exc.error_code, str(exc))
-    assignment = None
-    if result.assignment is not None:
-        assignment = {"topic_partitions": [
-            {"topic_id": tid, "partitions": parts} for tid, parts in result.assignment.items()]}
-    return respond(request, {
-        "throttle_time": 0, "error_code": result.error_code,
-        "error_message": result.error_message, "member_id": result.member_id,
-        "member_epoch": result.member_epoch,
-        "heartbeat_interval": result.heartbeat_interval_ms, "assignment": assignment,
-    })
+    return heartbeat_answer(request, result)
 
 
 def _describe(broker: Broker, group_id: str) -> ShareGroupDescription:

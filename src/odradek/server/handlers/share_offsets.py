@@ -21,6 +21,7 @@ NON_EMPTY_GROUP otherwise, as Kafka); the states themselves are the share coordi
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -128,24 +129,48 @@ def _refused(code: int, message: str | None) -> dict[str, Any]:
             "responses": []}
 
 
+def _group_refusal(broker: Broker, request: Request, operation: Operation
+                   ) -> dict[str, Any] | None:
+    """An alter or delete refused as a whole (share groups off, the group not allowed)."""
+    if share_level(broker) < 1:
+        return _refused(ErrorCode.unsupported_version, SHARE_GROUPS_DISABLED)
+    if not allowed(broker, request, operation, ResourceType.GROUP, request.body.group_id):
+        return _refused(ErrorCode.group_authorization_failed, "Group authorization failed.")
+    return None
+
+
+async def _group_check(broker: Broker, group_id: str, operation: Callable[[Any, int, int], Any]
+                       ) -> ShareOffsetsCheck:
+    """The group coordinator's check of an alter or delete (its own errors, or
+    NOT_COORDINATOR and the like when it cannot be asked)."""
+    try:
+        check: ShareOffsetsCheck = await group_runtime(broker).call(group_id, operation)
+    except CoordinatorUnavailable as exc:
+        return ShareOffsetsCheck(exc.error_code, str(exc), {})
+    return check
+
+
+def _topic_check(broker: Broker, request: Request, name: str
+                 ) -> tuple[uuid.UUID | None, int]:
+    """A named topic's id (None if it does not exist) and the error for it: READ not
+    allowed, or unknown."""
+    tid = _topic_id(broker, name)
+    if not allowed(broker, request, Operation.READ, ResourceType.TOPIC, name):
+        return tid, ErrorCode.topic_authorization_failed
+    return tid, ErrorCode.unknown_topic_or_partition if tid is None else 0
+
+
 async def alter_share_group_offsets(broker: Broker, request: Request) -> bytes:
     body = request.body
     group_id = body.group_id
-    if share_level(broker) < 1:
-        return respond(request, _refused(ErrorCode.unsupported_version,
-                                         SHARE_GROUPS_DISABLED))
-    if not allowed(broker, request, Operation.READ, ResourceType.GROUP, group_id):
-        return respond(request, _refused(ErrorCode.group_authorization_failed,
-                                         "Group authorization failed."))
+    refused = _group_refusal(broker, request, Operation.READ)
+    if refused is not None:
+        return respond(request, refused)
     responses: list[dict[str, Any]] = []
     wanted: InitializedTopics = {}
     starts: dict[tuple[uuid.UUID, int], int] = {}
     for t in body.topics:
-        tid = _topic_id(broker, t.topic_name)
-        denied = not allowed(broker, request, Operation.READ, ResourceType.TOPIC,
-                             t.topic_name)
-        code = (ErrorCode.topic_authorization_failed if denied
-                else ErrorCode.unknown_topic_or_partition if tid is None else 0)
+        tid, code = _topic_check(broker, request, t.topic_name)
         responses.append({"topic_name": t.topic_name, "topic_id": tid or _NO_ID,
                           "partitions": [{"partition_index": p.partition_index,
                                           "error_code": code, "error_message": None}
@@ -155,12 +180,8 @@ async def alter_share_group_offsets(broker: Broker, request: Request) -> bytes:
         wanted[tid] = (t.topic_name, frozenset(p.partition_index for p in t.partitions))
         for p in t.partitions:
             starts[(tid, p.partition_index)] = p.start_offset
-    try:
-        check: ShareOffsetsCheck = await group_runtime(broker).call(
-            group_id, lambda c, token, now: c.share_alter_offsets(
-                group_id, wanted, token=token, now_ms=now))
-    except CoordinatorUnavailable as exc:
-        return respond(request, _refused(exc.error_code, str(exc)))
+    check = await _group_check(broker, group_id, lambda c, token, now: c.share_alter_offsets(
+        group_id, wanted, token=token, now_ms=now))
     if check.error_code:
         return respond(request, _refused(check.error_code, check.error_message))
     runtime = broker.share_state
@@ -190,30 +211,19 @@ async def alter_share_group_offsets(broker: Broker, request: Request) -> bytes:
 async def delete_share_group_offsets(broker: Broker, request: Request) -> bytes:
     body = request.body
     group_id = body.group_id
-    if share_level(broker) < 1:
-        return respond(request, _refused(ErrorCode.unsupported_version,
-                                         SHARE_GROUPS_DISABLED))
-    if not allowed(broker, request, Operation.DELETE, ResourceType.GROUP, group_id):
-        return respond(request, _refused(ErrorCode.group_authorization_failed,
-                                         "Group authorization failed."))
+    refused = _group_refusal(broker, request, Operation.DELETE)
+    if refused is not None:
+        return respond(request, refused)
     responses: list[dict[str, Any]] = []
     ids = []
     for t in body.topics:
-        tid = _topic_id(broker, t.topic_name)
-        denied = not allowed(broker, request, Operation.READ, ResourceType.TOPIC,
-                             t.topic_name)
-        code = (ErrorCode.topic_authorization_failed if denied
-                else ErrorCode.unknown_topic_or_partition if tid is None else 0)
+        tid, code = _topic_check(broker, request, t.topic_name)
         responses.append({"topic_name": t.topic_name, "topic_id": tid or _NO_ID,
                           "error_code": code, "error_message": None})
         if not code and tid is not None:
             ids.append(tid)
-    try:
-        check: ShareOffsetsCheck = await group_runtime(broker).call(
-            group_id, lambda c, token, now: c.share_delete_offsets(
-                group_id, ids, token=token, now_ms=now))
-    except CoordinatorUnavailable as exc:
-        return respond(request, _refused(exc.error_code, str(exc)))
+    check = await _group_check(broker, group_id, lambda c, token, now: c.share_delete_offsets(
+        group_id, ids, token=token, now_ms=now))
     if check.error_code:
         return respond(request, _refused(check.error_code, check.error_message))
     runtime = broker.share_state

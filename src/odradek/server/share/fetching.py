@@ -181,7 +181,7 @@ class ShareFetcher:
                 break
             out = outs.get((topic, partition))
             if out is None:
-                out = PartitionAnswer(topic, topic_id, partition)  # type: ignore[arg-type]
+                out = PartitionAnswer(topic, topic_id, partition)
             sp = await self._share_partition(session.group_id, out)
             if sp is None:
                 if out.error != ErrorCode.none:

@@ -13,6 +13,7 @@ at once rather than after their lock times out. At most
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
@@ -22,7 +23,7 @@ FINAL_EPOCH = -1
 _MAX_EPOCH = 2**31 - 1
 
 SessionKey = tuple[str, str]  # group id, member id
-# A share partition in a session: topic name, partition; and the topic's id.
+# A share partition in a session: topic name, partition (its topic id the value).
 SessionPartition = tuple[str, int]
 
 
@@ -38,7 +39,7 @@ class ShareSession:
     member_id: str
     connection: object  # the connection that opened it
     epoch: int = 1  # the next request's epoch
-    partitions: dict[SessionPartition, object] = field(default_factory=dict)  # -> topic id
+    partitions: dict[SessionPartition, uuid.UUID] = field(default_factory=dict)  # -> topic id
 
     def next_epoch(self) -> None:
         self.epoch = 1 if self.epoch >= _MAX_EPOCH else self.epoch + 1
