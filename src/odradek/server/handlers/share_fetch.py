@@ -44,7 +44,7 @@ from odradek.server.share.sessions import (
     INITIAL_EPOCH,
     ShareSessionError,
 )
-from odradek.server.topic_ids import is_unknown
+from odradek.server.topic_ids import is_unknown, name_for
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
@@ -132,11 +132,13 @@ async def share_fetch(broker: Broker, request: Request) -> bytes:
         return refused
     group_id, member_id, epoch = body.group_id, body.member_id, body.share_session_epoch
     fetcher = ShareFetcher(broker, group_id)
+    metadata = broker.metadata
+    assert metadata is not None
     outs: dict[Tp, PartitionAnswer] = {}
     acks: list[tuple[PartitionAnswer, Acks]] = []
     wanted: list[PartitionAnswer] = []
     for t in body.topics:
-        name = fetcher._name(t.topic_id)
+        name = name_for(metadata, t.topic_id)
         for p in t.partitions:
             out = PartitionAnswer(name, t.topic_id, p.partition_index)
             outs[(name, p.partition_index)] = out
@@ -173,7 +175,7 @@ async def share_fetch(broker: Broker, request: Request) -> bytes:
         broker.share_partitions.release_member(group_id, member_id)
         return _answer(request, broker, outs.values(), lock_ms, fetch=True)
     for f in body.forgotten_topics_data:
-        name = fetcher._name(f.topic_id)
+        name = name_for(metadata, f.topic_id)
         for p in f.partitions:
             session.partitions.pop((name, p), None)
     for out in wanted:
@@ -217,9 +219,11 @@ async def share_acknowledge(broker: Broker, request: Request) -> bytes:
     except ShareSessionError as exc:
         return _refuse(request, broker, exc.error_code, str(exc), fetch=False)
     fetcher = ShareFetcher(broker, group_id)
+    metadata = broker.metadata
+    assert metadata is not None
     outs = []
     for t in body.topics:
-        name = fetcher._name(t.topic_id)
+        name = name_for(metadata, t.topic_id)
         for p in t.partitions:
             out = PartitionAnswer(name, t.topic_id, p.partition_index)
             outs.append(out)

@@ -36,7 +36,7 @@ from odradek.server.dynamic_configs import (
 from odradek.server.features import SHARE_VERSION
 from odradek.server.share.partitions import ShareError, ShareGroupPartition
 from odradek.server.share.sessions import ShareSession
-from odradek.server.topic_ids import is_unknown, name_for
+from odradek.server.topic_ids import is_unknown
 from odradek.storage.errors import OffsetOutOfRangeError
 from odradek.storage.txn_index import AbortedTxn
 
@@ -110,11 +110,6 @@ class ShareFetcher:
             group_id, SHARE_RENEW_ACKNOWLEDGE_ENABLE) == "true"
 
     # --- looking partitions up ---------------------------------------------------------
-
-    def _name(self, topic_id: uuid.UUID | None) -> str:
-        metadata = self.broker.metadata
-        assert metadata is not None
-        return name_for(metadata, topic_id)
 
     async def _share_partition(self, group_id: str, out: PartitionAnswer
                                ) -> ShareGroupPartition | None:

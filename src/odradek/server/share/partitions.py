@@ -275,4 +275,4 @@ def _log_failure(task: asyncio.Task[None]) -> None:
         log.error("writing share state failed", exc_info=task.exception())
 
 
-__all__ = ["ErrorCode", "ShareError", "ShareGroupPartition", "SharePartitions"]
+__all__ = ["ShareError", "ShareGroupPartition", "SharePartitions"]
