@@ -108,6 +108,23 @@ def describe_configs(r: Recorder, label: str, resource_type: int, name: str,
         drop=["documentation", *kwargs.pop("drop", [])], sort=_configs(skip), **kwargs)
 
 
+def set_group_config(r: Recorder, label: str, group: str, config: str, value: str) -> None:
+    """Set one group config (recorded), then ask until the broker describes it: Kafka
+    applies it when its broker replays the controller's record, a moment after the
+    alter answers (the asking is not recorded)."""
+    r.request(label, 44, 1, {"resources": [{
+        "resource_type": 32, "resource_name": group, "configs": [{
+            "name": config, "config_operation": 0, "value": value}]}],
+        "validate_only": False})
+
+    def described() -> bool:
+        (res,) = request(r.c, 32, 4, {"resources": [{
+            "resource_type": 32, "resource_name": group, "configuration_keys": [config]}],
+            "include_synonyms": False, "include_documentation": False}).results
+        return any(c.name == config and c.value == value for c in res.configs)
+    wait_for(f"{group}'s {config}={value}", described)
+
+
 def seq_describe_configs(r: Recorder, name: str) -> None:
     plain_topic, tuned = f"{name}-plain", f"{name}-tuned"
     create_topic(r.c, plain_topic)
@@ -694,11 +711,19 @@ def seq_features_and_transactions_v2(r: Recorder, name: str) -> None:
     update("UpdateFeatures v2: a level out of range", 2, "transaction.version", 9)
     update("UpdateFeatures v1: safe downgrade, validate only", 1, "transaction.version", 1,
            upgrade_type=2, validate_only=True)
+    def finalized_at(level: int) -> dict[str, Any]:
+        # Kafka applies an update when its broker replays the controller's record, a
+        # moment after UpdateFeatures answers: ask until the level shows (not recorded).
+        def shown() -> dict[str, Any] | None:
+            features = _features(request(r.c, 18, 3, api))
+            return features if features["finalized"] == [level, level] else None
+        return wait_for(f"transaction.version {level}", shown)
+
     update("UpdateFeatures v1: safe downgrade to 1", 1, "transaction.version", 1,
            upgrade_type=2)
-    r.step("ApiVersions v3 after the downgrade", _features(request(r.c, 18, 3, api)))
+    r.step("ApiVersions v3 after the downgrade", finalized_at(1))
     update("UpdateFeatures v1: back to 2", 1, "transaction.version", 2)
-    r.step("ApiVersions v3 after the upgrade", _features(request(r.c, 18, 3, api)))
+    r.step("ApiVersions v3 after the upgrade", finalized_at(2))
 
     topic, group, tid = f"{name}-t", f"{name}-g", f"{name}-tx"
     create_topic(r.c, topic)
@@ -802,10 +827,8 @@ def seq_share_groups(r: Recorder, name: str) -> None:
     create_topic(r.c, topic)
     r.request("produce 5", 0, 9, produce_body(topic, 0, batch([b"a", b"b", b"c", b"d",
                                                                b"e"])))
-    r.request("group config share.auto.offset.reset=earliest", 44, 1, {"resources": [{
-        "resource_type": 32, "resource_name": group, "configs": [{
-            "name": "share.auto.offset.reset", "config_operation": 0,
-            "value": "earliest"}]}], "validate_only": False})
+    set_group_config(r, "group config share.auto.offset.reset=earliest", group,
+                     "share.auto.offset.reset", "earliest")
     find_coordinator(r.c, group, 0)
     (t,) = metadata(r.c, [topic]).topics
     topic_id = t.topic_id
@@ -929,10 +952,7 @@ def seq_list_config_resources(r: Recorder, name: str) -> None:
     topics and groups from other sequences differ, so only these are compared)."""
     topic, group = f"{name}-t", f"{name}-g"
     create_topic(r.c, topic)
-    r.request("a group config", 44, 1, {"resources": [{
-        "resource_type": 32, "resource_name": group, "configs": [{
-            "name": "share.auto.offset.reset", "config_operation": 0,
-            "value": "earliest"}]}], "validate_only": False})
+    set_group_config(r, "a group config", group, "share.auto.offset.reset", "earliest")
     for label, version, types in [("all types", 1, []), ("topics", 1, [2]),
                                   ("brokers", 1, [4]), ("broker loggers", 1, [8]),
                                   ("client metrics", 1, [16]), ("groups", 1, [32]),
