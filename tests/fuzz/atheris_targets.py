@@ -89,7 +89,7 @@ with atheris.instrument_imports(include=["odradek.protocol", "odradek.records",
     from odradek.records import batch, builder, codecs
     from odradek.records.errors import RecordError
     from odradek.security.oauth import parse_initial_response
-    from odradek.security.sasl import PlainAuthenticator, ScramAuthenticator
+    from odradek.security.sasl import PlainAuthenticator, ScramAuthenticator, TokenLogin
     from odradek.security.scram import AuthenticationFailed, from_password
     from odradek.storage.config import LogConfig
     from odradek.storage.errors import InvalidOffsetError
@@ -215,6 +215,13 @@ SCRAM_CREDENTIALS = {m: from_password(m, SASL_PASSWORD, 4096, b"fz-salt-of-16-b"
                      for m in ("SCRAM-SHA-256", "SCRAM-SHA-512")}
 
 
+def scram_server(mechanism: str) -> ScramAuthenticator:
+    """SCRAM for user SASL_USER, and a delegation token of the same name and password."""
+    credential = SCRAM_CREDENTIALS[mechanism]
+    return ScramAuthenticator(mechanism, {SASL_USER: credential}.get, {
+        SASL_USER: TokenLogin(credential, "fz-owner", 2**62)}.get)
+
+
 def fuzz_sasl(data: bytes) -> None:
     """The server side of SASL logins. First byte: the mode (``SASL_MODES``); the rest: the
     client's token - for PLAIN, SCRAM's client-first and OAUTHBEARER's initial response -
@@ -231,10 +238,9 @@ def fuzz_sasl(data: bytes) -> None:
             with contextlib.suppress(ValueError):
                 parse_initial_response(token)
         elif not mode.endswith("final"):
-            server = ScramAuthenticator(mechanism, {SASL_USER: SCRAM_CREDENTIALS[mechanism]}.get)
-            server.step(token)
+            scram_server(mechanism).step(token)  # tokenauth=true in it: the token path
         else:
-            server = ScramAuthenticator(mechanism, {SASL_USER: SCRAM_CREDENTIALS[mechanism]}.get)
+            server = scram_server(mechanism)
             client = scramp.ScramClient([mechanism], SASL_USER, SASL_PASSWORD)
             client.set_server_first(server.step(client.get_client_first().encode())[0].decode())
             final = bytearray(client.get_client_final().encode())

@@ -205,6 +205,14 @@ BY_HAND: dict[int, dict] = {
     57: {"timeout": 1000, "validate_only": True, "feature_updates": [
         {"feature": "transaction.version", "max_version_level": 2, "upgrade_type": 1,
          "allow_downgrade": False}]},
+    # Delegation tokens: on PLAINTEXT refused (not allowed), which is all the fuzz tier
+    # needs; the request shapes are what matter.
+    38: {"owner_principal_type": "User", "owner_principal_name": "fz",
+         "renewers": [{"principal_type": "User", "principal_name": "fz"}],
+         "max_lifetime": 60_000},
+    39: {"hmac": b"fz-hmac", "renew_period": 60_000},
+    40: {"hmac": b"fz-hmac", "expiry_time_period": -1},
+    41: {"owners": [{"principal_type": "User", "principal_name": "fz"}]},
     60: {"include_cluster_authorized_operations": True},
     61: {"topics": [{"name": "fz", "partition_indexes": [0, 1]}]},
     65: {"transactional_ids": ["fz-txn", "nobody"]},

@@ -9,9 +9,11 @@ ApiVersions answer, the cached kio readers and writers, and the error both raise
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import io
 import struct
+import typing
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -19,6 +21,7 @@ from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.schema.index import api_key_map
 from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i64
 
 from odradek.protocol.guard import check_claims
 
@@ -52,10 +55,33 @@ def writer(cls: type) -> Callable[[Any, Any], None]:
     return entity_writer(cls)
 
 
+# Responses whose timestamps Kafka sets to -1 on a refusal though the schema's field is
+# not nullable (the delegation-token APIs): kio's reader refuses negative timestamps.
+_INT_TIMESTAMPS = frozenset({38, 39, 40})
+
+
 @functools.cache
 def reader(cls: type) -> Callable[[bytes, int], tuple[Any, int]]:
-    """kio's reader for an entity class (built once, like ``writer``)."""
+    """kio's reader for an entity class (built once, like ``writer``). The
+    delegation-token responses are read with their timestamps as int64 milliseconds."""
+    if getattr(cls, "__api_key__", None) in _INT_TIMESTAMPS:
+        return entity_reader(_with_int_timestamps(cls))
     return entity_reader(cls)
+
+
+def _with_int_timestamps(cls: type) -> type:
+    """``cls`` with its datetime_i64 fields read as plain int64 (same bytes)."""
+    hints = typing.get_type_hints(cls, include_extras=True)
+    fields = []
+    for f in dataclasses.fields(cls):
+        metadata, hint = dict(f.metadata), hints[f.name]
+        if metadata.get("kafka_type") == "datetime_i64":
+            metadata["kafka_type"], hint = "int64", i64
+        fields.append((f.name, hint, dataclasses.field(metadata=metadata)))
+    namespace = {name: getattr(cls, name) for name in (
+        "__version__", "__flexible__", "__api_key__", "__header_schema__", "__type__")}
+    return dataclasses.make_dataclass(cls.__name__, fields, namespace=namespace,
+                                      frozen=True, slots=True)
 
 
 def api_name(api_key: int) -> str:

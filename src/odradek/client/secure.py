@@ -8,7 +8,9 @@ client's properties into these): ``security.protocol``, ``ssl.ca.location``,
 ``ssl.certificate.location``, ``ssl.key.location``, ``ssl.key.password``,
 ``ssl.endpoint.identification.algorithm`` (``https``, the default, checks the broker's
 host name; ``none`` does not), ``sasl.mechanism`` (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512),
-``sasl.username``, ``sasl.password``.
+``sasl.username``, ``sasl.password``; and Odradek's own ``sasl.tokenauth=true`` (SCRAM
+with a delegation token: its id and HMAC as username and password, as the Java client's
+ScramLoginModule ``tokenauth="true"``).
 
 SASL is Kafka's KIP-152 exchange: SaslHandshake v1 names the mechanism, then the
 mechanism's tokens travel in SaslAuthenticate requests; SCRAM's client side is the
@@ -63,6 +65,9 @@ class SaslLogin:
     mechanism: str
     username: str
     password: str = field(repr=False)
+    # SCRAM with a delegation token (KIP-48): the username is the token's id, the
+    # password its HMAC, and the client-first message carries ``tokenauth=true``.
+    token: bool = False
 
     def __post_init__(self) -> None:
         if self.mechanism not in MECHANISMS:
@@ -78,7 +83,8 @@ def sasl_login(settings: Mapping[str, str]) -> SaslLogin | None:
     user, password = settings.get("sasl.username"), settings.get("sasl.password")
     if user is None or password is None:
         raise KafkaClientError(f"{mechanism.upper()} needs sasl.username and sasl.password")
-    return SaslLogin(mechanism.upper(), user, password)
+    return SaslLogin(mechanism.upper(), user, password,
+                     settings.get("sasl.tokenauth", "false").lower() == "true")
 
 
 # One request of the exchange: (API key, request data); the step is sent its answer.
@@ -106,7 +112,11 @@ def login_steps(login: SaslLogin, address: str) -> Generator[Step, Any, None]:
     from scramp import ScramClient, ScramException
 
     client = ScramClient([login.mechanism], login.username, login.password)
-    server_first = yield from exchange(client.get_client_first().encode())
+    client_first = client.get_client_first()
+    if login.token:  # Kafka's extension; the proof covers the message as sent
+        client_first += ",tokenauth=true"
+        client.client_first_bare = client_first.split(",", 2)[2]
+    server_first = yield from exchange(client_first.encode())
     try:
         client.set_server_first(server_first.decode())
         server_final = yield from exchange(client.get_client_final().encode())

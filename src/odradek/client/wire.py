@@ -10,8 +10,9 @@ import struct
 from typing import Any
 
 from kio.index import load_request_schema, load_response_schema
-from kio.serial import entity_reader, entity_writer
+from kio.serial import entity_writer
 
+from odradek.client.codec import reader
 from odradek.protocol.messages import build
 
 
@@ -57,10 +58,10 @@ class WireClient:
         size = struct.unpack(">i", self._read(4))[0]
         payload = self._read(size)
         schema = load_response_schema(api_key, version)
-        header, used = entity_reader(schema.__header_schema__)(payload, 0)
+        header, used = reader(schema.__header_schema__)(payload, 0)
         self.answered += 1
         assert header.correlation_id == self.answered, (header, self.answered)
-        body, _ = entity_reader(schema)(payload, used)
+        body, _ = reader(schema)(payload, used)
         return body
 
     def request(self, api_key: int, version: int, body: dict[str, Any]) -> Any:

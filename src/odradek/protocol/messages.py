@@ -30,10 +30,10 @@ def _ms_timedelta(value: Any) -> datetime.timedelta:
 
 
 def _ms_datetime(value: Any) -> datetime.datetime | None:
+    # -1 ("none") becomes the instant 1 ms before the epoch: encoded as -1 both where
+    # the field is nullable and where it is not (kio writes no None there).
     if value is None or isinstance(value, datetime.datetime):
         return value
-    if value < 0:
-        return None
     return _EPOCH + datetime.timedelta(milliseconds=int(value))
 
 

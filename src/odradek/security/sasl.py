@@ -14,6 +14,7 @@ import functools
 import hmac
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from odradek.security.scram import AuthenticationFailed, ScramCredential, ScramExchange
 
@@ -89,13 +90,37 @@ class PlainAuthenticator:
         return b"", user
 
 
+@dataclass(frozen=True, slots=True)
+class TokenLogin:
+    """What a delegation token logs in as (KIP-48): its SCRAM credential for the
+    mechanism, its owner's user name (the session's principal) and when it expires."""
+
+    credential: ScramCredential
+    owner: str
+    expires_at_ms: int
+
+
 class ScramAuthenticator:
-    """SCRAM: client-first -> server-first, client-final -> server-final (done)."""
+    """SCRAM: client-first -> server-first, client-final -> server-final (done).
+
+    ``tokens(token_id)`` finds a live delegation token for a client that logs in with
+    one (Kafka's ``tokenauth=true`` extension); the session is then its owner's, marked
+    ``token_authenticated`` (such sessions may not manage tokens) and expiring with the
+    token (``credential_expires_at_ms``, as an OAUTHBEARER token's)."""
 
     def __init__(self, mechanism: str,
-                 lookup: Callable[[str], ScramCredential | None]) -> None:
+                 lookup: Callable[[str], ScramCredential | None],
+                 tokens: Callable[[str], TokenLogin | None] | None = None) -> None:
         self.mechanism = mechanism
-        self._exchange = ScramExchange(mechanism, lookup)
+        self.token_authenticated = False
+        self.credential_expires_at_ms: int | None = None
+        self._token: TokenLogin | None = None
+
+        def token_credential(token_id: str) -> ScramCredential | None:
+            self._token = tokens(token_id) if tokens is not None else None
+            return self._token.credential if self._token is not None else None
+
+        self._exchange = ScramExchange(mechanism, lookup, token_credential)
         self._step = 0
 
     def step(self, token: bytes) -> tuple[bytes, str | None]:
@@ -106,6 +131,10 @@ class ScramAuthenticator:
             if self._step == 2:
                 answer = self._exchange.final(token)
                 assert self._exchange.user is not None
+                if self._token is not None:
+                    self.token_authenticated = True
+                    self.credential_expires_at_ms = self._token.expires_at_ms
+                    return answer, self._token.owner
                 return answer, self._exchange.user
         except AuthenticationFailed as exc:
             # The client is told Kafka's words only; the cause stays for the broker's log.

@@ -83,20 +83,43 @@ def from_salted_password(mechanism: str, salt: bytes, salted_password: bytes,
                            hmac.digest(salted_password, b"Server Key", name), iterations)
 
 
+def split_extensions(client_first: str) -> tuple[str, dict[str, str]]:
+    """(the client-first message without Kafka's SCRAM extensions, the extensions).
+
+    Kafka's clients append extensions to the client-first message as ``,key=value``
+    attributes after the nonce (``tokenauth=true`` for a delegation token, KIP-48);
+    RFC 5802's attributes are one letter, and scramp refuses longer names."""
+    header, sep, bare = client_first.partition(",")
+    authzid, sep2, bare = bare.partition(",")
+    attributes = bare.split(",")
+    kept = [a for a in attributes if len(a.partition("=")[0]) == 1]
+    extensions = dict(a.split("=", 1) for a in attributes
+                      if len(a.partition("=")[0]) > 1 and "=" in a)
+    return f"{header}{sep}{authzid}{sep2}{','.join(kept)}", extensions
+
+
 class ScramExchange:
     """The server side of one SCRAM authentication: ``first`` takes the client-first
     message and returns the server-first, ``final`` takes the client-final and returns
     the server-final; either raises ``AuthenticationFailed``. ``lookup(user)`` returns
-    the user's credential for this mechanism, or None."""
+    the user's credential for this mechanism, or None; with ``tokenauth=true`` among
+    Kafka's extensions the name is a delegation token's id and ``token_lookup(token_id)``
+    gives the credential instead (None without it: refused)."""
 
     def __init__(self, mechanism: str,
-                 lookup: Callable[[str], ScramCredential | None]) -> None:
+                 lookup: Callable[[str], ScramCredential | None],
+                 token_lookup: Callable[[str], ScramCredential | None] | None = None
+                 ) -> None:
         self.mechanism = mechanism
         self.user: str | None = None
+        self.extensions: dict[str, str] = {}
         self._unknown: str | None = None  # scramp wraps auth_info's exception
 
         def auth_info(user: str) -> tuple[bytes, bytes, bytes, int]:
-            credential = lookup(user)
+            if self.token_auth:
+                credential = token_lookup(user) if token_lookup is not None else None
+            else:
+                credential = lookup(user)
             if credential is None:
                 self._unknown = f"unknown user {user!r}"
                 raise AuthenticationFailed(self._unknown)
@@ -106,11 +129,22 @@ class ScramExchange:
 
         self._server = ScramMechanism(mechanism).make_server(auth_info)
 
+    @property
+    def token_auth(self) -> bool:
+        """Whether the client logs in with a delegation token (Kafka's ``tokenauth``
+        extension, read as Java's Boolean.parseBoolean does)."""
+        return self.extensions.get("tokenauth", "").lower() == "true"
+
     def first(self, client_first: bytes) -> bytes:
         try:
-            self._server.set_client_first(client_first.decode())
+            text = client_first.decode()
+            plain, self.extensions = split_extensions(text)
+            self._server.set_client_first(plain)
+            # The client's proof covers the message it sent, extensions included.
+            self._server.client_first_bare = text.split(",", 2)[2]
             return self._server.get_server_first().encode()
-        except (ScramException, UnicodeDecodeError, ValueError, KeyError) as exc:
+        except (ScramException, UnicodeDecodeError, ValueError, KeyError,
+                IndexError) as exc:
             raise AuthenticationFailed(self._unknown or str(exc)) from None
 
     def final(self, client_final: bytes) -> bytes:

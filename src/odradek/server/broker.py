@@ -27,6 +27,7 @@ from odradek.coordinator import INTERNAL_TOPICS
 from odradek.protocol.codec import Request, encode_response
 from odradek.protocol.framing import BufferPool
 from odradek.protocol.messages import build
+from odradek.security.delegation_tokens import Lifetimes
 from odradek.server.config import SETTINGS, BrokerConfig, Listener
 from odradek.server.coordinators.groups import ClientViewOfInternalLog, GroupRuntime
 from odradek.server.coordinators.share_state import ShareStateRuntime
@@ -43,11 +44,12 @@ from odradek.server.metrics import BrokerStats, MetricsServer
 from odradek.server.network.connection import Connection, Response
 from odradek.server.network.session import Session
 from odradek.server.replication.purgatory import Purgatory
-from odradek.server.security import authorizer, credentials, quotas
+from odradek.server.security import authorizer, credentials, quotas, tokens
 from odradek.server.security.authorizer import Authorizer
 from odradek.server.security.credentials import CredentialStore
 from odradek.server.security.documents import Document
 from odradek.server.security.quotas import ClientQuotas
+from odradek.server.security.tokens import TokenStore
 from odradek.server.share.partitions import SharePartitions
 from odradek.server.share.sessions import ShareSessionCache
 from odradek.server.topology import SingleNode, Topology
@@ -107,6 +109,7 @@ class Broker:
         self.cluster: ClusterNode | None = None
         self._store = store
         self.credentials: CredentialStore | None = None  # SCRAM users, from start()
+        self.tokens: TokenStore | None = None  # delegation tokens, from start()
         # With authorizer.class.name, from start(); None: every request is allowed.
         self.authorizer: Authorizer | None = None
         self.quotas: ClientQuotas | None = None  # client quotas, from start()
@@ -165,6 +168,14 @@ class Broker:
             # Security state: files of the data directory, or the cluster's znodes.
             self.credentials = CredentialStore(
                 await self._document(credentials.DOCUMENT, credentials.FILE_MODE))
+            self.tokens = TokenStore(
+                await self._document(tokens.DOCUMENT, tokens.FILE_MODE),
+                cfg["delegation.token.secret.key"],
+                Lifetimes(cfg["delegation.token.max.lifetime.ms"],
+                          cfg["delegation.token.expiry.time.ms"]),
+                cfg["delegation.token.expiry.check.interval.ms"])
+            if self.tokens.enabled:
+                self.tokens.start()
             if cfg["authorizer.class.name"]:
                 self.authorizer = Authorizer(cfg, await self._document(authorizer.DOCUMENT))
             self.quotas = ClientQuotas(cfg, await self._document(quotas.DOCUMENT))
@@ -195,6 +206,8 @@ class Broker:
                 self._idle_sweep.cancel()
             for document in self._documents:
                 document.stop()
+            if self.tokens is not None:
+                self.tokens.stop()
             await self.topology.stop()
             if self.share_state is not None:
                 await self.share_state.stop()
@@ -288,6 +301,8 @@ class Broker:
             await self.share_state.stop()
         for document in self._documents:
             document.stop()
+        if self.tokens is not None:
+            self.tokens.stop()
         await self.topology.stop()  # a cluster's fetchers stop; its registration goes
         for task, conn in list(self._connections.items()):
             if not conn.busy:

@@ -7,6 +7,7 @@ from odradek.server.handlers import (
     cluster_admin,
     consumer_groups,
     coordinator,
+    delegation_tokens,
     features,
     fetch,
     groups,
@@ -56,6 +57,7 @@ HANDLERS: dict[int, Api] = {
         features.API,
         *cluster_admin.APIS,
         *sasl.APIS,
+        *delegation_tokens.APIS,
         *acls.APIS,
         *quotas.APIS,
     )

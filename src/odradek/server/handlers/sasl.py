@@ -34,6 +34,7 @@ from odradek.security.sasl import (
     PLAIN,
     PlainAuthenticator,
     ScramAuthenticator,
+    TokenLogin,
     parse_jaas,
     plain_users,
 )
@@ -108,7 +109,11 @@ def _authenticator(broker: Broker, listener: str, mechanism: str) -> Any:
         assert broker.credentials is not None  # set by Broker.start, before any request
         return broker.credentials.get(user, mechanism)
 
-    return ScramAuthenticator(mechanism, lookup)
+    def token(token_id: str) -> TokenLogin | None:
+        assert broker.tokens is not None  # set by Broker.start, before any request
+        return broker.tokens.login(token_id, mechanism)
+
+    return ScramAuthenticator(mechanism, lookup, token)
 
 
 async def authenticate(broker: Broker, request: Request) -> bytes:

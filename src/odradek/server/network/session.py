@@ -28,6 +28,9 @@ class Session:
     authenticator: Any = None  # the SASL exchange in progress (security.sasl)
     expires_at: float | None = None  # monotonic; connections.max.reauth.ms (KIP-368)
     raw_sasl: bool = False  # after SaslHandshake v0: tokens come as bare frames
+    # Logged in with a delegation token (KIP-48): such a session may not create, renew,
+    # expire or describe tokens, as in Kafka.
+    token_authenticated: bool = False
     # Set by a handler whose answer must be the connection's last (a failed login, an
     # unsupported mechanism): the reason, logged when the connection closes.
     close_after_response: str | None = None
@@ -46,10 +49,12 @@ class Session:
         The lifetime is connections.max.reauth.ms of the listener, and for a credential
         that expires (an OAUTHBEARER token's ``credential_expires_at_ms``) the time left
         until it does if that is sooner - even without connections.max.reauth.ms, as
-        Kafka's SaslServerAuthenticator; an already-expired token (inside the clock
-        skew) gets 0 left, and its session ends at the next request."""
+        Kafka's SaslServerAuthenticator (a delegation token's expiry too); an
+        already-expired token (inside the clock skew) gets 0 left, and its session ends
+        at the next request."""
         self.principal = f"User:{user}"
         self.authenticated = True
+        self.token_authenticated = bool(getattr(authenticator, "token_authenticated", False))
         self.authenticator = None
         self.raw_sasl = False
         lifetime = int(config.for_listener(self.listener.name, "connections.max.reauth.ms"))
