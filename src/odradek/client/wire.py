@@ -58,7 +58,8 @@ class WireClient:
         size = struct.unpack(">i", self._read(4))[0]
         payload = self._read(size)
         schema = load_response_schema(api_key, version)
-        header, used = reader(schema.__header_schema__)(payload, 0)
+        header_schema: type = schema.__header_schema__  # (mypy#11470, as client/codec)
+        header, used = reader(header_schema)(payload, 0)
         self.answered += 1
         assert header.correlation_id == self.answered, (header, self.answered)
         body, _ = reader(schema)(payload, used)
