@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -946,6 +947,26 @@ def seq_share_groups(r: Recorder, name: str) -> None:
                                                  "member_epoch": a.member_epoch})
 
 
+def seq_delegation_tokens(r: Recorder, name: str) -> None:
+    """Delegation tokens (KIP-48) over PLAINTEXT, the only listener the oracle's brokers
+    share: every version of the four APIs is refused with DELEGATION_TOKEN_REQUEST_NOT_
+    ALLOWED before anything else is looked at (the owner ANONYMOUS, the timestamps -1
+    where the answer has them; the rest of the rules: tests/server/
+    test_delegation_tokens.py and the Java tier)."""
+    renewers = [{"principal_type": "User", "principal_name": f"{name}-bob"}]
+    for version in (1, 2, 3):
+        body: dict[str, Any] = {"renewers": renewers, "max_lifetime": -1}
+        if version >= 3:
+            body.update(owner_principal_type="User", owner_principal_name=f"{name}-alice")
+        r.request(f"CreateDelegationToken v{version}", 38, version, body)
+        r.request(f"DescribeDelegationToken v{version}", 41, version, {"owners": None})
+    for version in (1, 2):
+        r.request(f"RenewDelegationToken v{version}", 39, version,
+                  {"hmac": b"no-such-token", "renew_period": 60_000})
+        r.request(f"ExpireDelegationToken v{version}", 40, version,
+                  {"hmac": b"no-such-token", "expiry_time_period": -1})
+
+
 def seq_list_config_resources(r: Recorder, name: str) -> None:
     """ListConfigResources (KIP-1142): per resource type asked, the error and whether
     this sequence's topic and group are listed, and how many brokers (each broker's own
@@ -1003,3 +1024,50 @@ def test_odradek_answers_as_apache_kafka_does(sequence: str, apache_kafka, odrad
                                  KNOWN_DIFFERENCES.get(sequence, {}),
                                  f"oracle-more-{sequence.replace('_', '-')}", apache_kafka,
                                  odradek)
+
+
+COMPATIBILITY = Path(__file__).parents[2] / "docs" / "compatibility.md"
+ABSENT_HEADING = "### What Kafka 4.4 serves that Odradek does not"
+
+
+def _versions(text: str) -> tuple[int, int] | None:
+    """``0–5`` -> (0, 5), ``3`` -> (3, 3), ``—`` -> None."""
+    text = text.strip()
+    if text == "—":
+        return None
+    low, _, high = text.partition("–")
+    return int(low), int(high or low)
+
+
+def listed_absences() -> dict[int, tuple[tuple[int, int], tuple[int, int] | None]]:
+    """docs/compatibility.md's table of what Kafka 4.4 serves and Odradek does not:
+    key -> (Kafka's versions, Odradek's or None)."""
+    section = COMPATIBILITY.read_text().split(ABSENT_HEADING, 1)[1].split("\n#", 1)[0]
+    rows: dict[int, tuple[tuple[int, int], tuple[int, int] | None]] = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 5 and cells[1].isdigit():
+            kafka = _versions(cells[2])
+            assert kafka is not None, line
+            rows[int(cells[1])] = (kafka, _versions(cells[3]))
+    return rows
+
+
+def test_every_api_kafka_serves_is_served_or_listed_here(apache_kafka) -> None:
+    """Each API and version Apache Kafka 4.4 lists in ApiVersions is served by Odradek
+    with the same minimum, or is in docs/compatibility.md's table of what is not (with
+    both brokers' versions as they are): the table can neither miss a gap nor keep one
+    that was closed."""
+    with WireClient(apache_kafka.port) as c:
+        answer = request(c, 18, 3, {"client_software_name": "oracle",
+                                    "client_software_version": "1"})
+    served = {api.key: (api.min_version, api.max_version) for api in HANDLERS.values()}
+    gaps = {}
+    for api in answer.api_keys:
+        ours = served.get(api.api_key)
+        if ours is not None:
+            assert ours[0] == api.min_version, (api, ours)
+        if ours is None or ours[1] < api.max_version:
+            gaps[api.api_key] = ((api.min_version, api.max_version), ours)
+    assert gaps == listed_absences()
+

@@ -8,6 +8,7 @@ tests/interop/test_delegation_tokens.py."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import hmac
@@ -22,6 +23,7 @@ from odradek.client.codec import KafkaClientError
 from odradek.client.connection import BrokerConnection
 from odradek.protocol.messages import build
 from odradek.testing import RunningBroker, running_broker
+from tests.server.memory_cluster import MemoryCluster, with_cluster
 
 WAIT = 30.0
 SECRET = "token-secret-key"
@@ -252,3 +254,37 @@ def test_without_a_secret_key_tokens_are_off():
         assert describe(alice).error_code.name == "delegation_token_auth_disabled"
         assert ask(alice, RENEW, {"hmac": b"x", "renew_period": 1}
                    ).error_code.name == "delegation_token_auth_disabled"
+
+
+class _Port:
+    """A broker of the memory cluster as ``connect`` needs it (its SASL listener)."""
+
+    def __init__(self, broker: Any) -> None:
+        self.broker = broker
+        self.port = broker.port
+
+
+def test_a_token_made_through_one_broker_logs_in_on_every_other(tmp_path):
+    """In a cluster the tokens are a document every broker follows (a znode): made
+    through broker 1, the token logs in on broker 2 at once; expired through broker 3,
+    it no longer logs in anywhere."""
+    async def body(cluster: MemoryCluster) -> None:
+        first, second, third = (_Port(cluster.brokers[n]) for n in (1, 2, 3))
+        made = await asyncio.to_thread(lambda: create(connect(first, "alice")))
+        assert made.error_code.value == 0, made
+        await asyncio.to_thread(
+            lambda: connect(second, token=(made.token_id, made.hmac)).close())
+        expired = await asyncio.to_thread(lambda: ask(connect(third, "alice"), EXPIRE, {
+            "hmac": made.hmac, "expiry_time_period": -1}))
+        assert expired.error_code.value == 0, expired
+        await cluster.wait_for(lambda: all(
+            b.tokens is not None and not b.tokens.tokens() for b in cluster.running()),
+            "the token gone from every broker")
+        for broker in (first, second):
+            with pytest.raises(KafkaClientError, match="Authentication failed"):
+                await asyncio.to_thread(
+                    lambda b=broker: connect(b, token=(made.token_id, made.hmac)))
+
+    asyncio.run(with_cluster(tmp_path, body, **{
+        k: v for k, v in SETTINGS.items() if k not in ("authorizer.class.name",
+                                                        "super.users")}))
