@@ -1028,14 +1028,15 @@ def test_odradek_answers_as_apache_kafka_does(sequence: str, apache_kafka, odrad
 
 COMPATIBILITY = Path(__file__).parents[2] / "docs" / "compatibility.md"
 ABSENT_HEADING = "### What Kafka 4.4 serves that Odradek does not"
+EN_DASH, EM_DASH = "\u2013", "\u2014"  # the docs' version ranges and "none"
 
 
 def _versions(text: str) -> tuple[int, int] | None:
-    """``0–5`` -> (0, 5), ``3`` -> (3, 3), ``—`` -> None."""
+    """The docs' ``0<en dash>5`` -> (0, 5), ``3`` -> (3, 3), an em dash -> None."""
     text = text.strip()
-    if text == "—":
+    if text == EM_DASH:
         return None
-    low, _, high = text.partition("–")
+    low, _, high = text.partition(EN_DASH)
     return int(low), int(high or low)
 
 
