@@ -120,11 +120,12 @@ class StreamsJvm:
     """One StreamsApp JVM; its stdout and stderr drained by a thread onto a timeline."""
 
     def __init__(self, classes: Path, bootstrap: str, app_id: str, state_dir: Path,
-                 slow_ms: int = 0, threads: int = 1) -> None:
+                 slow_ms: int = 0, threads: int = 1, protocol: str = "classic") -> None:
         argv = java_command("StreamsApp", "--bootstrap", bootstrap, "--app-id", app_id,
                             "--state-dir", str(state_dir), "--events", "events",
                             "--users", "users", "--output", "output", "--exactly-once",
                             "--slow-ms", str(slow_ms), "--threads", str(threads),
+                            "--group-protocol", protocol,
                             classpath_extra=[classes],
                             # not a line per reconnection attempt while Odradek restarts
                             jvm_args=["-Dorg.slf4j.simpleLogger.log.org.apache.kafka.clients"
@@ -257,14 +258,17 @@ class OutputReader:
         return "\n".join(lines)
 
 
+@pytest.mark.parametrize("protocol", ["classic", "streams"])
 def test_streams_output_is_exact_and_its_internal_topics_are_created(
-        tmp_path: Path, java_classes: Path):
+        tmp_path: Path, java_classes: Path, protocol: str):
+    """With either group protocol: the classic one (Streams creates its internal topics
+    with CreateTopics) and KIP-1071's (the broker creates them from the topology)."""
     events, expected = make_input()
     with broker_on(tmp_path / "data", free_port()) as broker:
         produce_input(broker.bootstrap, events)
         reader = OutputReader(broker.bootstrap, expected)
         with streams_app(java_classes, broker.bootstrap, "wincount", tmp_path / "state",
-                         threads=2) as app:
+                         threads=2, protocol=protocol) as app:
             reader.wait_exact(app, broker)
             admin = AdminClient({"bootstrap.servers": broker.bootstrap})
             topics = set(admin.list_topics(timeout=10).topics)

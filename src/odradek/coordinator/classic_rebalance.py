@@ -83,6 +83,7 @@ class ClassicRebalance:
     groups: dict[str, Group]
     consumer_groups: dict[str, ConsumerGroup]
     share_groups: dict[str, Any]
+    streams_groups: dict[str, Any]
     initial_rebalance_delay_ms: int
     min_session_timeout_ms: int
     max_session_timeout_ms: int
@@ -129,8 +130,8 @@ class ClassicRebalance:
             protocol_type, [(name, bytes(metadata)) for name, metadata in protocols],
             supports_skip_assignment, f"client reason: {reason or 'not provided'}", token,
         )
-        if group_id in self.share_groups:
-            # A share group's id (KIP-932): "Group X is not a classic group."
+        if group_id in self.share_groups or group_id in self.streams_groups:
+            # A share or streams group's id: "Group X is not a classic group."
             fx.respond(token, JoinResult(ErrorCode.group_id_not_found, member_id=member_id))
             return fx
         cg = self.consumer_groups.get(group_id)

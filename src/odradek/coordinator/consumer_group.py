@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import NamedTuple
+from typing import NamedTuple, Protocol, TypeVar
 
 from odradek.coordinator.group import CommittedOffset
 
@@ -268,25 +268,40 @@ ASSIGNORS: dict[str, Callable[..., dict[str, Assignment]]] = {
 
 # --- reconciliation (Kafka's CurrentAssignmentBuilder) -----------------------------------
 
-def _copy(a: Mapping[uuid.UUID, Iterable[int]]) -> Assignment:
+K = TypeVar("K", bound=Hashable)  # what partitions are of: a topic id, a subtopology id
+
+
+class Reconciling(Protocol[K]):
+    """A member that moves towards a target one step at a time: a KIP-848 consumer
+    (partitions by topic id) or a KIP-1071 streams member (active tasks by subtopology
+    id), both by ``reconcile``'s rule."""
+
+    member_epoch: int
+    previous_member_epoch: int
+    state: MemberState
+    assigned: dict[K, set[int]]
+    pending_revocation: dict[K, set[int]]
+
+
+def _copy(a: Mapping[K, Iterable[int]]) -> dict[K, set[int]]:
     return {t: set(ps) for t, ps in a.items() if ps}
 
 
-def reconcile(member: ConsumerMember, target_epoch: int, target: Assignment,
-              owned: Assignment | None, taken: set[tuple[uuid.UUID, int]]) -> None:
+def reconcile(member: Reconciling[K], target_epoch: int, target: Mapping[K, set[int]],
+              owned: Mapping[K, set[int]] | None, taken: set[tuple[K, int]]) -> None:
     """Move ``member`` one step towards ``target`` (in place). ``owned`` is what the
     member says it owns (None: it did not say, so it is assumed to still own what it
     was asked to give up); ``taken`` the partitions other members still hold."""
 
-    def owns_any(revoking: Assignment) -> bool:
+    def owns_any(revoking: Mapping[K, set[int]]) -> bool:
         if owned is None:
             return True
         return any(p in owned.get(t, ()) for t, ps in revoking.items() for p in ps)
 
-    def next_assignment(epoch: int, assigned: Assignment) -> None:
-        keep: Assignment = {}
-        revoke: Assignment = {}
-        add: Assignment = {}
+    def next_assignment(epoch: int, assigned: Mapping[K, set[int]]) -> None:
+        keep: dict[K, set[int]] = {}
+        revoke: dict[K, set[int]] = {}
+        add: dict[K, set[int]] = {}
         unreleased = False
         for tid in set(assigned) | set(target):
             cur = assigned.get(tid, set())
@@ -319,8 +334,8 @@ def reconcile(member: ConsumerMember, target_epoch: int, target: Assignment,
         next_assignment(member.member_epoch, member.assigned)
 
 
-def _set(member: ConsumerMember, epoch: int, state: MemberState, assigned: Assignment,
-         revoking: Assignment) -> None:
+def _set(member: Reconciling[K], epoch: int, state: MemberState,
+         assigned: Mapping[K, set[int]], revoking: Mapping[K, set[int]]) -> None:
     if epoch != member.member_epoch:
         member.previous_member_epoch = member.member_epoch
         member.member_epoch = epoch

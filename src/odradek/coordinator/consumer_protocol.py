@@ -60,6 +60,7 @@ from odradek.coordinator.results import (
     Effects,
     Record,
 )
+from odradek.coordinator.streams_group import StreamsGroup
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +100,7 @@ class ConsumerProtocol:
     groups: dict[str, Group]
     consumer_groups: dict[str, ConsumerGroup]
     share_groups: dict[str, Any]
+    streams_groups: dict[str, Any]
     consumer_session_timeout_ms: int
     consumer_heartbeat_interval_ms: int
     consumer_assignors: tuple[str, ...]
@@ -240,7 +242,7 @@ class ConsumerProtocol:
         if group is not None:
             return group
         classic = self.groups.get(group_id)
-        if group_id in self.share_groups:
+        if group_id in self.share_groups or group_id in self.streams_groups:
             raise _HeartbeatError(ErrorCode.group_id_not_found,
                                   f"Group {group_id} is not a consumer group.")
         if classic is not None and (classic.members or classic.protocol_type not in (
@@ -622,7 +624,7 @@ class ConsumerProtocol:
 
     # --- offsets ---------------------------------------------------------------------
 
-    def validate_consumer_offset_commit(self, group: ConsumerGroup, member_id: str,
+    def validate_consumer_offset_commit(self, group: ConsumerGroup | StreamsGroup, member_id: str,
                                         member_epoch: int) -> int | None:
         """Kafka's ConsumerGroup.validateOffsetCommit: from outside the group only while
         it is empty; from a member only at its current epoch (Kafka 4.4 also takes an
@@ -633,7 +635,8 @@ class ConsumerProtocol:
         return self.validate_consumer_member_epoch(group, member_id, member_epoch)
 
     @staticmethod
-    def validate_consumer_member_epoch(group: ConsumerGroup, member_id: str | None,
+    def validate_consumer_member_epoch(group: ConsumerGroup | StreamsGroup,
+                                       member_id: str | None,
                                        member_epoch: int) -> int | None:
         member = group.members.get(member_id or "")
         if member is None:

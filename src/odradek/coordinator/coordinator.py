@@ -58,7 +58,7 @@ from odradek.coordinator.consumer_protocol import (
 )
 from odradek.coordinator.consumer_records import InitializedTopics
 from odradek.coordinator.group import CommittedOffset, Group
-from odradek.coordinator.group_manager import GroupManager
+from odradek.coordinator.group_manager import AnyGroup, GroupManager
 from odradek.coordinator.offset_manager import OFFSET_EXPIRY_TIMER, OffsetManager
 from odradek.coordinator.results import (
     ConsumerGroupDescription,
@@ -77,6 +77,12 @@ from odradek.coordinator.share_group import (
     ShareGroupDescription,
     ShareOffsetsCheck,
     ShareSettings,
+)
+from odradek.coordinator.streams_group import (
+    DEFAULT_STREAMS_SETTINGS,
+    StreamsGroup,
+    StreamsGroupDescription,
+    StreamsSettings,
 )
 
 __all__ = [
@@ -103,7 +109,7 @@ OFFSETS_RETENTION_CHECK_INTERVAL_MS = 600_000  # offsets.retention.check.interva
 
 # (deadline, seq, kind, group, member id): a classic group's timers carry the Group, the
 # KIP-848 ones (CG_SESSION, CG_REBALANCE) the ConsumerGroup, the offset expiry None.
-_Timer = tuple[int, int, str, Group | ConsumerGroup | ShareGroup | None, str]
+_Timer = tuple[int, int, str, AnyGroup | None, str]
 
 
 def _new_uuid() -> str:
@@ -132,6 +138,7 @@ class GroupCoordinator:
         consumer_heartbeat_interval_ms: int = GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS,
         consumer_assignors: Iterable[str] = DEFAULT_ASSIGNORS,
         share_settings: ShareSettings = DEFAULT_SHARE_SETTINGS,
+        streams_settings: StreamsSettings = DEFAULT_STREAMS_SETTINGS,
     ) -> None:
         # (deadline, seq, kind, group, member id). Entries are never removed when a
         # deadline moves; a popped entry counts only if it still matches the state.
@@ -149,6 +156,7 @@ class GroupCoordinator:
             consumer_heartbeat_interval_ms=consumer_heartbeat_interval_ms,
             consumer_assignors=consumer_assignors,
             share_settings=share_settings,
+            streams_settings=streams_settings,
         )
         self._offset_manager = OffsetManager(
             self._group_manager,
@@ -352,6 +360,26 @@ class GroupCoordinator:
         """Share groups by id."""
         return self._group_manager.share_groups
 
+    # --- streams groups (GroupManager's StreamsProtocol) -----------------------------
+
+    def streams_heartbeat(self, request: Any, *, client_id: str = "", client_host: str = "",
+                          topics: Mapping[str, int] | None = None, token: Any,
+                          now_ms: int) -> Effects:
+        """StreamsGroupHeartbeat (``streams_group.py``)."""
+        return self._group_manager.streams_heartbeat(
+            request, client_id=client_id, client_host=client_host, topics=topics,
+            token=token, now_ms=now_ms)
+
+    def streams_group_describe(self, group_ids: Iterable[str]
+                               ) -> list[StreamsGroupDescription]:
+        """StreamsGroupDescribe (``streams_group.py``)."""
+        return self._group_manager.streams_group_describe(group_ids)
+
+    @property
+    def streams_groups(self) -> dict[str, StreamsGroup]:
+        """Streams groups by id."""
+        return self._group_manager.streams_groups
+
     def session_timeout_ms(self, group_id: str) -> int:
         """The group's consumer.session.timeout.ms, else the broker's."""
         return self._group_manager.session_timeout_ms(group_id)
@@ -510,7 +538,7 @@ class GroupCoordinator:
         return self._group_manager.timer_is_current(kind, group, member_id, deadline)
 
     def _schedule(self, deadline: int, kind: str,
-                  group: Group | ConsumerGroup | ShareGroup | None, member_id: str = ""
+                  group: AnyGroup | None, member_id: str = ""
                   ) -> None:
         heapq.heappush(self._timers, (deadline, next(self._seq), kind, group, member_id))
 

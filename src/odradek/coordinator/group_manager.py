@@ -67,15 +67,26 @@ from odradek.coordinator.share_group import (
     ShareProtocol,
     ShareSettings,
 )
+from odradek.coordinator.streams_group import (
+    DEFAULT_STREAMS_SETTINGS,
+    STREAMS_REBALANCE,
+    STREAMS_SESSION,
+    StreamsGroup,
+    StreamsProtocol,
+    StreamsSettings,
+)
 
 log = logging.getLogger(__name__)
 
 # Arms a timer in the coordinator's heap: (deadline, kind, group, member id); the
 # offset expiry has no group.
-Schedule = Callable[[int, str, Group | ConsumerGroup | ShareGroup | None, str], None]
+Schedule = Callable[[int, str, Group | ConsumerGroup | ShareGroup | StreamsGroup | None, str],
+                    None]
+AnyGroup = Group | ConsumerGroup | ShareGroup | StreamsGroup
 
 
-class GroupManager(ClassicRebalance, ConsumerProtocol, ShareProtocol, ShareAdmin):
+class GroupManager(ClassicRebalance, ConsumerProtocol, ShareProtocol, ShareAdmin,
+                   StreamsProtocol):
     """The groups a ``GroupCoordinator`` coordinates. Not thread-safe: one caller at a
     time. Classic groups are in ``groups``; KIP-848 ``consumer`` groups
     (``consumer_protocol.py``) in ``consumer_groups``; a group id is in one or the
@@ -95,6 +106,7 @@ class GroupManager(ClassicRebalance, ConsumerProtocol, ShareProtocol, ShareAdmin
         consumer_heartbeat_interval_ms: int,
         consumer_assignors: Iterable[str],
         share_settings: ShareSettings = DEFAULT_SHARE_SETTINGS,
+        streams_settings: StreamsSettings = DEFAULT_STREAMS_SETTINGS,
     ) -> None:
         self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
         self.min_session_timeout_ms = min_session_timeout_ms
@@ -109,10 +121,10 @@ class GroupManager(ClassicRebalance, ConsumerProtocol, ShareProtocol, ShareAdmin
         self._init_consumer_protocol(
             consumer_session_timeout_ms, consumer_heartbeat_interval_ms, consumer_assignors)
         self._init_share_protocol(share_settings)
+        self._init_streams_protocol(streams_settings)
 
-    def _schedule(self, deadline: int, kind: str,
-                  group: Group | ConsumerGroup | ShareGroup | None, member_id: str = ""
-                  ) -> None:
+    def _schedule(self, deadline: int, kind: str, group: AnyGroup | None,
+                  member_id: str = "") -> None:
         # A method rather than the coordinator's callable itself: the mixins leave out
         # the member id of group-wide timers.
         self._schedule_timer(deadline, kind, group, member_id)
@@ -247,7 +259,7 @@ class GroupManager(ClassicRebalance, ConsumerProtocol, ShareProtocol, ShareAdmin
         """TxnOffsetCommit's member check, as Kafka's doTxnCommitOffsets: a commit from
         outside the group (no member id, generation -1) is accepted whatever the group's
         state."""
-        cg = self.consumer_groups.get(group_id)
+        cg = self.modern_group(group_id)
         group = self.groups.get(group_id)
         error: int | None = None
         if cg is not None:
@@ -288,9 +300,22 @@ class GroupManager(ClassicRebalance, ConsumerProtocol, ShareProtocol, ShareAdmin
                     Record(group.group_id, ot.encode_group_metadata_key(group.group_id), None)
                 )
 
-    def maybe_delete_consumer_group(self, group: ConsumerGroup, fx: Effects) -> None:
-        """After some of its offsets were removed: an empty KIP-848 group left without
-        offsets goes."""
+    def modern_group(self, group_id: str) -> ConsumerGroup | StreamsGroup | None:
+        """The KIP-848 consumer group or KIP-1071 streams group of that id: the groups
+        whose members commit offsets at their member epoch."""
+        return self.consumer_groups.get(group_id) or self.streams_groups.get(group_id)
+
+    def modern_groups(self) -> list[ConsumerGroup | StreamsGroup]:
+        """Every consumer and streams group (a copy: callers may delete some)."""
+        return [*self.consumer_groups.values(), *self.streams_groups.values()]
+
+    def maybe_delete_consumer_group(self, group: ConsumerGroup | StreamsGroup, fx: Effects
+                                    ) -> None:
+        """After some of its offsets were removed: an empty KIP-848 (or streams) group
+        left without offsets goes."""
+        if isinstance(group, StreamsGroup):
+            self.maybe_delete_streams_group(group)
+            return
         if (not group.members and not group.offsets
                 and self.consumer_groups.get(group.group_id) is group):
             del self.consumer_groups[group.group_id]
@@ -308,6 +333,9 @@ class GroupManager(ClassicRebalance, ConsumerProtocol, ShareProtocol, ShareAdmin
         share = self.share_groups.get(group_id)
         if share is not None:
             return ErrorCode.non_empty_group if share.members else ErrorCode.none
+        streams = self.streams_groups.get(group_id)
+        if streams is not None:
+            return ErrorCode.non_empty_group if streams.members else ErrorCode.none
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.group_id_not_found
@@ -334,7 +362,12 @@ class GroupManager(ClassicRebalance, ConsumerProtocol, ShareProtocol, ShareAdmin
             for g in self.share_groups.values()
             if not wanted or g.state.lower() in wanted
         ]
-        return classic + consumer + share
+        streams = [
+            GroupOverview(g.group_id, "streams", g.state, "streams")
+            for g in self.streams_groups.values()
+            if not wanted or g.state.lower() in wanted
+        ]
+        return classic + consumer + share + streams
 
     def describe_groups(
         self, group_ids: Iterable[str], *, not_found_error: bool = False
@@ -345,7 +378,8 @@ class GroupManager(ClassicRebalance, ConsumerProtocol, ShareProtocol, ShareAdmin
         out = []
         for group_id in group_ids:
             group = self.groups.get(group_id)
-            if group_id in self.consumer_groups or group_id in self.share_groups:
+            if (group_id in self.consumer_groups or group_id in self.share_groups
+                    or group_id in self.streams_groups):
                 # Kafka: "Group X is not a classic group."; described as Dead before v6.
                 error = ErrorCode.group_id_not_found if not_found_error else ErrorCode.none
                 out.append(GroupDescription(error, group_id, ConsumerGroupState.DEAD.value,
@@ -374,10 +408,13 @@ class GroupManager(ClassicRebalance, ConsumerProtocol, ShareProtocol, ShareAdmin
 
     # --- timers ----------------------------------------------------------------------
 
-    def timer_is_current(self, kind: str, group: Group | ConsumerGroup | ShareGroup,
-                         member_id: str, deadline: int) -> bool:
+    def timer_is_current(self, kind: str, group: AnyGroup, member_id: str, deadline: int
+                         ) -> bool:
         """Whether a timer popped from the heap still matches the state (entries are
         never removed when a deadline moves)."""
+        if kind in (STREAMS_SESSION, STREAMS_REBALANCE):
+            assert isinstance(group, StreamsGroup)
+            return self.streams_timer_is_current(kind, group, member_id, deadline)
         if kind == SHARE_SESSION:
             assert isinstance(group, ShareGroup)
             return self.share_timer_is_current(group, member_id, deadline)
@@ -395,9 +432,13 @@ class GroupManager(ClassicRebalance, ConsumerProtocol, ShareProtocol, ShareAdmin
             return group.join_deadline == deadline and group.is_(GroupState.PREPARING_REBALANCE)
         return group.sync_deadline == deadline
 
-    def on_timer(self, kind: str, group: Group | ConsumerGroup | ShareGroup, member_id: str,
-                 now_ms: int, fx: Effects) -> None:
+    def on_timer(self, kind: str, group: AnyGroup, member_id: str, now_ms: int,
+                 fx: Effects) -> None:
         """A current timer is due: ``now_ms`` is its deadline."""
+        if kind in (STREAMS_SESSION, STREAMS_REBALANCE):
+            assert isinstance(group, StreamsGroup)
+            self.on_streams_timer(kind, group, member_id, now_ms)
+            return
         if kind == SHARE_SESSION:
             assert isinstance(group, ShareGroup)
             self.on_share_timer(group, member_id, fx)

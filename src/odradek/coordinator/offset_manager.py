@@ -39,6 +39,7 @@ from odradek.coordinator.results import (
     PartitionResult,
     Record,
 )
+from odradek.coordinator.streams_group import StreamsGroup
 
 # The timer kind of the periodic expiry (GroupCoordinator.tick fires it here).
 OFFSET_EXPIRY_TIMER = "offset-expiry"
@@ -106,7 +107,7 @@ class OffsetManager:
         else ILLEGAL_GENERATION (older versions)."""
         fx = self._effects(now_ms)
         parts = [OffsetCommitRequestPartition(*p) for p in offsets]
-        cg = self._group_manager.consumer_groups.get(group_id)
+        cg = self._group_manager.modern_group(group_id)
         if cg is not None:
             # A KIP-848 group: generation_id is the member epoch (OffsetCommit v9+).
             error = self._group_manager.validate_consumer_offset_commit(
@@ -228,7 +229,7 @@ class OffsetManager:
             if not commit:
                 continue
             settled = {tp: c for tp, c in pending.items() if tp not in newer}
-            cg = self._group_manager.consumer_groups.get(group_id)
+            cg = self._group_manager.modern_group(group_id)
             if cg is not None:
                 cg.offsets.update(settled)
                 continue
@@ -289,7 +290,7 @@ class OffsetManager:
         KIP-447; read_committed consumers set it): a partition with an offset pending in
         an open transaction answers UNSTABLE_OFFSET_COMMIT, so the consumer waits for
         that transaction instead of starting from an offset about to change."""
-        cg = self._group_manager.consumer_groups.get(group_id)
+        cg = self._group_manager.modern_group(group_id)
         if cg is not None:
             if member_id is not None and member_epoch >= 0:
                 error = self._group_manager.validate_consumer_member_epoch(
@@ -337,7 +338,7 @@ class OffsetManager:
         if not group_id:
             fx.respond(token, OffsetDeleteResult(ErrorCode.invalid_group_id))
             return fx
-        cg = self._group_manager.consumer_groups.get(group_id)
+        cg = self._group_manager.modern_group(group_id)
         if cg is not None:
             results = [
                 PartitionResult(t, p, ErrorCode.group_subscribed_to_topic if cg.is_subscribed_to(t)
@@ -384,7 +385,8 @@ class OffsetManager:
         self._group_manager.maybe_delete_group(group, now_ms, fx)
 
     def _remove_consumer_offsets(
-        self, group: ConsumerGroup, keys: Iterable[tuple[str, int]], now_ms: int, fx: Effects
+        self, group: ConsumerGroup | StreamsGroup, keys: Iterable[tuple[str, int]], now_ms: int,
+        fx: Effects,
     ) -> None:
         """Tombstone offsets of a KIP-848 group; an empty one left without offsets goes
         (``GroupManager.maybe_delete_consumer_group``)."""
@@ -402,7 +404,7 @@ class OffsetManager:
         fx = Effects()
         for group in list(self._group_manager.groups.values()):
             self._remove_offsets(group, self._expired_offsets(group, now_ms), now_ms, fx)
-        for cg in list(self._group_manager.consumer_groups.values()):
+        for cg in self._group_manager.modern_groups():
             expired = []
             for key, committed in cg.offsets.items():
                 if cg.members and cg.is_subscribed_to(key[0]):
@@ -448,7 +450,7 @@ class OffsetManager:
     def delete_all_offsets(self, group_id: str, now_ms: int, fx: Effects) -> None:
         """DeleteGroups, once ``GroupManager.prepare_delete`` has let the group go: its
         offsets are tombstoned, and the group goes with them."""
-        cg = self._group_manager.consumer_groups.get(group_id)
+        cg = self._group_manager.modern_group(group_id)
         if cg is not None:
             self._remove_consumer_offsets(cg, list(cg.offsets), now_ms, fx)
             return
@@ -465,7 +467,7 @@ class OffsetManager:
         for group in list(self._group_manager.groups.values()):
             if keys := [k for k in group.offsets if k[0] in gone]:
                 self._remove_offsets(group, keys, now_ms, fx)
-        for cg in list(self._group_manager.consumer_groups.values()):
+        for cg in self._group_manager.modern_groups():
             if keys := [k for k in cg.offsets if k[0] in gone]:
                 self._remove_consumer_offsets(cg, keys, now_ms, fx)
         for by_pid in self.pending_txn_offsets.values():
@@ -508,7 +510,7 @@ class OffsetManager:
     def load(self, k: ot.OffsetCommitKey, value: bytes | None) -> None:
         """Replay one offset commit record (``GroupCoordinator.load`` hands them over in
         log order)."""
-        cg = self._group_manager.consumer_groups.get(k.group)
+        cg = self._group_manager.modern_group(k.group)
         if cg is not None:
             if value is None:
                 cg.offsets.pop((k.topic, k.partition), None)

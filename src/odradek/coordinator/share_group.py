@@ -190,7 +190,8 @@ def _persisted(group: ShareGroup | None) -> _Persisted:
 def missing_share_group(manager: Any, group_id: str) -> str:
     """Kafka's message for a group id that names no share group: another kind of group,
     or none at all."""
-    if group_id in manager.groups or group_id in manager.consumer_groups:
+    if (group_id in manager.groups or group_id in manager.consumer_groups
+            or group_id in manager.streams_groups):
         return f"Group {group_id} is not a share group."
     return f"Group {group_id} not found."
 
@@ -208,6 +209,7 @@ class ShareProtocol:
     # Provided by GroupManager (and ConsumerProtocol).
     groups: dict[str, Any]
     consumer_groups: dict[str, Any]
+    streams_groups: dict[str, Any]
     topics: Mapping[str, TopicInfo]
     group_configs: Callable[[str], Mapping[str, str]]
     _effects: Callable[[int], Effects]
@@ -277,7 +279,8 @@ class ShareProtocol:
         group = self.share_groups.get(group_id)
         if group is not None:
             return group
-        if group_id in self.groups or group_id in self.consumer_groups:
+        if (group_id in self.groups or group_id in self.consumer_groups
+                or group_id in self.streams_groups):
             raise _HeartbeatError(ErrorCode.group_id_not_found,
                                   f"Group {group_id} is not a share group.")
         if not create:
@@ -337,7 +340,8 @@ class ShareProtocol:
                      ) -> ConsumerHeartbeatResult:
         group = self.share_groups.get(group_id)
         if group is None or member_id not in group.members:
-            if group is None and (group_id in self.groups or group_id in self.consumer_groups):
+            if group is None and (group_id in self.groups or group_id in self.consumer_groups
+                                  or group_id in self.streams_groups):
                 raise _HeartbeatError(ErrorCode.group_id_not_found,
                                       f"Group {group_id} is not a share group.")
             raise _HeartbeatError(ErrorCode.unknown_member_id, f"Member {member_id} is not a "
@@ -553,6 +557,7 @@ class ShareAdmin:
     share_groups: dict[str, ShareGroup]
     groups: dict[str, Any]
     consumer_groups: dict[str, Any]
+    streams_groups: dict[str, Any]
     _effects: Callable[[int], Effects]
     def _share_records(self, group_id: str, before: _Persisted, fx: Effects
                        ) -> None: ...  # pragma: no cover
@@ -561,7 +566,8 @@ class ShareAdmin:
                            ) -> ShareGroup | ShareOffsetsCheck:
         group = self.share_groups.get(group_id)
         if group is None:
-            if not create or group_id in self.groups or group_id in self.consumer_groups:
+            if not create or (group_id in self.groups or group_id in self.consumer_groups
+                              or group_id in self.streams_groups):
                 return ShareOffsetsCheck(ErrorCode.group_id_not_found,
                                          missing_share_group(self, group_id), {})
             group = self.share_groups[group_id] = ShareGroup(group_id)

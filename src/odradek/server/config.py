@@ -299,6 +299,26 @@ _SETTINGS = [
             "KIP-848 server-side assignors (uniform, range); the first is the default"),
     Setting("offset.metadata.max.bytes", 4096, _int(0),
             "longest metadata string of a committed offset"),
+    # Streams groups (KIP-1071): Kafka's group.streams.* settings (coordinator/
+    # streams_group.py), each group config's default and its bounds.
+    Setting("group.streams.session.timeout.ms", 45000, _int(1),
+            "streams groups: a member silent this long is removed"),
+    Setting("group.streams.min.session.timeout.ms", 45000, _int(1),
+            "streams groups: the least streams.session.timeout.ms a group config may set"),
+    Setting("group.streams.max.session.timeout.ms", 60000, _int(1),
+            "streams groups: the most streams.session.timeout.ms a group config may set"),
+    Setting("group.streams.heartbeat.interval.ms", 5000, _int(1),
+            "streams groups: how often members are told to heartbeat"),
+    Setting("group.streams.min.heartbeat.interval.ms", 5000, _int(1),
+            "streams groups: the least streams.heartbeat.interval.ms a group config may set"),
+    Setting("group.streams.max.heartbeat.interval.ms", 15000, _int(1),
+            "streams groups: the most streams.heartbeat.interval.ms a group config may set"),
+    Setting("group.streams.num.standby.replicas", 0, _int(0),
+            "streams groups: standby copies of each task on other instances"),
+    Setting("group.streams.max.standby.replicas", 2, _int(0),
+            "streams groups: the most streams.num.standby.replicas a group config may set"),
+    Setting("group.streams.max.size", 2147483647, _int(1),
+            "streams groups: members per group"),
     # Share groups (KIP-932): Kafka's group.share.* settings, each group config's default
     # and the bounds a group config may set (coordinator/share_group.py,
     # server/share/).

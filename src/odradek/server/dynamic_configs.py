@@ -195,6 +195,9 @@ SHARE_PARTITION_MAX_RECORD_LOCKS = "share.partition.max.record.locks"
 SHARE_AUTO_OFFSET_RESET = "share.auto.offset.reset"
 SHARE_ISOLATION_LEVEL = "share.isolation.level"
 SHARE_RENEW_ACKNOWLEDGE_ENABLE = "share.renew.acknowledge.enable"
+STREAMS_SESSION_TIMEOUT = "streams.session.timeout.ms"
+STREAMS_HEARTBEAT_INTERVAL = "streams.heartbeat.interval.ms"
+STREAMS_NUM_STANDBY_REPLICAS = "streams.num.standby.replicas"
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,7 +209,7 @@ class GroupConfigDef:
     default: str  # a broker setting's name, or the value itself when ``fixed``
     type: int
     doc: str
-    bounds: tuple[str, str] | None = None
+    bounds: tuple[str | None, str] | None = None  # None: no least but 0
     fixed: bool = False
 
 
@@ -252,6 +255,19 @@ GROUP_CONFIGS: dict[str, GroupConfigDef] = {
     SHARE_RENEW_ACKNOWLEDGE_ENABLE: GroupConfigDef(
         "true", BOOLEAN, "share groups: whether RENEW acknowledgements are taken",
         fixed=True),
+    STREAMS_SESSION_TIMEOUT: GroupConfigDef(
+        "group.streams.session.timeout.ms", INT,
+        "streams groups: a member of this group silent this long is removed",
+        ("group.streams.min.session.timeout.ms", "group.streams.max.session.timeout.ms")),
+    STREAMS_HEARTBEAT_INTERVAL: GroupConfigDef(
+        "group.streams.heartbeat.interval.ms", INT,
+        "streams groups: how often this group's members heartbeat",
+        ("group.streams.min.heartbeat.interval.ms",
+         "group.streams.max.heartbeat.interval.ms")),
+    STREAMS_NUM_STANDBY_REPLICAS: GroupConfigDef(
+        "group.streams.num.standby.replicas", INT,
+        "streams groups: standby copies of each task on other instances",
+        (None, "group.streams.max.standby.replicas")),
 }
 GROUP_CONFIG_TYPES = {name: d.type for name, d in GROUP_CONFIGS.items()}
 _ISO_DURATION = re.compile(
@@ -320,12 +336,14 @@ def validate_group_configs(settings: Mapping[str, Any], overrides: Mapping[str, 
         if d.bounds is None:
             continue
         low_name, high_name = d.bounds
-        if int(values[name]) < int(settings[low_name]):
-            raise fail(f"{name} must be greater than or equal to {low_name}")
+        low = int(settings[low_name]) if low_name is not None else 0
+        if int(values[name]) < low:
+            raise fail(f"{name} must be greater than or equal to {low_name or 0}")
         if int(values[name]) > int(settings[high_name]):
             raise fail(f"{name} must be less than or equal to {high_name}")
     for session, interval in ((CONSUMER_SESSION_TIMEOUT, CONSUMER_HEARTBEAT_INTERVAL),
-                              (SHARE_SESSION_TIMEOUT, SHARE_HEARTBEAT_INTERVAL)):
+                              (SHARE_SESSION_TIMEOUT, SHARE_HEARTBEAT_INTERVAL),
+                              (STREAMS_SESSION_TIMEOUT, STREAMS_HEARTBEAT_INTERVAL)):
         if int(values[session]) <= int(values[interval]):
             raise fail(f"{session} must be greater than {interval}")
 

@@ -3,7 +3,7 @@ the cluster has finalized for each, listed in ApiVersions (v3+: supported ranges
 finalized levels with an epoch that grows with every change) and changed with
 UpdateFeatures (``kafka-features.sh upgrade|downgrade``).
 
-Odradek versions two features, Kafka's:
+Odradek versions three features, Kafka's:
 
 - ``transaction.version`` (KIP-890): level 1 is the partition leaders' verification of
   transactional produces, level 2 an epoch bump at every transaction's end and
@@ -13,11 +13,13 @@ Odradek versions two features, Kafka's:
 - ``share.version`` (KIP-932): level 1 enables share groups (below it the share-group
   APIs answer UNSUPPORTED_VERSION, as Kafka's do), level 2 also RENEW acknowledgements
   (KIP-1222).
+- ``streams.version`` (KIP-1071): level 1 enables streams groups (StreamsGroupHeartbeat
+  and StreamsGroupDescribe answer UNSUPPORTED_VERSION below it).
 
-A new cluster finalizes transaction.version 2 and share.version 2, as a new Kafka 4.4
-cluster does. A data directory or cluster made before share.version existed has it at
-0: ``kafka-features.sh upgrade --feature share.version=2`` turns share groups on, as
-on an upgraded Kafka cluster.
+A new cluster finalizes transaction.version 2, share.version 2 and streams.version 1, as
+a new Kafka 4.4 cluster does. A data directory or cluster made before share.version
+(or streams.version) existed has it at 0: ``kafka-features.sh upgrade --feature
+share.version=2`` turns share groups on, as on an upgraded Kafka cluster.
 
 The levels are kept with the cluster's metadata: a single node's in its metadata file
 (server/metadata.py), a cluster's in ZooKeeper's ``/feature`` znode, Kafka's
@@ -32,10 +34,12 @@ from kio.schema.errors import ErrorCode
 
 TRANSACTION_VERSION = "transaction.version"
 SHARE_VERSION = "share.version"
+STREAMS_VERSION = "streams.version"
 # name -> (lowest, highest) level this broker supports
-SUPPORTED: dict[str, tuple[int, int]] = {SHARE_VERSION: (0, 2), TRANSACTION_VERSION: (0, 2)}
+SUPPORTED: dict[str, tuple[int, int]] = {
+    SHARE_VERSION: (0, 2), STREAMS_VERSION: (0, 1), TRANSACTION_VERSION: (0, 2)}
 # What a new cluster finalizes.
-DEFAULT_LEVELS: dict[str, int] = {SHARE_VERSION: 2, TRANSACTION_VERSION: 2}
+DEFAULT_LEVELS: dict[str, int] = {SHARE_VERSION: 2, STREAMS_VERSION: 1, TRANSACTION_VERSION: 2}
 
 # UpdateFeatures' upgrade types (v1+; v0's allow_downgrade is SAFE_DOWNGRADE)
 UPGRADE = 1

@@ -50,6 +50,8 @@ from kio.schema.errors import ErrorCode
 from odradek.coordinator import OFFSETS_TOPIC, Effects, GroupCoordinator, partition_for
 from odradek.coordinator.consumer_group import TopicInfo
 from odradek.coordinator.offsets_topic import OffsetsTopicFormatError
+from odradek.coordinator.share_group import ShareSettings
+from odradek.coordinator.streams_group import StreamsSettings
 from odradek.records import builder
 from odradek.server.coordinators.coordinator_runtime import (
     INTERNAL_TOPIC_CONFIG,
@@ -120,6 +122,14 @@ class GroupRuntime(CoordinatorRuntime):
             consumer_session_timeout_ms=cfg["group.consumer.session.timeout.ms"],
             consumer_heartbeat_interval_ms=cfg["group.consumer.heartbeat.interval.ms"],
             consumer_assignors=cfg["group.consumer.assignors"].split(","),
+            share_settings=ShareSettings(
+                session_timeout_ms=cfg["group.share.session.timeout.ms"],
+                heartbeat_interval_ms=cfg["group.share.heartbeat.interval.ms"]),
+            streams_settings=StreamsSettings(
+                session_timeout_ms=cfg["group.streams.session.timeout.ms"],
+                heartbeat_interval_ms=cfg["group.streams.heartbeat.interval.ms"],
+                num_standby_replicas=cfg["group.streams.num.standby.replicas"],
+                max_size=cfg["group.streams.max.size"]),
         )
         store = self.broker.group_configs
         if store is not None:  # a group's own session timeout and heartbeat interval
@@ -129,7 +139,7 @@ class GroupRuntime(CoordinatorRuntime):
     @staticmethod
     def _size(coordinator: GroupCoordinator) -> int:
         return (len(coordinator.groups) + len(coordinator.consumer_groups)
-                + len(coordinator.share_groups))
+                + len(coordinator.share_groups) + len(coordinator.streams_groups))
 
     # --- lifecycle ---------------------------------------------------------------------
 

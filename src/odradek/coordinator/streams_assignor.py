@@ -1,0 +1,104 @@
+"""The server-side task assignor of streams groups (KIP-1071): Kafka 4.4's ``sticky``
+assignor in its essentials.
+
+A task is (subtopology id, partition). Members belong to a *process* (one Kafka Streams
+instance; its threads are members), and the work is balanced over members:
+
+- active tasks: a task stays with the member that had it while that member is under
+  the fair share (total tasks / members, rounded up); the rest go one by one to the
+  least loaded member, preferring one that held the task as a standby (its state is
+  warm), then the least loaded process, then the member id;
+- standby tasks (``num.standby.replicas``): each task's copies go to members of other
+  processes than the one running it active and than each other, preferring the
+  members that had it as a standby, then the least loaded; a copy with no such member
+  left is not assigned (as Kafka: a standby on the active's own process is useless).
+
+Warm-up tasks (KIP-441's gradual moves) are not made: an active task moves at once,
+and the new owner restores its state from the changelog. Deterministic: the same
+inputs give the same assignment.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+Tasks = dict[str, set[int]]  # subtopology id -> partitions
+Task = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class MemberSpec:
+    member_id: str
+    process_id: str
+    active: Mapping[str, set[int]] = field(default_factory=dict)  # held now
+    standby: Mapping[str, set[int]] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class MemberAssignment:
+    active: Tasks = field(default_factory=dict)
+    standby: Tasks = field(default_factory=dict)
+
+
+def _has(tasks: Mapping[str, set[int]], task: Task) -> bool:
+    return task[1] in tasks.get(task[0], ())
+
+
+def assign(tasks: Mapping[str, int], members: list[MemberSpec], standby_replicas: int
+           ) -> dict[str, MemberAssignment]:
+    """Every task of ``tasks`` (subtopology id -> task count) to one member, and
+    ``standby_replicas`` standby copies where other processes allow."""
+    out = {m.member_id: MemberAssignment() for m in members}
+    if not members:
+        return out
+    ordered = sorted(members, key=lambda m: m.member_id)
+    all_tasks = sorted((sid, p) for sid, n in tasks.items() for p in range(n))
+    fair = math.ceil(len(all_tasks) / len(ordered)) if all_tasks else 0
+    load = {m.member_id: 0 for m in ordered}
+    process_members: dict[str, list[str]] = {}
+    for m in ordered:
+        process_members.setdefault(m.process_id, []).append(m.member_id)
+    process_of = {m.member_id: m.process_id for m in ordered}
+    owner: dict[Task, str] = {}
+
+    def give(member_id: str, task: Task) -> None:
+        out[member_id].active.setdefault(task[0], set()).add(task[1])
+        load[member_id] += 1
+        owner[task] = member_id
+
+    # Sticky first: the previous owner keeps what it can.
+    for task in all_tasks:
+        for m in ordered:
+            if _has(m.active, task) and load[m.member_id] < fair:
+                give(m.member_id, task)
+                break
+
+    def process_load(process: str) -> float:
+        ids = process_members[process]
+        return sum(load[i] for i in ids) / len(ids)
+
+    for task in all_tasks:
+        if task in owner:
+            continue
+        warm = {m.member_id for m in ordered if _has(m.standby, task)}
+        best = min(ordered, key=lambda m: (load[m.member_id], m.member_id not in warm,
+                                           process_load(m.process_id), m.member_id))
+        give(best.member_id, task)
+
+    if standby_replicas <= 0 or len(process_members) < 2:
+        return out
+    standby_load = dict(load)
+    for task in all_tasks:
+        used = {process_of[owner[task]]}
+        for _ in range(standby_replicas):
+            candidates = [m for m in ordered if m.process_id not in used]
+            if not candidates:
+                break
+            best = min(candidates, key=lambda m: (not _has(m.standby, task),
+                                                  standby_load[m.member_id], m.member_id))
+            out[best.member_id].standby.setdefault(task[0], set()).add(task[1])
+            standby_load[best.member_id] += 1
+            used.add(best.process_id)
+    return out

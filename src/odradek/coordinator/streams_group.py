@@ -1,0 +1,612 @@
+"""Streams groups (KIP-1071, Kafka Streams' own group protocol): StreamsGroupHeartbeat
+(88) and StreamsGroupDescribe (89) on the group coordinator, a mixin of ``GroupManager``.
+
+A Kafka Streams application with ``group.protocol=streams`` sends its topology with its
+first heartbeat; the coordinator works out its tasks and internal topics
+(``streams_topology.py``), asks the broker to create the internal topics that are
+missing (the heartbeat's result names them: the handler creates them, as Kafka's
+KafkaApis does), and once the topology is configured assigns the tasks with the sticky
+assignor (``streams_assignor.py``). Members move to their target as KIP-848 consumers
+do (``consumer_group.reconcile``: an active task is given up before anyone else gets
+it); standby tasks are handed out at once.
+
+The flow of one heartbeat, as Kafka's GroupMetadataManager.streamsGroupHeartbeat:
+
+1. validate the request (a group id, the client's member id, an epoch >= -2; a join
+   carries its topology, process id and rebalance timeout);
+2. find or create the group and the member (epoch 0 joins, -1 and -2 leave); an
+   unknown member is UNKNOWN_MEMBER_ID, an epoch that is neither the member's nor (with
+   what it owns still assigned) its previous one FENCED_MEMBER_EPOCH;
+3. a new member, changed member metadata, a new topology or changed topics bump the
+   group epoch; a group epoch ahead of the assignment epoch gets a new target
+   assignment (empty while the topology is not configured);
+4. reconcile the member one step; answer with its epoch, its tasks when they changed,
+   and the group's status (missing source or internal topics, topics incorrectly
+   partitioned, a shutdown requested by a member).
+
+Timers: each member's session (``streams.session.timeout.ms``, the group's config, else
+``group.streams.session.timeout.ms``) and, while it has active tasks to give up, its
+rebalance timeout; either removes it from the group.
+
+Committed offsets are the group's (``StreamsGroup.offsets``), checked as a consumer
+group's: a member commits at its current epoch. Not persisted yet (Kafka's
+StreamsGroup* records 17-23): after a coordinator moves or restarts, its members are
+UNKNOWN_MEMBER_ID and join again with their topology; committed offsets are kept.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from kio.schema.errors import ErrorCode
+
+from odradek.coordinator.consumer_group import MemberState, reconcile
+from odradek.coordinator.group import CommittedOffset
+from odradek.coordinator.results import Effects
+from odradek.coordinator.streams_assignor import MemberSpec, Tasks, assign
+from odradek.coordinator.streams_topology import (
+    SHUTDOWN_APPLICATION,
+    STALE_TOPOLOGY,
+    ConfiguredTopology,
+    InternalTopic,
+    Status,
+    Topology,
+    TopologyError,
+    configure,
+)
+
+log = logging.getLogger(__name__)
+
+STREAMS_SESSION = "streams-session"
+STREAMS_REBALANCE = "streams-rebalance"
+
+JOIN_EPOCH = 0
+LEAVE_EPOCH = -1
+LEAVE_STATIC_EPOCH = -2
+
+
+class StreamsSettings(NamedTuple):
+    """The broker's group.streams.* settings (a group's streams.* configs override the
+    first three)."""
+
+    session_timeout_ms: int = 45_000  # group.streams.session.timeout.ms
+    heartbeat_interval_ms: int = 5_000  # group.streams.heartbeat.interval.ms
+    num_standby_replicas: int = 0  # group.streams.num.standby.replicas
+    max_size: int = 2_147_483_647  # group.streams.max.size
+    acceptable_recovery_lag: int = 10_000  # streams.acceptable.recovery.lag
+    task_offset_interval_ms: int = 60_000  # streams.task.offset.interval.ms
+
+
+DEFAULT_STREAMS_SETTINGS = StreamsSettings()
+
+
+@dataclass(slots=True)
+class StreamsMember:
+    member_id: str
+    member_epoch: int = 0
+    previous_member_epoch: int = -1
+    state: MemberState = MemberState.STABLE
+    instance_id: str | None = None
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    rebalance_timeout_ms: int = 0
+    topology_epoch: int = 0
+    process_id: str = ""
+    user_endpoint: tuple[str, int] | None = None
+    client_tags: dict[str, str] = field(default_factory=dict)
+    # Active tasks held, and those to give up (``reconcile``'s names); standby and
+    # warm-up tasks are not revoked first.
+    assigned: Tasks = field(default_factory=dict)
+    pending_revocation: Tasks = field(default_factory=dict)
+    standby: Tasks = field(default_factory=dict)
+    warmup: Tasks = field(default_factory=dict)
+    session_deadline: int | None = None
+    rebalance_deadline: int | None = None
+    rebalance_deadline_epoch: int = -1
+
+    def tasks(self) -> tuple[Tasks, Tasks, Tasks]:
+        return self.assigned, self.standby, self.warmup
+
+
+@dataclass(slots=True)
+class StreamsTarget:
+    active: Tasks = field(default_factory=dict)
+    standby: Tasks = field(default_factory=dict)
+
+
+class StreamsGroup:
+    """One streams group: its topology, epochs, members, target assignment, offsets."""
+
+    def __init__(self, group_id: str, now_ms: int) -> None:
+        self.group_id = group_id
+        self.group_epoch = 0
+        self.assignment_epoch = 0
+        self.topology: Topology | None = None
+        self.configured: ConfiguredTopology | None = None
+        # The partition counts of the topology's topics as last configured from: a
+        # difference bumps the group epoch.
+        self.topic_partitions: dict[str, int] = {}
+        self.members: dict[str, StreamsMember] = {}
+        self.target: dict[str, StreamsTarget] = {}
+        self.offsets: dict[tuple[str, int], CommittedOffset] = {}
+        self.state_timestamp: int = now_ms  # when it last became empty
+        self.shutdown_requested = False
+
+    @property
+    def state(self) -> str:
+        """Kafka's StreamsGroupState names."""
+        if not self.members:
+            return "Empty"
+        if self.configured is None or not self.configured.ready:
+            return "NotReady"
+        if self.group_epoch > self.assignment_epoch:
+            return "Assigning"
+        if any(m.member_epoch != self.assignment_epoch or m.state is not MemberState.STABLE
+               for m in self.members.values()):
+            return "Reconciling"
+        return "Stable"
+
+    def is_subscribed_to(self, topic: str) -> bool:
+        """Whether the running topology reads ``topic`` (its offsets are in use)."""
+        if self.topology is None or not self.members:
+            return False
+        if self.configured is not None and any(
+                topic in ts for ts in self.configured.source_topics.values()):
+            return True
+        return any(topic in (t.name for t in s.repartition_source_topics)
+                   for s in self.topology.subtopologies)
+
+    def active_owned_by_others(self, member_id: str) -> set[tuple[str, int]]:
+        """Active tasks another member holds, assigned or still to be revoked."""
+        taken: set[tuple[str, int]] = set()
+        for mid, m in self.members.items():
+            if mid == member_id:
+                continue
+            for holding in (m.assigned, m.pending_revocation):
+                for sid, parts in holding.items():
+                    taken.update((sid, p) for p in parts)
+        return taken
+
+
+@dataclass(frozen=True, slots=True)
+class StreamsHeartbeatResult:
+    """StreamsGroupHeartbeat's answer; the task lists are None when unchanged.
+    ``create`` are internal topics the broker is to create (name -> topic)."""
+
+    error_code: int
+    error_message: str | None = None
+    member_id: str = ""
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    acceptable_recovery_lag: int = 0
+    task_offset_interval_ms: int = 0
+    statuses: tuple[Status, ...] = ()
+    active: Tasks | None = None
+    standby: Tasks | None = None
+    warmup: Tasks | None = None
+    create: dict[str, InternalTopic] = field(default_factory=dict)
+
+
+class StreamsMemberDescription(NamedTuple):
+    member_id: str
+    member_epoch: int
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    topology_epoch: int
+    process_id: str
+    user_endpoint: tuple[str, int] | None
+    client_tags: dict[str, str]
+    assignment: tuple[Tasks, Tasks, Tasks]
+    target: tuple[Tasks, Tasks, Tasks]
+
+
+@dataclass(frozen=True, slots=True)
+class StreamsGroupDescription:
+    error_code: int
+    group_id: str
+    error_message: str | None = None
+    state: str = ""
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    topology: Topology | None = None
+    members: list[StreamsMemberDescription] = field(default_factory=list)
+
+
+class _HeartbeatError(Exception):
+    def __init__(self, error_code: int, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+
+
+def _tasks(items: Iterable[Any] | None) -> Tasks | None:
+    """The wire's TaskIds list as Tasks (None stays None: "unchanged")."""
+    if items is None:
+        return None
+    out: Tasks = {}
+    for t in items:
+        if t.partitions:
+            out.setdefault(t.subtopology_id, set()).update(t.partitions)
+    return out
+
+
+def _copy(tasks: Mapping[str, Iterable[int]]) -> Tasks:
+    return {s: set(p) for s, p in tasks.items() if p}
+
+
+class StreamsProtocol:
+    """Mixed into ``GroupManager``; see the module docstring. A group id names one kind
+    of group only."""
+
+    # Provided by GroupManager (and the other protocols).
+    groups: dict[str, Any]
+    consumer_groups: dict[str, Any]
+    share_groups: dict[str, Any]
+    group_configs: Callable[[str], Mapping[str, str]]
+    _effects: Callable[[int], Effects]
+    def _schedule(self, deadline: int, kind: str, group: Any, member_id: str = ""
+                  ) -> None: ...  # pragma: no cover
+
+    def _init_streams_protocol(self, settings: StreamsSettings) -> None:
+        self.streams_groups: dict[str, StreamsGroup] = {}
+        self.streams_settings = settings
+        # The broker's topics as last given: name -> partition count.
+        self.streams_topics: Mapping[str, int] = {}
+
+    def _streams_config(self, group_id: str, name: str, default: int) -> int:
+        value = self.group_configs(group_id).get(name)
+        return default if value is None else int(value)
+
+    def streams_session_timeout_ms(self, group_id: str) -> int:
+        return self._streams_config(group_id, "streams.session.timeout.ms",
+                                    self.streams_settings.session_timeout_ms)
+
+    def streams_heartbeat_interval_ms(self, group_id: str) -> int:
+        return self._streams_config(group_id, "streams.heartbeat.interval.ms",
+                                    self.streams_settings.heartbeat_interval_ms)
+
+    def _standby_replicas(self, group_id: str) -> int:
+        return self._streams_config(group_id, "streams.num.standby.replicas",
+                                    self.streams_settings.num_standby_replicas)
+
+    # --- StreamsGroupHeartbeat -------------------------------------------------------
+
+    def streams_heartbeat(self, request: Any, *, client_id: str = "", client_host: str = "",
+                          topics: Mapping[str, int] | None = None, token: Any,
+                          now_ms: int) -> Effects:
+        """StreamsGroupHeartbeat (API 88). ``request`` is the request body (its fields
+        as on the wire: None for "unchanged"); ``topics`` the broker's topics now
+        (name -> partition count)."""
+        fx = self._effects(now_ms)
+        if topics is not None:
+            self.streams_topics = topics
+        try:
+            self._validate_streams_heartbeat(request)
+            if request.member_epoch in (LEAVE_EPOCH, LEAVE_STATIC_EPOCH):
+                result = self._streams_leave(request.group_id, request.member_id,
+                                             request.member_epoch, now_ms)
+            else:
+                result = self._streams_heartbeat(request, client_id, client_host, now_ms)
+        except _HeartbeatError as exc:
+            result = StreamsHeartbeatResult(exc.error_code, str(exc),
+                                            member_id=request.member_id)
+        fx.respond(token, result)
+        return fx
+
+    @staticmethod
+    def _validate_streams_heartbeat(request: Any) -> None:
+        def invalid(message: str) -> _HeartbeatError:
+            return _HeartbeatError(ErrorCode.invalid_request, message)
+
+        if not request.group_id:
+            raise invalid("GroupId can't be empty.")
+        if not request.member_id:
+            raise invalid("MemberId can't be empty.")
+        if request.member_epoch < LEAVE_STATIC_EPOCH:
+            raise invalid(f"MemberEpoch is {request.member_epoch}, but must be greater "
+                          "than or equal to -2.")
+        if request.member_epoch == JOIN_EPOCH:
+            if request.topology is None:
+                raise invalid("Topology must be non-null when joining the group.")
+            if not request.process_id:
+                raise invalid("ProcessId can't be null or empty when joining the group.")
+            if request.rebalance_timeout.total_seconds() <= 0:
+                raise invalid("RebalanceTimeoutMs must be provided when joining the group.")
+            for name, tasks in (("ActiveTasks", request.active_tasks),
+                                ("StandbyTasks", request.standby_tasks),
+                                ("WarmupTasks", request.warmup_tasks)):
+                if tasks:
+                    raise invalid(f"{name} must be empty when (re-)joining.")
+
+    def _streams_group_for(self, group_id: str, create: bool, now_ms: int) -> StreamsGroup:
+        group = self.streams_groups.get(group_id)
+        if group is not None:
+            return group
+        if (group_id in self.groups or group_id in self.consumer_groups
+                or group_id in self.share_groups):
+            if group_id in self.groups and not self.groups[group_id].members:
+                # A classic group that only keeps offsets becomes a streams group with
+                # them (as Kafka converts an empty classic group).
+                group = StreamsGroup(group_id, now_ms)
+                group.offsets = self.groups.pop(group_id).offsets
+                self.streams_groups[group_id] = group
+                return group
+            raise _HeartbeatError(ErrorCode.group_id_not_found,
+                                  f"Group {group_id} is not a streams group.")
+        if not create:
+            raise _HeartbeatError(ErrorCode.unknown_member_id,
+                                  f"Group {group_id} has no member of that id.")
+        group = self.streams_groups[group_id] = StreamsGroup(group_id, now_ms)
+        return group
+
+    def _streams_heartbeat(self, request: Any, client_id: str, client_host: str,
+                           now_ms: int) -> StreamsHeartbeatResult:
+        group_id, member_id, epoch = request.group_id, request.member_id, request.member_epoch
+        joining = epoch == JOIN_EPOCH
+        group = self._streams_group_for(group_id, joining, now_ms)
+        member = group.members.get(member_id)
+        bump = False
+        owned = _tasks(request.active_tasks)
+        if member is None or joining:
+            if not joining:
+                raise _HeartbeatError(ErrorCode.unknown_member_id, f"Member {member_id} is "
+                                      f"not a member of group {group_id}.")
+            if member is None and len(group.members) >= self.streams_settings.max_size:
+                raise _HeartbeatError(ErrorCode.group_max_size_reached, "The streams group "
+                                      "has reached its maximum capacity of "
+                                      f"{self.streams_settings.max_size} members.")
+            if member is not None:  # rejoining after losing its tasks: starts afresh
+                group.members.pop(member_id)
+            member = group.members[member_id] = StreamsMember(member_id)
+            bump = True
+            log.info("Streams group %s: member %s joins", group_id, member_id)
+        elif epoch != member.member_epoch:
+            held = owned if owned is not None else {}
+            if not (epoch == member.previous_member_epoch and all(
+                    p in member.assigned.get(s, ()) for s, ps in held.items() for p in ps)):
+                raise _HeartbeatError(ErrorCode.fenced_member_epoch, (
+                    f"The streams group member has a "
+                    f"{'greater' if epoch > member.member_epoch else 'smaller'} member epoch "
+                    f"({epoch}) than the one known by the group coordinator "
+                    f"({member.member_epoch}). The member must abandon all its tasks and "
+                    "rejoin."))
+        statuses: list[Status] = []
+        if request.topology is not None:
+            bump |= self._apply_topology(group, request.topology, statuses)
+        bump |= self._update_member(member, request, client_id, client_host)
+        if request.shutdown_application:
+            group.shutdown_requested = True
+        configured, changed = self._configure(group)
+        bump |= changed
+        if bump:
+            group.group_epoch += 1
+        if group.group_epoch > group.assignment_epoch:
+            self._compute_streams_target(group)
+        was = (member.member_epoch, _copy(member.assigned), _copy(member.standby),
+               _copy(member.warmup))
+        self._reconcile_streams_member(group, member, owned)
+        self._arm_streams_timers(group, member, now_ms)
+        if configured is not None:
+            statuses.extend(configured.statuses)
+        if group.shutdown_requested:
+            statuses.append(Status(SHUTDOWN_APPLICATION, "A KafkaStreams instance "
+                                   "encountered a fatal error and requested a shutdown for "
+                                   "the entire application."))
+        changed_tasks = joining or was != (member.member_epoch, member.assigned,
+                                           member.standby, member.warmup)
+        return StreamsHeartbeatResult(
+            ErrorCode.none, None, member_id, member.member_epoch,
+            self.streams_heartbeat_interval_ms(group_id),
+            self.streams_settings.acceptable_recovery_lag,
+            self.streams_settings.task_offset_interval_ms, tuple(statuses),
+            _copy(member.assigned) if changed_tasks else None,
+            _copy(member.standby) if changed_tasks else None,
+            _copy(member.warmup) if changed_tasks else None,
+            dict(configured.to_create) if configured is not None else {})
+
+    def _apply_topology(self, group: StreamsGroup, wire: Any, statuses: list[Status]
+                        ) -> bool:
+        """A joining member's topology: the group's if it has none or this one is newer
+        (a bump); an older one is STALE_TOPOLOGY for this member."""
+        topology = topology_from_wire(wire)
+        if group.topology is None or topology.epoch > group.topology.epoch:
+            if group.topology is not None:
+                log.info("Streams group %s: topology epoch %d -> %d", group.group_id,
+                         group.topology.epoch, topology.epoch)
+            group.topology = topology
+            group.configured = None
+            group.topic_partitions = {}
+            return True
+        if topology.epoch < group.topology.epoch:
+            statuses.append(Status(STALE_TOPOLOGY, f"The member's topology epoch "
+                                   f"{topology.epoch} is behind the group's "
+                                   f"{group.topology.epoch}."))
+        return False
+
+    @staticmethod
+    def _update_member(member: StreamsMember, request: Any, client_id: str,
+                       client_host: str) -> bool:
+        """Apply what the request changes; whether the assignment depends on it."""
+        member.client_id, member.client_host = client_id, client_host
+        bump = False
+        if request.rebalance_timeout.total_seconds() > 0:
+            member.rebalance_timeout_ms = int(request.rebalance_timeout.total_seconds() * 1000)
+        if request.instance_id is not None:
+            member.instance_id = request.instance_id
+        if request.rack_id is not None and request.rack_id != member.rack_id:
+            member.rack_id = request.rack_id
+        if request.topology is not None:
+            member.topology_epoch = request.topology.epoch
+        if request.process_id is not None and request.process_id != member.process_id:
+            member.process_id = request.process_id
+            bump = True
+        if request.user_endpoint is not None:
+            endpoint = (request.user_endpoint.host, int(request.user_endpoint.port))
+            if endpoint != member.user_endpoint:
+                member.user_endpoint = endpoint
+        if request.client_tags is not None:
+            tags = {kv.key: kv.value for kv in request.client_tags}
+            if tags != member.client_tags:
+                member.client_tags = tags
+                bump = True
+        return bump
+
+    def _configure(self, group: StreamsGroup) -> tuple[ConfiguredTopology | None, bool]:
+        """The topology configured against the broker's topics now; whether that changed
+        anything the assignment depends on (the tasks, or the topics' partitions)."""
+        if group.topology is None:
+            return None, False
+        names = group.topology.topic_names() | {
+            t for s in group.topology.subtopologies if s.source_topic_regex
+            for t in self.streams_topics}
+        relevant = {t: n for t, n in self.streams_topics.items() if t in names}
+        if group.configured is not None and relevant == group.topic_partitions:
+            return group.configured, False
+        try:
+            configured = configure(group.topology, self.streams_topics)
+        except TopologyError as exc:
+            raise _HeartbeatError(ErrorCode.streams_invalid_topology, str(exc)) from None
+        before = group.configured
+        group.configured, group.topic_partitions = configured, relevant
+        return configured, before is None or before.tasks != configured.tasks
+
+    def _compute_streams_target(self, group: StreamsGroup) -> None:
+        tasks = group.configured.tasks if group.configured is not None else {}
+        specs = [MemberSpec(m.member_id, m.process_id, m.assigned, m.standby)
+                 for m in group.members.values()]
+        assigned = assign(tasks, specs, self._standby_replicas(group.group_id))
+        group.target = {mid: StreamsTarget(a.active, a.standby) for mid, a in assigned.items()}
+        group.assignment_epoch = group.group_epoch
+
+    def _reconcile_streams_member(self, group: StreamsGroup, member: StreamsMember,
+                                  owned: Tasks | None) -> None:
+        target = group.target.get(member.member_id, StreamsTarget())
+        reconcile(member, group.assignment_epoch, target.active, owned,
+                  group.active_owned_by_others(member.member_id))
+        # Standby tasks come at once, but not one the member still runs as active.
+        pending = member.pending_revocation
+        member.standby = {s: {p for p in ps if p not in pending.get(s, ())}
+                          for s, ps in target.standby.items()}
+        member.standby = _copy(member.standby)
+        member.warmup = {}
+
+    def _arm_streams_timers(self, group: StreamsGroup, member: StreamsMember,
+                            now_ms: int) -> None:
+        member.session_deadline = now_ms + self.streams_session_timeout_ms(group.group_id)
+        self._schedule(member.session_deadline, STREAMS_SESSION, group, member.member_id)
+        if member.pending_revocation:
+            if member.rebalance_deadline_epoch != member.member_epoch:
+                member.rebalance_deadline = now_ms + member.rebalance_timeout_ms
+                member.rebalance_deadline_epoch = member.member_epoch
+                self._schedule(member.rebalance_deadline, STREAMS_REBALANCE, group,
+                               member.member_id)
+        else:
+            member.rebalance_deadline = None
+            member.rebalance_deadline_epoch = -1
+
+    def _streams_leave(self, group_id: str, member_id: str, epoch: int, now_ms: int
+                       ) -> StreamsHeartbeatResult:
+        group = self.streams_groups.get(group_id)
+        if group is None or member_id not in group.members:
+            if group is None and (group_id in self.groups or group_id in self.consumer_groups
+                                  or group_id in self.share_groups):
+                raise _HeartbeatError(ErrorCode.group_id_not_found,
+                                      f"Group {group_id} is not a streams group.")
+            raise _HeartbeatError(ErrorCode.unknown_member_id, f"Member {member_id} is not a "
+                                  f"member of group {group_id}.")
+        self._remove_streams_member(group, member_id, now_ms)
+        log.info("Streams group %s: member %s left", group_id, member_id)
+        return StreamsHeartbeatResult(ErrorCode.none, None, member_id, epoch,
+                                      self.streams_heartbeat_interval_ms(group_id))
+
+    def _remove_streams_member(self, group: StreamsGroup, member_id: str, now_ms: int
+                               ) -> None:
+        group.members.pop(member_id, None)
+        group.target.pop(member_id, None)
+        group.group_epoch += 1
+        if not group.members:
+            group.state_timestamp = now_ms
+            group.shutdown_requested = False
+        self._compute_streams_target(group)
+
+    # --- timers ----------------------------------------------------------------------
+
+    @staticmethod
+    def streams_timer_is_current(kind: str, group: StreamsGroup, member_id: str,
+                                 deadline: int) -> bool:
+        member = group.members.get(member_id)
+        if member is None:
+            return False
+        if kind == STREAMS_SESSION:
+            return member.session_deadline == deadline
+        return member.rebalance_deadline == deadline
+
+    def on_streams_timer(self, kind: str, group: StreamsGroup, member_id: str,
+                         now_ms: int) -> None:
+        if self.streams_groups.get(group.group_id) is not group:
+            return
+        why = ("its session expired" if kind == STREAMS_SESSION
+               else "it did not give up its tasks within its rebalance timeout")
+        log.info("Streams group %s: member %s removed: %s", group.group_id, member_id, why)
+        self._remove_streams_member(group, member_id, now_ms)
+
+    # --- offsets, describe, delete ---------------------------------------------------
+
+    def maybe_delete_streams_group(self, group: StreamsGroup) -> None:
+        """After some of its offsets were removed: an empty group left without offsets
+        goes."""
+        if (not group.members and not group.offsets
+                and self.streams_groups.get(group.group_id) is group):
+            del self.streams_groups[group.group_id]
+
+    def streams_group_describe(self, group_ids: Iterable[str]
+                               ) -> list[StreamsGroupDescription]:
+        """StreamsGroupDescribe (API 89)."""
+        out = []
+        for group_id in group_ids:
+            group = self.streams_groups.get(group_id)
+            if group is None:
+                known = (group_id in self.groups or group_id in self.consumer_groups
+                         or group_id in self.share_groups)
+                out.append(StreamsGroupDescription(
+                    ErrorCode.group_id_not_found, group_id,
+                    f"Group {group_id} is not a streams group." if known
+                    else f"Group {group_id} not found."))
+                continue
+            members = []
+            for m in group.members.values():
+                target = group.target.get(m.member_id, StreamsTarget())
+                members.append(StreamsMemberDescription(
+                    m.member_id, m.member_epoch, m.instance_id, m.rack_id, m.client_id,
+                    m.client_host, m.topology_epoch, m.process_id, m.user_endpoint,
+                    dict(m.client_tags), (_copy(m.assigned), _copy(m.standby),
+                                          _copy(m.warmup)),
+                    (_copy(target.active), _copy(target.standby), {})))
+            out.append(StreamsGroupDescription(
+                ErrorCode.none, group_id, None, group.state, group.group_epoch,
+                group.assignment_epoch, group.topology, members))
+        return out
+
+
+def topology_from_wire(wire: Any) -> Topology:
+    """The heartbeat's Topology as ``streams_topology.Topology``."""
+    from odradek.coordinator.streams_topology import CopartitionGroup, Subtopology
+
+    def internal(t: Any) -> InternalTopic:
+        return InternalTopic(t.name, int(t.partitions), int(t.replication_factor),
+                             tuple((kv.key, kv.value) for kv in t.topic_configs))
+
+    return Topology(int(wire.epoch), tuple(Subtopology(
+        s.subtopology_id, tuple(s.source_topics), tuple(s.source_topic_regex),
+        tuple(internal(t) for t in s.state_changelog_topics),
+        tuple(s.repartition_sink_topics),
+        tuple(internal(t) for t in s.repartition_source_topics),
+        tuple(CopartitionGroup(tuple(g.source_topics), tuple(g.source_topic_regex),
+                               tuple(g.repartition_source_topics))
+              for g in s.copartition_groups))
+        for s in wire.subtopologies or ()))
