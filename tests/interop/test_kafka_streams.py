@@ -58,7 +58,11 @@ BROKER_OVERRIDES = ("--override", "group.initial.rebalance.delay.ms=0",
                     # and restores after a crash read the compacted logs.
                     "--override", "log.segment.bytes=16384",
                     "--override", "log.cleaner.backoff.ms=200",
-                    "--override", "log.cleaner.min.cleanable.ratio=0.01")
+                    "--override", "log.cleaner.min.cleanable.ratio=0.01",
+                    # group.protocol=streams: the broker's session timeout (the app's own
+                    # session.timeout.ms is the classic protocol's), as quick as it.
+                    "--override", "group.streams.session.timeout.ms=6000",
+                    "--override", "group.streams.heartbeat.interval.ms=1000")
 
 
 
@@ -313,20 +317,23 @@ def test_streams_killed_mid_run_restarts_with_exact_output(tmp_path: Path, java_
         reader.close()
 
 
+@pytest.mark.parametrize("protocol", ["classic", "streams"])
 def test_streams_instance_killed_its_tasks_fail_over_with_exact_output(
-        tmp_path: Path, java_classes: Path):
+        tmp_path: Path, java_classes: Path, protocol: str):
     """Two instances share the work; one is SIGKILLed. Its tasks move to the other once
     its session expires, under other transactional ids: its open transaction holds the
     last stable offsets until Odradek aborts it at transaction.timeout.ms, and the
-    survivor restores the tasks' state from their changelogs (read_committed)."""
+    survivor restores the tasks' state from their changelogs (read_committed). With
+    group.protocol=streams the broker's task assignor spreads the tasks over both
+    instances and gives the dead one's to the survivor."""
     events, expected = make_input()
     with broker_on(tmp_path / "data", free_port()) as broker:
         produce_input(broker.bootstrap, events)
         reader = OutputReader(broker.bootstrap, expected)
         with streams_app(java_classes, broker.bootstrap, "pair", tmp_path / "a",
-                         slow_ms=3) as doomed, \
+                         slow_ms=3, protocol=protocol) as doomed, \
                 streams_app(java_classes, broker.bootstrap, "pair", tmp_path / "b",
-                            slow_ms=3) as survivor:
+                            slow_ms=3, protocol=protocol) as survivor:
             reader.wait_for(lambda: doomed.processed() >= 300 and len(reader.latest) >= 20,
                             "both instances at work", WAIT, doomed, survivor, broker)
             doomed.kill()

@@ -5,7 +5,8 @@ A task is (subtopology id, partition). Members belong to a *process* (one Kafka 
 instance; its threads are members), and the work is balanced over members:
 
 - active tasks: a task stays with the member that had it while that member is under
-  the fair share (total tasks / members, rounded up); the rest go one by one to the
+  its share (total tasks / members; the remainder's extra task to as few members as
+  the remainder); the rest go one by one to the
   least loaded member, preferring one that held the task as a standby (its state is
   warm), then the least loaded process, then the member id;
 - standby tasks (``num.standby.replicas``): each task's copies go to members of other
@@ -20,7 +21,6 @@ inputs give the same assignment.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -55,7 +55,8 @@ def assign(tasks: Mapping[str, int], members: list[MemberSpec], standby_replicas
         return out
     ordered = sorted(members, key=lambda m: m.member_id)
     all_tasks = sorted((sid, p) for sid, n in tasks.items() for p in range(n))
-    fair = math.ceil(len(all_tasks) / len(ordered)) if all_tasks else 0
+    # Balanced: every member gets ``least`` tasks, ``extra`` of them one more.
+    least, extra = divmod(len(all_tasks), len(ordered))
     load = {m.member_id: 0 for m in ordered}
     process_members: dict[str, list[str]] = {}
     for m in ordered:
@@ -68,10 +69,17 @@ def assign(tasks: Mapping[str, int], members: list[MemberSpec], standby_replicas
         load[member_id] += 1
         owner[task] = member_id
 
-    # Sticky first: the previous owner keeps what it can.
-    for task in all_tasks:
-        for m in ordered:
-            if _has(m.active, task) and load[m.member_id] < fair:
+    # Sticky first: the previous owner keeps what it can - up to ``least``, then one
+    # more while members with one more are fewer than ``extra``.
+    for cap in (least, least + 1):
+        for task in all_tasks:
+            if task in owner:
+                continue
+            for m in ordered:
+                if not _has(m.active, task) or load[m.member_id] >= cap:
+                    continue
+                if cap > least and sum(1 for n in load.values() if n > least) >= extra:
+                    continue
                 give(m.member_id, task)
                 break
 
