@@ -1,6 +1,6 @@
-"""Feature versioning (KIP-584) over the wire: ApiVersions lists transaction.version and
+"""Feature versioning (KIP-584) over the wire: ApiVersions lists transaction.version,
 share.version (each supported 0-2, finalized 2 on a new broker, as on a new Kafka 4.4
-cluster), UpdateFeatures
+cluster) and streams.version (0-1, finalized 1), UpdateFeatures
 changes it all or nothing, and the level outlives a restart (a single node's metadata
 file) and reaches every broker of a cluster (ZooKeeper's /feature). Kafka's own answers
 are compared in tests/oracle (``seq_features_and_transactions_v2``), kafka-features.sh
@@ -39,8 +39,10 @@ def test_update_features_changes_transaction_version_and_it_outlives_a_restart(
         tmp_path: Path) -> None:
     with running_broker(data_dir=str(tmp_path)) as node, WireClient(node.port) as c:
         supported, finalized, epoch = features(c.request(18, 4, HELLO))
-        assert supported == {"share.version": (0, 2), "transaction.version": (0, 2)}
-        assert finalized == {"share.version": 2, "transaction.version": 2}
+        assert supported == {"share.version": (0, 2), "streams.version": (0, 1),
+                             "transaction.version": (0, 2)}
+        assert finalized == {"share.version": 2, "streams.version": 1,
+                             "transaction.version": 2}
         # A downgrade needs a downgrade type; refusals change nothing, all or none.
         refused = c.request(57, 1, update(1))
         assert (refused.error_code, refused.results) == (ErrorCode.invalid_update_version, ())
@@ -50,14 +52,15 @@ def test_update_features_changes_transaction_version_and_it_outlives_a_restart(
         assert c.request(57, 1, both).error_code == ErrorCode.invalid_update_version
         assert c.request(57, 1, update(1, 2, validate_only=True)).error_code == 0
         assert features(c.request(18, 4, HELLO))[1:] == (
-            {"share.version": 2, "transaction.version": 2}, epoch)
+            {"share.version": 2, "streams.version": 1, "transaction.version": 2}, epoch)
 
         done = c.request(57, 1, update(1, upgrade_type=2))
         assert done.error_code == 0
         assert [(r.feature, r.error_code) for r in done.results] == [
             ("transaction.version", 0)]
         _, finalized, later = features(c.request(18, 4, HELLO))
-        assert finalized == {"share.version": 2, "transaction.version": 1}
+        assert finalized == {"share.version": 2, "streams.version": 1,
+                             "transaction.version": 1}
         assert later > epoch
         # v0 says a downgrade is allowed with a boolean.
         v0 = {"timeout": 10_000, "feature_updates": [
@@ -68,11 +71,12 @@ def test_update_features_changes_transaction_version_and_it_outlives_a_restart(
         assert c.request(57, 0, v0).error_code == ErrorCode.invalid_update_version
         # Level 0 takes the feature off the finalized list.
         assert c.request(57, 2, update(0, upgrade_type=2)).error_code == 0
-        assert features(c.request(18, 4, HELLO))[1] == {"share.version": 2}
+        assert features(c.request(18, 4, HELLO))[1] == {"share.version": 2,
+                                                        "streams.version": 1}
         assert c.request(57, 2, update(1)).error_code == 0
     with running_broker(data_dir=str(tmp_path)) as node, WireClient(node.port) as c:
-        assert features(c.request(18, 4, HELLO))[1] == {"share.version": 2,
-                                                        "transaction.version": 1}
+        assert features(c.request(18, 4, HELLO))[1] == {
+            "share.version": 2, "streams.version": 1, "transaction.version": 1}
         # ApiVersions v3 cannot list a feature whose minimum is 0 (KAFKA-17011).
         assert c.request(18, 3, HELLO).supported_features == ()
 
@@ -86,13 +90,14 @@ async def _every_broker_sees_it(cluster: MemoryCluster) -> None:
     finally:
         await conn.close()
     await cluster.wait_for(lambda: all(
-        b.topology.features().levels == {"share.version": 2, "transaction.version": 1}
+        b.topology.features().levels == {"share.version": 2, "streams.version": 1,
+                                         "transaction.version": 1}
         for b in cluster.running()),
         "every broker to see the new level")
     # A broker started now reads it too.
     await cluster.stop_broker(3)
     broker = await cluster.start_broker(3)
-    assert broker.topology.features().levels == {"share.version": 2,
+    assert broker.topology.features().levels == {"share.version": 2, "streams.version": 1,
                                                  "transaction.version": 1}
     assert broker.topology.features().epoch == cluster.brokers[1].topology.features().epoch
 

@@ -207,8 +207,9 @@ def test_the_protocols_errors(broker):
     no_topology = Instance(broker.port).heartbeat(topology=None)
     assert (no_topology.error_code, no_topology.error_message) == (
         42, "Topology must be non-null when joining the group.")  # INVALID_REQUEST
+    # As in Kafka 4.4 (the oracle tier compares), a join may leave out its process id.
     no_process = Instance(broker.port).heartbeat(process_id=None)
-    assert no_process.error_code == 42
+    assert no_process.error_code == 0, no_process.error_message
     # A consumer group's id is not a streams group's.
     with WireClient(broker.port) as client:
         consumer = client.request(68, 1, {
@@ -227,7 +228,8 @@ def test_the_protocols_errors(broker):
     assert (left.error_code, left.member_epoch) == (0, -1)
     [group] = first.client.request(89, 0, {"group_ids": [GROUP],
                                            "include_authorized_operations": False}).groups
-    assert (group.group_state, group.members) == ("Empty", ())
+    assert first.member_id not in {m.member_id for m in group.members}
+    assert len(group.members) == 1  # the one that joined without a process id
 
 
 def _join_body(member: Instance) -> dict[str, Any]:

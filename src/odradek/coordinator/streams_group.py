@@ -13,7 +13,7 @@ it); standby tasks are handed out at once.
 The flow of one heartbeat, as Kafka's GroupMetadataManager.streamsGroupHeartbeat:
 
 1. validate the request (a group id, the client's member id, an epoch >= -2; a join
-   carries its topology, process id and rebalance timeout);
+   carries its topology and a rebalance timeout, and owns no tasks yet);
 2. find or create the group and the member (epoch 0 joins, -1 and -2 leave); an
    unknown member is UNKNOWN_MEMBER_ID, an epoch that is neither the member's nor (with
    what it owns still assigned) its previous one FENCED_MEMBER_EPOCH;
@@ -313,8 +313,6 @@ class StreamsProtocol:
         if request.member_epoch == JOIN_EPOCH:
             if request.topology is None:
                 raise invalid("Topology must be non-null when joining the group.")
-            if not request.process_id:
-                raise invalid("ProcessId can't be null or empty when joining the group.")
             if request.rebalance_timeout.total_seconds() <= 0:
                 raise invalid("RebalanceTimeoutMs must be provided when joining the group.")
             for name, tasks in (("ActiveTasks", request.active_tasks),
@@ -477,7 +475,8 @@ class StreamsProtocol:
 
     def _compute_streams_target(self, group: StreamsGroup) -> None:
         tasks = group.configured.tasks if group.configured is not None else {}
-        specs = [MemberSpec(m.member_id, m.process_id, m.assigned, m.standby)
+        # A member that named no process is a process of its own.
+        specs = [MemberSpec(m.member_id, m.process_id or m.member_id, m.assigned, m.standby)
                  for m in group.members.values()]
         assigned = assign(tasks, specs, self._standby_replicas(group.group_id))
         group.target = {mid: StreamsTarget(a.active, a.standby) for mid, a in assigned.items()}

@@ -57,7 +57,9 @@ def _answer(request: Request, result: StreamsHeartbeatResult) -> bytes:
         "error_message": result.error_message, "member_id": result.member_id,
         "member_epoch": result.member_epoch,
         "heartbeat_interval": result.heartbeat_interval_ms,
-        "acceptable_recovery_lag": result.acceptable_recovery_lag,
+        # v0's AcceptableRecoveryLagLegacy: Kafka 4.4 answers 0 (warm-up tasks, which it
+        # is about, are not made here either).
+        "acceptable_recovery_lag": 0,
         "task_offset_interval": result.task_offset_interval_ms,
         "status": [{"status_code": s.code, "status_detail": s.detail}
                    for s in result.statuses] if result.statuses else None,
