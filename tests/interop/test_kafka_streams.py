@@ -345,16 +345,20 @@ def test_streams_instance_killed_its_tasks_fail_over_with_exact_output(
         reader.close()
 
 
-def test_streams_survives_odradek_restarts(tmp_path: Path, java_classes: Path):
+@pytest.mark.parametrize("protocol", ["classic", "streams"])
+def test_streams_survives_odradek_restarts(tmp_path: Path, java_classes: Path,
+                                           protocol: str):
     """Streams starts while Odradek is down (between the input's broker and the next),
     then Odradek is stopped with SIGTERM and later SIGKILLed mid-run, each time started
-    again on its data dir and port; Streams' clients reconnect and carry on."""
+    again on its data dir and port; Streams' clients reconnect and carry on (with
+    group.protocol=streams they join the group again: a streams group's membership is
+    not persisted yet, its committed offsets are)."""
     events, expected = make_input()
     data, port = tmp_path / "data", free_port()
     with broker_on(data, port) as broker:
         produce_input(broker.bootstrap, events)
     with streams_app(java_classes, f"127.0.0.1:{port}", "restarts", tmp_path / "state",
-                     slow_ms=3) as app:
+                     slow_ms=3, protocol=protocol) as app:
         windows = 0  # with output so far
         for stop in ("sigterm", "kill -9", None):
             with broker_on(data, port) as broker:
