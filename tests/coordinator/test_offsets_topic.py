@@ -87,13 +87,14 @@ def test_keys_decode_to_what_they_name():
     # Version 0 offset keys (Kafka before 0.10) have the same fields.
     v0 = struct.pack(">hh", 0, 1) + b"g" + struct.pack(">h", 1) + b"t" + struct.pack(">i", 9)
     assert ot.decode_key(v0) == ot.OffsetCommitKey("g", "t", 9)
-    # KIP-848 consumer group keys (3-8) and the share group keys Odradek writes (10, 11,
-    # 14, 15) are ours; share groups' target assignments (12, 13) and streams groups'
-    # are not.
+    # KIP-848 consumer group keys (3-8), the share group keys Odradek writes (10, 11,
+    # 14, 15) and the streams group keys (17, 19-23) are ours; share groups' target
+    # assignments (12, 13) and Kafka 4.0's streams partition metadata (18) are not.
     assert ot.decode_key(struct.pack(">hh", 3, 1) + b"g") == ot.ConsumerGroupRecordKey(3, "g")
     assert ot.decode_key(struct.pack(">hh", 11, 1) + b"g") == ot.ConsumerGroupRecordKey(11, "g")
     assert ot.decode_key(struct.pack(">hh", 12, 1) + b"g") is None
-    assert ot.decode_key(struct.pack(">hh", 17, 1) + b"g") is None
+    assert ot.decode_key(struct.pack(">hh", 17, 1) + b"g") == ot.ConsumerGroupRecordKey(17, "g")
+    assert ot.decode_key(struct.pack(">hh", 18, 1) + b"g") is None
 
 
 def test_old_offset_commit_values_still_read():

@@ -114,6 +114,6 @@ def test_records_of_other_group_types_are_skipped():
     h.commit("", -1, [("t", 0, 1)], group="s")
     restarted = replay(h.records, h.now)
     restarted.load(b"\x00\x0c\x00\x01x", b"anything")  # a share group's assignment
-    restarted.load(b"\x00\x11\x00\x01x", b"anything")  # a streams group's record
+    restarted.load(b"\x00\x12\x00\x01x", b"anything")  # Kafka 4.0's streams metadata
     assert set(restarted.groups) == {"s"}
     assert not restarted.consumer_groups

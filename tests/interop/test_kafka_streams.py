@@ -351,8 +351,7 @@ def test_streams_survives_odradek_restarts(tmp_path: Path, java_classes: Path,
     """Streams starts while Odradek is down (between the input's broker and the next),
     then Odradek is stopped with SIGTERM and later SIGKILLed mid-run, each time started
     again on its data dir and port; Streams' clients reconnect and carry on (with
-    group.protocol=streams they join the group again: a streams group's membership is
-    not persisted yet, its committed offsets are)."""
+    group.protocol=streams the group, replayed from __consumer_offsets, goes on)."""
     events, expected = make_input()
     data, port = tmp_path / "data", free_port()
     with broker_on(data, port) as broker:

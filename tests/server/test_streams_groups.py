@@ -251,3 +251,27 @@ def test_streams_groups_are_off_below_streams_version_1(broker):
     answer = Instance(broker.port).heartbeat()
     assert answer.error_code == 35  # UNSUPPORTED_VERSION
     assert "streams.version" in answer.error_message
+
+
+def test_the_group_outlives_a_restart_of_its_coordinator(tmp_path):
+    """Its records in __consumer_offsets (Kafka's layouts): after the broker restarts, a
+    member heartbeats on at its epoch with its tasks, without rejoining."""
+    settings = {"group.streams.session.timeout.ms": "30000"}
+    with running_broker(data_dir=str(tmp_path), **settings) as first_run:
+        with WireClient(first_run.port) as client:
+            create_topic(client, "events", PARTITIONS)
+        member = join_and_run(first_run)
+        member.close()
+    with running_broker(data_dir=str(tmp_path), **settings) as second_run:
+        member.client = WireClient(second_run.port)
+        epoch, held = member.epoch, set(member.active)
+        until("the coordinator loaded",  # COORDINATOR_LOAD_IN_PROGRESS until then
+              lambda: member.heartbeat().error_code != 14)
+        answer = member.last
+        assert answer.error_code == 0, answer.error_message
+        assert (answer.member_epoch, member.active) == (epoch, held)
+        [group] = member.client.request(89, 0, {"group_ids": [GROUP],
+                                                "include_authorized_operations": False}).groups
+        assert (group.group_state, group.topology.epoch) == ("Stable", 1)
+        assert [m.member_id for m in group.members] == [member.member_id]
+        member.close()

@@ -72,7 +72,7 @@ class CurrentAssignment(NamedTuple):
 
 # --- writing -----------------------------------------------------------------------------
 
-def _uvarint(n: int) -> bytes:
+def uvarint(n: int) -> bytes:
     out = bytearray()
     while n >= 0x80:
         out.append((n & 0x7F) | 0x80)
@@ -81,69 +81,72 @@ def _uvarint(n: int) -> bytes:
     return bytes(out)
 
 
-def _string(s: str | None) -> bytes:
+def flexible_string(s: str | None) -> bytes:
     if s is None:
         return b"\x00"
     raw = s.encode()
-    return _uvarint(len(raw) + 1) + raw
+    return uvarint(len(raw) + 1) + raw
 
 
-_NO_TAGS = b"\x00"
+NO_TAGS = b"\x00"
 
 
 def _topic_partitions(a: Assignment) -> bytes:
-    out = [_uvarint(len(a) + 1)]
+    out = [uvarint(len(a) + 1)]
     for tid in sorted(a, key=str):
         parts = sorted(a[tid])
-        out.append(tid.bytes + _uvarint(len(parts) + 1)
-                   + b"".join(_INT32.pack(p) for p in parts) + _NO_TAGS)
+        out.append(tid.bytes + uvarint(len(parts) + 1)
+                   + b"".join(_INT32.pack(p) for p in parts) + NO_TAGS)
     return b"".join(out)
 
 
-def _value(*fields: bytes) -> bytes:
-    return _INT16.pack(VALUE_VERSION) + b"".join(fields) + _NO_TAGS
+def flexible_value(*fields: bytes) -> bytes:
+    return _INT16.pack(VALUE_VERSION) + b"".join(fields) + NO_TAGS
 
 
 def encode_group_metadata(epoch: int) -> bytes:
-    return _value(_INT32.pack(epoch))
+    return flexible_value(_INT32.pack(epoch))
 
 
 def encode_member_metadata(m: MemberMetadata) -> bytes:
-    names = _uvarint(len(m.subscribed_topic_names) + 1) + b"".join(
-        _string(n) for n in m.subscribed_topic_names)
-    return _value(_string(m.instance_id), _string(m.rack_id), _string(m.client_id),
-                  _string(m.client_host), names, _string(m.subscribed_topic_regex),
-                  _INT32.pack(m.rebalance_timeout_ms), _string(m.server_assignor))
+    names = uvarint(len(m.subscribed_topic_names) + 1) + b"".join(
+        flexible_string(n) for n in m.subscribed_topic_names)
+    return flexible_value(
+        flexible_string(m.instance_id), flexible_string(m.rack_id),
+        flexible_string(m.client_id), flexible_string(m.client_host), names,
+        flexible_string(m.subscribed_topic_regex), _INT32.pack(m.rebalance_timeout_ms),
+        flexible_string(m.server_assignor))
 
 
 def encode_target_assignment_metadata(assignment_epoch: int) -> bytes:
-    return _value(_INT32.pack(assignment_epoch))
+    return flexible_value(_INT32.pack(assignment_epoch))
 
 
 def encode_target_assignment_member(target: Assignment) -> bytes:
-    return _value(_topic_partitions(target))
+    return flexible_value(_topic_partitions(target))
 
 
 def encode_current_assignment(a: CurrentAssignment) -> bytes:
-    return _value(_INT32.pack(a.member_epoch), _INT32.pack(a.previous_member_epoch),
+    return flexible_value(_INT32.pack(a.member_epoch), _INT32.pack(a.previous_member_epoch),
                   _INT8.pack(a.state), _topic_partitions(a.assigned),
                   _topic_partitions(a.pending_revocation))
 
 
 def encode_share_member_metadata(rack_id: str | None, client_id: str, client_host: str,
                                  topics: tuple[str, ...]) -> bytes:
-    names = _uvarint(len(topics) + 1) + b"".join(_string(n) for n in topics)
-    return _value(_string(rack_id), _string(client_id), _string(client_host), names)
+    names = uvarint(len(topics) + 1) + b"".join(flexible_string(n) for n in topics)
+    return flexible_value(flexible_string(rack_id), flexible_string(client_id),
+                          flexible_string(client_host), names)
 
 
 def encode_share_current_assignment(member_epoch: int, assigned: Assignment) -> bytes:
-    return _value(_INT32.pack(member_epoch), _INT32.pack(member_epoch), _INT8.pack(0),
+    return flexible_value(_INT32.pack(member_epoch), _INT32.pack(member_epoch), _INT8.pack(0),
                   _topic_partitions(assigned))
 
 
 def decode_share_current_assignment(data: bytes) -> tuple[int, Assignment]:
     """(member epoch, assigned partitions)."""
-    r = _Reader(data)
+    r = ValueReader(data)
     epoch = r.fixed(_INT32)
     r.fixed(_INT32)
     r.fixed(_INT8)
@@ -153,7 +156,7 @@ def decode_share_current_assignment(data: bytes) -> tuple[int, Assignment]:
 
 
 def encode_share_group_metadata(epoch: int) -> bytes:
-    return _value(_INT32.pack(epoch), _INT64.pack(0))
+    return flexible_value(_INT32.pack(epoch), _INT64.pack(0))
 
 
 # A topic's initialized partitions: topic id -> (name, partitions).
@@ -161,19 +164,20 @@ InitializedTopics = dict[uuid.UUID, tuple[str, frozenset[int]]]
 
 
 def encode_share_state_partitions(initialized: InitializedTopics) -> bytes:
-    topics = [_uvarint(len(initialized) + 1)]
+    topics = [uvarint(len(initialized) + 1)]
     for tid in sorted(initialized, key=str):
         name, parts = initialized[tid]
-        topics.append(tid.bytes + _string(name) + _uvarint(len(parts) + 1)
-                      + b"".join(_INT32.pack(p) for p in sorted(parts)) + _NO_TAGS)
-    empty = _uvarint(1)
-    return _value(empty, b"".join(topics), empty)
+        topics.append(tid.bytes + flexible_string(name) + uvarint(len(parts) + 1)
+                      + b"".join(_INT32.pack(p) for p in sorted(parts)) + NO_TAGS)
+    empty = uvarint(1)
+    return flexible_value(empty, b"".join(topics), empty)
 
 
 # --- reading -----------------------------------------------------------------------------
 
-class _Reader(Reader):
-    """The shared bounds-checked cursor over a flexible value, its version checked."""
+class ValueReader(Reader):
+    """The shared bounds-checked cursor over a flexible value, its version checked (also
+    the streams group records', ``streams_records.py``)."""
 
     def __init__(self, data: bytes) -> None:
         super().__init__(memoryview(data), 0, OffsetsTopicFormatError)
@@ -205,14 +209,14 @@ class _Reader(Reader):
 
 
 def decode_group_metadata(data: bytes) -> int:
-    r = _Reader(data)
+    r = ValueReader(data)
     epoch = r.fixed(_INT32)
     r.tags()
     return epoch
 
 
 def decode_member_metadata(data: bytes) -> MemberMetadata:
-    r = _Reader(data)
+    r = ValueReader(data)
     instance_id, rack_id = r.string(), r.string()
     client_id, client_host = r.string() or "", r.string() or ""
     names = tuple(r.string() or "" for _ in range(max(r.count(), 0)))
@@ -229,14 +233,14 @@ def decode_target_assignment_metadata(data: bytes) -> int:
 
 
 def decode_target_assignment_member(data: bytes) -> Assignment:
-    r = _Reader(data)
+    r = ValueReader(data)
     target = r.topic_partitions()
     r.tags()
     return target
 
 
 def decode_current_assignment(data: bytes) -> CurrentAssignment:
-    r = _Reader(data)
+    r = ValueReader(data)
     epoch, previous = r.fixed(_INT32), r.fixed(_INT32)
     state = r.fixed(_INT8)
     assigned = r.topic_partitions()
@@ -247,7 +251,7 @@ def decode_current_assignment(data: bytes) -> CurrentAssignment:
 
 def decode_share_member_metadata(data: bytes) -> tuple[str | None, str, str, tuple[str, ...]]:
     """(rack id, client id, client host, subscribed topic names)."""
-    r = _Reader(data)
+    r = ValueReader(data)
     rack_id, client_id, client_host = r.string(), r.string() or "", r.string() or ""
     names = tuple(r.string() or "" for _ in range(max(r.count(), 0)))
     r.tags()
@@ -256,7 +260,7 @@ def decode_share_member_metadata(data: bytes) -> tuple[str | None, str, str, tup
 
 def decode_share_group_metadata(data: bytes) -> int:
     """The group epoch (the metadata hash is not used)."""
-    r = _Reader(data)
+    r = ValueReader(data)
     epoch = r.fixed(_INT32)
     r.fixed(_INT64)
     r.tags()
@@ -266,7 +270,7 @@ def decode_share_group_metadata(data: bytes) -> int:
 def decode_share_state_partitions(data: bytes) -> InitializedTopics:
     """The initialized topic partitions (initializing ones count as initialized: their
     state, if any was written, is found by a read; deleting ones are left out)."""
-    r = _Reader(data)
+    r = ValueReader(data)
     out: InitializedTopics = {}
     for _ in range(2):  # InitializingTopics, InitializedTopics
         for _ in range(max(r.count(), 0)):

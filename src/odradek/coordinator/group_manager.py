@@ -314,7 +314,7 @@ class GroupManager(ClassicRebalance, ConsumerProtocol, ShareProtocol, ShareAdmin
         """After some of its offsets were removed: an empty KIP-848 (or streams) group
         left without offsets goes."""
         if isinstance(group, StreamsGroup):
-            self.maybe_delete_streams_group(group)
+            self.maybe_delete_streams_group(group, fx)
             return
         if (not group.members and not group.offsets
                 and self.consumer_groups.get(group.group_id) is group):
@@ -437,7 +437,7 @@ class GroupManager(ClassicRebalance, ConsumerProtocol, ShareProtocol, ShareAdmin
         """A current timer is due: ``now_ms`` is its deadline."""
         if kind in (STREAMS_SESSION, STREAMS_REBALANCE):
             assert isinstance(group, StreamsGroup)
-            self.on_streams_timer(kind, group, member_id, now_ms)
+            self.on_streams_timer(kind, group, member_id, now_ms, fx)
             return
         if kind == SHARE_SESSION:
             assert isinstance(group, ShareGroup)
@@ -482,6 +482,8 @@ class GroupManager(ClassicRebalance, ConsumerProtocol, ShareProtocol, ShareAdmin
         if isinstance(key, ot.ConsumerGroupRecordKey):
             if key.version in ot.SHARE_GROUP_KEYS:
                 self._load_share_record(key, value)
+            elif key.version in ot.STREAMS_GROUP_KEYS:
+                self._load_streams_record(key, value)
             else:
                 self._load_consumer_record(key, value)
             return
@@ -532,6 +534,8 @@ class GroupManager(ClassicRebalance, ConsumerProtocol, ShareProtocol, ShareAdmin
         fx = self._effects(now_ms)
         self._finish_consumer_load(now_ms, topics)
         self._finish_share_load(now_ms, topics)
+        self._finish_streams_load(now_ms, None if topics is None else {
+            name: info.partitions for name, info in topics.items()})
         for group in list(self.groups.values()):
             for member in group.members.values():
                 self._set_heartbeat(group, member, now_ms + member.session_timeout_ms)

@@ -40,9 +40,16 @@ SHARE_GROUP_MEMBER_METADATA_KEY = 10  # (group, member) -> subscription, client
 SHARE_GROUP_METADATA_KEY = 11  # (group) -> group epoch
 SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY = 14  # (group, member) -> epoch, partitions
 SHARE_GROUP_STATE_PARTITION_METADATA_KEY = 15  # (group) -> initialized share partitions
-_GROUP_LEVEL_KEYS = (3, 4, 6, 11, 15)
-_MEMBER_LEVEL_KEYS = (5, 7, 8, 10, 14)
+STREAMS_GROUP_METADATA_KEY = 17  # (group) -> group epoch
+STREAMS_GROUP_MEMBER_METADATA_KEY = 19  # (group, member) -> process, endpoint, client
+STREAMS_GROUP_TARGET_ASSIGNMENT_METADATA_KEY = 20  # (group) -> assignment epoch
+STREAMS_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY = 21  # (group, member) -> target tasks
+STREAMS_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY = 22  # (group, member) -> epoch, tasks
+STREAMS_GROUP_TOPOLOGY_KEY = 23  # (group) -> topology
+_GROUP_LEVEL_KEYS = (3, 4, 6, 11, 15, 17, 20, 23)
+_MEMBER_LEVEL_KEYS = (5, 7, 8, 10, 14, 19, 21, 22)
 SHARE_GROUP_KEYS = (10, 11, 14, 15)
+STREAMS_GROUP_KEYS = (17, 19, 20, 21, 22, 23)
 # Value versions Kafka 3.x writes: offset commit v3 (with leader epoch), or v1 when the
 # commit carries an explicit expire timestamp (OffsetCommit v2-v4 retention_time_ms);
 # group metadata v3 (with group.instance.id).
@@ -236,8 +243,8 @@ class _Reader(Reader):
 
 
 def decode_key(data: bytes) -> OffsetCommitKey | GroupMetadataKey | ConsumerGroupRecordKey | None:
-    """The key of a ``__consumer_offsets`` record; None for key versions this
-    coordinator does not own (share and streams groups)."""
+    """The key of a ``__consumer_offsets`` record; None for key versions Odradek does
+    not write (Kafka's share group target assignments, 12-13, and the like)."""
     r = _Reader(data)
     version = r.int16()
     if version in (0, 1):

@@ -29,13 +29,21 @@ Timers: each member's session (``streams.session.timeout.ms``, the group's confi
 rebalance timeout; either removes it from the group.
 
 Committed offsets are the group's (``StreamsGroup.offsets``), checked as a consumer
-group's: a member commits at its current epoch. Not persisted yet (Kafka's
-StreamsGroup* records 17-23): after a coordinator moves or restarts, its members are
-UNKNOWN_MEMBER_ID and join again with their topology; committed offsets are kept.
+group's: a member commits at its current epoch.
+
+Persistence, in ``__consumer_offsets`` with Kafka 4.4's record layouts
+(``streams_records.py``): after every operation the group's persistent state is
+compared with what it was before, and the differences become records - the topology
+(23), each member's metadata (19), target tasks (21) and current tasks and epochs (22),
+the assignment epoch (20) and the group epoch (17); tombstones for members that left
+and groups that are gone. A coordinator that loads them (after a restart, or in a
+cluster when the partition moves) knows the members, their epochs and tasks: they
+heartbeat on without rejoining.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -43,9 +51,11 @@ from typing import Any, NamedTuple
 
 from kio.schema.errors import ErrorCode
 
+from odradek.coordinator import offsets_topic as ot
+from odradek.coordinator import streams_records as sr
 from odradek.coordinator.consumer_group import MemberState, reconcile
-from odradek.coordinator.group import CommittedOffset
-from odradek.coordinator.results import Effects
+from odradek.coordinator.group import CommittedOffset, Group
+from odradek.coordinator.results import Effects, Record
 from odradek.coordinator.streams_assignor import MemberSpec, Tasks, assign
 from odradek.coordinator.streams_topology import (
     SHUTDOWN_APPLICATION,
@@ -285,6 +295,7 @@ class StreamsProtocol:
         fx = self._effects(now_ms)
         if topics is not None:
             self.streams_topics = topics
+        before = _persisted(self.streams_groups.get(request.group_id))
         try:
             self._validate_streams_heartbeat(request)
             if request.member_epoch in (LEAVE_EPOCH, LEAVE_STATIC_EPOCH):
@@ -295,6 +306,7 @@ class StreamsProtocol:
         except _HeartbeatError as exc:
             result = StreamsHeartbeatResult(exc.error_code, str(exc),
                                             member_id=request.member_id)
+        self._streams_records(request.group_id, before, fx)
         fx.respond(token, result)
         return fx
 
@@ -546,22 +558,140 @@ class StreamsProtocol:
         return member.rebalance_deadline == deadline
 
     def on_streams_timer(self, kind: str, group: StreamsGroup, member_id: str,
-                         now_ms: int) -> None:
+                         now_ms: int, fx: Effects) -> None:
         if self.streams_groups.get(group.group_id) is not group:
             return
         why = ("its session expired" if kind == STREAMS_SESSION
                else "it did not give up its tasks within its rebalance timeout")
         log.info("Streams group %s: member %s removed: %s", group.group_id, member_id, why)
+        before = _persisted(group)
         self._remove_streams_member(group, member_id, now_ms)
+        self._streams_records(group.group_id, before, fx)
 
     # --- offsets, describe, delete ---------------------------------------------------
 
-    def maybe_delete_streams_group(self, group: StreamsGroup) -> None:
+    def maybe_delete_streams_group(self, group: StreamsGroup, fx: Effects) -> None:
         """After some of its offsets were removed: an empty group left without offsets
-        goes."""
+        goes, with its records' tombstones."""
         if (not group.members and not group.offsets
                 and self.streams_groups.get(group.group_id) is group):
+            before = _persisted(group)
             del self.streams_groups[group.group_id]
+            self._streams_records(group.group_id, before, fx)
+
+    # --- persistence -----------------------------------------------------------------
+
+    def _streams_records(self, group_id: str, before: _Persisted, fx: Effects) -> None:
+        """The records of what changed in a group since ``before`` (Kafka's order:
+        members' records before the group-level ones; a gone group's metadata last)."""
+        after = _persisted(self.streams_groups.get(group_id))
+        if after == before:
+            return
+
+        def rec(version: int, value: bytes | None, member_id: str | None = None) -> None:
+            fx.records.append(Record(group_id, ot.encode_consumer_group_key(
+                version, group_id, member_id), value))
+
+        epoch, assignment_epoch, topology, members, targets, current = after
+        for member_id in before[3].keys() - members.keys():
+            rec(ot.STREAMS_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY, None, member_id)
+            rec(ot.STREAMS_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY, None, member_id)
+            rec(ot.STREAMS_GROUP_MEMBER_METADATA_KEY, None, member_id)
+        for member_id, meta in members.items():
+            if before[3].get(member_id) != meta:
+                rec(ot.STREAMS_GROUP_MEMBER_METADATA_KEY, sr.encode_member_metadata(meta),
+                    member_id)
+        if epoch != before[0] and epoch >= 0:
+            rec(ot.STREAMS_GROUP_METADATA_KEY, sr.encode_group_metadata(epoch))
+        if topology != before[2] and topology is not None:
+            rec(ot.STREAMS_GROUP_TOPOLOGY_KEY, sr.encode_topology(topology))
+        for member_id, target in targets.items():
+            if before[4].get(member_id) != target:
+                rec(ot.STREAMS_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY,
+                    sr.encode_target_assignment_member(*target), member_id)
+        if assignment_epoch != before[1] and assignment_epoch >= 0:
+            rec(ot.STREAMS_GROUP_TARGET_ASSIGNMENT_METADATA_KEY,
+                sr.encode_target_assignment_metadata(assignment_epoch))
+        for member_id, assignment in current.items():
+            if before[5].get(member_id) != assignment:
+                rec(ot.STREAMS_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY,
+                    sr.encode_current_assignment(assignment), member_id)
+        if epoch < 0 <= before[0]:  # the group is gone
+            rec(ot.STREAMS_GROUP_TARGET_ASSIGNMENT_METADATA_KEY, None)
+            rec(ot.STREAMS_GROUP_TOPOLOGY_KEY, None)
+            rec(ot.STREAMS_GROUP_METADATA_KEY, None)
+
+    def _load_streams_record(self, key: ot.ConsumerGroupRecordKey, value: bytes | None
+                             ) -> None:
+        """Replay one streams group record (in log order)."""
+        group = self.streams_groups.get(key.group)
+        if group is None:
+            if value is None:
+                return
+            group = self.streams_groups[key.group] = StreamsGroup(key.group, 0)
+            classic = self.groups.pop(key.group, None)
+            if classic is not None:  # offsets replayed before the group's first record
+                group.offsets = classic.offsets
+        if key.version == ot.STREAMS_GROUP_METADATA_KEY:
+            if value is None:
+                del self.streams_groups[key.group]
+                if group.offsets:  # offsets outlive the group (a classic one keeps them)
+                    offsets_only = self.groups[key.group] = Group(key.group, now_ms=0)
+                    offsets_only.state_timestamp = None
+                    offsets_only.offsets = group.offsets
+            else:
+                group.group_epoch = sr.decode_group_metadata(value)
+            return
+        if key.version == ot.STREAMS_GROUP_TOPOLOGY_KEY:
+            group.topology = None if value is None else sr.decode_topology(value)
+            group.configured = None
+            return
+        if key.version == ot.STREAMS_GROUP_TARGET_ASSIGNMENT_METADATA_KEY:
+            group.assignment_epoch = 0 if value is None else \
+                sr.decode_target_assignment_metadata(value)
+            return
+        assert key.member_id is not None
+        if value is None:
+            group.members.pop(key.member_id, None)
+            group.target.pop(key.member_id, None)
+            return
+        if key.version == ot.STREAMS_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY:
+            active, standby, _ = sr.decode_target_assignment_member(value)
+            group.target[key.member_id] = StreamsTarget(active, standby)
+            return
+        member = group.members.setdefault(key.member_id, StreamsMember(key.member_id))
+        if key.version == ot.STREAMS_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY:
+            a = sr.decode_current_assignment(value)
+            member.member_epoch, member.previous_member_epoch = a.member_epoch, \
+                a.previous_member_epoch
+            member.state = _MEMBER_STATES.get(a.state, MemberState.STABLE)
+            member.assigned, member.standby, member.warmup = a.active, a.standby, a.warmup
+            member.pending_revocation = a.pending_active
+            return
+        m = sr.decode_member_metadata(value)
+        member.instance_id, member.rack_id = m.instance_id, m.rack_id
+        member.client_id, member.client_host = m.client_id, m.client_host
+        member.rebalance_timeout_ms, member.topology_epoch = (m.rebalance_timeout_ms,
+                                                              m.topology_epoch)
+        member.process_id, member.user_endpoint = m.process_id, m.user_endpoint
+        member.client_tags = dict(m.client_tags)
+
+    def _finish_streams_load(self, now_ms: int, topics: Mapping[str, int] | None) -> None:
+        """After replay: each group's topology configured against the broker's topics
+        as they are (no epoch bump: the target assignment loaded stays), and a fresh
+        session for every loaded member."""
+        if topics is not None:
+            self.streams_topics = topics
+        for group in self.streams_groups.values():
+            if group.topology is not None:
+                # A topology that cannot run: its members hear why at their heartbeat.
+                with contextlib.suppress(_HeartbeatError):
+                    self._configure(group)
+            if not group.members:
+                group.state_timestamp = now_ms
+            for member in group.members.values():
+                member.rebalance_deadline_epoch = -1
+                self._arm_streams_timers(group, member, now_ms)
 
     def streams_group_describe(self, group_ids: Iterable[str]
                                ) -> list[StreamsGroupDescription]:
@@ -590,6 +720,33 @@ class StreamsProtocol:
                 ErrorCode.none, group_id, None, group.state, group.group_epoch,
                 group.assignment_epoch, group.topology, members))
         return out
+
+
+# What is persisted of a group: group epoch, assignment epoch, topology, per member its
+# metadata, target and current assignment.
+_Persisted = tuple[int, int, Topology | None, dict[str, sr.MemberMetadata],
+                   dict[str, tuple[Tasks, Tasks, Tasks]], dict[str, sr.CurrentAssignment]]
+_NONE: _Persisted = (-1, -1, None, {}, {}, {})
+_STATE_CODES = {MemberState.STABLE: 0, MemberState.UNREVOKED_PARTITIONS: 1,
+                MemberState.UNRELEASED_PARTITIONS: 2}
+_MEMBER_STATES = {code: state for state, code in _STATE_CODES.items()}
+
+
+def _persisted(group: StreamsGroup | None) -> _Persisted:
+    if group is None:
+        return _NONE
+    members = group.members.values()
+    return (
+        group.group_epoch, group.assignment_epoch, group.topology,
+        {m.member_id: sr.MemberMetadata(
+            m.instance_id, m.rack_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
+            m.topology_epoch, m.process_id, m.user_endpoint, tuple(sorted(
+                m.client_tags.items()))) for m in members},
+        {mid: (_copy(t.active), _copy(t.standby), {}) for mid, t in group.target.items()},
+        {m.member_id: sr.CurrentAssignment(
+            m.member_epoch, m.previous_member_epoch, _STATE_CODES[m.state], _copy(m.assigned),
+            _copy(m.standby), _copy(m.warmup), _copy(m.pending_revocation))
+         for m in members})
 
 
 def topology_from_wire(wire: Any) -> Topology:
