@@ -326,7 +326,9 @@ async def txn_offset_commit(broker: Broker, request: Request) -> bytes:
             answered = result.partitions
     except CoordinatorUnavailable as exc:
         answered = [r.PartitionResult(p.topic, p.partition, exc.error_code) for p in offsets]
-    return commit_response(request, [*answered, *unknown], by_id)
+    # Refused partitions first, as Kafka's handleTxnOffsetCommitRequest adds them to its
+    # answer before the coordinator's.
+    return commit_response(request, [*unknown, *answered], by_id)
 
 
 # --- DescribeTransactions, ListTransactions -------------------------------------------------
