@@ -33,9 +33,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import pytest
-from kio.index import load_request_schema
 
 from odradek.client.wire import WireClient
+from odradek.protocol.extra_schemas import load_request_schema
 from odradek.records.builder import Record, build_batch, decode_batches
 
 pytestmark = pytest.mark.oracle

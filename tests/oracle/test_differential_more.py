@@ -1103,6 +1103,99 @@ def seq_api_versions(r: Recorder, name: str) -> None:
     api_versions(r, "ApiVersions v0", 0)
 
 
+def seq_kafka44_versions(r: Recorder, name: str) -> None:
+    """The three Kafka 4.4 versions kio 0.6.5 has no schema for (Odradek's own:
+    protocol/extra_schemas.py). ApiVersions v5 (KIP-1242): naming no broker, this one,
+    another node, another cluster, half of the pair. TxnOffsetCommit v6 (KIP-1319):
+    topics by id, a missing partition, an unknown id; a generation of a group that does
+    not exist and a KIP-848 member at another epoch (GROUP_ID_NOT_FOUND and
+    STALE_MEMBER_EPOCH, ILLEGAL_GENERATION at v5); a commit from outside a group that
+    does not exist. DeleteGroups v3: its per-group error message (null or not; the text
+    is each broker's own)."""
+    api_versions(r, "ApiVersions v5: naming no broker", 5)
+    hello = {"client_software_name": "oracle", "client_software_version": "1"}
+    described = metadata(r.c, [])
+    cluster_id, node_id = described.cluster_id, described.brokers[0].node_id
+    for label, named in (("this broker", {"cluster_id": cluster_id, "node_id": node_id}),
+                         ("another node", {"cluster_id": cluster_id, "node_id": node_id + 7}),
+                         ("another cluster", {"cluster_id": "AAAAAAAAAAAAAAAAAAAAAA",
+                                              "node_id": node_id}),
+                         ("a cluster only", {"cluster_id": cluster_id}),
+                         ("a node only", {"node_id": node_id})):
+        answer = request(r.c, 18, 5, {**hello, **named})
+        r.step(f"ApiVersions v5: {label}", {
+            "error_code": answer.error_code.name, "apis listed": len(answer.api_keys) > 0,
+            "features listed": len(answer.supported_features) > 0,
+            "finalized listed": len(answer.finalized_features) > 0,
+            "epoch set": answer.finalized_features_epoch >= 0})
+
+    topic, group, tid = f"{name}-t", f"{name}-g", f"{name}-tx"
+    modern, nobody = f"{name}-modern", f"{name}-nobody"
+    create_topic(r.c, topic)
+    topic_id = metadata(r.c, [topic]).topics[0].topic_id
+    stranger = uuid.UUID(int=1919)
+    labels = {topic_id: "t", stranger: "unknown id"}
+    for key, key_type in ((tid, 1), (group, 0), (modern, 0), (nobody, 0)):
+        find_coordinator(r.c, key, key_type)
+    pid = init_producer(r, "InitProducerId", tid)
+    ids = {"transactional_id": tid, "producer_id": pid.producer_id,
+           "producer_epoch": pid.producer_epoch}
+    r.request("Produce v12: the transaction's first batch", 0, 12, produce_body(
+        topic, 0, batch([b"t"], base_sequence=0, producer_id=pid.producer_id,
+                        producer_epoch=pid.producer_epoch, transactional=True),
+        transactional_id=tid))
+
+    def offsets(version: int, to: str, *, generation: int = -1, member: str = "",
+                topics: list[tuple[Any, list[int]]] | None = None) -> Any:
+        by = "topic_id" if version >= 6 else "name"
+        answer = request(r.c, 28, version, {
+            **ids, "group_id": to, "generation_id": generation, "member_id": member,
+            "group_instance_id": None, "topics": [
+                {by: t, "partitions": [{"partition_index": p, "committed_offset": 3,
+                                        "committed_leader_epoch": -1,
+                                        "committed_metadata": ""} for p in parts]}
+                for t, parts in topics or [(topic_id if version >= 6 else topic, [0])]]})
+        return _ids_as_labels(answer, labels) if version >= 6 else answer
+
+    r.step("TxnOffsetCommit v6: by id, a missing partition, an unknown id", offsets(
+        6, group, topics=[(topic_id, [0, 7]), (stranger, [0])]))
+    r.step("TxnOffsetCommit v6: a generation of a group that does not exist",
+           offsets(6, nobody, generation=2, member="someone"))
+    r.step("TxnOffsetCommit v5: a generation of a group that does not exist",
+           offsets(5, nobody, generation=2, member="someone"))
+    r.step("TxnOffsetCommit v6: a member id, no generation, of a group that does not exist",
+           offsets(6, nobody, member="someone"))
+    member = str(uuid.UUID(int=4242))
+    joined = request(r.c, 68, 1, heartbeat_body(
+        modern, member, 0, subscribed_topic_names=[topic], server_assignor="uniform",
+        topic_partitions=[]))
+    r.step("ConsumerGroupHeartbeat: a member joins", {  # (as seq_consumer_group_heartbeat)
+        "error_code": joined.error_code.name, "member_epoch": _epoch(joined.member_epoch, 0)})
+    ahead = joined.member_epoch + 1
+    r.step("TxnOffsetCommit v6: a member at a later epoch",
+           offsets(6, modern, generation=ahead, member=member))
+    r.step("TxnOffsetCommit v5: a member at a later epoch",
+           offsets(5, modern, generation=ahead, member=member))
+    r.step("TxnOffsetCommit v6: a member unknown", offsets(
+        6, modern, generation=joined.member_epoch, member="stranger"))
+    r.request("EndTxn v5: abort", 26, 5, {**ids, "committed": False},
+              drop=["producer_epoch"])
+
+    # DeleteGroups v3: an empty group with offsets, a group with a member, none.
+    idle, busy = f"{name}-idle", f"{name}-busy"
+    for g in (idle, busy):
+        find_coordinator(r.c, g, 0)
+    r.request("OffsetCommit v8: the idle group's offset", 8, 8, commit_body(idle, {topic: [0]}))
+    classic_member(r.c, busy)
+    for version in (2, 3):
+        answer = request(r.c, 42, version, {
+            "groups_names": [busy, f"{name}-never"] + ([idle] if version == 3 else [])})
+        r.step(f"DeleteGroups v{version}", {"results": sorted(
+            [{"group": x.group_id.removeprefix(name), "error_code": x.error_code.name,
+              "message": getattr(x, "error_message", None) is not None}
+             for x in answer.results], key=lambda x: x["group"])})
+
+
 SEQUENCES: dict[str, Callable[[Recorder, str], None]] = {
     name.removeprefix("seq_"): fn for name, fn in globals().items()
     if name.startswith("seq_") and callable(fn)}

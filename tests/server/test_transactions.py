@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import struct
 import time
+import uuid
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -580,3 +581,60 @@ def test_transaction_version_2_adds_partitions_for_its_client_and_bumps_the_epoc
                                    "producer_epoch": txn.epoch, "committed": False})
         assert answer.error_code == 0 and answer.producer_epoch == txn.epoch + 1
         assert committed_view(fetch(c, "out")) == [b"one"]
+
+
+def test_txn_offset_commit_v6_names_topics_by_id_and_says_which_group_error():
+    """TxnOffsetCommit v6 (KIP-1319, Kafka 4.4; Odradek's schema, as kio 0.6.5 stops at
+    v5): topics by id in the request and the answer, an unknown id UNKNOWN_TOPIC_ID; a
+    commit from a generation of a group that does not exist is GROUP_ID_NOT_FOUND and a
+    KIP-848 member at another epoch STALE_MEMBER_EPOCH, both ILLEGAL_GENERATION in v5."""
+    from tests.server.test_consumer_groups import FAST, heartbeat
+
+    with running_broker(**FAST) as node, WireClient(node.port) as c:
+        made = c.request(19, 7, {"topics": [{"name": "in", "num_partitions": 1,
+                                             "replication_factor": 1}], "timeout": 5000})
+        topic_id = made.topics[0].topic_id
+        unknown = uuid.uuid4()
+        txn = Txn(c, "pipe")
+
+        def commit(group: str, *, version: int = 6, generation: int = -1, member: str = "",
+                   topics: list[tuple[Any, int]] | None = None) -> list[tuple[Any, int]]:
+            by = "topic_id" if version >= 6 else "name"
+            answer = c.request(28, version, {
+                "transactional_id": txn.tid, "group_id": group, "producer_id": txn.pid,
+                "producer_epoch": txn.epoch, "generation_id": generation,
+                "member_id": member, "group_instance_id": None, "topics": [
+                    {by: t, "partitions": [{"partition_index": p, "committed_offset": 7,
+                                            "committed_leader_epoch": -1,
+                                            "committed_metadata": ""}]}
+                    for t, p in topics or [(topic_id if version >= 6 else "in", 0)]]})
+            return [(getattr(t, by), code(p.error_code))
+                    for t in answer.topics for p in t.partitions]
+
+        assert add_offsets(c, txn, "readers", version=4) == 0
+        assert sorted(commit("readers", topics=[(topic_id, 0), (unknown, 0), (topic_id, 5)]),
+                      key=str) == sorted([
+            (topic_id, 0), (unknown, ErrorCode.unknown_topic_id),
+            (topic_id, ErrorCode.unknown_topic_or_partition)], key=str)
+        assert txn.end(commit=True, version=4) == 0
+        assert offset_fetch(c, "readers", "in") == 7
+
+        # A group that does not exist, named with a generation.
+        assert add_offsets(c, txn, "nobody", version=4) == 0
+        assert commit("nobody", generation=3, member="m") == [
+            (topic_id, ErrorCode.group_id_not_found)]
+        assert commit("nobody", version=5, generation=3, member="m") == [
+            ("in", ErrorCode.illegal_generation)]
+        # Without one it is a commit from outside the group (Kafka 4.4 makes the group).
+        assert commit("nobody") == [(topic_id, 0)]
+
+        # A KIP-848 member (epoch 1) committing at another epoch.
+        joined = heartbeat(c, 1, "m1", 0, group="modern", topics=["in"])
+        assert code(joined.error_code) == 0 and joined.member_epoch == 1
+        assert add_offsets(c, txn, "modern", version=4) == 0
+        assert commit("modern", generation=2, member="m1") == [
+            (topic_id, ErrorCode.stale_member_epoch)]
+        assert commit("modern", version=5, generation=2, member="m1") == [
+            ("in", ErrorCode.illegal_generation)]
+        assert commit("modern", generation=1, member="m1") == [(topic_id, 0)]
+        assert txn.end(commit=True, version=4) == 0

@@ -31,7 +31,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kio.index import KioIndexError, load_request_schema
+from kio.index import KioIndexError
 
 from odradek.client import secure
 from odradek.client.codec import (
@@ -52,6 +52,7 @@ from odradek.client.codec import (
     served_versions,
 )
 from odradek.client.secure import SaslLogin
+from odradek.protocol.extra_schemas import load_request_schema
 from odradek.protocol.framing import BufferPool, FrameDecoder, FrameError
 from odradek.protocol.messages import build
 from odradek.protocol.reader import DecodeError

@@ -17,12 +17,12 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.schema.index import api_key_map
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i64
 
+from odradek.protocol.extra_schemas import load_response_schema
 from odradek.protocol.guard import check_claims
 
 PRODUCE = 0

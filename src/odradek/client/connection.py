@@ -18,7 +18,6 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
 from odradek.client import secure
@@ -42,6 +41,7 @@ from odradek.client.codec import (
     negotiate,
     served_versions,
 )
+from odradek.protocol.extra_schemas import load_request_schema
 from odradek.protocol.messages import build
 
 # Re-exported: the Spark fetcher and tests import these from here, where they began.

@@ -9,10 +9,10 @@ import socket
 import struct
 from typing import Any
 
-from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_writer
 
 from odradek.client.codec import reader
+from odradek.protocol.extra_schemas import load_request_schema, load_response_schema
 from odradek.protocol.messages import build
 
 

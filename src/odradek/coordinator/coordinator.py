@@ -422,11 +422,14 @@ class GroupCoordinator:
         *,
         token: Any,
         now_ms: int,
+        group_id_not_found: bool = False,
+        stale_member_epoch: bool = False,
     ) -> Effects:
-        """TxnOffsetCommit (``offset_manager.py``)."""
+        """TxnOffsetCommit (``offset_manager.py``); the two flags: errors v6+ can say."""
         return self._offset_manager.commit_txn_offsets(
             group_id, producer_id, producer_epoch, member_id, generation_id,
             group_instance_id, offsets, token=token, now_ms=now_ms,
+            group_id_not_found=group_id_not_found, stale_member_epoch=stale_member_epoch,
         )
 
     def complete_txn(self, producer_id: int, commit: bool,

@@ -254,11 +254,17 @@ class GroupManager(ClassicRebalance, ConsumerProtocol, ShareProtocol, ShareAdmin
         return None if group.is_(GroupState.EMPTY) else ErrorCode.unknown_member_id
 
     def validate_txn_offset_commit(
-        self, group_id: str, member_id: str, generation_id: int, group_instance_id: str | None
+        self, group_id: str, member_id: str, generation_id: int, group_instance_id: str | None,
+        *, group_id_not_found: bool = False, stale_member_epoch: bool = False,
     ) -> int | None:
         """TxnOffsetCommit's member check, as Kafka's doTxnCommitOffsets: a commit from
         outside the group (no member id, generation -1) is accepted whatever the group's
-        state."""
+        state. A group that does not exist takes a commit from outside it (Kafka 4.4
+        makes an empty group for it) and refuses one from a generation: GROUP_ID_NOT_FOUND
+        where the version can say it (``group_id_not_found``: v6+, KIP-1319), else
+        ILLEGAL_GENERATION. A KIP-848 (or streams) member at another epoch is
+        STALE_MEMBER_EPOCH where the version can say it (``stale_member_epoch``: v6+),
+        else ILLEGAL_GENERATION."""
         cg = self.modern_group(group_id)
         group = self.groups.get(group_id)
         error: int | None = None
@@ -267,7 +273,8 @@ class GroupManager(ClassicRebalance, ConsumerProtocol, ShareProtocol, ShareAdmin
                 error = ErrorCode.unknown_member_id
             elif generation_id >= 0 and member_id in cg.members and (
                     generation_id != cg.members[member_id].member_epoch):
-                error = ErrorCode.illegal_generation
+                error = (ErrorCode.stale_member_epoch if stale_member_epoch
+                         else ErrorCode.illegal_generation)
         elif group is not None:
             if group_instance_id is not None and group.static_members.get(
                     group_instance_id, member_id) != member_id:
@@ -276,8 +283,8 @@ class GroupManager(ClassicRebalance, ConsumerProtocol, ShareProtocol, ShareAdmin
                 error = ErrorCode.unknown_member_id
             elif generation_id >= 0 and generation_id != group.generation_id:
                 error = ErrorCode.illegal_generation
-        elif member_id != UNKNOWN_MEMBER or generation_id >= 0:
-            error = (ErrorCode.unknown_member_id if member_id != UNKNOWN_MEMBER
+        elif generation_id >= 0:
+            error = (ErrorCode.group_id_not_found if group_id_not_found
                      else ErrorCode.illegal_generation)
         return error
 

@@ -186,6 +186,8 @@ class OffsetManager:
         *,
         token: Any,
         now_ms: int,
+        group_id_not_found: bool = False,
+        stale_member_epoch: bool = False,
     ) -> Effects:
         """TxnOffsetCommit: the offsets are written now, in the producer's transaction
         (``Effects.transactional``), and become the group's committed offsets when its
@@ -198,7 +200,8 @@ class OffsetManager:
         fx.transactional = (producer_id, producer_epoch)
         parts = [OffsetCommitRequestPartition(*p) for p in offsets]
         error = self._group_manager.validate_txn_offset_commit(
-            group_id, member_id, generation_id, group_instance_id)
+            group_id, member_id, generation_id, group_instance_id,
+            group_id_not_found=group_id_not_found, stale_member_epoch=stale_member_epoch)
         if error is not None:
             fx.respond(token, self._commit_error(parts, error))
             return fx

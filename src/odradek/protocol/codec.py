@@ -16,10 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_response_schema
+from kio.index import UnknownAPIKey, UnknownEntity
 from kio.serial import entity_reader, entity_writer
 
 from odradek.protocol import fetch, produce
+from odradek.protocol.extra_schemas import load_request_schema, load_response_schema
 from odradek.protocol.framing import SIZE
 from odradek.protocol.guard import ClaimError, check_claims
 from odradek.protocol.reader import DecodeError

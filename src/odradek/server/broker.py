@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from odradek.coordinator import INTERNAL_TOPICS
-from odradek.protocol.codec import Request, encode_response
+from odradek.protocol.codec import Request, encode_response, response_schema
 from odradek.protocol.framing import BufferPool
 from odradek.protocol.messages import build
 from odradek.security.delegation_tokens import Lifetimes
@@ -498,9 +498,7 @@ class Broker:
     def api_versions_fallback(self, correlation_id: int) -> bytes:
         """ApiVersions v0 with UNSUPPORTED_VERSION and our versions (what Kafka answers to
         an ApiVersions version it does not know, so the client can retry lower)."""
-        from kio.index import load_response_schema
-
-        body = build(load_response_schema(18, 0), {
+        body = build(response_schema(18, 0), {
             "error_code": 35,
             "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi}
                          for k, (lo, hi) in sorted(self.supported.items())],

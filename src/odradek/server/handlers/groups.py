@@ -141,6 +141,12 @@ def _named(broker: Broker, request: Request, topics: Any) -> Any:
     """A request's topic entries, by name whatever the version (None stays None)."""
     if topics is None or request.api_version < TOPIC_IDS_FROM:
         return topics
+    return by_name(broker, topics)
+
+
+def by_name(broker: Broker, topics: Any) -> list[Any]:
+    """Topic entries that name their topics by id, with ``name`` resolved (an unknown
+    id's stand-in name: see topic_ids)."""
     metadata = broker.metadata
     assert metadata is not None
     return [_Named(t, name_for(metadata, t.topic_id)) for t in topics]
@@ -483,42 +489,51 @@ async def describe_groups(broker: Broker, request: Request) -> bytes:
         for d, message in found]})
 
 
-async def _delete_in_partition(runtime: GroupRuntime, names: list[str]
-                               ) -> list[r.DeletedGroup]:
-    """DeleteGroups for groups of one ``__consumer_offsets`` partition."""
+async def _delete_in_partition(runtime: GroupRuntime, names: list[str],
+                               messages: dict[str, str]) -> list[r.DeletedGroup]:
+    """DeleteGroups for groups of one ``__consumer_offsets`` partition; a coordinator's
+    failure is noted in ``messages`` for each of them (v3's error_message)."""
     try:
         result: r.DeleteGroupsResult = await runtime.call(
             names[0], lambda coordinator, token, now: coordinator.delete_groups(
                 names, token=token, now_ms=now))
         return result.groups
     except CoordinatorUnavailable as exc:
+        messages.update(dict.fromkeys(names, str(exc)))
         return [r.DeletedGroup(g, exc.error_code) for g in names]
 
 
 async def delete_groups(broker: Broker, request: Request) -> bytes:
     """DeleteGroups: each group by the coordinator of its partition (one operation per
-    partition), NOT_COORDINATOR for those whose partition is not coordinated here."""
+    partition), NOT_COORDINATOR for those whose partition is not coordinated here.
+    v3's error_message: Kafka 4.4 gives none for a group's own outcome (deleted, not
+    empty, not found, refused), only the exception's message when its coordinator
+    failed."""
     asked = list(request.body.groups_names)
     names = [g for g in asked
              if allowed(broker, request, Operation.DELETE, ResourceType.GROUP, g)]
     refused = [r.DeletedGroup(g, ErrorCode.group_authorization_failed)
                for g in asked if g not in names]
+    messages: dict[str, str] = {}
     try:
         runtime = group_runtime(broker)
     except CoordinatorUnavailable as exc:
         deleted = [r.DeletedGroup(g, exc.error_code) for g in names]
+        messages.update(dict.fromkeys(names, str(exc)))
     else:
         partitions = [runtime.partition_for(g) for g in names]
         by_partition: dict[int, list[str]] = {}
         for name, partition in zip(names, partitions, strict=True):
             by_partition.setdefault(partition, []).append(name)
-        answers = await asyncio.gather(*(_delete_in_partition(runtime, part)
+        answers = await asyncio.gather(*(_delete_in_partition(runtime, part, messages)
                                          for part in by_partition.values()))
         # Each partition answers its groups in the order asked: back to request order.
         results = {p: iter(a) for p, a in zip(by_partition, answers, strict=True)}
         deleted = [next(results[p]) for p in partitions]
     return respond(request, {"throttle_time": 0, "results": [
-        {"group_id": g.group_id, "error_code": g.error_code} for g in [*refused, *deleted]]})
+        {"group_id": g.group_id, "error_code": g.error_code,
+         "error_message": messages.get(g.group_id) if g.error_code else None}
+        for g in [*refused, *deleted]]})
 
 
 # Version ranges: what kio knows of Kafka's schemas, less what needs KIP-848 (see above).
@@ -534,7 +549,7 @@ OFFSET_COMMIT = Api(8, "OffsetCommit", 2, 10, offset_commit)
 OFFSET_FETCH = Api(9, "OffsetFetch", 1, 10, offset_fetch)
 LIST_GROUPS = Api(16, "ListGroups", 0, 5, list_groups)
 DESCRIBE_GROUPS = Api(15, "DescribeGroups", 0, 6, describe_groups)
-DELETE_GROUPS = Api(42, "DeleteGroups", 0, 2, delete_groups)
+DELETE_GROUPS = Api(42, "DeleteGroups", 0, 3, delete_groups)
 OFFSET_DELETE = Api(47, "OffsetDelete", 0, 0, offset_delete)
 
 APIS = (JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP, OFFSET_COMMIT, OFFSET_FETCH,

@@ -60,7 +60,12 @@ from odradek.server.handlers.base import (
     allowed,
     respond,
 )
-from odradek.server.handlers.groups import commit_response, group_runtime, offsets_to_commit
+from odradek.server.handlers.groups import (
+    by_name,
+    commit_response,
+    group_runtime,
+    offsets_to_commit,
+)
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
@@ -281,10 +286,19 @@ async def _txn_offsets_error(broker: Broker, request: Request) -> int | None:
     return None
 
 
+TXN_TOPIC_IDS_FROM = 6  # TxnOffsetCommit names topics by id (KIP-1319)
+
+
 async def txn_offset_commit(broker: Broker, request: Request) -> bytes:
     """TxnOffsetCommit goes to the group coordinator of its group (in a cluster, the
-    client found it with FindCoordinator for the group)."""
+    client found it with FindCoordinator for the group). v6 (KIP-1319, Kafka 4.4) names
+    topics by id, an id this broker does not know answered UNKNOWN_TOPIC_ID, and may
+    answer GROUP_ID_NOT_FOUND and STALE_MEMBER_EPOCH where older versions say
+    ILLEGAL_GENERATION."""
     body = request.body
+    v6 = request.api_version >= TXN_TOPIC_IDS_FROM
+    topics = by_name(broker, body.topics) if v6 else body.topics
+    by_id = broker.metadata if v6 else None
     whole = (ErrorCode.transactional_id_authorization_failed
              if not _may_write(broker, request, body.transactional_id)
              else ErrorCode.group_authorization_failed
@@ -292,10 +306,10 @@ async def txn_offset_commit(broker: Broker, request: Request) -> bytes:
              else 0)
     if whole:
         return commit_response(request, [r.PartitionResult(t.name, p.partition_index, whole)
-                                         for t in body.topics for p in t.partitions])
-    refused = {t.name for t in body.topics
+                                         for t in topics for p in t.partitions], by_id)
+    refused = {t.name for t in topics
                if not allowed(broker, request, Operation.READ, ResourceType.TOPIC, t.name)}
-    offsets, unknown = offsets_to_commit(broker, body.topics, refused)
+    offsets, unknown = offsets_to_commit(broker, topics, refused)
     try:
         error = await _txn_offsets_error(broker, request)
         if error is not None:
@@ -308,11 +322,13 @@ async def txn_offset_commit(broker: Broker, request: Request) -> bytes:
                     getattr(body, "member_id", r.UNKNOWN_MEMBER),  # v3+
                     getattr(body, "generation_id", r.NO_GENERATION),
                     getattr(body, "group_instance_id", None), offsets,
-                    token=token, now_ms=now))
+                    token=token, now_ms=now, group_id_not_found=v6, stale_member_epoch=v6))
             answered = result.partitions
     except CoordinatorUnavailable as exc:
         answered = [r.PartitionResult(p.topic, p.partition, exc.error_code) for p in offsets]
-    return commit_response(request, [*answered, *unknown])
+    # Refused partitions first, as Kafka's handleTxnOffsetCommitRequest adds them to its
+    # answer before the coordinator's.
+    return commit_response(request, [*unknown, *answered], by_id)
 
 
 # --- DescribeTransactions, ListTransactions -------------------------------------------------
@@ -436,7 +452,7 @@ async def describe_producers(broker: Broker, request: Request) -> bytes:
 ADD_PARTITIONS_TO_TXN = Api(24, "AddPartitionsToTxn", 0, 5, add_partitions_to_txn)
 ADD_OFFSETS_TO_TXN = Api(25, "AddOffsetsToTxn", 0, 4, add_offsets_to_txn)
 END_TXN = Api(26, "EndTxn", 0, 5, end_txn)
-TXN_OFFSET_COMMIT = Api(28, "TxnOffsetCommit", 0, 5, txn_offset_commit)
+TXN_OFFSET_COMMIT = Api(28, "TxnOffsetCommit", 0, 6, txn_offset_commit)
 DESCRIBE_TRANSACTIONS = Api(65, "DescribeTransactions", 0, 0, describe_transactions)
 LIST_TRANSACTIONS = Api(66, "ListTransactions", 0, 2, list_transactions)
 DESCRIBE_PRODUCERS = Api(61, "DescribeProducers", 0, 0, describe_producers)
