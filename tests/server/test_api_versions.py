@@ -30,8 +30,8 @@ def test_v5_checks_the_cluster_and_node_a_client_names():
         served = versions(plain)
         assert served[18] == (0, 5) and served[28] == (0, 6) and served[42] == (0, 3)
         assert served == versions(c.request(18, 4, HELLO))
-        assert {f.name for f in plain.supported_features} == {"share.version",
-                                                              "transaction.version"}
+        assert {f.name for f in plain.supported_features} == {
+            "share.version", "streams.version", "transaction.version"}
         cluster_id = c.request(3, 12, {"topics": [], "allow_auto_topic_creation": False,
                                        "include_topic_authorized_operations": False}
                                ).cluster_id
