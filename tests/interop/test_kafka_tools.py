@@ -19,7 +19,8 @@ user types. The tests assert on what the tool prints and on its effect as anothe
   transaction;
 - kafka-get-offsets and kafka-delete-records: latest, earliest, max timestamp, by time,
   and tiered storage's specs (-4, -5) before and after records are deleted;
-- kafka-log-dirs: the data directory and each partition's size on disk.
+- kafka-log-dirs: the data directory and each partition's size on disk;
+- kafka-streams-groups: a streams group (KIP-1071) listed and described with its tasks.
 
 One broker serves the module (each test has its own topics and groups), with
 ``group.initial.rebalance.delay.ms=0`` as Kafka's own config/server.properties sets for a
@@ -220,6 +221,42 @@ def test_kafka_features_describes_downgrades_and_upgrades_transaction_version(
     tool("FeatureCommand", "--bootstrap-server", odradek_server.bootstrap,
          "upgrade", "--feature", "transaction.version=2")
     assert "FinalizedVersionLevel: 2" in described()
+
+
+# --- kafka-streams-groups --------------------------------------------------------------
+
+
+def test_kafka_streams_groups_lists_and_describes_a_streams_group(
+        odradek_server: BrokerProcess):
+    """kafka-streams-groups.sh (StreamsGroupCommand, KIP-1071) on a streams group whose
+    member speaks the protocol by hand (tests/server/test_streams_groups.py's): --list
+    (ListGroups by type), --describe --members (StreamsGroupDescribe): the member, its
+    process and every task of both subtopologies active on it."""
+    from ..server import test_streams_groups as streams
+
+    with WireClient(odradek_server.port) as client:
+        share.create_topic(client, "events", streams.PARTITIONS)
+    member = streams.join_and_run(_Running(odradek_server.port))
+    try:
+        listed = tool("streams.StreamsGroupCommand", "--bootstrap-server",
+                      odradek_server.bootstrap, "--list").stdout
+        assert streams.GROUP in listed.split(), listed
+        described = tool("streams.StreamsGroupCommand", "--bootstrap-server",
+                         odradek_server.bootstrap, "--describe", "--group", streams.GROUP,
+                         "--members").stdout
+        [row] = [line.split(maxsplit=4) for line in described.splitlines()
+                 if member.member_id in line]
+        assert row[:3] == [streams.GROUP, member.member_id, member.process], described
+        assert row[4].split() == ["ACTIVE:", "0:[0,1,2];", "1:[0,1,2];"], described
+    finally:
+        member.close()
+
+
+class _Running:
+    """What tests/server/test_streams_groups.join_and_run needs of a broker: its port."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
 
 
 # --- kafka-share-groups ----------------------------------------------------------------
