@@ -2,12 +2,15 @@
 Streams application speaks the protocol: the first heartbeat's topology makes the broker
 create the internal topics, the tasks come once they exist, a second instance takes half
 the tasks after the first gave them up (never two owners of an active task), committed
-offsets are checked against member epochs, describe and list show the group, and the
-protocol's errors are Kafka's. Kafka Streams 4.4 itself runs with
+offsets are checked against member epochs, describe and list show the group, the
+protocol's errors are Kafka's, and the group (written to __consumer_offsets) outlives a
+restart of its broker and, in a cluster, its coordinator's broker stopping. Kafka Streams
+4.4 itself runs with
 ``group.protocol=streams`` in tests/interop/test_kafka_streams.py."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import Iterator
@@ -275,3 +278,54 @@ def test_the_group_outlives_a_restart_of_its_coordinator(tmp_path):
         assert (group.group_state, group.topology.epoch) == ("Stable", 1)
         assert [m.member_id for m in group.members] == [member.member_id]
         member.close()
+
+
+async def _coordinator(cluster: Any) -> int:
+    """The node coordinating GROUP now (FindCoordinator, asked until it names a live
+    broker)."""
+    from tests.server.test_share_groups_cluster import connect
+
+    conn = await connect(cluster, next(iter(cluster.brokers)))
+    try:
+        for _ in range(200):
+            answer = await conn.request(10, {"key_type": 0, "coordinator_keys": [GROUP]},
+                                        version=4)
+            c = answer.coordinators[0]
+            if c.error_code == 0 and c.node_id in cluster.brokers:
+                return int(c.node_id)
+            await asyncio.sleep(0.05)
+    finally:
+        await conn.close()
+    raise AssertionError("no group coordinator")
+
+
+async def _group_survives_its_coordinator(cluster: Any) -> None:
+    await cluster.create_topic("events", PARTITIONS, 3)
+    node = await _coordinator(cluster)
+    port = cluster.brokers[node].port
+    member = await asyncio.to_thread(lambda: join_and_run(_Port(port)))
+    epoch, held = member.epoch, set(member.active)
+    member.close()
+    # Its coordinator's broker goes (a controlled shutdown): another broker leads the
+    # __consumer_offsets partition, replays the group and knows the member.
+    await cluster.stop_broker(node)
+    moved = await _coordinator(cluster)
+    assert moved != node
+    member.client = WireClient(cluster.brokers[moved].port)
+    await asyncio.to_thread(lambda: until(  # loading / not yet the coordinator: again
+        "the new coordinator", lambda: member.heartbeat().error_code not in (14, 15, 16)))
+    assert member.last.error_code == 0, member.last.error_message
+    assert (member.epoch, member.active) == (epoch, held)
+    member.close()
+
+
+class _Port:
+    def __init__(self, port: int) -> None:
+        self.port = port
+
+
+def test_the_group_outlives_its_coordinators_broker_in_a_cluster(tmp_path):
+    from tests.server.memory_cluster import with_cluster
+
+    asyncio.run(with_cluster(tmp_path, _group_survives_its_coordinator, **{
+        "group.streams.session.timeout.ms": "30000"}))
