@@ -268,6 +268,11 @@ class StreamsProtocol:
         # The broker's topics as last given: name -> partition count.
         self.streams_topics: Mapping[str, int] = {}
 
+    def _another_kind(self, group_id: str) -> bool:
+        """Whether the id names a classic, consumer or share group."""
+        return (group_id in self.groups or group_id in self.consumer_groups
+                or group_id in self.share_groups)
+
     def _streams_config(self, group_id: str, name: str, default: int) -> int:
         value = self.group_configs(group_id).get(name)
         return default if value is None else int(value)
@@ -337,8 +342,7 @@ class StreamsProtocol:
         group = self.streams_groups.get(group_id)
         if group is not None:
             return group
-        if (group_id in self.groups or group_id in self.consumer_groups
-                or group_id in self.share_groups):
+        if self._another_kind(group_id):
             if group_id in self.groups and not self.groups[group_id].members:
                 # A classic group that only keeps offsets becomes a streams group with
                 # them (as Kafka converts an empty classic group).
@@ -524,8 +528,7 @@ class StreamsProtocol:
                        ) -> StreamsHeartbeatResult:
         group = self.streams_groups.get(group_id)
         if group is None or member_id not in group.members:
-            if group is None and (group_id in self.groups or group_id in self.consumer_groups
-                                  or group_id in self.share_groups):
+            if group is None and self._another_kind(group_id):
                 raise _HeartbeatError(ErrorCode.group_id_not_found,
                                       f"Group {group_id} is not a streams group.")
             raise _HeartbeatError(ErrorCode.unknown_member_id, f"Member {member_id} is not a "
@@ -700,8 +703,7 @@ class StreamsProtocol:
         for group_id in group_ids:
             group = self.streams_groups.get(group_id)
             if group is None:
-                known = (group_id in self.groups or group_id in self.consumer_groups
-                         or group_id in self.share_groups)
+                known = self._another_kind(group_id)
                 out.append(StreamsGroupDescription(
                     ErrorCode.group_id_not_found, group_id,
                     f"Group {group_id} is not a streams group." if known

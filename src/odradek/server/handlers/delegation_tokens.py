@@ -105,45 +105,47 @@ async def create(broker: Broker, request: Request) -> bytes:
     return answer(ErrorCode.none, token)
 
 
+def _expiry_answer(request: Request, error: int, expiry_ms: int = 0) -> bytes:
+    """Renew's and Expire's answer: an error and the token's expiry."""
+    return respond(request, {"throttle_time": 0, "error_code": error,
+                             "expiry_timestamp": expiry_ms})
+
+
+def _refused(request: Request, store: TokenStore) -> bytes | None:
+    """Renew's and Expire's refusals before the token is looked at, as Kafka's."""
+    if not _may_manage_tokens(request):
+        return _expiry_answer(request, ErrorCode.delegation_token_request_not_allowed,
+                              BROKER_REFUSAL_MS)
+    if not store.enabled:
+        return _expiry_answer(request, ErrorCode.delegation_token_auth_disabled)
+    return None
+
+
 async def renew(broker: Broker, request: Request) -> bytes:
     store = _store(broker)
-
-    def answer(error: int, expiry_ms: int = 0) -> bytes:
-        return respond(request, {"throttle_time": 0, "error_code": error,
-                                 "expiry_timestamp": expiry_ms})
-
-    if not _may_manage_tokens(request):
-        return answer(ErrorCode.delegation_token_request_not_allowed, BROKER_REFUSAL_MS)
-    if not store.enabled:
-        return answer(ErrorCode.delegation_token_auth_disabled)
+    if (refusal := _refused(request, store)) is not None:
+        return refusal
     period_ms = int(request.body.renew_period.total_seconds() * 1000)
     error, token = rules.renew(store.by_hmac(request.body.hmac), _principal(request),
                                period_ms, now_ms(), store.lifetimes)
     if token is None:
-        return answer(error)
+        return _expiry_answer(request, error)
     try:
         await store.put(token)
     except DocumentError:
-        return answer(ErrorCode.unknown_server_error)
-    return answer(ErrorCode.none, token.expiry_ms)
+        return _expiry_answer(request, ErrorCode.unknown_server_error)
+    return _expiry_answer(request, ErrorCode.none, token.expiry_ms)
 
 
 async def expire(broker: Broker, request: Request) -> bytes:
     store = _store(broker)
-
-    def answer(error: int, expiry_ms: int = 0) -> bytes:
-        return respond(request, {"throttle_time": 0, "error_code": error,
-                                 "expiry_timestamp": expiry_ms})
-
-    if not _may_manage_tokens(request):
-        return answer(ErrorCode.delegation_token_request_not_allowed, BROKER_REFUSAL_MS)
-    if not store.enabled:
-        return answer(ErrorCode.delegation_token_auth_disabled)
+    if (refusal := _refused(request, store)) is not None:
+        return refusal
     token = store.by_hmac(request.body.hmac)
     period_ms = int(request.body.expiry_time_period.total_seconds() * 1000)
     error, kept, expiry_ms = rules.expire(token, _principal(request), period_ms, now_ms())
     if error != rules.NONE:
-        return answer(error)
+        return _expiry_answer(request, error)
     assert token is not None  # else DELEGATION_TOKEN_NOT_FOUND
     try:
         if kept is None:
@@ -151,8 +153,8 @@ async def expire(broker: Broker, request: Request) -> bytes:
         else:
             await store.put(kept)
     except DocumentError:
-        return answer(ErrorCode.unknown_server_error)
-    return answer(ErrorCode.none, expiry_ms)
+        return _expiry_answer(request, ErrorCode.unknown_server_error)
+    return _expiry_answer(request, ErrorCode.none, expiry_ms)
 
 
 async def describe(broker: Broker, request: Request) -> bytes:
