@@ -71,7 +71,9 @@ class ConsoleError(Exception):
 
 # HTTP statuses for Kafka errors that are the user's doing, not the cluster's failing.
 _CLIENT_ERRORS = {
-    "TOPIC_ALREADY_EXISTS": 409, "UNKNOWN_TOPIC_OR_PART": 404, "INVALID_CONFIG": 400,
+    # UNKNOWN_PARTITION: librdkafka's, producing to a partition the topic does not have.
+    "TOPIC_ALREADY_EXISTS": 409, "UNKNOWN_TOPIC_OR_PART": 404, "UNKNOWN_PARTITION": 404,
+    "INVALID_CONFIG": 400,
     "INVALID_PARTITIONS": 400, "INVALID_REPLICATION_FACTOR": 400, "INVALID_TOPIC_EXCEPTION": 400,
     "POLICY_VIOLATION": 400, "GROUP_ID_NOT_FOUND": 404, "NON_EMPTY_GROUP": 409,
     "UNKNOWN_MEMBER_ID": 409, "INVALID_REQUEST": 400, "TOPIC_AUTHORIZATION_FAILED": 403,
