@@ -95,12 +95,49 @@ quietly bash scripts/fetch_go.sh
 .venv/bin/lint-imports --no-cache
 .venv/bin/mypy
 
-rc=0
 # --durations: the slowest tests at the end of the output, so CI's log shows where its
 # time goes (it should stay under 40 minutes on a 2-core machine).
-.venv/bin/python -m pytest --durations=25 "$@" || rc=$?
-if [ "$rc" -eq 5 ]; then
-  echo "pytest collected no tests: that is a failure here" >&2
-  exit 1
+# Exit code 5 (no tests collected) is a failure here.
+check() {
+  if [ "$2" -eq 5 ]; then
+    echo "pytest ($1) collected no tests: that is a failure here" >&2
+    return 1
+  fi
+  return "$2"
+}
+
+if [ $# -gt 0 ]; then
+  rc=0
+  .venv/bin/python -m pytest --durations=25 "$@" || rc=$?
+  check "$*" "$rc" || exit $?
+  exit 0
 fi
+
+# The whole suite (CI): the spark tier (`-m spark`: tests/spark and the fault tier's Spark
+# tests, a JVM and Python workers busy computing) runs in a second pytest process beside
+# everything else (`-m "not spark"`, mostly waiting on sockets, timeouts and other
+# processes), which on 2 cores takes minutes off the sequential run. The two share
+# nothing: each starts its own brokers, ZooKeepers and Spark on free ports and its own
+# temporary directories. The spark tier's output goes to a file, printed after the rest
+# (the rest prints as it runs); no cache provider there, so that the two don't both write
+# .pytest_cache.
+spark_log=$(mktemp)
+.venv/bin/python -m pytest -m spark -p no:cacheprovider --durations=25 >"$spark_log" 2>&1 &
+spark_pid=$!
+# Stopped with the script if the script is stopped first.
+trap 'kill "$spark_pid" 2>/dev/null || true; rm -f "$spark_log"' EXIT
+rest_rc=0
+.venv/bin/python -m pytest -m "not spark" --durations=25 || rest_rc=$?
+spark_rc=0
+wait "$spark_pid" || spark_rc=$?
+trap 'rm -f "$spark_log"' EXIT
+echo
+echo "=================== the spark tier (pytest -m spark, run beside the rest) ==================="
+cat "$spark_log"
+echo "scripts/test.sh: pytest -m 'not spark' exited with $rest_rc, pytest -m spark with $spark_rc"
+rc=0
+check "-m 'not spark'" "$rest_rc" || rc=$?
+spark_status=0
+check "-m spark" "$spark_rc" || spark_status=$?
+[ "$rc" -ne 0 ] || rc=$spark_status
 exit "$rc"

@@ -20,6 +20,7 @@ from pyspark.sql import SparkSession
 from odradek.spark import register
 from odradek.testing import RunningBroker, running_broker
 from tests.spark import connector
+from tests.spark.pipeline_helpers import SPARK_SOCKET_TIMEOUT
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -43,6 +44,7 @@ def spark() -> Iterator[SparkSession]:
                .config("spark.driver.memory", "1g")
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.sql.streaming.stopTimeout", "10s")
+               .config("spark.python.authenticate.socketTimeout", SPARK_SOCKET_TIMEOUT)
                # Spark's own Kafka connector, for format("kafka") (test_kafka_connector.py),
                # when scripts/fetch_spark_kafka.sh fetched it: jars are fixed at creation.
                .config("spark.jars", ",".join(str(j) for j in connector.jars()))

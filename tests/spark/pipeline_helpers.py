@@ -121,10 +121,21 @@ def assert_events_exactly_once(spark: SparkSession, out: Path, generated: Genera
                                   f"unexpected {len(set(ids) - expected)}")
 
 
+# How long a Python worker of Spark's may take to connect back to its JVM and
+# authenticate (spark.python.authenticate.socketTimeout, 15 s by default): more for the
+# tests, whose JVMs share 2 CPUs with brokers, clients and the other tiers. A worker that
+# timed out failed its query with CANNOT_OPEN_SOCKET; nothing a test checks is timed by it.
+SPARK_SOCKET_TIMEOUT = "120s"
+SPARK_SOCKET_CONF = f"spark.python.authenticate.socketTimeout={SPARK_SOCKET_TIMEOUT}"
+
+
 def pipeline_env() -> dict[str, str]:
-    """The environment of a pipeline subprocess: this interpreter for Spark's workers."""
-    return dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
-                PYTHONUNBUFFERED="1", SPARK_LOCAL_IP="127.0.0.1")
+    """The environment of a pipeline subprocess: this interpreter for Spark's workers, and
+    the tests' socket timeout for a SparkSession it starts (PYSPARK_SUBMIT_ARGS)."""
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+               PYTHONUNBUFFERED="1", SPARK_LOCAL_IP="127.0.0.1")
+    env.setdefault("PYSPARK_SUBMIT_ARGS", f"--conf {SPARK_SOCKET_CONF} pyspark-shell")
+    return env
 
 
 def stop_group(proc: subprocess.Popen, sig: int = signal.SIGTERM, wait_s: float = 30.0) -> None:

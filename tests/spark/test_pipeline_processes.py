@@ -27,6 +27,7 @@ from odradek.devcluster import free_port
 from odradek.pipeline import generator as gen
 from odradek.testing import running_broker
 from tests.spark.pipeline_helpers import (
+    SPARK_SOCKET_CONF,
     assert_aggregates_match,
     assert_events_exactly_once,
     pipeline_env,
@@ -145,6 +146,7 @@ def test_the_streaming_job_runs_unchanged_on_a_standalone_cluster(spark, tmp_pat
                              "--conf", "spark.executor.memory=512m",
                              "--conf", f"spark.pyspark.python={sys.executable}",
                              "--conf", "spark.ui.enabled=false",
+                             "--conf", SPARK_SOCKET_CONF,
                              entry, *_stream_argv(broker.bootstrap, out, "--until-processed",
                                                   "--trigger", "1 second",
                                                   "--timeout", str(JOB_TIMEOUT))],
