@@ -109,6 +109,20 @@ def test_tasks_are_spread_evenly_and_stay_with_their_owner():
     assert active(second["b"]) <= active(first["b"])
 
 
+def test_every_instance_gets_some_of_every_subtopology():
+    """Kafka Streams' stages are subtopologies: a second instance joining a first that
+    runs all six tasks takes half of each stage, not one whole stage (which would leave
+    the first with none of the other's work)."""
+    tasks = {"0": 3, "1": 3}
+    alone = assign(tasks, [MemberSpec("a", "p1")], 0)
+    held = {s: set(ps) for s, ps in alone["a"].active.items()}
+    both = assign(tasks, [MemberSpec("a", "p1", held), MemberSpec("b", "p2")], 0)
+    for member in ("a", "b"):
+        assert set(both[member].active) == {"0", "1"}, both
+    fresh = assign(tasks, [MemberSpec("a", "p1"), MemberSpec("b", "p2")], 0)
+    assert all(set(a.active) == {"0", "1"} for a in fresh.values()), fresh
+
+
 def test_standbys_go_to_other_instances_than_the_active():
     tasks = {"0": 3}
     out = assign(tasks, [MemberSpec("a1", "A"), MemberSpec("a2", "A"), MemberSpec("b1", "B")],

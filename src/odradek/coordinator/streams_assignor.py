@@ -6,9 +6,11 @@ instance; its threads are members), and the work is balanced over members:
 
 - active tasks: a task stays with the member that had it while that member is under
   its share (total tasks / members; the remainder's extra task to as few members as
-  the remainder); the rest go one by one to the
-  least loaded member, preferring one that held the task as a standby (its state is
-  warm), then the least loaded process, then the member id;
+  the remainder) and under its share of the task's subtopology (so every instance does
+  some of every stage's work); the rest go one by one to the
+  least loaded member, preferring the one with fewest tasks of that subtopology, then
+  one that held the task as a standby (its state is warm), then the least loaded
+  process, then the member id;
 - standby tasks (``num.standby.replicas``): each task's copies go to members of other
   processes than the one running it active and than each other, preferring the
   members that had it as a standby, then the least loaded; a copy with no such member
@@ -21,6 +23,7 @@ inputs give the same assignment.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -67,7 +70,17 @@ def assign(tasks: Mapping[str, int], members: list[MemberSpec], standby_replicas
     def give(member_id: str, task: Task) -> None:
         out[member_id].active.setdefault(task[0], set()).add(task[1])
         load[member_id] += 1
+        sub_load[(member_id, task[0])] = sub_load.get((member_id, task[0]), 0) + 1
         owner[task] = member_id
+
+    # Tasks of one subtopology are spread: a member keeps or gets at most its share of
+    # each (the subtopology's tasks / members, rounded up), so that every instance does
+    # some of every stage's work.
+    sub_cap = {sid: math.ceil(n / len(ordered)) for sid, n in tasks.items()}
+    sub_load: dict[tuple[str, str], int] = {}
+
+    def in_sub(member_id: str, sid: str) -> int:
+        return sub_load.get((member_id, sid), 0)
 
     # Sticky first: the previous owner keeps what it can - up to ``least``, then one
     # more while members with one more are fewer than ``extra``.
@@ -77,6 +90,8 @@ def assign(tasks: Mapping[str, int], members: list[MemberSpec], standby_replicas
                 continue
             for m in ordered:
                 if not _has(m.active, task) or load[m.member_id] >= cap:
+                    continue
+                if in_sub(m.member_id, task[0]) >= sub_cap[task[0]]:
                     continue
                 if cap > least and sum(1 for n in load.values() if n > least) >= extra:
                     continue
@@ -91,7 +106,8 @@ def assign(tasks: Mapping[str, int], members: list[MemberSpec], standby_replicas
         if task in owner:
             continue
         warm = {m.member_id for m in ordered if _has(m.standby, task)}
-        best = min(ordered, key=lambda m: (load[m.member_id], m.member_id not in warm,
+        best = min(ordered, key=lambda m: (load[m.member_id], in_sub(m.member_id, task[0]),
+                                           m.member_id not in warm,
                                            process_load(m.process_id), m.member_id))
         give(best.member_id, task)
 
