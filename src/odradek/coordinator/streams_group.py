@@ -61,8 +61,10 @@ from odradek.coordinator.streams_topology import (
     SHUTDOWN_APPLICATION,
     STALE_TOPOLOGY,
     ConfiguredTopology,
+    CopartitionGroup,
     InternalTopic,
     Status,
+    Subtopology,
     Topology,
     TopologyError,
     configure,
@@ -505,9 +507,8 @@ class StreamsProtocol:
                   group.active_owned_by_others(member.member_id))
         # Standby tasks come at once, but not one the member still runs as active.
         pending = member.pending_revocation
-        member.standby = {s: {p for p in ps if p not in pending.get(s, ())}
-                          for s, ps in target.standby.items()}
-        member.standby = _copy(member.standby)
+        member.standby = _copy({s: {p for p in ps if p not in pending.get(s, ())}
+                                for s, ps in target.standby.items()})
         member.warmup = {}
 
     def _arm_streams_timers(self, group: StreamsGroup, member: StreamsMember,
@@ -550,9 +551,10 @@ class StreamsProtocol:
 
     # --- timers ----------------------------------------------------------------------
 
-    @staticmethod
-    def streams_timer_is_current(kind: str, group: StreamsGroup, member_id: str,
+    def streams_timer_is_current(self, kind: str, group: StreamsGroup, member_id: str,
                                  deadline: int) -> bool:
+        if self.streams_groups.get(group.group_id) is not group:
+            return False
         member = group.members.get(member_id)
         if member is None:
             return False
@@ -562,8 +564,6 @@ class StreamsProtocol:
 
     def on_streams_timer(self, kind: str, group: StreamsGroup, member_id: str,
                          now_ms: int, fx: Effects) -> None:
-        if self.streams_groups.get(group.group_id) is not group:
-            return
         why = ("its session expired" if kind == STREAMS_SESSION
                else "it did not give up its tasks within its rebalance timeout")
         log.info("Streams group %s: member %s removed: %s", group.group_id, member_id, why)
@@ -753,8 +753,6 @@ def _persisted(group: StreamsGroup | None) -> _Persisted:
 
 def topology_from_wire(wire: Any) -> Topology:
     """The heartbeat's Topology as ``streams_topology.Topology``."""
-    from odradek.coordinator.streams_topology import CopartitionGroup, Subtopology
-
     def internal(t: Any) -> InternalTopic:
         return InternalTopic(t.name, int(t.partitions), int(t.replication_factor),
                              tuple((kv.key, kv.value) for kv in t.topic_configs))
