@@ -39,7 +39,7 @@ from odradek.server.config import DYNAMIC_BROKER_SETTINGS, SETTINGS
 from odradek.server.dynamic_configs import STORED_ONLY
 from odradek.storage import checkpoint
 from odradek.storage.config import LogConfig
-from odradek.storage.manager import LOG_START_FILE
+from odradek.storage.layout import LOG_START_FILE
 from odradek.testing import RunningBroker, running_broker
 
 TIMEOUT = 10.0

@@ -30,7 +30,7 @@ def kill(manager: LogManager) -> None:
         for segment in lg.segments:
             os.close(segment.fd)
         lg.closed = True
-    manager._release_lock()
+    manager._release_locks()
 
 
 # --- one log ---------------------------------------------------------------------------------

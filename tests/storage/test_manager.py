@@ -11,7 +11,7 @@ import pytest
 from odradek.records import builder
 from odradek.storage import Log, LogConfig, LogManager, partition_metadata
 from odradek.storage.checkpoint import read_checkpoint, write_checkpoint
-from odradek.storage.manager import parse_log_dir_name
+from odradek.storage.layout import parse_log_dir_name
 
 from .conftest import FakeClock, make_batch, values_in
 
@@ -66,7 +66,7 @@ def test_the_start_log_line_says_whether_the_directory_is_new_clean_or_recovered
         manager.close()
         manager = LogManager.open(str(tmp_path))
         assert opened() == f"opened 1 logs in {tmp_path} (clean shutdown before)"
-        manager._release_lock()  # a crash: the lock goes with the process, no marker
+        manager._release_locks()  # a crash: the lock goes with the process, no marker
         LogManager.open(str(tmp_path)).close()
         assert opened().endswith("(unclean shutdown before: logs recovered)")
 
@@ -232,7 +232,7 @@ def _crash(manager: LogManager) -> None:
         for segment in lg.segments:
             os.close(segment.fd)
         lg.closed = True
-    manager._release_lock()
+    manager._release_locks()
 
 
 def test_an_unclean_restart_recovers_every_log_and_closes_them_on_several_threads(tmp_path):
@@ -412,7 +412,7 @@ def test_flush_ms_syncs_what_recovery_left_unsynced_without_a_new_record(tmp_pat
         for segment in lg.segments:
             os.close(segment.fd)
         lg.closed = True
-    manager._release_lock()
+    manager._release_locks()
     with LogManager.open(str(tmp_path), default_config=config, clock=clock) as manager:
         lg = manager.get_log("events", 0)
         assert lg.recovery_point == 0 and lg.log_end_offset == 3

@@ -42,7 +42,7 @@ def kill(manager: LogManager) -> None:
         for segment in lg.segments:
             os.close(segment.fd)
         lg.closed = True
-    manager._release_lock()
+    manager._release_locks()
 
 
 def lose_power(data_dir: str, durable: dict[str, int]) -> None:

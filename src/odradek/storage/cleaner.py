@@ -293,7 +293,9 @@ class LogCleaner:
             raise
         stem = os.path.join(directory, f"{old.base_offset:020d}")
         with lg.lock:
-            if old not in lg.segments or old is lg.active:
+            # Gone meanwhile: the segment (retention, truncation) or the whole log
+            # (deleted, or moved to another log directory).
+            if old not in lg.segments or old is lg.active or lg.closed:
                 cleaned.delete_files()
                 return None
             # The commit point: once the .swap exists, recovery completes the swap.

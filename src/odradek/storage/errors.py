@@ -45,3 +45,9 @@ class InvalidConfigError(StorageError, ValueError):
     """A log config with an unknown key or an ill-typed value (INVALID_CONFIG, 40)."""
 
     kafka_error = "INVALID_CONFIG"
+
+
+class LogDirNotFoundError(StorageError):
+    """A path that is not one of the broker's log directories (LOG_DIR_NOT_FOUND, 57)."""
+
+    kafka_error = "LOG_DIR_NOT_FOUND"

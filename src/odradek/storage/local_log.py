@@ -371,6 +371,8 @@ def apply_retention(lg: Log, now: int | None = None) -> int:
     now = lg.clock() if now is None else now
     deleted = 0
     with lg.lock:
+        if lg.closed:  # deleted, or moved to another log directory, meanwhile
+            return 0
         if cfg.retention_ms >= 0:
             deleted += _delete_leading(
                 lg,

@@ -1,8 +1,13 @@
-"""The data directory: its lock, its checkpoints, and every partition log in it.
+"""The log directories: their locks, their checkpoints, every partition log in them,
+and moving a log from one directory to another.
 
-Layout (Kafka's, so operators find what they know)::
+A broker has one log directory or several (Kafka's ``log.dirs``, JBOD): each partition's
+log lives in exactly one of them, new logs going to the directory with the fewest (or
+the one ``prefer_dir`` named for it). Each directory is laid out as Kafka lays one out,
+with its own lock, clean-shutdown marker and checkpoints, so operators find what they
+know::
 
-    DATA_DIR/
+    LOG_DIR/
       .lock                               held (flock) while a process uses the directory
       .kafka_cleanshutdown                present only between a clean stop and the next start
       recovery-point-offset-checkpoint    per partition: every offset below is on disk
@@ -15,6 +20,7 @@ Layout (Kafka's, so operators find what they know)::
                                           producer-state .snapshot files,
                                           leader-epoch-checkpoint (see Log) and
                                           partition.metadata (its topic's id)
+      <topic>-<partition>.<id>-future/    a log being moved into this directory (below)
 
 Replicated logs: the replication layer marks a log replicated (``set_replicated``) and
 moves its high watermark (``Log.set_high_watermark``); ``write_checkpoints`` saves the
@@ -22,6 +28,19 @@ high watermark of every replicated log, and the next start opens each log found 
 replicated, from that high watermark (clamped to what recovery kept). A log marked
 replicated without one starts from its log start, as a Kafka follower restarting
 without a checkpoint does.
+
+Moving a log between directories (Kafka's AlterReplicaLogDirs, KIP-113): the *future*
+log is made in the destination (``start_future``), copied into from the current one
+batch by batch as a follower copies from its leader (``copy_to_future``: offsets, leader
+epochs and producer state as written; a truncation of the current log starts the copy
+again), and once it has caught up it replaces the current log (``finish_move``, under
+the current log's lock: the rest copied, the future closed and synced, the current
+directory renamed ``-delete``, the future renamed to the partition's name and opened).
+A stop during the copy leaves the future behind: the next start deletes it and names
+the move in ``pending_moves``, to be started again. A stop inside the swap, after the
+current directory was renamed, leaves a complete future and no current log: the next
+start makes it the log (renamed). So a partition is never in two directories, and never
+in none. Kafka resumes an interrupted copy where it stopped; this starts it again.
 
 The manager opens every log at start (recovering those that need it), runs the periodic
 duties when asked (flush by ``flush.ms``, retention, closing retired files, writing
@@ -42,24 +61,30 @@ import os
 import shutil
 import threading
 import uuid
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from odradek.storage import checkpoint, partition_metadata
+from odradek.storage import checkpoint, log_moves, partition_metadata
 from odradek.storage.cleaner import DEFAULT_MAX_MAP_ENTRIES, CleanResult, LogCleaner
 from odradek.storage.config import LogConfig
-from odradek.storage.errors import LogDirLockedError
+from odradek.storage.errors import LogDirLockedError, LogDirNotFoundError, StorageError
+from odradek.storage.layout import (
+    CLEAN_SHUTDOWN_FILE,
+    DELETE_DIR_SUFFIX,
+    LOCK_FILE,
+    LOG_START_FILE,
+    RECOVERY_POINT_FILE,
+    REPLICATION_OFFSET_FILE,
+    log_dir_name,
+    parse_future_dir_name,
+    parse_log_dir_name,
+)
 from odradek.storage.log import Clock, Log, wall_clock_ms
 
 log = logging.getLogger(__name__)
 
-LOCK_FILE = ".lock"
-CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
-RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
-LOG_START_FILE = "log-start-offset-checkpoint"
-REPLICATION_OFFSET_FILE = "replication-offset-checkpoint"  # high watermarks
-DELETE_DIR_SUFFIX = "-delete"
 
 TopicPartition = tuple[str, int]
 _T = TypeVar("_T")
@@ -71,24 +96,12 @@ _R = TypeVar("_R")
 DEFAULT_RECOVERY_THREADS = 8
 
 
-def log_dir_name(topic: str, partition: int) -> str:
-    return f"{topic}-{partition}"
-
-
-def parse_log_dir_name(name: str) -> TopicPartition | None:
-    """``my-topic-3`` -> ("my-topic", 3); None for anything else."""
-    topic, sep, partition = name.rpartition("-")
-    if not sep or not topic or not partition.isdigit() or name.startswith("."):
-        return None
-    return topic, int(partition)
-
-
 class LogManager:
-    """Every partition log of one data directory."""
+    """Every partition log of one broker's log directories."""
 
     def __init__(
         self,
-        data_dir: str,
+        log_dirs: str | Sequence[str],
         *,
         default_config: LogConfig | None = None,
         topic_config: Callable[[str], LogConfig] | None = None,
@@ -97,19 +110,37 @@ class LogManager:
         recovery_threads: int = DEFAULT_RECOVERY_THREADS,
         flush_timer: Callable[[float], None] | None = None,
     ) -> None:
-        self.data_dir = os.path.abspath(data_dir)
+        given = [log_dirs] if isinstance(log_dirs, str) else list(log_dirs)
+        if not given:
+            raise ValueError("a log manager needs at least one log directory")
+        # Absolute, in the order given, each once: AlterReplicaLogDirs names them so.
+        self.log_dirs: list[str] = list(dict.fromkeys(os.path.abspath(d) for d in given))
+        self.data_dir = self.log_dirs[0]  # the first: where a single directory's logs are
         # Given to every log (Log.flush_timer): the seconds each flush's fsyncs took.
         self.flush_timer = flush_timer
         self.default_config = default_config or LogConfig()
         self._topic_config = topic_config
         self.clock = clock
         self.logs: dict[TopicPartition, Log] = {}
+        # Which directory each log (and each future log) is in, and how many are in each.
+        self._dir_of: dict[TopicPartition, str] = {}
+        self._counts: Counter[str] = Counter()
+        # Logs being moved (start_future ... finish_move): the copy, and the current
+        # log's truncation count it was copied at (another means: start again).
+        self.futures: dict[TopicPartition, Log] = {}
+        self._future_dir_of: dict[TopicPartition, str] = {}
+        self._copied_at: dict[TopicPartition, int] = {}
+        # Where a partition's log goes when it is created (AlterReplicaLogDirs named a
+        # directory before this broker had the replica).
+        self._preferred: dict[TopicPartition, str] = {}
+        # Moves a stop interrupted (their futures deleted at open): start them again.
+        self.pending_moves: dict[TopicPartition, str] = {}
         # Each log's topic id (partition.metadata) once read or written.
         self._topic_ids: dict[TopicPartition, uuid.UUID] = {}
-        self._lock_fd: int | None = None
+        self._lock_fds: dict[str, int] = {}
         self._max_map_entries = max_map_entries
-        self.cleaner: LogCleaner | None = None
-        self.had_clean_shutdown = False
+        self.cleaners: dict[str, LogCleaner] = {}
+        self.had_clean_shutdown = False  # every directory had one
         self._deleted: list[tuple[int, Log]] = []  # (close deadline, deleted log)
         self.recovery_threads = max(1, recovery_threads)
         # The flush duty's agenda: (due time, sequence, log) of logs with work for
@@ -121,10 +152,13 @@ class LogManager:
         self._flush_heap: list[tuple[int, int, Log]] = []
         self._flush_entry: dict[Log, tuple[int, int, Log]] = {}
         self._flush_seq = itertools.count()
-        # Whether replication-offset-checkpoint holds entries: a data directory without
+        # The checkpoint writers (the duty thread, and a finished move on the caller's)
+        # take turns: both write the same files.
+        self._checkpoint_lock = threading.Lock()
+        # The directories whose replication-offset-checkpoint holds entries: one without
         # replicated logs never gets the file (no extra fsyncs per checkpoint pass), and
         # one whose logs stopped being replicated gets it emptied once.
-        self._hw_file_has_entries = False
+        self._hw_files_with_entries: set[str] = set()
 
     def config_for(self, topic: str) -> LogConfig:
         return self._topic_config(topic) if self._topic_config else self.default_config
@@ -132,20 +166,21 @@ class LogManager:
     # --- lifecycle ---------------------------------------------------------------------
 
     @classmethod
-    def open(cls, data_dir: str, **kwargs: object) -> LogManager:
-        """Lock the directory, then open and (where needed) recover every log in it."""
-        self = cls(data_dir, **kwargs)  # type: ignore[arg-type]
-        os.makedirs(self.data_dir, exist_ok=True)
-        self._acquire_lock()
+    def open(cls, log_dirs: str | Sequence[str], **kwargs: object) -> LogManager:
+        """Lock the directories, then open and (where needed) recover every log in them."""
+        self = cls(log_dirs, **kwargs)  # type: ignore[arg-type]
         try:
+            for directory in self.log_dirs:
+                os.makedirs(directory, exist_ok=True)
+                self._acquire_lock(directory)
             self._open_logs()
         except BaseException:
-            self._release_lock()
+            self._release_locks()
             raise
         return self
 
-    def _acquire_lock(self) -> None:
-        path = os.path.join(self.data_dir, LOCK_FILE)
+    def _acquire_lock(self, directory: str) -> None:
+        path = os.path.join(directory, LOCK_FILE)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -153,54 +188,97 @@ class LogManager:
             holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
             os.close(fd)
             raise LogDirLockedError(
-                f"{self.data_dir} is in use by another process (pid {holder}); "
+                f"{directory} is in use by another process (pid {holder}); "
                 "two brokers on one data directory would corrupt it"
             ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        self._lock_fd = fd
+        self._lock_fds[directory] = fd
 
-    def _release_lock(self) -> None:
-        if self._lock_fd is not None:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
-            os.close(self._lock_fd)
-            self._lock_fd = None
+    def _release_locks(self) -> None:
+        for fd in self._lock_fds.values():
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+        self._lock_fds.clear()
+
+    def _scan(self) -> dict[TopicPartition, tuple[str, str]]:
+        """(log directory, path) of every partition log in the directories, after
+        finishing what a stop interrupted: deletions (``-delete``: removed) and moves
+        (``-future``: see the module's docstring)."""
+        found: dict[TopicPartition, tuple[str, str]] = {}
+        futures: dict[TopicPartition, tuple[str, str]] = {}
+        for directory in self.log_dirs:
+            for entry in sorted(os.scandir(directory), key=lambda e: e.name):
+                if not entry.is_dir():
+                    continue
+                if entry.name.endswith(DELETE_DIR_SUFFIX):
+                    shutil.rmtree(entry.path)  # a deletion a stop interrupted
+                    continue
+                future = parse_future_dir_name(entry.name)
+                if future is not None:
+                    if future in futures:  # two interrupted moves: the later is kept
+                        shutil.rmtree(futures[future][1])
+                    futures[future] = directory, entry.path
+                    continue
+                tp = parse_log_dir_name(entry.name)
+                if tp is None:
+                    continue
+                if tp in found:
+                    raise StorageError(
+                        f"{entry.path} and {found[tp][1]} are both the log of {tp[0]}-"
+                        f"{tp[1]}: remove the one that is not (another broker's directory "
+                        "in log.dirs?)")
+                found[tp] = directory, entry.path
+        for tp, (directory, path) in futures.items():
+            if tp in found:
+                log.info("%s-%d: the move into %s was interrupted: it starts again", *tp,
+                         directory)
+                shutil.rmtree(path)
+                self.pending_moves[tp] = directory
+            else:
+                # Interrupted inside the swap, after the current log was retired: the
+                # future was complete and synced before that.
+                final = os.path.join(directory, log_dir_name(*tp))
+                os.replace(path, final)
+                checkpoint.fsync_dir(directory)
+                log.info("%s-%d: finished the move into %s a stop interrupted", *tp,
+                         directory)
+                found[tp] = directory, final
+        return found
 
     def _open_logs(self) -> None:
-        marker = os.path.join(self.data_dir, CLEAN_SHUTDOWN_FILE)
-        self.had_clean_shutdown = os.path.exists(marker)
-        recovery_file = os.path.join(self.data_dir, RECOVERY_POINT_FILE)
+        markers = {d: os.path.join(d, CLEAN_SHUTDOWN_FILE) for d in self.log_dirs}
+        clean = {d: os.path.exists(m) for d, m in markers.items()}
+        self.had_clean_shutdown = all(clean.values())
         # Never opened before: no marker, and no checkpoint (every open writes one).
-        new = not self.had_clean_shutdown and not os.path.exists(recovery_file)
-        recovery = checkpoint.read_checkpoint(recovery_file)
-        starts = checkpoint.read_checkpoint(os.path.join(self.data_dir, LOG_START_FILE))
-        hws = checkpoint.read_checkpoint(os.path.join(self.data_dir, REPLICATION_OFFSET_FILE))
-        self._hw_file_has_entries = bool(hws)
+        new = not any(clean.values()) and not any(
+            os.path.exists(os.path.join(d, RECOVERY_POINT_FILE)) for d in self.log_dirs)
+        found = self._scan()
+        recovery: dict[str, dict[TopicPartition, int]] = {}
+        starts: dict[str, dict[TopicPartition, int]] = {}
+        hws: dict[str, dict[TopicPartition, int]] = {}
+        for d in self.log_dirs:
+            recovery[d] = checkpoint.read_checkpoint(os.path.join(d, RECOVERY_POINT_FILE))
+            starts[d] = checkpoint.read_checkpoint(os.path.join(d, LOG_START_FILE))
+            hws[d] = checkpoint.read_checkpoint(os.path.join(d, REPLICATION_OFFSET_FILE))
+            if hws[d]:
+                self._hw_files_with_entries.add(d)
         configs: dict[str, LogConfig] = {}  # one per topic, not one per partition
-        found: list[tuple[TopicPartition, str]] = []
-        for entry in sorted(os.scandir(self.data_dir), key=lambda e: e.name):
-            if not entry.is_dir():
-                continue
-            if entry.name.endswith(DELETE_DIR_SUFFIX):
-                shutil.rmtree(entry.path)  # a deletion a stop interrupted
-                continue
-            tp = parse_log_dir_name(entry.name)
-            if tp is None:
-                continue
+        for tp in found:
             if tp[0] not in configs:
                 configs[tp[0]] = self.config_for(tp[0])
-            found.append((tp, entry.path))
+        items = sorted(found.items())
 
-        def open_one(item: tuple[TopicPartition, str]) -> Log:
-            tp, path = item
+        def open_one(item: tuple[TopicPartition, tuple[str, str]]) -> Log:
+            tp, (d, path) = item
             return Log.open(
                 path,
                 configs[tp[0]],
-                log_start_offset=starts.get(tp, 0),
-                recovery_point=recovery.get(tp, 0),
-                clean_shutdown=self.had_clean_shutdown,
+                log_start_offset=starts[d].get(tp, 0),
+                recovery_point=recovery[d].get(tp, 0),
+                clean_shutdown=clean[d],
                 clock=self.clock,
-                high_watermark=hws.get(tp),  # None: not replicated when last checkpointed
+                high_watermark=hws[d].get(tp),  # None: not replicated when last checkpointed
             )
 
         # One thread, clean stop or not. Recovery validates without syncing (see
@@ -211,51 +289,57 @@ class LogManager:
         # A cold cache after a machine crash would make it wait on reads, where threads
         # could help again: not measured. Kafka's num.recovery.threads.per.data.dir
         # defaults to 1 as well.
-        opened = self._in_pool(open_one, found, threads=1)
-        for (tp, _), result in zip(found, opened, strict=True):
+        opened = self._in_pool(open_one, items, threads=1)
+        for (tp, (d, _)), result in zip(items, opened, strict=True):
             if isinstance(result, Exception):
                 raise result
             self.logs[tp] = result
+            self._place(tp, d)
         for lg in self.logs.values():
             self._watch(lg)  # e.g. recovered segments to sync, or flush.ms to apply
-        self.cleaner = LogCleaner(self.data_dir, clock=self.clock,
-                                  max_map_entries=self._max_map_entries)
-        # From here on a crash is unclean until close() writes the marker again.
-        if self.had_clean_shutdown:
-            os.unlink(marker)
-            checkpoint.fsync_dir(self.data_dir)
+        for d in self.log_dirs:
+            self.cleaners[d] = LogCleaner(d, clock=self.clock,
+                                          max_map_entries=self._max_map_entries)
+            # From here on a crash is unclean until close() writes the marker again.
+            if clean[d]:
+                os.unlink(markers[d])
+                checkpoint.fsync_dir(d)
         self.write_checkpoints()
-        log.info("opened %d logs in %s (%s)", len(self.logs), self.data_dir,
+        log.info("opened %d logs in %s (%s)", len(self.logs), ", ".join(self.log_dirs),
                  "a new data directory" if new and not self.logs else
                  "clean shutdown before" if self.had_clean_shutdown else
                  "unclean shutdown before: logs recovered")
 
     def close(self) -> None:
         """Flush and close every log, write the checkpoints and the clean-shutdown
-        marker, release the lock."""
-        if self._lock_fd is None:
+        markers, release the locks. A future log is closed as it is (the next start
+        deletes it and starts its move again)."""
+        if not self._lock_fds:
             return
         try:
             self._close_deleted(everything=True)
+            for future in self.futures.values():
+                future.close()
             closed = self._in_pool(Log.close, list(self.logs.values()))
             for result in closed:
                 if isinstance(result, Exception):
                     raise result
-            clean = all(closed)
-            if clean:
+            if all(closed):
                 self.write_checkpoints()
-                fd = os.open(os.path.join(self.data_dir, CLEAN_SHUTDOWN_FILE),
-                             os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
-                os.fsync(fd)
-                os.close(fd)
-                checkpoint.fsync_dir(self.data_dir)
+                for d in self.log_dirs:
+                    fd = os.open(os.path.join(d, CLEAN_SHUTDOWN_FILE),
+                                 os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+                    os.fsync(fd)
+                    os.close(fd)
+                    checkpoint.fsync_dir(d)
             else:
                 log.error("%s: not every log flushed; the next start recovers them",
-                          self.data_dir)
+                          ", ".join(self.log_dirs))
         except OSError as exc:
-            log.error("%s: could not record a clean shutdown: %s", self.data_dir, exc)
+            log.error("%s: could not record a clean shutdown: %s", ", ".join(self.log_dirs),
+                      exc)
         finally:
-            self._release_lock()
+            self._release_locks()
 
     def _in_pool(self, fn: Callable[[_T], _R], items: list[_T], *,
                  threads: int | None = None) -> list[_R | Exception]:
@@ -287,6 +371,42 @@ class LogManager:
     def get_log(self, topic: str, partition: int) -> Log | None:
         return self.logs.get((topic, partition))
 
+    def dir_of(self, topic: str, partition: int) -> str | None:
+        """The log directory the partition's log is in (None: no log here)."""
+        return self._dir_of.get((topic, partition))
+
+    def _place(self, tp: TopicPartition, directory: str) -> None:
+        self._dir_of[tp] = directory
+        self._counts[directory] += 1
+
+    def _unplace(self, tp: TopicPartition) -> str | None:
+        directory = self._dir_of.pop(tp, None)
+        if directory is not None:
+            self._counts[directory] -= 1
+        return directory
+
+    def check_dir(self, directory: str) -> str:
+        """``directory`` as one of the log directories (absolute), or LogDirNotFoundError
+        (Kafka's LOG_DIR_NOT_FOUND: the path must be one of log.dirs)."""
+        if directory not in self.log_dirs:
+            raise LogDirNotFoundError(f"Log dir {directory} is not found in the config.")
+        return directory
+
+    def prefer_dir(self, topic: str, partition: int, directory: str) -> None:
+        """Create the partition's log in ``directory`` when it is created here (Kafka's
+        preferred log dir: AlterReplicaLogDirs before this broker has the replica)."""
+        self._preferred[(topic, partition)] = self.check_dir(directory)
+
+    def _dir_for_new_log(self, tp: TopicPartition) -> str:
+        """Kafka's choice: the preferred directory, else the one with the fewest
+        partition logs (and logs being moved in), the first listed on a tie."""
+        preferred = self._preferred.pop(tp, None)
+        if preferred is not None:
+            return preferred
+        if len(self.log_dirs) == 1:
+            return self.data_dir
+        return min(self.log_dirs, key=lambda d: self._counts[d])
+
     def get_or_create_log(self, topic: str, partition: int,
                           config: LogConfig | None = None,
                           topic_id: uuid.UUID | None = None) -> Log:
@@ -300,7 +420,8 @@ class LogManager:
             self.delete_log(topic, partition)
             lg = None
         if lg is None:
-            path = os.path.join(self.data_dir, log_dir_name(topic, partition))
+            directory = self._dir_for_new_log(tp)
+            path = os.path.join(directory, log_dir_name(topic, partition))
             # A directory made just now holds nothing to recover: opening it as after a
             # clean stop skips validating (and fsyncing) its empty first segment, which
             # made creating 10,000 partitions cost 10,000 extra fsyncs.
@@ -310,8 +431,9 @@ class LogManager:
             if topic_id is not None:
                 partition_metadata.write(path, topic_id)
                 self._topic_ids[tp] = topic_id
-            checkpoint.fsync_dir(self.data_dir)
+            checkpoint.fsync_dir(directory)
             self.logs[tp] = lg
+            self._place(tp, directory)
             self._watch(lg)
         return lg
 
@@ -339,12 +461,27 @@ class LogManager:
         return False
 
     def delete_log(self, topic: str, partition: int) -> bool:
-        """Remove a partition's log: renamed ``<dir>.<id>-delete`` first (atomic, so a
-        crash cannot resurrect half of it), then removed."""
-        lg = self.logs.pop((topic, partition), None)
-        self._topic_ids.pop((topic, partition), None)
-        if lg is None:
+        """Remove a partition's log (and a move of it under way): renamed
+        ``<dir>.<id>-delete`` first (atomic, so a crash cannot resurrect half of it),
+        then removed."""
+        tp = (topic, partition)
+        self.abort_move(topic, partition)
+        self._preferred.pop(tp, None)
+        lg = self.logs.pop(tp, None)
+        self._topic_ids.pop(tp, None)
+        directory = self._unplace(tp)
+        if lg is None or directory is None:
             return False
+        self._retire(lg, directory)
+        if directory in self.cleaners:
+            self.cleaners[directory].forget(tp)
+        return True
+
+    def _retire(self, lg: Log, directory: str) -> None:
+        """Take ``lg`` out of service and remove its directory, keeping its descriptors
+        open for ``file.delete.delay.ms``: a fetch may hold a region of them, and a
+        closed descriptor's number could be reused by another file before its sendfile
+        runs."""
         target = f"{lg.directory}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
         with lg.lock:
             lg.closed = True
@@ -353,15 +490,9 @@ class LogManager:
             os.replace(lg.directory, target)
         with self._flush_lock:
             self._flush_entry.pop(lg, None)  # its heap entry, if any, is skipped
-        checkpoint.fsync_dir(self.data_dir)
+        checkpoint.fsync_dir(directory)
         shutil.rmtree(target)
-        # The files are gone, but their descriptors stay open for file.delete.delay.ms:
-        # a fetch may hold a region of them, and a closed descriptor's number could be
-        # reused by another file before its sendfile runs.
         self._deleted.append((self.clock() + lg.config.file_delete_delay_ms, lg))
-        if self.cleaner is not None:
-            self.cleaner.forget((topic, partition))
-        return True
 
     def _close_deleted(self, now: int | None = None, *, everything: bool = False) -> None:
         now = self.clock() if now is None else now
@@ -394,6 +525,14 @@ class LogManager:
             if t == topic:
                 lg.config = config
                 self._watch(lg)  # a shorter flush.ms may make it due sooner
+
+    # --- moving a log to another directory (log_moves.py) ----------------------------------
+
+    future_dir_of = log_moves.future_dir_of
+    start_future = log_moves.start_future
+    copy_to_future = log_moves.copy_to_future
+    finish_move = log_moves.finish_move
+    abort_move = log_moves.abort_move
 
     # --- periodic duties ---------------------------------------------------------------
 
@@ -463,24 +602,49 @@ class LogManager:
         return deleted
 
     def clean(self, now: int | None = None) -> list[tuple[TopicPartition, CleanResult]]:
-        """One compaction pass over the logs whose dirty ratio calls for it."""
-        assert self.cleaner is not None, "the manager is not open"
-        return self.cleaner.clean_once(list(self.logs.items()), now)
+        """One compaction pass over the logs whose dirty ratio calls for it, each
+        directory's by its own cleaner (its progress is in that directory)."""
+        assert self.cleaners, "the manager is not open"
+        by_dir: dict[str, list[tuple[TopicPartition, Log]]] = {d: [] for d in self.log_dirs}
+        for tp, lg in list(self.logs.items()):
+            directory = self._dir_of.get(tp)
+            if directory is not None and not lg.closed:
+                by_dir[directory].append((tp, lg))
+        results: list[tuple[TopicPartition, CleanResult]] = []
+        for directory, logs in by_dir.items():
+            if logs:
+                results += self.cleaners[directory].clean_once(logs, now)
+        return results
 
     def write_checkpoints(self) -> None:
         """Write the recovery points and log starts of every log, and the high
-        watermarks of the replicated ones."""
-        logs = list(self.logs.items())  # the request path may add logs meanwhile
+        watermarks of the replicated ones, in each log directory for its logs."""
+        with self._checkpoint_lock:
+            by_dir: dict[str, list[tuple[TopicPartition, Log]]] = {
+                d: [] for d in self.log_dirs}
+            # A snapshot: the request path may add logs meanwhile.
+            for tp, lg in list(self.logs.items()):
+                directory = self._dir_of.get(tp)
+                if directory is not None:
+                    by_dir[directory].append((tp, lg))
+            for directory, logs in by_dir.items():
+                self._write_checkpoints(directory, logs)
+
+    def _write_checkpoints(self, directory: str,
+                           logs: list[tuple[TopicPartition, Log]]) -> None:
         checkpoint.write_checkpoint(
-            os.path.join(self.data_dir, RECOVERY_POINT_FILE),
+            os.path.join(directory, RECOVERY_POINT_FILE),
             {tp: lg.recovery_point for tp, lg in logs},
         )
         checkpoint.write_checkpoint(
-            os.path.join(self.data_dir, LOG_START_FILE),
+            os.path.join(directory, LOG_START_FILE),
             {tp: lg.log_start_offset for tp, lg in logs},
         )
         hws = {tp: lg.high_watermark for tp, lg in logs if lg.replicated}
-        if hws or self._hw_file_has_entries:
+        if hws or directory in self._hw_files_with_entries:
             checkpoint.write_checkpoint(
-                os.path.join(self.data_dir, REPLICATION_OFFSET_FILE), hws)
-            self._hw_file_has_entries = bool(hws)
+                os.path.join(directory, REPLICATION_OFFSET_FILE), hws)
+            if hws:
+                self._hw_files_with_entries.add(directory)
+            else:
+                self._hw_files_with_entries.discard(directory)
