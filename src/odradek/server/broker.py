@@ -39,6 +39,7 @@ from odradek.server.dynamic_configs import (
 )
 from odradek.server.fetch_sessions import FetchSessionCache, sweep_interval_s
 from odradek.server.group_commit import GroupCommit
+from odradek.server.log_dirs import LogDirMoves
 from odradek.server.metadata import MetadataStore, Topic
 from odradek.server.metrics import BrokerStats, MetricsServer
 from odradek.server.network.connection import Connection, Response
@@ -121,6 +122,7 @@ class Broker:
         self._serving = False  # set once start() is done (/readyz)
         self._documents: list[Document] = []  # the security state's, to stop
         self._duties: LogDuties | None = None
+        self.log_dir_moves = LogDirMoves(self)  # AlterReplicaLogDirs' moves
         self.groups: GroupRuntime | None = None  # consumer groups, from start()
         self.transactions: TxnRuntime | None = None  # transactions, from start()
         # Share groups (KIP-932): the share coordinator's runtime (from start()), the
@@ -149,7 +151,7 @@ class Broker:
         await self._join_topology()
         try:
             self.logs = LogManager.open(
-                cfg.data_dir, default_config=cfg.log_config(),
+                cfg.log_dirs, default_config=cfg.log_config(),
                 topic_config=self.log_config_for, clock=self.clock,
                 flush_timer=self.stats.log_flush.observe if self.stats is not None else None)
         except BaseException:
@@ -191,6 +193,7 @@ class Broker:
             self.share_state = ShareStateRuntime(self)
             self.share_state.start()
             self.topology.start_replicas()  # leaders of internal partitions load them
+            self.log_dir_moves.start()  # the partitions are there to take moved logs
             await self._listen()
             self._idle_sweep = asyncio.get_running_loop().create_task(self._close_idle())
             await self.topology.register()  # the port is known: others may find us
@@ -215,6 +218,7 @@ class Broker:
                 await self.transactions.stop()
             if self.groups is not None:
                 await self.groups.stop()
+            await self.log_dir_moves.stop()
             if self._duties is not None:
                 self._duties.stop()
             self.logs.close()
@@ -222,7 +226,7 @@ class Broker:
         self._serving = True
         log.info("listening on %s, data in %s", ", ".join(
             f"{lst.name}://{lst.host}:{self.listener_ports[lst.name]}"
-            for lst in cfg.listeners), self.logs.data_dir)
+            for lst in cfg.listeners), ", ".join(self.logs.log_dirs))
 
     async def _document(self, name: str, mode: int = 0o644) -> Document:
         """The named security document, where the topology keeps it: the cluster's
@@ -304,6 +308,7 @@ class Broker:
         if self.tokens is not None:
             self.tokens.stop()
         await self.topology.stop()  # a cluster's fetchers stop; its registration goes
+        await self.log_dir_moves.stop()
         for task, conn in list(self._connections.items()):
             if not conn.busy:
                 task.cancel()

@@ -234,6 +234,9 @@ _SETTINGS = [
     Setting("max.request.partition.size.limit", 2000, _int(1),
             "most partitions a DescribeTopicPartitions answer holds (the client's limit "
             "is kept if lower)"),
+    Setting("log.dirs", "", _str,
+            "DIR[,DIR...]: the log directories (JBOD), every partition log in one of "
+            "them; default: the data directory"),
     Setting("log.segment.bytes", 1073741824, _int(14), "segment size", "segment.bytes"),
     Setting("log.roll.ms", 604800000, _int(1), "segment age", "segment.ms"),
     Setting("log.index.interval.bytes", 4096, _int(0), "index density",
@@ -504,6 +507,9 @@ _SETTINGS = [
     Setting("follower.replication.throttled.rate", 2**63 - 1, _int(1),
             "bytes/s a follower fetches for its throttled replicas that are not in sync "
             "(follower.replication.throttled.replicas); a dynamic broker config"),
+    Setting("replica.alter.log.dirs.io.max.bytes.per.second", 2**63 - 1, _int(1),
+            "bytes/s a move of logs between this broker's log directories copies "
+            "(AlterReplicaLogDirs); a dynamic broker config"),
     Setting("auto.leader.rebalance.enable", True, _bool,
             "the controller moves leadership back to preferred replicas"),
     Setting("leader.imbalance.per.broker.percentage", 10, _int(0),
@@ -520,11 +526,12 @@ _SETTINGS = [
 SETTINGS: dict[str, Setting] = {s.name: s for s in _SETTINGS}
 # Settings the broker takes at run time from AlterConfigs on a broker resource (or the
 # cluster-wide default), Kafka's dynamic broker configs (server.dynamic_configs): the
-# replication throttle rates and the broker-wide defaults of topic configs (Kafka's
-# DynamicLogConfig); every other setting comes from the command line, environment or
-# file only.
+# replication and log-directory throttle rates and the broker-wide defaults of topic
+# configs (Kafka's DynamicLogConfig); every other setting comes from the command line,
+# environment or file only.
 DYNAMIC_BROKER_SETTINGS = frozenset({"leader.replication.throttled.rate",
-                                     "follower.replication.throttled.rate"}
+                                     "follower.replication.throttled.rate",
+                                     "replica.alter.log.dirs.io.max.bytes.per.second"}
                                     | {s.name for s in _SETTINGS if s.topic_name})
 # Kafka also accepts coarser units for some settings; they map onto the ms ones.
 _ALIASES = {
@@ -630,6 +637,13 @@ class BrokerConfig:
     def clustered(self) -> bool:
         """Whether this broker is part of a ZooKeeper-coordinated cluster."""
         return bool(self.values["zookeeper.connect"])
+
+    @property
+    def log_dirs(self) -> list[str]:
+        """The log directories, absolute: ``log.dirs``, else the data directory (which
+        keeps the broker's own files either way)."""
+        given = [d.strip() for d in self.values["log.dirs"].split(",") if d.strip()]
+        return list(dict.fromkeys(os.path.abspath(d) for d in given or [self.data_dir]))
 
     def log_config(self) -> LogConfig:
         """The topic-level defaults every log starts from."""

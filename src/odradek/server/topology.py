@@ -149,6 +149,9 @@ class Topology(Protocol):
     def delay_produce(self, waits: Sequence[tuple[Partition, int]], timeout_ms: int | None
                       ) -> DelayedProduce: ...
     def leader_log(self, topic: str, partition: int) -> Log | None: ...
+    def replace_log(self, topic: str, partition: int, lg: Log) -> None:
+        """The partition's log moved to another log directory (server/log_dirs.py):
+        its ``Partition`` appends to and reads ``lg`` from now on."""
     # Fetch: a replica's reads, and the epoch checks and replica choices of a consumer's
     # (the replica manager's in a cluster).
     def read_for_follower(self, replica: int, wanted: list[Wanted], max_bytes: int,
@@ -432,6 +435,11 @@ class SingleNode:
             tp, lg, self.node_id, SINGLE_NODE_LEADER_EPOCH,
             fetches=self.broker.purgatory, produces=self.produces)
         return part
+
+    def replace_log(self, topic: str, partition: int, lg: Log) -> None:
+        part = self.leaders.get((topic, partition))
+        if part is not None:
+            part.log = lg
 
     def leader_log(self, topic: str, partition: int) -> Log | None:
         logs = self.broker.logs

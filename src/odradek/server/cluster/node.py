@@ -238,6 +238,11 @@ class ClusterNode:
         part = self.replicas.leaders.get((topic, partition))
         return part.log if part is not None else None
 
+    def replace_log(self, topic: str, partition: int, lg: Log) -> None:
+        part = self.replicas.partitions.get((topic, partition))
+        if part is not None:  # the same object as in ``leaders`` while it leads
+            part.log = lg
+
     def missing_partition_error(self, topic: str, partition: int) -> int:
         """Why ``leader_log`` gave None: NOT_LEADER_OR_FOLLOWER for a partition that
         exists but is led elsewhere (or by nobody), else UNKNOWN_TOPIC_OR_PARTITION."""

@@ -1,5 +1,5 @@
 """DescribeConfigs (32), AlterConfigs (33), IncrementalAlterConfigs (44),
-DescribeLogDirs (35) and DescribeCluster (60).
+ListConfigResources (74) and DescribeCluster (60).
 
 Configs: a topic's settings are its overrides (``Topic.configs``, persisted in the
 metadata file) over the broker's ``log.*`` defaults, under Kafka's names. Describing one
@@ -20,7 +20,6 @@ Either way the new settings reach the open logs at once (``Broker.set_topic_conf
 
 from __future__ import annotations
 
-import shutil
 from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -560,38 +559,6 @@ async def incremental_alter_configs(broker: Broker, request: Request) -> bytes:
     return await _alter(broker, request, new_configs)
 
 
-async def describe_log_dirs(broker: Broker, request: Request) -> bytes:
-    assert broker.logs is not None
-    if not allowed(broker, request, Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER):
-        return respond(request, {"throttle_time": 0,
-                                 "error_code": ErrorCode.cluster_authorization_failed,
-                                 "results": []})
-    requested = request.body.topics
-    wanted: set[tuple[str, int]] | None = None
-    if requested is not None:
-        wanted = {(t.topic, p) for t in requested for p in t.partitions}
-    by_topic: dict[str, list[dict[str, Any]]] = {}
-    for (name, partition), lg in sorted(list(broker.logs.logs.items())):
-        if wanted is not None and (name, partition) not in wanted:
-            continue
-        by_topic.setdefault(name, []).append({
-            "partition_index": partition, "partition_size": lg.size_bytes,
-            # Kafka's offset lag of a replica: how far its log end is below the high
-            # watermark it knows (0 on a leader, and on a single node).
-            "offset_lag": max(lg.high_watermark - lg.log_end_offset, 0),
-            "is_future_key": False,
-        })
-    usage = shutil.disk_usage(broker.logs.data_dir)
-    return respond(request, {"throttle_time": 0, "error_code": 0, "results": [{
-        "error_code": 0,
-        "log_dir": broker.logs.data_dir,
-        "is_cordoned": False,  # v5, KIP-1066: this broker does not cordon its directory
-        "topics": [{"name": name, "partitions": parts} for name, parts in by_topic.items()],
-        "total_bytes": usage.total,
-        "usable_bytes": usage.free,
-    }]})
-
-
 async def describe_cluster(broker: Broker, request: Request) -> bytes:
     body = request.body
     assert broker.metadata is not None
@@ -665,5 +632,4 @@ DESCRIBE_CONFIGS = Api(32, "DescribeConfigs", 1, 4, describe_configs)
 LIST_CONFIG_RESOURCES = Api(74, "ListConfigResources", 0, 1, list_config_resources)
 ALTER_CONFIGS = Api(33, "AlterConfigs", 0, 2, alter_configs)
 INCREMENTAL_ALTER_CONFIGS = Api(44, "IncrementalAlterConfigs", 0, 1, incremental_alter_configs)
-DESCRIBE_LOG_DIRS = Api(35, "DescribeLogDirs", 1, 5, describe_log_dirs)
 DESCRIBE_CLUSTER = Api(60, "DescribeCluster", 0, 2, describe_cluster)
