@@ -20,6 +20,8 @@ user types. The tests assert on what the tool prints and on its effect as anothe
 - kafka-get-offsets and kafka-delete-records: latest, earliest, max timestamp, by time,
   and tiered storage's specs (-4, -5) before and after records are deleted;
 - kafka-log-dirs: the data directory and each partition's size on disk;
+- kafka-reassign-partitions with ``log_dirs``: a partition's log moved between a
+  broker's two log directories (JBOD), --verify until done;
 - kafka-streams-groups: a streams group (KIP-1071) listed and described with its tasks.
 
 One broker serves the module (each test has its own topics and groups), with
@@ -640,3 +642,50 @@ def test_kafka_log_dirs_reports_the_data_directory_and_partition_sizes(
     assert sizes == on_disk
     assert all(size > 0 for size in sizes.values())
     assert {(p["offsetLag"], p["isFuture"]) for p in log_dir["partitions"]} == {(0, False)}
+
+
+# --- kafka-reassign-partitions across log directories (JBOD) ---------------------------
+
+def test_kafka_reassign_partitions_moves_a_replica_between_log_directories(
+        tmp_path: Path):
+    """A broker with two log directories (log.dirs): kafka-log-dirs lists both, and
+    kafka-reassign-partitions with ``log_dirs`` moves a partition's log from one to the
+    other (AlterReplicaLogDirs; its --verify reads DescribeLogDirs until the move is
+    done), every record still there after it."""
+    disks = [tmp_path / "disk-a", tmp_path / "disk-b"]
+    with start_broker(tmp_path / "data", "--override",
+                      "log.dirs=" + ",".join(str(d) for d in disks)) as broker:
+        bootstrap = broker.bootstrap
+        create_topic(AdminClient({"bootstrap.servers": bootstrap}), "jbod", 2)
+        produce(bootstrap, "jbod", [(i % 2, b"y" * 500) for i in range(400)])
+
+        def where() -> dict[str, tuple[str, bool]]:
+            done = tool("LogDirsCommand", "--bootstrap-server", bootstrap, "--describe",
+                        "--topic-list", "jbod")
+            (line,) = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
+            (report,) = json.loads(line)["brokers"]
+            assert sorted(d["logDir"] for d in report["logDirs"]) == [str(d) for d in disks]
+            return {p["partition"]: (d["logDir"], p["isFuture"])
+                    for d in report["logDirs"] for p in d["partitions"]}
+
+        before = where()
+        assert {before["jbod-0"][0], before["jbod-1"][0]} == {str(d) for d in disks}
+        source = before["jbod-0"][0]
+        target = next(str(d) for d in disks if str(d) != source)
+        plan = tmp_path / "plan.json"
+        plan.write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": "jbod", "partition": 0, "replicas": [0], "log_dirs": [target]}]}))
+        tool("reassign.ReassignPartitionsCommand", "--bootstrap-server", bootstrap, "--execute",
+             "--reassignment-json-file", str(plan))
+        deadline = time.monotonic() + WAIT
+        while True:
+            verified = tool("reassign.ReassignPartitionsCommand", "--bootstrap-server", bootstrap,
+                            "--verify", "--reassignment-json-file", str(plan))
+            if "is completed" in verified.stdout and "in progress" not in verified.stdout:
+                break
+            assert time.monotonic() < deadline, verified.stdout
+            time.sleep(1)
+        assert where() == {"jbod-0": (target, False), "jbod-1": before["jbod-1"]}
+        assert watermarks(bootstrap, "jbod", 2) == [(0, 200), (0, 200)]
+        assert (Path(target) / "jbod-0").is_dir()
+        assert not (Path(source) / "jbod-0").exists()
