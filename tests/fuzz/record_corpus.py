@@ -196,6 +196,9 @@ BY_HAND: dict[int, dict] = {
     27: {"markers": [{"producer_id": 1000, "producer_epoch": 0, "transaction_result": True,
                       "topics": [{"name": "fz", "partition_indexes": [0]}],
                       "coordinator_epoch": 0, "transaction_version": 1}]},
+    # AlterReplicaLogDirs: to a path that is not a log directory (nothing moves).
+    34: {"dirs": [{"path": "/fz-not-a-log-dir", "topics": [{"name": "fz",
+                                                          "partitions": [0, 1]}]}]},
     35: {"topics": [{"topic": "fz", "partitions": [0, 1]}]},
     45: {"timeout": 1000, "topics": [{"name": "fz", "partitions": [
         {"partition_index": 0, "replicas": [1]}, {"partition_index": 1, "replicas": None}]}]},

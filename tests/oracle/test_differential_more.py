@@ -1196,6 +1196,31 @@ def seq_kafka44_versions(r: Recorder, name: str) -> None:
              for x in answer.results], key=lambda x: x["group"])})
 
 
+def seq_log_dirs(r: Recorder, name: str) -> None:
+    """AlterReplicaLogDirs (each broker has one log directory, found with DescribeLogDirs
+    first): to the directory the log is in (nothing to move), to a path that is not a
+    log directory, a partition or topic that does not exist; DescribeLogDirs of a topic."""
+    topic = f"{name}-t"
+    create_topic(r.c, topic, partitions=1)
+    (own,) = [res.log_dir for res in request(r.c, 35, 4, {"topics": None}).results]
+
+    def by_topic(data: dict[str, Any]) -> dict[str, Any]:
+        data["results"].sort(key=lambda t: t["topic_name"])
+        for t in data["results"]:
+            t["partitions"].sort(key=lambda p: p["partition_index"])
+        return data
+
+    for version in (1, 2):
+        r.request(f"AlterReplicaLogDirs v{version}", 34, version, {"dirs": [
+            {"path": own, "topics": [{"name": topic, "partitions": [0, 4]},
+                                     {"name": f"{name}-missing", "partitions": [0]}]},
+            {"path": own + "-not-a-log-dir", "topics": [
+                {"name": f"{name}-elsewhere", "partitions": [0]}]}]}, sort=by_topic)
+    r.request("DescribeLogDirs v4 of the topic", 35, 4, {
+        "topics": [{"topic": topic, "partitions": [0, 3]}]},
+        drop=["log_dir", "total_bytes", "usable_bytes"])
+
+
 SEQUENCES: dict[str, Callable[[Recorder, str], None]] = {
     name.removeprefix("seq_"): fn for name, fn in globals().items()
     if name.startswith("seq_") and callable(fn)}

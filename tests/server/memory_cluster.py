@@ -24,11 +24,14 @@ from odradek.server.config import load_config
 
 
 class MemoryCluster:
-    """``size`` brokers, node ids 1..size, data under ``root``/broker-N."""
+    """``size`` brokers, node ids 1..size, data under ``root``/broker-N (and with
+    ``log_dirs`` > 1 that many log directories, ``root``/broker-N/disk-I: JBOD)."""
 
-    def __init__(self, root: Path, size: int = 3, **settings: Any) -> None:
+    def __init__(self, root: Path, size: int = 3, *, log_dirs: int = 1,
+                 **settings: Any) -> None:
         self.root = root
         self.size = size
+        self.log_dirs = log_dirs
         self.tree = MemoryTree()
         self.settings = {**FAST_SETTINGS, **cluster_defaults(size),
                          "zookeeper.connect": "memory", **settings}
@@ -45,9 +48,13 @@ class MemoryCluster:
     async def start_broker(self, node_id: int) -> Broker:
         """Start broker ``node_id`` (again: same port and data directory)."""
         port = self._ports.get(node_id, 0)
-        config = load_config(listen=f"127.0.0.1:{port}",
-                             data_dir=str(self.root / f"broker-{node_id}"), environ={},
-                             overrides={**self.settings, "node.id": node_id})
+        data_dir = self.root / f"broker-{node_id}"
+        disks = {"log.dirs": ",".join(str(data_dir / f"disk-{i}")
+                                      for i in range(self.log_dirs))
+                 } if self.log_dirs > 1 else {}
+        config = load_config(listen=f"127.0.0.1:{port}", data_dir=str(data_dir),
+                             environ={}, overrides={**self.settings, **disks,
+                                                    "node.id": node_id})
         store = self.stores[node_id] = MemoryStore(self.tree)
         broker = Broker(config, store=store)
         await broker.start()
@@ -108,9 +115,9 @@ class MemoryCluster:
 
 
 async def with_cluster(root: Path, body: Callable[[MemoryCluster], Awaitable[None]],
-                       size: int = 3, **settings: Any) -> None:
+                       size: int = 3, *, log_dirs: int = 1, **settings: Any) -> None:
     """Run ``body`` against a started cluster; stop every broker afterwards."""
-    cluster = MemoryCluster(root, size, **settings)
+    cluster = MemoryCluster(root, size, log_dirs=log_dirs, **settings)
     try:
         await cluster.start()
         await body(cluster)

@@ -7,6 +7,7 @@ tier (tests/interop/test_kafka_tools.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import tempfile
 import threading
@@ -19,8 +20,12 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode
 
+from odradek.client.aio import AsyncBrokerConnection
+from odradek.client.codec import PRODUCE
 from odradek.client.wire import WireClient
+from odradek.records.builder import build_simple
 from odradek.testing import RunningBroker, running_broker
+from tests.server.memory_cluster import MemoryCluster, with_cluster
 
 TIMEOUT = 10.0
 
@@ -193,7 +198,7 @@ def test_alter_replica_log_dirs_answers_what_kafka_answers(root):
                                  other: [("t", 0), ("later", 0), (long_name, 0)]}, version=1)
             assert codes == {("t", 1): ErrorCode.log_dir_not_found,
                              ("t", 0): ErrorCode.none,
-                             ("later", 0): ErrorCode.replica_not_available,
+                             ("later", 0): ErrorCode.unknown_topic_or_partition,
                              (long_name, 0): ErrorCode.invalid_topic_exception}
             assert logs.future_dir_of("t", 0) == other
             # Asking for the directory it is in abandons the move.
@@ -205,3 +210,62 @@ def test_alter_replica_log_dirs_answers_what_kafka_answers(root):
             assert logs.dir_of("later", 0) == other
         finally:
             wire.close()
+
+
+# --- in a replicated cluster -------------------------------------------------------------
+
+
+def test_in_a_cluster_the_leaders_and_a_followers_logs_move_while_acks_all_produces_go_on(
+        tmp_path):
+    """Three brokers with two log directories each (tests/server/memory_cluster.py): the
+    leader's log and a follower's move to their other directory while acks=all produces
+    go on; every acknowledged record is on every replica afterwards, in the new
+    directories, and the leader keeps leading (a move is not a leadership change)."""
+    async def body(cluster: MemoryCluster) -> None:
+        await cluster.create_topic("rep")
+        leader = cluster.leader("rep", 0)
+        follower = next(n for n in cluster.brokers if n != leader)
+        logs = {n: cluster.brokers[n].logs for n in (leader, follower)}
+        targets = {}
+        for n, manager in logs.items():
+            assert manager is not None
+            targets[n] = next(d for d in manager.log_dirs if d != manager.dir_of("rep", 0))
+        host, port = cluster.address(leader)
+        conn = await AsyncBrokerConnection.open(host, port, client_id="t", timeout_s=30)
+        acked = 0
+        try:
+            async def produce(values: list[bytes]) -> None:
+                nonlocal acked
+                answer = await conn.request(PRODUCE, {
+                    "transactional_id": None, "acks": -1, "timeout": 10_000,
+                    "topic_data": [{"name": "rep", "partition_data": [
+                        {"index": 0, "records": build_simple(values)}]}]})
+                result = answer.responses[0].partition_responses[0]
+                assert result.error_code == ErrorCode.none
+                acked += len(values)
+
+            for i in range(200):
+                await produce([b"before-%d" % i] * 10)
+            for n in (leader, follower):
+                moves = cluster.brokers[n].log_dir_moves
+                assert moves.alter("rep", 0, targets[n]) == ErrorCode.none
+            for i in range(100):  # while they move (each a step at a time)
+                await produce([b"during-%d" % i] * 10)
+            await cluster.wait_for(lambda: all(
+                logs[n].dir_of("rep", 0) == targets[n] and logs[n].future_dir_of("rep", 0)
+                is None for n in logs), "both moves to finish")
+            for i in range(50):
+                await produce([b"after-%d" % i] * 10)
+        finally:
+            await conn.close()
+        assert cluster.leader("rep", 0) == leader
+        await cluster.wait_for(lambda: all(
+            b.logs.get_log("rep", 0).log_end_offset == acked for b in cluster.running()),
+            "every replica to have every acknowledged record")
+        for n in (leader, follower):
+            part = cluster.brokers[n].cluster.replicas.partitions[("rep", 0)]
+            assert part.log is logs[n].get_log("rep", 0)  # the partition took the new log
+            assert part.log.directory.startswith(targets[n])
+
+    asyncio.run(with_cluster(tmp_path, body, log_dirs=2,
+                             **{"replica.alter.log.dirs.io.max.bytes.per.second": 20_000}))

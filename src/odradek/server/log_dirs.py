@@ -69,8 +69,9 @@ class LogDirMoves:
         """Move the partition's log to ``directory`` (the error code for it, as Kafka's
         alterReplicaLogDirs answers): INVALID_TOPIC_EXCEPTION for a name too long for
         the future log's directory, LOG_DIR_NOT_FOUND for a path that is not a log
-        directory, REPLICA_NOT_AVAILABLE when this broker has no replica yet (the
-        directory is remembered for when it does), else NONE: the move started, is
+        directory, REPLICA_NOT_AVAILABLE when this broker has no replica of the
+        partition and UNKNOWN_TOPIC_OR_PARTITION when there is no such partition (either
+        way the directory is remembered for when it has one), else NONE: the move started, is
         under way, is abandoned (``directory`` is where the log already is), or there
         is nothing to do."""
         logs = self.broker.logs
@@ -83,7 +84,12 @@ class LogDirMoves:
             return ErrorCode.log_dir_not_found
         if logs.get_log(topic, partition) is None:
             logs.prefer_dir(topic, partition, directory)
-            return ErrorCode.replica_not_available
+            # Kafka's getPartitionOrException: NOT_LEADER_OR_FOLLOWER (answered as
+            # REPLICA_NOT_AVAILABLE here) for a partition that exists elsewhere, else
+            # UNKNOWN_TOPIC_OR_PARTITION.
+            code = self.broker.topology.missing_partition_error(topic, partition)
+            return (ErrorCode.replica_not_available
+                    if code == ErrorCode.not_leader_or_follower else code)
         if logs.start_future(topic, partition, directory) is not None:
             self._run(topic, partition)
         return ErrorCode.none
