@@ -104,6 +104,7 @@ class LogDirMoves:
     async def _move(self, topic: str, partition: int) -> None:
         logs = self.broker.logs
         assert logs is not None
+        synced = None  # the future log synced off the loop (another may replace it)
         try:
             # Until the move is done, abandoned (moved back, or the partition deleted
             # or moved away from this broker) or replaced by one to another directory.
@@ -116,6 +117,13 @@ class LogDirMoves:
                 future = logs.futures[(topic, partition)]
                 before = future.size_bytes
                 if logs.copy_to_future(topic, partition, step):
+                    if synced is not future:
+                        # Caught up: sync the copy off the loop first (once: appends go
+                        # on meanwhile), so the swap, under the log's lock on the loop,
+                        # syncs only what came since.
+                        await asyncio.get_running_loop().run_in_executor(None, future.sync)
+                        synced = future
+                        continue
                     moved = logs.finish_move(topic, partition)
                     self.broker.topology.replace_log(topic, partition, moved)
                     return

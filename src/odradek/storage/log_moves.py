@@ -29,10 +29,10 @@ log = logging.getLogger(__name__)
 COPY_STEP_BYTES = 1 << 20
 
 
-
 def future_dir_of(self: LogManager, topic: str, partition: int) -> str | None:
     """The directory the partition's log is being moved into (None: no move)."""
     return self._future_dir_of.get((topic, partition))
+
 
 def start_future(self: LogManager, topic: str, partition: int, directory: str) -> Log | None:
     """Begin moving the partition's log into ``directory`` (one of the log
@@ -68,6 +68,7 @@ def start_future(self: LogManager, topic: str, partition: int, directory: str) -
                  directory)
     return future
 
+
 def copy_to_future(self: LogManager, topic: str, partition: int,
                    max_bytes: int = COPY_STEP_BYTES) -> bool:
     """One step of a move: up to ``max_bytes`` of the current log's batches from
@@ -100,6 +101,7 @@ def copy_to_future(self: LogManager, topic: str, partition: int,
         future.append(data, assign_offsets=False, flush=False)
     return future.log_end_offset >= current.log_end_offset
 
+
 def finish_move(self: LogManager, topic: str, partition: int) -> Log:
     """Make the future log the partition's log: the rest copied under the current
     log's lock (no append can come between), the future given the current log's
@@ -117,6 +119,9 @@ def finish_move(self: LogManager, topic: str, partition: int) -> Log:
         future.leader_epochs.assign_all(
             (e.epoch, e.start_offset) for e in current.leader_epochs.entries)
         future.producer_state = current.producer_state
+        # The current log's producer state at the end, which the open below reads
+        # (close() writes none where a snapshot at the end exists already).
+        future.producer_state.write_snapshot(future.directory, future.log_end_offset)
         if not future.close():
             raise StorageError(f"{future.directory}: could not be synced; the move "
                                "is abandoned")
@@ -146,6 +151,7 @@ def finish_move(self: LogManager, topic: str, partition: int) -> Log:
     self.write_checkpoints()
     log.info("%s-%d: its log moved from %s to %s", *tp, source, destination)
     return moved
+
 
 def abort_move(self: LogManager, topic: str, partition: int) -> bool:
     """Abandon a move under way: its future log deleted. False if there was none."""
