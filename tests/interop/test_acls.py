@@ -245,6 +245,13 @@ def test_admin_apis_check_their_operations(acl_broker: BrokerProcess):
         answer = client.request(50, 0, {"users": None})
         assert answer.error_code.value == 31  # CLUSTER_AUTHORIZATION_FAILED
         assert list(answer.results) == []
+        # AlterReplicaLogDirs needs ALTER on the cluster: every partition refused.
+        answer = client.request(34, 2, {"dirs": [{"path": str(acl_broker.data_dir),
+                                                  "topics": [{"name": "orders",
+                                                              "partitions": [0, 1]}]}]})
+        assert [(t.topic_name, p.partition_index, p.error_code.value)
+                for t in answer.results for p in t.partitions] == [
+            ("orders", 0, 31), ("orders", 1, 31)]
     alice = AdminClient(login(acl_broker, "alice"))
     # alice may describe "orders" (her READ and WRITE imply DESCRIBE) but not DELETE in it.
     deleted = alice.delete_records([TP("orders", 0, 1)])
