@@ -1101,6 +1101,17 @@ def seq_list_config_resources(r: Recorder, name: str) -> None:
 def seq_api_versions(r: Recorder, name: str) -> None:
     api_versions(r, "ApiVersions v3", 3)
     api_versions(r, "ApiVersions v0", 0)
+    # KIP-511's pattern for the client's software name and version (v3+).
+    for label, software, version in (("a space in the name", "my client", "1.0"),
+                                     ("a name ending in '-'", "client-", "1.0"),
+                                     ("an empty version", "client", ""),
+                                     ("a version with '+'", "client", "1.0+local"),
+                                     ("dots and dashes", "a.b-c", "1.0-rc.1")):
+        for v in (3, 4):
+            answer = request(r.c, 18, v, {"client_software_name": software,
+                                          "client_software_version": version})
+            r.step(f"ApiVersions v{v}: {label}", {"error_code": answer.error_code.name,
+                                                  "apis listed": len(answer.api_keys) > 0})
 
 
 def seq_kafka44_versions(r: Recorder, name: str) -> None:

@@ -9,10 +9,14 @@ reach (ClusterId and NodeId, from its metadata), so that one whose address now l
 elsewhere (a replaced broker, DNS or a load balancer) finds out at once: as Kafka 4.4's
 KafkaApis, naming one without the other is INVALID_REQUEST, naming another cluster or
 another node is REBOOTSTRAP_REQUIRED (the client forgets the brokers it knows and starts
-again from its bootstrap servers), and either answer lists no APIs."""
+again from its bootstrap servers), and either answer lists no APIs. From v3 (KIP-511)
+the client's software name and version must match Kafka's pattern (letters, digits,
+'-' and '.', starting and ending with a letter or digit), else INVALID_REQUEST, as
+Kafka's ApiVersionsRequest.isValid."""
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -25,11 +29,18 @@ if TYPE_CHECKING:
     from odradek.server.broker import Broker
 
 NO_NODE = -1  # NodeId's default: the client names no node
+# Kafka's ApiVersionsRequest.SOFTWARE_NAME_VERSION_PATTERN.
+SOFTWARE_NAME_VERSION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
-def misrouted(broker: Broker, body: Any, version: int) -> ErrorCode | None:
-    """Kafka 4.4's checks of v5's ClusterId and NodeId (ApiVersionsRequest.isValid, then
-    KafkaApis' clusterIdOrNodeIdIsInvalid): both or neither, and if both, ours."""
+def refusal(broker: Broker, body: Any, version: int) -> ErrorCode | None:
+    """Kafka 4.4's checks (ApiVersionsRequest.isValid, then KafkaApis'
+    clusterIdOrNodeIdIsInvalid): v3+'s software name and version; v5's ClusterId and
+    NodeId both or neither, and if both, ours."""
+    if version >= 3 and not all(
+            SOFTWARE_NAME_VERSION.fullmatch(text)
+            for text in (body.client_software_name, body.client_software_version)):
+        return ErrorCode.invalid_request
     if version < 5:
         return None
     cluster_id, node_id = body.cluster_id, body.node_id
@@ -44,7 +55,7 @@ def misrouted(broker: Broker, body: Any, version: int) -> ErrorCode | None:
 
 
 async def handle(broker: Broker, request: Request) -> bytes:
-    refused = misrouted(broker, request.body, request.api_version)
+    refused = refusal(broker, request.body, request.api_version)
     if refused is not None:
         # Kafka's getErrorResponse: the error and the throttle time, nothing else.
         return respond(request, {"error_code": refused, "api_keys": [], "throttle_time": 0,
