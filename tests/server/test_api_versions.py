@@ -58,3 +58,18 @@ def test_v5_checks_the_cluster_and_node_a_client_names():
         # v4 has no such fields: nothing is checked.
         assert c.request(18, 4, HELLO).error_code == ErrorCode.none
         assert c.request(18, 0, {}).error_code == ErrorCode.none
+
+
+def test_v3_refuses_a_client_software_name_or_version_outside_kip_511s_pattern():
+    with running_broker() as node, WireClient(node.port) as c:
+        for name, version, code in (("confluent-kafka-python", "2.16.1-rdkafka-2.16.0", 0),
+                                    ("apache-kafka-java", "4.4.0", 0),
+                                    ("my client", "1.0", ErrorCode.invalid_request),
+                                    ("client", "1.0+local", ErrorCode.invalid_request),
+                                    ("client", "", ErrorCode.invalid_request),
+                                    ("-client", "1", ErrorCode.invalid_request)):
+            answer = c.request(18, 3, {"client_software_name": name,
+                                       "client_software_version": version})
+            assert answer.error_code == code, (name, version)
+            assert bool(answer.api_keys) == (code == 0)
+        assert c.request(18, 2, {}).error_code == ErrorCode.none  # no names before v3
