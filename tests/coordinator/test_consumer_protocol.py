@@ -47,7 +47,7 @@ class Cluster(Harness):
             if topics is None and "subscribed_topic_regex" not in kw:
                 topics = ["t"]
         if owned is ...:
-            owned = None if epoch == 0 else list(self.owned.get(member, {}).items())
+            owned = [] if epoch == 0 else list(self.owned.get(member, {}).items())
         token = self.token("hb")
         self.apply(self.coordinator.consumer_heartbeat(
             group, member, epoch, subscribed_topic_names=topics, owned=owned,
@@ -98,7 +98,7 @@ def test_v0_join_without_member_id_is_given_one() -> None:
     c = Cluster()
     token = c.token("hb")
     c.apply(c.coordinator.consumer_heartbeat(
-        "g", "", 0, rebalance_timeout_ms=1000, subscribed_topic_names=["t"],
+        "g", "", 0, rebalance_timeout_ms=1000, subscribed_topic_names=["t"], owned=[],
         member_id_from_client=False, topics=TOPICS, token=token, now_ms=c.now))
     assert c.answer(token).error_code == ErrorCode.none
     assert c.answer(token).member_id == "u1"

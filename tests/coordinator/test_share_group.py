@@ -60,11 +60,11 @@ def test_members_join_are_fenced_leave_and_time_out() -> None:
     assert heartbeat(c, "m3", 0).error_code == ErrorCode.invalid_request  # no topics
     assert heartbeat(c, "", 0, ["a"]).error_code == ErrorCode.invalid_request
     # A classic or consumer group's id is not a share group's.
-    c.consumer_heartbeat("cg", "x", 0, rebalance_timeout_ms=1000,
+    c.consumer_heartbeat("cg", "x", 0, rebalance_timeout_ms=1000, owned=[],
                          subscribed_topic_names=["a"], topics=TOPICS, token=2, now_ms=0)
     assert heartbeat(c, "m9", 0, ["a"], group="cg").error_code == ErrorCode.group_id_not_found
     # ... nor the other way round.
-    fx = c.consumer_heartbeat("g", "x", 0, rebalance_timeout_ms=1000,
+    fx = c.consumer_heartbeat("g", "x", 0, rebalance_timeout_ms=1000, owned=[],
                               subscribed_topic_names=["a"], topics=TOPICS, token=9, now_ms=0)
     assert fx.response_to(9).error_code == ErrorCode.group_id_not_found
     # m2 leaves: named so the broker releases what it holds.

@@ -364,6 +364,8 @@ def seq_consumer_group_heartbeat(r: Recorder, name: str) -> None:
     heartbeat(r, "join owning partitions", heartbeat_body(
         f"{name}-g5", str(uuid.UUID(int=853)), 0, subscribed_topic_names=[topic],
         topic_partitions=owned))
+    heartbeat(r, "join with null topic partitions", heartbeat_body(
+        f"{name}-g7", str(uuid.UUID(int=854)), 0, subscribed_topic_names=[topic]))
     heartbeat(r, "v1 join without a member id", heartbeat_body(
         f"{name}-g6", "", 0, subscribed_topic_names=[topic], topic_partitions=[]))
     r.request("describe the group", 69, 1, {

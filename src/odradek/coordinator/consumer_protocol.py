@@ -214,7 +214,7 @@ class ConsumerProtocol:
             if rebalance_timeout_ms == -1:
                 raise _HeartbeatError(ErrorCode.invalid_request,
                                       "RebalanceTimeoutMs must be provided in first request.")
-            if owned:
+            if owned is None or owned:  # null too, as Kafka 4.4 checks
                 raise _HeartbeatError(ErrorCode.invalid_request,
                                       "TopicPartitions must be empty when (re-)joining.")
             if names is None and regex is None:
