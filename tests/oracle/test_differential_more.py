@@ -1246,9 +1246,16 @@ def seq_streams_topology_descriptions(r: Recorder, name: str) -> None:
                                       "topology_description": description, **body})
         r.step(f"StreamsGroupTopologyDescriptionUpdate: {label}",
                {"error_code": int(pushed.error_code)})
+    stranger = request(r.c, 88, 1, {**_streams_join(name, str(uuid.UUID(int=1332)), None),
+                                    "member_epoch": 3})
+    r.step("StreamsGroupHeartbeat v1: an unknown member", {
+        "error_code": stranger.error_code.name,
+        "acceptable_recovery_lag": stranger.acceptable_recovery_lag})
     left = request(r.c, 88, 1, {**_streams_join(name, member, None),
                                 "member_epoch": -1})
-    r.step("leave", {"error_code": left.error_code.name, "member_epoch": left.member_epoch})
+    r.step("leave", {"error_code": left.error_code.name, "member_epoch": left.member_epoch,
+                     "acceptable_recovery_lag": left.acceptable_recovery_lag,
+                     "topology_description_required": left.topology_description_required})
 
 
 SEQUENCES: dict[str, Callable[[Recorder, str], None]] = {

@@ -209,7 +209,9 @@ class StreamsHeartbeatResult:
     member_id: str = ""
     member_epoch: int = 0
     heartbeat_interval_ms: int = 0
-    acceptable_recovery_lag: int = 0
+    # v1's AcceptableRecoveryLag: set on a heartbeat that succeeds, else its default
+    # (-1, as Kafka's answers to errors and leaves carry).
+    acceptable_recovery_lag: int = -1
     task_offset_interval_ms: int = 0
     statuses: tuple[Status, ...] = ()
     active: Tasks | None = None

@@ -61,8 +61,8 @@ def _answer(request: Request, result: StreamsHeartbeatResult) -> bytes:
         "member_epoch": result.member_epoch,
         "heartbeat_interval": result.heartbeat_interval_ms,
         # v0's AcceptableRecoveryLagLegacy: Kafka 4.4 answers 0 (warm-up tasks, which it
-        # is about, are not made here either); v1's int64 is the group's
-        # streams.acceptable.recovery.lag, as Kafka's (0 on an error).
+        # is about, are not made here either); v1's int64 is the broker's
+        # group.streams.acceptable.recovery.lag, as Kafka's (-1 on errors and leaves).
         "acceptable_recovery_lag": result.acceptable_recovery_lag if v1 else 0,
         **({"topology_description_required": result.topology_description_required}
            if v1 else {}),
