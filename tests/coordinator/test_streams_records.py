@@ -35,7 +35,15 @@ TOPOLOGY_HEX = ("0000000000010202300203696e01020263000000000000020f636c65616e757
 
 def test_values_are_kafkas_bytes_and_read_back():
     assert sr.encode_group_metadata(7).hex() == "000000000007000000000000000000"
-    assert sr.decode_group_metadata(sr.encode_group_metadata(7)) == 7
+    assert sr.decode_group_metadata(sr.encode_group_metadata(7)) == (7, -1, -1)
+    # KIP-1331's tagged fields 2 (StoredDescriptionTopologyEpoch) and 3
+    # (FailedDescriptionTopologyEpoch), each written only when not -1.
+    stored_hex = "00000007000000000000000001020400000003"
+    assert sr.encode_group_metadata(7, 3).hex() == "0000" + stored_hex
+    assert sr.decode_group_metadata(bytes.fromhex("0000" + stored_hex)) == (7, 3, -1)
+    both_hex = "000000070000000000000000020204fffffffe030400000004"
+    assert sr.encode_group_metadata(7, -2, 4).hex() == "0000" + both_hex
+    assert sr.decode_group_metadata(bytes.fromhex("0000" + both_hex)) == (7, -2, 4)
     assert sr.encode_member_metadata(MEMBER).hex() == MEMBER_HEX
     assert sr.decode_member_metadata(bytes.fromhex(MEMBER_HEX)) == MEMBER
     assert sr.encode_member_metadata(NO_ENDPOINT).hex() == NO_ENDPOINT_HEX

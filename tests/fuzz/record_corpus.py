@@ -234,7 +234,24 @@ BY_HAND: dict[int, dict] = {
          "process_id": "fz-process", "user_endpoint": {"host": "localhost", "port": 8080},
          "client_tags": [{"key": "zone", "value": "a"}], "task_offsets": None,
          "task_end_offsets": None, "shutdown_application": False},
-    89: {"group_ids": ["fz-streams", "fz-missing"], "include_authorized_operations": True},
+    89: {"group_ids": ["fz-streams", "fz-missing"], "include_authorized_operations": True,
+         "include_topology_description": True},  # v1 (KIP-1331)
+    # KIP-1331: a member pushes its topology's description (a source, a processor with
+    # a store, a sink; a global store).
+    93: {"group_id": "fz-streams", "member_id": "fz-streams-member", "topology_epoch": 1,
+         "topology_description": {
+             "subtopologies": [{"subtopology_id": "0", "nodes": [
+                 {"name": "src", "node_type": 1, "source_topics": ["fz"], "sink_topic": None,
+                  "stores": [], "successors": ["proc"]},
+                 {"name": "proc", "node_type": 2, "source_topics": [], "sink_topic": None,
+                  "stores": ["store"], "successors": ["sink"]},
+                 {"name": "sink", "node_type": 3, "source_topics": [], "sink_topic": "fz-out",
+                  "stores": [], "successors": []}]}],
+             "global_stores": [{
+                 "source": {"name": "gsrc", "node_type": 1, "source_topics": ["fz"],
+                            "sink_topic": None, "stores": [], "successors": ["gproc"]},
+                 "processor": {"name": "gproc", "node_type": 2, "source_topics": [],
+                               "sink_topic": None, "stores": ["gstore"], "successors": []}}]}},
     61: {"topics": [{"name": "fz", "partition_indexes": [0, 1]}]},
     65: {"transactional_ids": ["fz-txn", "nobody"]},
     66: {"state_filters": ["Ongoing"], "producer_id_filters": [], "duration_filter": -1,
@@ -401,6 +418,9 @@ def main() -> None:
     # The broker advertises the proxies: clients reach it through them only.
     with running_broker(**{
             "group.initial.rebalance.delay.ms": 0,
+            # KIP-1331's pushes reach the coordinator (without a plugin: refused first).
+            "group.streams.topology.description.plugin.class":
+                "org.apache.kafka.server.streams.InMemoryTopologyDescriptionPlugin",
             "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
             "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
             "advertised.listeners": f"PLAINTEXT://{proxy.address},"

@@ -31,11 +31,13 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
+from odradek.client.wire import WireClient
 from odradek.devcluster import free_port
 from tests.jvm import compile_java, java_command, require_jars
 
@@ -65,7 +67,11 @@ BROKER_OVERRIDES = ("--override", "group.initial.rebalance.delay.ms=0",
                     # group.protocol=streams: the broker's session timeout (the app's own
                     # session.timeout.ms is the classic protocol's), as quick as it.
                     "--override", "group.streams.session.timeout.ms=6000",
-                    "--override", "group.streams.heartbeat.interval.ms=1000")
+                    "--override", "group.streams.heartbeat.interval.ms=1000",
+                    # KIP-1331: the broker keeps the topology descriptions (Kafka's
+                    # in-memory plugin); Streams 4.4 pushes its own when asked.
+                    "--override", "group.streams.topology.description.plugin.class="
+                    "org.apache.kafka.server.streams.InMemoryTopologyDescriptionPlugin")
 
 
 
@@ -277,6 +283,8 @@ def test_streams_output_is_exact_and_its_internal_topics_are_created(
         with streams_app(java_classes, broker.bootstrap, "wincount", tmp_path / "state",
                          threads=2, protocol=protocol) as app:
             reader.wait_exact(app, broker)
+            if protocol == "streams":
+                pushed = topology_description(broker, "wincount")
             admin = AdminClient({"bootstrap.servers": broker.bootstrap})
             topics = set(admin.list_topics(timeout=10).topics)
             internal = sorted(t for t in topics if t.startswith("wincount-"))
@@ -298,6 +306,31 @@ def test_streams_output_is_exact_and_its_internal_topics_are_created(
     assert configs["wincount-totals-changelog"]["retention.ms"] == str(
         WINDOW_MS + 3_600_000 + 86_400_000)
     assert configs["wincount-users-store-changelog"]["cleanup.policy"] == "compact"
+    if protocol == "streams":
+        # KIP-1331: Streams 4.4 speaks StreamsGroupHeartbeat v1; asked by the broker, it
+        # pushed its topology's description (key 93), which StreamsGroupDescribe v1
+        # shows: its source, its sinks, its stores.
+        nodes = [n for s in pushed.subtopologies for n in s.nodes]
+        assert {n.node_type for n in nodes} == {1, 2, 3}, pushed
+        assert "wincount-by-user-repartition" in {n.sink_topic for n in nodes}, pushed
+        assert any(n.stores for n in nodes), pushed
+
+
+def topology_description(broker: BrokerProcess, group: str) -> Any:
+    """The group's topology description (StreamsGroupDescribe v1), once Streams has
+    pushed it: only a v1 heartbeat asks for it, only key 93 brings it."""
+    def described() -> Any:
+        with WireClient(broker.port) as client:
+            [g] = client.request(89, 1, {"group_ids": [group],
+                                         "include_authorized_operations": False,
+                                         "include_topology_description": True}).groups
+        return g.topology_description if g.topology_description_status == 3 else None
+
+    deadline = time.monotonic() + WAIT
+    while (description := described()) is None:
+        assert time.monotonic() < deadline, "no topology description arrived"
+        time.sleep(0.5)
+    return description
 
 
 def test_streams_killed_mid_run_restarts_with_exact_output(tmp_path: Path, java_classes: Path):

@@ -1234,6 +1234,68 @@ def seq_log_dirs(r: Recorder, name: str) -> None:
         drop=["log_dir", "total_bytes", "usable_bytes"])
 
 
+def seq_streams_topology_descriptions(r: Recorder, name: str) -> None:
+    """KIP-1331's versions as both brokers run by default (no topology description
+    plugin configured: Kafka 4.4's feature is off): StreamsGroupHeartbeat v1 never asks
+    for the description and carries v1's AcceptableRecoveryLag; StreamsGroupDescribe v1
+    finds no description when asked (NOT_STORED) and names the assignor;
+    StreamsGroupTopologyDescriptionUpdate is UNSUPPORTED_VERSION before any other
+    check."""
+    source = f"{name}-events"
+    create_topic(r.c, source, partitions=2)
+    topology = {"epoch": 1, "subtopologies": [
+        {"subtopology_id": "0", "source_topics": [source], "source_topic_regex": [],
+         "state_changelog_topics": [], "repartition_sink_topics": [],
+         "repartition_source_topics": [], "copartition_groups": []}]}
+    find_coordinator(r.c, f"{name}-g", 0)
+    member = str(uuid.UUID(int=1331))
+    joined = request(r.c, 88, 1, _streams_join(name, member, topology))
+    r.step("StreamsGroupHeartbeat v1: join", {
+        "error_code": joined.error_code.name,
+        "topology_description_required": joined.topology_description_required,
+        "acceptable_recovery_lag": joined.acceptable_recovery_lag,
+        "heartbeat_interval": plain(joined.heartbeat_interval),
+        "task_offset_interval": plain(joined.task_offset_interval)})
+    again = request(r.c, 88, 1, {**_streams_join(name, member, None, None),
+                                 "member_epoch": joined.member_epoch,
+                                 "rebalance_timeout": -1, "active_tasks": None,
+                                 "standby_tasks": None, "warmup_tasks": None,
+                                 "client_tags": None})
+    r.step("StreamsGroupHeartbeat v1: again", {
+        "error_code": again.error_code.name,
+        "topology_description_required": again.topology_description_required})
+    for include in (True, False):
+        described = request(r.c, 89, 1, {"group_ids": [f"{name}-g", f"{name}-none"],
+                                         "include_authorized_operations": False,
+                                         "include_topology_description": include})
+        r.step(f"StreamsGroupDescribe v1, description asked for: {include}", [{
+            "error_code": g.error_code.name, "status": g.topology_description_status,
+            "description": g.topology_description, "assignor": g.assignor_name}
+            # Kafka 4.4 answers groups on different coordinator partitions in any order.
+            for g in sorted(described.groups, key=lambda g: g.group_id)])
+    description = {"subtopologies": [{"subtopology_id": "0", "nodes": [
+        {"name": "KSTREAM-SOURCE-0000000000", "node_type": 1, "source_topics": [source],
+         "sink_topic": None, "stores": [], "successors": []}]}], "global_stores": []}
+    for label, body in [
+            ("the member's", {}), ("an unknown group's", {"group_id": f"{name}-none"}),
+            ("an empty member id", {"member_id": ""})]:
+        pushed = request(r.c, 93, 0, {"group_id": f"{name}-g", "member_id": member,
+                                      "topology_epoch": 1,
+                                      "topology_description": description, **body})
+        r.step(f"StreamsGroupTopologyDescriptionUpdate: {label}",
+               {"error_code": int(pushed.error_code)})
+    stranger = request(r.c, 88, 1, {**_streams_join(name, str(uuid.UUID(int=1332)), None),
+                                    "member_epoch": 3})
+    r.step("StreamsGroupHeartbeat v1: an unknown member", {
+        "error_code": stranger.error_code.name,
+        "acceptable_recovery_lag": stranger.acceptable_recovery_lag})
+    left = request(r.c, 88, 1, {**_streams_join(name, member, None),
+                                "member_epoch": -1})
+    r.step("leave", {"error_code": left.error_code.name, "member_epoch": left.member_epoch,
+                     "acceptable_recovery_lag": left.acceptable_recovery_lag,
+                     "topology_description_required": left.topology_description_required})
+
+
 SEQUENCES: dict[str, Callable[[Recorder, str], None]] = {
     name.removeprefix("seq_"): fn for name, fn in globals().items()
     if name.startswith("seq_") and callable(fn)}

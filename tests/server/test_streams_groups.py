@@ -75,7 +75,8 @@ class Instance:
         self.active: set[tuple[str, int]] = set()
         self.last: Any = None
 
-    def heartbeat(self, *, epoch: int | None = None, owned: bool = True, **extra: Any) -> Any:
+    def heartbeat(self, *, epoch: int | None = None, owned: bool = True, version: int = 0,
+                  **extra: Any) -> Any:
         epoch = self.epoch if epoch is None else epoch
         joining = epoch == 0
         body: dict[str, Any] = {
@@ -88,7 +89,7 @@ class Instance:
             "process_id": self.process if joining else None, "user_endpoint": None,
             "client_tags": [] if joining else None, "task_offsets": None,
             "task_end_offsets": None, "shutdown_application": False, **extra}
-        answer = self.client.request(88, 0, body)
+        answer = self.client.request(88, version, body)
         self.last = answer
         if answer.error_code == 0:
             self.epoch = answer.member_epoch
@@ -329,3 +330,88 @@ def test_the_group_outlives_its_coordinators_broker_in_a_cluster(tmp_path):
 
     asyncio.run(with_cluster(tmp_path, _group_survives_its_coordinator, **{
         "group.streams.session.timeout.ms": "30000"}))
+
+
+# --- KIP-1331: topology descriptions --------------------------------------------------
+
+PLUGIN = {"group.streams.topology.description.plugin.class":
+          "org.apache.kafka.server.streams.InMemoryTopologyDescriptionPlugin"}
+SOURCE = {"name": "KSTREAM-SOURCE-0000000000", "node_type": 1, "source_topics": ["events"],
+          "sink_topic": None, "stores": [], "successors": ["KSTREAM-SINK-0000000001"]}
+SINK = {"name": "KSTREAM-SINK-0000000001", "node_type": 3, "source_topics": [],
+        "sink_topic": "app-rekey", "stores": [], "successors": []}
+DESCRIPTION = {"subtopologies": [{"subtopology_id": "0", "nodes": [SOURCE, SINK]}],
+               "global_stores": []}
+
+
+def push(member: Instance, **changes: Any) -> Any:
+    return member.client.request(93, 0, {
+        "group_id": GROUP, "member_id": member.member_id, "topology_epoch": 1,
+        "topology_description": DESCRIPTION, **changes})
+
+
+def describe_v1(client: WireClient, include: bool = True) -> Any:
+    [group] = client.request(89, 1, {"group_ids": [GROUP],
+                                     "include_authorized_operations": False,
+                                     "include_topology_description": include}).groups
+    return group
+
+
+def test_without_the_plugin_no_heartbeat_asks_and_describe_finds_no_description(broker):
+    """Kafka 4.4's default (no plugin configured): the v1 fields are there, the feature
+    is off."""
+    member = Instance(broker.port)
+    joined = member.heartbeat(version=1)
+    assert joined.error_code == 0, joined.error_message
+    assert (joined.topology_description_required, joined.acceptable_recovery_lag) == (
+        False, 10_000)
+    group = describe_v1(member.client)
+    assert (group.topology_description_status, group.topology_description,
+            group.assignor_name) == (1, None, "sticky")  # NOT_STORED
+    assert describe_v1(member.client, include=False).topology_description_status == 0
+    refused = push(member)
+    assert (refused.error_code, refused.error_message) == (
+        35, "The broker has no streams group topology description plugin configured.")
+    member.close()
+
+
+def test_a_member_is_asked_for_its_description_once_and_its_push_is_described(tmp_path):
+    with running_broker(data_dir=str(tmp_path), **PLUGIN) as run:
+        with WireClient(run.port) as client:
+            create_topic(client, "events", PARTITIONS)
+        member = Instance(run.port)
+        assert member.heartbeat(version=1).topology_description_required is True
+        # Backed off: the next heartbeats do not ask again; v0 never does.
+        assert member.heartbeat(version=1).topology_description_required is False
+        assert describe_v1(member.client).topology_description_status == 1
+        # Kafka's refusals.
+        assert push(member, group_id="nobody").error_code == 69  # GROUP_ID_NOT_FOUND
+        assert push(member, member_id="stranger").error_code == 25  # UNKNOWN_MEMBER_ID
+        assert push(member, member_id="").error_message == "MemberId can't be empty."
+        wrong = push(member, topology_epoch=2)
+        assert (wrong.error_code, wrong.error_message) == (42, (
+            "Topology epoch 2 does not match the group's current topology epoch 1."))
+        bad = push(member, topology_description={
+            "subtopologies": [{"subtopology_id": "0", "nodes": [{**SOURCE, "node_type": 9}]}],
+            "global_stores": []})
+        assert (bad.error_code, bad.error_message) == (
+            42, "Unknown topology node type: 9")
+        stored = push(member)
+        assert (stored.error_code, stored.error_message) == (0, None)
+        group = describe_v1(member.client)
+        assert group.topology_description_status == 3  # AVAILABLE
+        [sub] = group.topology_description.subtopologies
+        assert [(n.name, n.node_type, n.sink_topic) for n in sub.nodes] == [
+            (SOURCE["name"], 1, None), (SINK["name"], 3, "app-rekey")]
+        assert sub.nodes[0].successors == (SINK["name"],)
+        member.close()
+    # The stored epoch is in the group's metadata record: after a restart the broker
+    # does not ask again (and Kafka's in-memory plugin has nothing left to show).
+    with running_broker(data_dir=str(tmp_path), **PLUGIN) as run:
+        member.client = WireClient(run.port)
+        until("the coordinator loaded",
+              lambda: member.heartbeat(version=1).error_code != 14)
+        assert member.last.error_code == 0, member.last.error_message
+        assert member.last.topology_description_required is False
+        assert describe_v1(member.client).topology_description_status == 1
+        member.close()

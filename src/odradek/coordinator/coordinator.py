@@ -364,16 +364,23 @@ class GroupCoordinator:
 
     def streams_heartbeat(self, request: Any, *, client_id: str = "", client_host: str = "",
                           topics: Mapping[str, int] | None = None, token: Any,
-                          now_ms: int) -> Effects:
+                          now_ms: int, api_version: int = 0) -> Effects:
         """StreamsGroupHeartbeat (``streams_group.py``)."""
         return self._group_manager.streams_heartbeat(
             request, client_id=client_id, client_host=client_host, topics=topics,
-            token=token, now_ms=now_ms)
+            token=token, now_ms=now_ms, api_version=api_version)
 
-    def streams_group_describe(self, group_ids: Iterable[str]
+    def streams_group_describe(self, group_ids: Iterable[str],
+                               include_description: bool = False
                                ) -> list[StreamsGroupDescription]:
         """StreamsGroupDescribe (``streams_group.py``)."""
-        return self._group_manager.streams_group_describe(group_ids)
+        return self._group_manager.streams_group_describe(group_ids, include_description)
+
+    def streams_topology_description_update(self, request: Any, *, token: Any,
+                                            now_ms: int) -> Effects:
+        """StreamsGroupTopologyDescriptionUpdate (KIP-1331, ``streams_group.py``)."""
+        return self._group_manager.streams_topology_description_update(
+            request, token=token, now_ms=now_ms)
 
     @property
     def streams_groups(self) -> dict[str, StreamsGroup]:

@@ -39,11 +39,19 @@ the assignment epoch (20) and the group epoch (17); tombstones for members that 
 and groups that are gone. A coordinator that loads them (after a restart, or in a
 cluster when the partition moves) knows the members, their epochs and tasks: they
 heartbeat on without rejoining.
+
+Topology descriptions (KIP-1331, ``streams_descriptions.py``): with the topology
+description plugin configured, a v1 heartbeat of a member in the group asks for the
+description of the group's topology (TopologyDescriptionRequired) while the plugin has
+none for the current topology epoch (backed off per group); the member pushes it with
+StreamsGroupTopologyDescriptionUpdate (``streams_topology_description_update``), and
+StreamsGroupDescribe v1 returns it when asked to.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -52,6 +60,7 @@ from typing import Any, NamedTuple
 from kio.schema.errors import ErrorCode
 
 from odradek.coordinator import offsets_topic as ot
+from odradek.coordinator import streams_descriptions as sd
 from odradek.coordinator import streams_records as sr
 from odradek.coordinator.consumer_group import MemberState, reconcile
 from odradek.coordinator.group import CommittedOffset, Group
@@ -90,6 +99,8 @@ class StreamsSettings(NamedTuple):
     max_size: int = 2_147_483_647  # group.streams.max.size
     acceptable_recovery_lag: int = 10_000  # streams.acceptable.recovery.lag
     task_offset_interval_ms: int = 60_000  # streams.task.offset.interval.ms
+    # group.streams.topology.description.plugin.class: "" (off) or sd.IN_MEMORY_PLUGIN.
+    topology_description_plugin: str = ""
 
 
 DEFAULT_STREAMS_SETTINGS = StreamsSettings()
@@ -138,6 +149,10 @@ class StreamsGroup:
         self.group_epoch = 0
         self.assignment_epoch = 0
         self.topology: Topology | None = None
+        # KIP-1331: the topology epoch whose description the plugin holds (-1 none, -2 a
+        # push under way) and the one it refused for good (-1 none).
+        self.stored_description_epoch = sd.NONE_STORED
+        self.failed_description_epoch = sd.NONE_STORED
         self.configured: ConfiguredTopology | None = None
         # The partition counts of the topology's topics as last configured from: a
         # difference bumps the group epoch.
@@ -194,13 +209,16 @@ class StreamsHeartbeatResult:
     member_id: str = ""
     member_epoch: int = 0
     heartbeat_interval_ms: int = 0
-    acceptable_recovery_lag: int = 0
+    # v1's AcceptableRecoveryLag: set on a heartbeat that succeeds, else its default
+    # (-1, as Kafka's answers to errors and leaves carry).
+    acceptable_recovery_lag: int = -1
     task_offset_interval_ms: int = 0
     statuses: tuple[Status, ...] = ()
     active: Tasks | None = None
     standby: Tasks | None = None
     warmup: Tasks | None = None
     create: dict[str, InternalTopic] = field(default_factory=dict)
+    topology_description_required: bool = False  # v1 (KIP-1331)
 
 
 class StreamsMemberDescription(NamedTuple):
@@ -228,6 +246,10 @@ class StreamsGroupDescription:
     assignment_epoch: int = 0
     topology: Topology | None = None
     members: list[StreamsMemberDescription] = field(default_factory=list)
+    assignor_name: str | None = None  # v1 (KIP-1357)
+    # v1 (KIP-1331), when asked for: TopologyDescriptionStatus and the description.
+    description_status: int = sd.NOT_REQUESTED
+    description: sd.Description | None = None
 
 
 class _HeartbeatError(Exception):
@@ -269,6 +291,10 @@ class StreamsProtocol:
         self.streams_settings = settings
         # The broker's topics as last given: name -> partition count.
         self.streams_topics: Mapping[str, int] = {}
+        # KIP-1331's topology description plugin (None: not configured) and back-off.
+        self.description_plugin = (sd.InMemoryPlugin()
+                                   if settings.topology_description_plugin else None)
+        self.description_backoff = sd.Backoff()
 
     def _another_kind(self, group_id: str) -> bool:
         """Whether the id names a classic, consumer or share group."""
@@ -295,7 +321,7 @@ class StreamsProtocol:
 
     def streams_heartbeat(self, request: Any, *, client_id: str = "", client_host: str = "",
                           topics: Mapping[str, int] | None = None, token: Any,
-                          now_ms: int) -> Effects:
+                          now_ms: int, api_version: int = 0) -> Effects:
         """StreamsGroupHeartbeat (API 88). ``request`` is the request body (its fields
         as on the wire: None for "unchanged"); ``topics`` the broker's topics now
         (name -> partition count)."""
@@ -310,6 +336,9 @@ class StreamsProtocol:
                                              request.member_epoch, now_ms)
             else:
                 result = self._streams_heartbeat(request, client_id, client_host, now_ms)
+                if api_version >= 1 and self._wants_description(
+                        self.streams_groups[request.group_id], result, now_ms):
+                    result = dataclasses.replace(result, topology_description_required=True)
         except _HeartbeatError as exc:
             result = StreamsHeartbeatResult(exc.error_code, str(exc),
                                             member_id=request.member_id)
@@ -424,6 +453,74 @@ class StreamsProtocol:
             _copy(member.standby) if changed_tasks else None,
             _copy(member.warmup) if changed_tasks else None,
             dict(configured.to_create) if configured is not None else {})
+
+    def _wants_description(self, group: StreamsGroup, result: StreamsHeartbeatResult,
+                           now_ms: int) -> bool:
+        """KIP-1331 (Kafka's maybeSetTopologyDescriptionRequired): whether a member's
+        successful v1 heartbeat asks for the topology's description - the plugin is
+        configured, the group has a topology whose description the plugin neither holds
+        nor refused, the member's topology is not stale, and the group's back-off lets
+        it ask now."""
+        if self.description_plugin is None or group.topology is None:
+            return False
+        epoch = group.topology.epoch
+        if (epoch < 0 or epoch in (group.stored_description_epoch,
+                                   group.failed_description_epoch)
+                or any(s.code == STALE_TOPOLOGY for s in result.statuses)):
+            return False
+        return self.description_backoff.arm_if_not_active(group.group_id, epoch, now_ms)
+
+    # --- StreamsGroupTopologyDescriptionUpdate (KIP-1331) ------------------------------
+
+    def streams_topology_description_update(self, request: Any, *, token: Any,
+                                            now_ms: int) -> Effects:
+        """StreamsGroupTopologyDescriptionUpdate (API 93), after the handler's checks
+        (plugin configured, ids not empty). Answers (error code, message). As Kafka's
+        GroupCoordinatorService: the member must be in the group and name the group's
+        topology epoch; the description must convert; the stored epoch is marked
+        uncertain (-2) before the plugin is called and set to the epoch after."""
+        fx = self._effects(now_ms)
+        group_id = request.group_id
+        group = self.streams_groups.get(group_id)
+        try:
+            if group is None:
+                raise _HeartbeatError(
+                    ErrorCode.group_id_not_found,
+                    f"Group {group_id} is not a streams group." if self._another_kind(
+                        group_id) else f"Group {group_id} not found.")
+            if request.member_id not in group.members:
+                raise _HeartbeatError(ErrorCode.unknown_member_id, f"Member "
+                                      f"{request.member_id} is not a member of group "
+                                      f"{group_id}.")
+            current = group.topology.epoch if group.topology is not None else -1
+            if request.topology_epoch != current:
+                raise _HeartbeatError(ErrorCode.invalid_request, (
+                    f"Topology epoch {request.topology_epoch} does not match the group's "
+                    f"current topology epoch {current}."))
+            try:
+                description = sd.description_from_wire(request.topology_description)
+            except sd.InvalidDescription as exc:
+                raise _HeartbeatError(ErrorCode.invalid_request, str(exc)) from None
+        except _HeartbeatError as exc:
+            fx.respond(token, (int(exc.error_code), str(exc)))
+            return fx
+        assert self.description_plugin is not None
+        epoch = request.topology_epoch
+        if group.stored_description_epoch != sd.UNCERTAIN:
+            before = _persisted(group)
+            group.stored_description_epoch = sd.UNCERTAIN
+            self._streams_records(group_id, before, fx)
+        self.description_plugin.set_topology(group_id, epoch, description)
+        before = _persisted(group)
+        stored = group.stored_description_epoch
+        group.stored_description_epoch = (sd.UNCERTAIN if stored == sd.NONE_STORED
+                                          else max(stored, epoch))
+        self._streams_records(group_id, before, fx)
+        self.description_backoff.clear(group_id, epoch)
+        log.info("Streams group %s: topology description stored at topology epoch %d",
+                 group_id, epoch)
+        fx.respond(token, (int(ErrorCode.none), None))
+        return fx
 
     def _apply_topology(self, group: StreamsGroup, wire: Any, statuses: list[Status]
                         ) -> bool:
@@ -581,6 +678,11 @@ class StreamsProtocol:
             before = _persisted(group)
             del self.streams_groups[group.group_id]
             self._streams_records(group.group_id, before, fx)
+            # KIP-1331: the group's description goes with it (Kafka deletes it from the
+            # plugin when the group is deleted).
+            if self.description_plugin is not None:
+                self.description_plugin.delete_topology(group.group_id)
+            self.description_backoff.clear_group(group.group_id)
 
     # --- persistence -----------------------------------------------------------------
 
@@ -595,7 +697,7 @@ class StreamsProtocol:
             fx.records.append(Record(group_id, ot.encode_consumer_group_key(
                 version, group_id, member_id), value))
 
-        epoch, assignment_epoch, topology, members, targets, current = after
+        epoch, assignment_epoch, topology, members, targets, current, descriptions = after
         for member_id in before[3].keys() - members.keys():
             rec(ot.STREAMS_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY, None, member_id)
             rec(ot.STREAMS_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY, None, member_id)
@@ -604,8 +706,8 @@ class StreamsProtocol:
             if before[3].get(member_id) != meta:
                 rec(ot.STREAMS_GROUP_MEMBER_METADATA_KEY, sr.encode_member_metadata(meta),
                     member_id)
-        if epoch != before[0] and epoch >= 0:
-            rec(ot.STREAMS_GROUP_METADATA_KEY, sr.encode_group_metadata(epoch))
+        if (epoch != before[0] or descriptions != before[6]) and epoch >= 0:
+            rec(ot.STREAMS_GROUP_METADATA_KEY, sr.encode_group_metadata(epoch, *descriptions))
         if topology != before[2] and topology is not None:
             rec(ot.STREAMS_GROUP_TOPOLOGY_KEY, sr.encode_topology(topology))
         for member_id, target in targets.items():
@@ -643,7 +745,10 @@ class StreamsProtocol:
                     offsets_only.state_timestamp = None
                     offsets_only.offsets = group.offsets
             else:
-                group.group_epoch = sr.decode_group_metadata(value)
+                meta = sr.decode_group_metadata(value)
+                group.group_epoch = meta.epoch
+                group.stored_description_epoch = meta.stored_description_epoch
+                group.failed_description_epoch = meta.failed_description_epoch
             return
         if key.version == ot.STREAMS_GROUP_TOPOLOGY_KEY:
             group.topology = None if value is None else sr.decode_topology(value)
@@ -696,9 +801,12 @@ class StreamsProtocol:
                 member.rebalance_deadline_epoch = -1
                 self._arm_streams_timers(group, member, now_ms)
 
-    def streams_group_describe(self, group_ids: Iterable[str]
+    def streams_group_describe(self, group_ids: Iterable[str],
+                               include_description: bool = False
                                ) -> list[StreamsGroupDescription]:
-        """StreamsGroupDescribe (API 89)."""
+        """StreamsGroupDescribe (API 89); v1 may ask for the topology descriptions
+        (KIP-1331, Kafka's attachTopologyDescriptions: NOT_STORED without a plugin, a
+        topology, or a description stored for the topology's epoch)."""
         out = []
         for group_id in group_ids:
             group = self.streams_groups.get(group_id)
@@ -718,17 +826,31 @@ class StreamsProtocol:
                     dict(m.client_tags), (_copy(m.assigned), _copy(m.standby),
                                           _copy(m.warmup)),
                     (_copy(target.active), _copy(target.standby), {})))
+            status, description = sd.NOT_REQUESTED, None
+            if include_description:
+                status = sd.NOT_STORED
+                if (self.description_plugin is not None and group.topology is not None
+                        and group.stored_description_epoch >= 0
+                        and group.stored_description_epoch == group.topology.epoch):
+                    description = self.description_plugin.get_topology(
+                        group_id, group.topology.epoch)
+                    if description is not None:
+                        status = sd.AVAILABLE
             out.append(StreamsGroupDescription(
                 ErrorCode.none, group_id, None, group.state, group.group_epoch,
-                group.assignment_epoch, group.topology, members))
+                group.assignment_epoch, group.topology, members,
+                # Kafka names the assignor it would use next: its only built-in one.
+                assignor_name="sticky", description_status=status,
+                description=description))
         return out
 
 
 # What is persisted of a group: group epoch, assignment epoch, topology, per member its
-# metadata, target and current assignment.
+# metadata, target and current assignment; the stored and failed description epochs.
 _Persisted = tuple[int, int, Topology | None, dict[str, sr.MemberMetadata],
-                   dict[str, tuple[Tasks, Tasks, Tasks]], dict[str, sr.CurrentAssignment]]
-_NONE: _Persisted = (-1, -1, None, {}, {}, {})
+                   dict[str, tuple[Tasks, Tasks, Tasks]], dict[str, sr.CurrentAssignment],
+                   tuple[int, int]]
+_NONE: _Persisted = (-1, -1, None, {}, {}, {}, (sd.NONE_STORED, sd.NONE_STORED))
 _STATE_CODES = {MemberState.STABLE: 0, MemberState.UNREVOKED_PARTITIONS: 1,
                 MemberState.UNRELEASED_PARTITIONS: 2}
 _MEMBER_STATES = {code: state for state, code in _STATE_CODES.items()}
@@ -748,7 +870,8 @@ def _persisted(group: StreamsGroup | None) -> _Persisted:
         {m.member_id: sr.CurrentAssignment(
             m.member_epoch, m.previous_member_epoch, _STATE_CODES[m.state], _copy(m.assigned),
             _copy(m.standby), _copy(m.warmup), _copy(m.pending_revocation))
-         for m in members})
+         for m in members},
+        (group.stored_description_epoch, group.failed_description_epoch))
 
 
 def topology_from_wire(wire: Any) -> Topology:

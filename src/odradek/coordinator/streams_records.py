@@ -3,9 +3,13 @@ keys in ``offsets_topic.py``), in Kafka 4.4's layouts (group-coordinator's
 StreamsGroup*Value.json). Every value is version 0 and flexible, as the consumer group
 ones (``consumer_records.py``, whose writers and reader are shared); tagged fields are
 not written (Kafka's defaults: no validated topology epoch, no last assignment configs,
-no assignment epochs per task) and skipped when read.
+no assignment epochs per task) and skipped when read, but for KIP-1331's two.
 
-- StreamsGroupMetadataValue (17): the group epoch, a metadata hash (written 0).
+- StreamsGroupMetadataValue (17): the group epoch, a metadata hash (written 0), and
+  KIP-1331's StoredDescriptionTopologyEpoch (tag 2) and FailedDescriptionTopologyEpoch
+  (tag 3): the topology epoch whose description the topology description plugin holds
+  (-2: a push under way) and the one it refused for good, each -1 for none (Kafka's
+  default, then not written).
 - StreamsGroupMemberMetadataValue (19): instance and rack ids, client id and host,
   rebalance timeout, topology epoch, process id, user endpoint, client tags.
 - StreamsGroupTargetAssignmentMetadataValue (20): the assignment epoch.
@@ -84,8 +88,21 @@ def _key_values(pairs: tuple[tuple[str, str], ...]) -> bytes:
     return _array([flexible_string(k) + flexible_string(v) + _NO_TAGS for k, v in pairs])
 
 
-def encode_group_metadata(epoch: int) -> bytes:
-    return flexible_value(_INT32.pack(epoch), _INT64.pack(0))
+NO_DESCRIPTION_EPOCH = -1
+
+
+def encode_group_metadata(epoch: int, stored_description_epoch: int = NO_DESCRIPTION_EPOCH,
+                          failed_description_epoch: int = NO_DESCRIPTION_EPOCH) -> bytes:
+    # Tagged fields, in tag order, each only when not its default (-1), as Kafka's
+    # generated writer does: a count, then per field its tag, size and value.
+    tagged = [uvarint(tag) + uvarint(_INT32.size) + _INT32.pack(value)
+              for tag, value in ((2, stored_description_epoch),
+                                 (3, failed_description_epoch))
+              if value != NO_DESCRIPTION_EPOCH]
+    value = flexible_value(_INT32.pack(epoch), _INT64.pack(0))
+    if not tagged:
+        return value
+    return value[:-1] + uvarint(len(tagged)) + b"".join(tagged)
 
 
 def encode_member_metadata(m: MemberMetadata) -> bytes:
@@ -174,12 +191,20 @@ class _Reader(ValueReader):
         return InternalTopic(name, partitions, factor, configs)
 
 
-def decode_group_metadata(data: bytes) -> int:
+class GroupMetadata(NamedTuple):
+    epoch: int
+    stored_description_epoch: int = NO_DESCRIPTION_EPOCH
+    failed_description_epoch: int = NO_DESCRIPTION_EPOCH
+
+
+def decode_group_metadata(data: bytes) -> GroupMetadata:
     r = _Reader(data)
     epoch = r.fixed(_INT32)
     r.fixed(_INT64)
-    r.tags()
-    return epoch
+    tagged = r.tagged_fields()
+    stored, failed = (_INT32.unpack(tagged[tag])[0] if len(tagged.get(tag, b"")) == 4
+                      else NO_DESCRIPTION_EPOCH for tag in (2, 3))
+    return GroupMetadata(epoch, stored, failed)
 
 
 def decode_member_metadata(data: bytes) -> MemberMetadata:

@@ -322,6 +322,11 @@ _SETTINGS = [
             "streams groups: the most streams.num.standby.replicas a group config may set"),
     Setting("group.streams.max.size", 2147483647, _int(1),
             "streams groups: members per group"),
+    Setting("group.streams.topology.description.plugin.class", "",
+            _choice(("", "org.apache.kafka.server.streams.InMemoryTopologyDescriptionPlugin")),
+            "streams groups (KIP-1331): where the members' topology descriptions are "
+            "kept; empty (Kafka's default) turns the feature off, Kafka's "
+            "InMemoryTopologyDescriptionPlugin keeps them in the coordinator's memory"),
     # Share groups (KIP-932): Kafka's group.share.* settings, each group config's default
     # and the bounds a group config may set (coordinator/share_group.py,
     # server/share/).

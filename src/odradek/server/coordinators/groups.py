@@ -129,7 +129,9 @@ class GroupRuntime(CoordinatorRuntime):
                 session_timeout_ms=cfg["group.streams.session.timeout.ms"],
                 heartbeat_interval_ms=cfg["group.streams.heartbeat.interval.ms"],
                 num_standby_replicas=cfg["group.streams.num.standby.replicas"],
-                max_size=cfg["group.streams.max.size"]),
+                max_size=cfg["group.streams.max.size"],
+                topology_description_plugin=cfg[
+                    "group.streams.topology.description.plugin.class"]),
         )
         store = self.broker.group_configs
         if store is not None:  # a group's own session timeout and heartbeat interval

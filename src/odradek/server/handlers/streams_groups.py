@@ -1,6 +1,7 @@
 """Streams groups (KIP-1071, Kafka Streams' ``group.protocol=streams``):
-StreamsGroupHeartbeat (88) and StreamsGroupDescribe (89) v0, on the group coordinator
-(coordinator/streams_group.py).
+StreamsGroupHeartbeat (88) and StreamsGroupDescribe (89) v0-1 and KIP-1331's
+StreamsGroupTopologyDescriptionUpdate (93) v0, on the group coordinator
+(coordinator/streams_group.py; the topology descriptions: streams_descriptions.py).
 
 The heartbeat also creates the internal topics (repartition and changelog topics) the
 coordinator finds missing, with the partition counts it decided and the configs the
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from odradek.coordinator import streams_descriptions as sd
 from odradek.coordinator.streams_group import (
     StreamsGroupDescription,
     StreamsHeartbeatResult,
@@ -52,14 +54,18 @@ def _task_ids(tasks: Mapping[str, set[int]] | None) -> list[dict[str, Any]] | No
 
 
 def _answer(request: Request, result: StreamsHeartbeatResult) -> bytes:
+    v1 = request.api_version >= 1
     return respond(request, {
         "throttle_time": 0, "error_code": result.error_code,
         "error_message": result.error_message, "member_id": result.member_id,
         "member_epoch": result.member_epoch,
         "heartbeat_interval": result.heartbeat_interval_ms,
         # v0's AcceptableRecoveryLagLegacy: Kafka 4.4 answers 0 (warm-up tasks, which it
-        # is about, are not made here either).
-        "acceptable_recovery_lag": 0,
+        # is about, are not made here either); v1's int64 is the broker's
+        # group.streams.acceptable.recovery.lag, as Kafka's (-1 on errors and leaves).
+        "acceptable_recovery_lag": result.acceptable_recovery_lag if v1 else 0,
+        **({"topology_description_required": result.topology_description_required}
+           if v1 else {}),
         "task_offset_interval": result.task_offset_interval_ms,
         "status": [{"status_code": s.code, "status_detail": s.detail}
                    for s in result.statuses] if result.statuses else None,
@@ -91,7 +97,8 @@ async def streams_group_heartbeat(broker: Broker, request: Request) -> bytes:
         result: StreamsHeartbeatResult = await group_runtime(broker).call(
             body.group_id, lambda coordinator, token, now: coordinator.streams_heartbeat(
                 body, client_id=request.client_id or "", client_host=_client_host(broker),
-                topics=topic_partitions(broker), token=token, now_ms=now))
+                topics=topic_partitions(broker), token=token, now_ms=now,
+                api_version=request.api_version))
     except CoordinatorUnavailable as exc:
         return _refusal(request, exc.error_code, str(exc))
     if result.create:
@@ -143,10 +150,11 @@ def _assignment(tasks: tuple[Mapping[str, set[int]], ...]) -> dict[str, Any]:
             "warmup_tasks": _task_ids(warmup)}
 
 
-def _describe(broker: Broker, group_id: str) -> StreamsGroupDescription:
+def _describe(broker: Broker, group_id: str, include_description: bool
+              ) -> StreamsGroupDescription:
     try:
         [described] = group_runtime(broker).coordinator_for(group_id).streams_group_describe(
-            [group_id])
+            [group_id], include_description)
     except CoordinatorUnavailable as exc:
         return StreamsGroupDescription(exc.error_code, group_id, str(exc))
     return described
@@ -157,6 +165,8 @@ async def streams_group_describe(broker: Broker, request: Request) -> bytes:
         return {"error_code": code, "error_message": message, "group_id": group_id,
                 "group_state": "", "group_epoch": 0, "assignment_epoch": 0,
                 "topology": None, "members": []}
+
+    include = bool(getattr(request.body, "include_topology_description", False))
 
     if streams_level(broker) < 1:
         return respond(request, {"throttle_time": 0, "groups": [
@@ -169,7 +179,7 @@ async def streams_group_describe(broker: Broker, request: Request) -> bytes:
             groups.append(refused(group_id, ErrorCode.group_authorization_failed,
                                   "Group authorization failed."))
             continue
-        d = _describe(broker, group_id)
+        d = _describe(broker, group_id, include)
         if d.error_code:
             groups.append(refused(group_id, d.error_code, d.error_message or ""))
             continue
@@ -190,11 +200,51 @@ async def streams_group_describe(broker: Broker, request: Request) -> bytes:
                 "task_offsets": [], "task_end_offsets": [],
                 "assignment": _assignment(m.assignment),
                 "target_assignment": _assignment(m.target), "is_classic": False,
-            } for m in d.members]})
+            } for m in d.members],
+            # v1 (KIP-1331, KIP-1357); v0's writer leaves them out.
+            **({"topology_description": None if d.description is None
+                else sd.description_to_wire(d.description),
+                "topology_description_status": d.description_status,
+                "assignor_name": d.assignor_name} if request.api_version >= 1 else {})})
     return respond(request, {"throttle_time": 0, "groups": groups})
 
 
+def _update_answer(request: Request, code: int, message: str | None) -> bytes:
+    return respond(request, {"throttle_time": 0, "error_code": code,
+                             "error_message": message})
+
+
+async def streams_group_topology_description_update(broker: Broker, request: Request
+                                                    ) -> bytes:
+    """KIP-1331: a member pushes its topology's description, asked for by a v1
+    heartbeat. Kafka's order: streams groups off, then READ on the group, then (the
+    coordinator service's pre-checks) no plugin configured, empty ids, then the
+    coordinator's checks (``streams_topology_description_update``)."""
+    body = request.body
+    if streams_level(broker) < 1:
+        return _update_answer(request, ErrorCode.unsupported_version, STREAMS_GROUPS_DISABLED)
+    if not allowed(broker, request, Operation.READ, ResourceType.GROUP, body.group_id):
+        return _update_answer(request, ErrorCode.group_authorization_failed,
+                              "Group authorization failed.")
+    if not broker.config["group.streams.topology.description.plugin.class"]:
+        return _update_answer(request, ErrorCode.unsupported_version, "The broker has no "
+                              "streams group topology description plugin configured.")
+    if not body.member_id:
+        return _update_answer(request, ErrorCode.invalid_request, "MemberId can't be empty.")
+    if not body.group_id:
+        return _update_answer(request, ErrorCode.invalid_request, "GroupId can't be empty.")
+    try:
+        code, message = await group_runtime(broker).call(
+            body.group_id, lambda c, token, now: c.streams_topology_description_update(
+                body, token=token, now_ms=now))
+    except CoordinatorUnavailable as exc:
+        return _update_answer(request, exc.error_code, str(exc))
+    return _update_answer(request, code, message)
+
+
 APIS = (
-    Api(88, "StreamsGroupHeartbeat", 0, 0, streams_group_heartbeat),
-    Api(89, "StreamsGroupDescribe", 0, 0, streams_group_describe),
+    Api(88, "StreamsGroupHeartbeat", 0, 1, streams_group_heartbeat),
+    Api(89, "StreamsGroupDescribe", 0, 1, streams_group_describe),
+    Api(93, "StreamsGroupTopologyDescriptionUpdate", 0, 0,
+        streams_group_topology_description_update),
 )
