@@ -81,6 +81,18 @@ def test_a_repartition_topic_without_writers_or_copartitioning_cannot_be_sized()
         configure(orphan, {})
 
 
+def test_a_copartition_group_naming_a_topic_index_the_subtopology_lacks_is_invalid():
+    """Found by the fuzz tier: an index past the subtopology's lists was an IndexError
+    that closed the connection; it is the client's invalid topology."""
+    for group in (CopartitionGroup(source_topics=(0, 7)),
+                  CopartitionGroup(repartition_source_topics=(3,)),
+                  CopartitionGroup(source_topics=(-1,))):
+        bad = Topology(1, (Subtopology("0", source_topics=("a", "b"),
+                                       copartition_groups=(group,)),))
+        with pytest.raises(TopologyError, match="which it does not have"):
+            configure(bad, {"a": 2, "b": 2})
+
+
 def test_source_topic_regexes_match_existing_topics():
     regex = Topology(1, (Subtopology("0", source_topic_regex=("logs-.*",),
                                      changelog_topics=(InternalTopic("app-c"),)),))

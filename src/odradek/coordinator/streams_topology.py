@@ -28,8 +28,11 @@ assigned. Nothing here does I/O.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
+
+_T = TypeVar("_T")
 
 # StreamsGroupHeartbeatResponse's status codes.
 STALE_TOPOLOGY = 0
@@ -203,9 +206,11 @@ def _derive_repartition_counts(topology: Topology, sources: Mapping[str, tuple[s
                 progress = True
         if not progress:
             # Left: copartitioned ones may still take their group's count (step 3).
-            copartitioned = {s.repartition_source_topics[i].name
-                             for s in topology.subtopologies for g in s.copartition_groups
-                             for i in g.repartition_source_topics}
+            copartitioned = {t.name for s in topology.subtopologies
+                             for g in s.copartition_groups
+                             for t in _pick(s.repartition_source_topics,
+                                            g.repartition_source_topics, s,
+                                            "repartition source topic")}
             stuck = todo - copartitioned
             if stuck:
                 raise TopologyError("Failed to compute the number of partitions of the "
@@ -213,16 +218,31 @@ def _derive_repartition_counts(topology: Topology, sources: Mapping[str, tuple[s
             return
 
 
+def _pick(items: Sequence[_T], indices: Iterable[int], s: Subtopology, what: str
+          ) -> list[_T]:
+    """The items a copartition group names by index; an index the subtopology does not
+    have makes the topology invalid (a client's mistake, not the broker's)."""
+    picked = []
+    for i in indices:
+        if not 0 <= i < len(items):
+            raise TopologyError(f"Copartition group of subtopology {s.subtopology_id} "
+                                f"names {what} {i}, which it does not have")
+        picked.append(items[i])
+    return picked
+
+
 def _enforce_copartitioning(s: Subtopology, group: CopartitionGroup,
                             resolved_sources: tuple[str, ...], partitions: Mapping[str, int],
                             counts: dict[str, int]) -> list[str]:
     """Step 3; the names of source topics that are not copartitioned."""
-    external = [s.source_topics[i] for i in group.source_topics]
+    external = _pick(s.source_topics, group.source_topics, s, "source topic")
     if group.source_topic_regex:
-        regexes = [s.source_topic_regex[i] for i in group.source_topic_regex]
+        regexes = _pick(s.source_topic_regex, group.source_topic_regex, s,
+                        "source topic regex")
         external += _matches(regexes, [t for t in resolved_sources
                                        if t not in s.source_topics])
-    repartition = [s.repartition_source_topics[i] for i in group.repartition_source_topics]
+    repartition = _pick(s.repartition_source_topics, group.repartition_source_topics, s,
+                        "repartition source topic")
     external_counts = {partitions[t] for t in external}
     if len(external_counts) > 1:
         return external
