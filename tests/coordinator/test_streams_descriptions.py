@@ -15,7 +15,7 @@ import pytest
 from odradek.coordinator import offsets_topic as ot
 from odradek.coordinator import streams_descriptions as sd
 from odradek.coordinator import streams_records as sr
-from odradek.coordinator.streams_group import StreamsSettings
+from odradek.coordinator.streams_state import StreamsSettings
 from odradek.protocol.extra_schemas import load_request_schema
 from odradek.protocol.messages import build
 from tests.coordinator.harness import Harness

@@ -60,7 +60,7 @@ from odradek.coordinator.results import (
     Effects,
     Record,
 )
-from odradek.coordinator.streams_group import StreamsGroup
+from odradek.coordinator.streams_state import StreamsGroup
 
 log = logging.getLogger(__name__)
 

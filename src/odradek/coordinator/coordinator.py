@@ -78,7 +78,7 @@ from odradek.coordinator.share_group import (
     ShareOffsetsCheck,
     ShareSettings,
 )
-from odradek.coordinator.streams_group import (
+from odradek.coordinator.streams_state import (
     DEFAULT_STREAMS_SETTINGS,
     StreamsGroup,
     StreamsGroupDescription,

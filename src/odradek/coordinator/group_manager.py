@@ -68,11 +68,13 @@ from odradek.coordinator.share_group import (
     ShareSettings,
 )
 from odradek.coordinator.streams_group import (
-    DEFAULT_STREAMS_SETTINGS,
     STREAMS_REBALANCE,
     STREAMS_SESSION,
-    StreamsGroup,
     StreamsProtocol,
+)
+from odradek.coordinator.streams_state import (
+    DEFAULT_STREAMS_SETTINGS,
+    StreamsGroup,
     StreamsSettings,
 )
 

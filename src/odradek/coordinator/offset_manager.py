@@ -39,7 +39,7 @@ from odradek.coordinator.results import (
     PartitionResult,
     Record,
 )
-from odradek.coordinator.streams_group import StreamsGroup
+from odradek.coordinator.streams_state import StreamsGroup
 
 # The timer kind of the periodic expiry (GroupCoordinator.tick fires it here).
 OFFSET_EXPIRY_TIMER = "offset-expiry"

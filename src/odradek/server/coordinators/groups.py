@@ -51,7 +51,7 @@ from odradek.coordinator import OFFSETS_TOPIC, Effects, GroupCoordinator, partit
 from odradek.coordinator.consumer_group import TopicInfo
 from odradek.coordinator.offsets_topic import OffsetsTopicFormatError
 from odradek.coordinator.share_group import ShareSettings
-from odradek.coordinator.streams_group import StreamsSettings
+from odradek.coordinator.streams_state import StreamsSettings
 from odradek.records import builder
 from odradek.server.coordinators.coordinator_runtime import (
     INTERNAL_TOPIC_CONFIG,

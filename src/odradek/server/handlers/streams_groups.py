@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from odradek.coordinator import streams_descriptions as sd
-from odradek.coordinator.streams_group import (
+from odradek.coordinator.streams_state import (
     StreamsGroupDescription,
     StreamsHeartbeatResult,
 )
