@@ -1015,6 +1015,22 @@ def seq_streams_groups(r: Recorder, name: str) -> None:
          "repartition_source_topics": [{"name": rekey, "partitions": 0,
                                         "replication_factor": 0, "topic_configs": []}],
          "copartition_groups": []}]}
+    # Kafka's group coordinator learns of a new topic from its metadata image a moment
+    # after the topic is created (and led): a probe group reading only the source topic
+    # (no internal topics to create) joins until it no longer reports it missing, so
+    # that the recorded join meets a coordinator that knows it (not recorded).
+    probe, probe_member = f"{name}-probe", str(uuid.UUID(int=1070))
+    find_coordinator(r.c, f"{probe}-g", 0)
+
+    def source_known() -> bool:
+        answer = request(r.c, 88, 0, _streams_join(probe, probe_member, {
+            "epoch": 1, "subtopologies": [{**topology["subtopologies"][0],
+                                           "repartition_sink_topics": []}]}))
+        request(r.c, 88, 0, {**_streams_join(probe, probe_member, None),
+                             "member_epoch": -1})
+        return answer.error_code.value == 0 and all(
+            st.status_code != 1 for st in answer.status or ())  # MISSING_SOURCE_TOPICS
+    wait_for(f"Kafka's group coordinator to know {source}", source_known)
     find_coordinator(r.c, f"{name}-g", 0)
     member = str(uuid.UUID(int=1071))
     joined = request(r.c, 88, 0, _streams_join(name, member, topology))
