@@ -256,7 +256,7 @@ def fuzz_sasl(data: bytes) -> None:
 
 # The Fetch versions the replica fetcher speaks (client/aio.py, DEFAULT_VERSIONS): the
 # one used is the highest the leader serves, 12 between Odradek brokers.
-FETCH_VERSIONS = range(4, 13)
+FETCH_VERSIONS = range(4, 14)  # to v13, what followers read by hand
 
 
 def fuzz_fetch_response(data: bytes) -> None:
@@ -279,7 +279,10 @@ def fuzz_fetch_response(data: bytes) -> None:
         answers.append(decode_response(body, FETCH, version, correlation, "fuzz:0"))
     for answer in answers:
         for topic in answer.responses:
-            assert isinstance(topic.topic, str)
+            # Named by the fetcher's decoder ("" for an id it does not know); kio's v13+
+            # answers have only the id.
+            if isinstance(answer, replica_fetch.FetchAnswer) or version < 13:
+                assert isinstance(topic.topic, str)
             for p in topic.partitions:
                 assert p.records is None or isinstance(p.records, (bytes, memoryview)), \
                     type(p.records)

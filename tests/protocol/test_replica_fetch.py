@@ -1,12 +1,13 @@
-"""The follower's Fetch v12 by hand (protocol/replica_fetch.py) writes the bytes kio
-writes and reads what kio reads, and refuses every cut-short or inflated answer with one
-error."""
+"""The follower's Fetch v13 by hand (protocol/replica_fetch.py, topics by id) writes the
+bytes kio writes and reads what kio reads, names each topic id from the fetcher's
+metadata, and refuses every cut-short or inflated answer with one error."""
 
 from __future__ import annotations
 
 import dataclasses
 import io
 import struct
+import uuid
 from datetime import timedelta
 from typing import Any
 
@@ -49,7 +50,7 @@ def test_a_request_is_the_bytes_kio_writes(data: st.DataObject, correlation_id: 
 
 
 def kio_answer(data: st.DataObject) -> Any:
-    """A random Fetch v12 answer, as kio's dataclass (records: a record batch or null)."""
+    """A random Fetch v13 answer, as kio's dataclass (records: a record batch or null)."""
     schema = load_response_schema(FETCH, VERSION)
     answer = data.draw(st.from_type(schema))
     topics = []
@@ -72,13 +73,14 @@ def kio_frame(answer: Any, correlation_id: int) -> bytes:
     return buf.getvalue()
 
 
-def same_answer(mine: Any, kio: Any) -> None:
+def same_answer(mine: Any, kio: Any, names: dict[uuid.UUID, str] | None = None) -> None:
     assert (mine.throttle_time_ms, mine.error_code, mine.session_id) == (
         # Whole milliseconds, exactly: total_seconds() * 1000 rounds 262,143 ms down.
         kio.throttle_time // timedelta(milliseconds=1), kio.error_code, kio.session_id)
     assert len(mine.responses) == len(kio.responses)
     for got, want in zip(mine.responses, kio.responses, strict=True):
-        assert got.topic == want.topic
+        assert got.topic_id == want.topic_id
+        assert got.topic == (names or {}).get(want.topic_id, "")
         assert [(p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset,
                  p.log_start_offset, p.records) for p in got.partitions] == [
             (p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset,
@@ -91,7 +93,21 @@ def test_an_answer_reads_as_kio_reads_it(data: st.DataObject, correlation_id: in
     answer = kio_answer(data)
     frame = kio_frame(answer, correlation_id)
     kio = decode_response(frame, FETCH, VERSION, correlation_id, "test:0")
-    same_answer(decode_fetch_response(frame, correlation_id), kio)
+    # The fetcher's metadata knows some of the ids (a topic it no longer knows is "").
+    names = {t.topic_id: f"t{i}" for i, t in enumerate(kio.responses)
+             if i % 2 == 0 and t.topic_id is not None}
+    same_answer(decode_fetch_response(frame, correlation_id, names), kio, names)
+
+
+IDS = {"orders": uuid.UUID(int=1), "audit": uuid.UUID(int=2)}
+NAMES = {topic_id: name for name, topic_id in IDS.items()}
+
+
+class LeadersIds:
+    """The leader's side of the ids (the handler's AnswerNames): each topic's id."""
+
+    def topic_id(self, name: str) -> bytes:
+        return IDS[name].bytes
 
 
 def leaders_answer(tmp_path: Any) -> bytes:
@@ -107,7 +123,7 @@ def leaders_answer(tmp_path: Any) -> bytes:
         PartitionResult("audit", 0, 0, 4, 4, 0, None),
     ]
     request = Request(FETCH, VERSION, 77, "broker-2-fetcher-0", None)
-    parts = encode_fetch_response(request, results, 12)
+    parts = encode_fetch_response(request, results, 12, names=LeadersIds())  # type: ignore[arg-type]
     frame = b"".join(p.read() if isinstance(p, FileRegion) else p for p in parts)
     fd.close()
     return frame[4:]
@@ -115,8 +131,8 @@ def leaders_answer(tmp_path: Any) -> bytes:
 
 def test_a_leaders_answer_reads_as_kio_reads_it(tmp_path) -> None:
     frame = leaders_answer(tmp_path)
-    mine = decode_fetch_response(frame, 77)
-    same_answer(mine, decode_response(frame, FETCH, VERSION, 77, "test:0"))
+    mine = decode_fetch_response(frame, 77, NAMES)
+    same_answer(mine, decode_response(frame, FETCH, VERSION, 77, "test:0"), NAMES)
     assert mine.session_id == 12
     assert [t.topic for t in mine.responses] == ["orders", "audit"]
     assert mine.responses[0].partitions[0].records == build_simple([b"a", b"b"])
@@ -145,8 +161,8 @@ def test_inflated_counts_and_unknown_errors_are_refused(tmp_path) -> None:
         decode_fetch_response(bytes(unknown), 77)
 
 
-def test_a_leader_below_v12_gets_the_same_request_through_kio() -> None:
-    """The fetcher's fallback (a leader that does not serve v12): the same body as plain
+def test_a_leader_below_v13_gets_the_same_request_through_kio() -> None:
+    """The fetcher's fallback (a leader that does not serve v13): the same body by name as plain
     values for kio, which the broker's own reader gives back unchanged."""
     import asyncio
 

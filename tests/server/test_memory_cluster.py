@@ -251,3 +251,54 @@ def test_followers_fetch_and_the_leader_reads_only_what_changed(tmp_path) -> Non
         assert len(narrow) >= 2 and len(whole) <= 2, reads
 
     run(tmp_path, body, **{"replica.lag.time.max.ms": 30_000})
+
+
+def test_followers_fetch_by_topic_id_and_another_incarnations_id_is_refused(tmp_path) -> None:
+    """Followers fetch at v13, topics by id (KIP-516), as Kafka's do: a follower whose
+    metadata still has a deleted topic's id is answered UNKNOWN_TOPIC_ID by the leader
+    of a re-created topic of the same name, never given its batches (by name it was:
+    the fault tier's topic churn saw a follower offered the new topic's records)."""
+    import uuid
+
+    from odradek.client.codec import FETCH
+
+    async def body(cluster: MemoryCluster) -> None:
+        await cluster.create_topic(TOPIC)
+        leader = cluster.leader(TOPIC, 0)
+        follower = next(n for n in cluster.brokers if n != leader)
+        replicas = cluster.brokers[follower].cluster.replicas  # type: ignore[union-attr]
+        fetchers = list(replicas._fetchers.values())
+        await cluster.wait_for(lambda: any(f._conn is not None for f in fetchers),
+                               "a follower's connection")
+        assert {f._conn.version(FETCH) for f in fetchers if f._conn is not None} == {13}
+        conn = await connect(cluster, leader)
+        try:
+            assert (await produce(conn, [b"a", b"b"])).error_code == ErrorCode.none
+        finally:
+            await conn.close()
+        host, port = cluster.address(leader)
+        raw = await AsyncBrokerConnection.open(host, port, client_id="stale-follower",
+                                               timeout_s=30, versions={FETCH: (13, 13)})
+        real = cluster.brokers[leader].metadata.assignments[TOPIC].topic_id  # type: ignore[union-attr]
+        try:
+            def fetch(topic_id: uuid.UUID) -> dict[str, Any]:
+                return {"cluster_id": None, "replica_id": follower, "max_wait": 0,
+                        "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0,
+                        "session_id": 0, "session_epoch": -1, "topics": [
+                            {"topic_id": topic_id, "partitions": [{
+                                "partition": 0, "current_leader_epoch": -1,
+                                "fetch_offset": 0, "last_fetched_epoch": -1,
+                                "log_start_offset": -1, "partition_max_bytes": 1 << 20,
+                                "replica_directory_id": None}]}],
+                        "forgotten_topics_data": [], "rack_id": ""}
+
+            stale = await raw.request(FETCH, fetch(uuid.UUID(int=4040)))
+            (p,) = stale.responses[0].partitions
+            assert p.error_code == ErrorCode.unknown_topic_id and not p.records
+            current = await raw.request(FETCH, fetch(real))
+            (p,) = current.responses[0].partitions
+            assert p.error_code == ErrorCode.none and p.records
+        finally:
+            await raw.close()
+
+    run(tmp_path, body)

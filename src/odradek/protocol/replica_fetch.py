@@ -1,6 +1,12 @@
-"""The follower's side of Fetch v12 by hand: the request a replica fetcher sends and the
+"""The follower's side of Fetch v13 by hand: the request a replica fetcher sends and the
 answer it reads (what Odradek brokers speak to each other; other versions go through
 kio's generic path, client/codec.py).
+
+v13, not v12, for its topic ids (KIP-516), as Kafka's followers fetch: a follower whose
+metadata still has a deleted topic fetches that topic's id, and the leader of a new
+topic of the same name answers UNKNOWN_TOPIC_ID rather than the new topic's batches
+(by name, v12, the follower was answered with them: appended to the old log, or
+counted as caught up on it; the fault tier's topic churn found it).
 
 A follower sends one Fetch per round trip with its leader, and through kio each cost
 ~10% of a replicating cluster's CPU (building the request's dataclasses from plain
@@ -17,15 +23,17 @@ target runs this reader beside kio's.
 from __future__ import annotations
 
 import struct
+import uuid
+from collections.abc import Mapping
 from typing import NamedTuple
 
 from kio.schema.errors import ErrorCode
 
 from odradek.protocol.fetch import FetchRequestBody
 from odradek.protocol.framing import encode_uvarint
-from odradek.protocol.reader import DecodeError, Reader
+from odradek.protocol.reader import DecodeError, Reader, uuid_field
 
-VERSION = 12  # followers fetch by name: v13+ name topics by id, which buys nothing here
+VERSION = 13  # followers fetch by topic id (see above)
 
 _HEAD = struct.Struct(">ihhih")  # size, api key, version, correlation id, client id length
 _LIMITS = struct.Struct(">iiiibii")  # replica, max wait, min/max bytes, isolation, session
@@ -52,12 +60,13 @@ class FetchedPartition(NamedTuple):
 
 
 class FetchedTopic(NamedTuple):
-    topic: str
+    topic: str  # the name the fetcher knows for the id ("" for an id it does not know)
     partitions: list[FetchedPartition]
+    topic_id: uuid.UUID | None = None
 
 
 class FetchAnswer(NamedTuple):
-    """Fetch v12's response body, with kio's field names (what the fetcher reads)."""
+    """Fetch v13's response body, with kio's field names (what the fetcher reads)."""
 
     throttle_time_ms: int
     error_code: ErrorCode
@@ -74,9 +83,17 @@ def _compact_string(text: str) -> bytes:
     return _uvarint(len(data) + 1) + data
 
 
+_NO_ID = bytes(16)
+
+
+def _id(topic_id: uuid.UUID | None) -> bytes:
+    return _NO_ID if topic_id is None else topic_id.bytes
+
+
 def encode_fetch_request(correlation_id: int, client_id: str, body: FetchRequestBody
                          ) -> bytes:
-    """One Fetch v12 request frame (size prefix, request header v2, body)."""
+    """One Fetch v13 request frame (size prefix, request header v2, body): topics and
+    forgotten topics by their ``topic_id`` (the zero id where it is None)."""
     client = client_id.encode()
     out = [b"", client, b"\x00",  # the head goes first once the size is known
            _LIMITS.pack(body.replica_id, body.max_wait, body.min_bytes, body.max_bytes,
@@ -84,7 +101,7 @@ def encode_fetch_request(correlation_id: int, client_id: str, body: FetchRequest
            _uvarint(len(body.topics) + 1)]
     pack = _PARTITION.pack
     for topic in body.topics:
-        out.append(_compact_string(topic.topic))
+        out.append(_id(topic.topic_id))
         out.append(_uvarint(len(topic.partitions) + 1))
         for p in topic.partitions:
             out.append(pack(p.partition, p.current_leader_epoch, p.fetch_offset,
@@ -93,7 +110,7 @@ def encode_fetch_request(correlation_id: int, client_id: str, body: FetchRequest
         out.append(b"\x00")
     out.append(_uvarint(len(body.forgotten_topics_data) + 1))
     for forgotten in body.forgotten_topics_data:
-        out.append(_compact_string(forgotten.topic))
+        out.append(_id(forgotten.topic_id))
         out.append(_uvarint(len(forgotten.partitions) + 1))
         out.extend(_I32.pack(p) for p in forgotten.partitions)
         out.append(b"\x00")
@@ -111,9 +128,12 @@ def _error(code: int, r: Reader) -> ErrorCode:
     return found
 
 
-def decode_fetch_response(payload: bytes | memoryview, correlation_id: int) -> FetchAnswer:
-    """A Fetch v12 response frame without its size prefix (response header v1, body),
-    answering request ``correlation_id``; FetchResponseError if it is not one."""
+def decode_fetch_response(payload: bytes | memoryview, correlation_id: int,
+                          names: Mapping[uuid.UUID, str] | None = None) -> FetchAnswer:
+    """A Fetch v13 response frame without its size prefix (response header v1, body),
+    answering request ``correlation_id``; FetchResponseError if it is not one. Each
+    topic's id is named from ``names`` ("" for one not there)."""
+    names = names or {}
     r = Reader(payload if isinstance(payload, memoryview) else memoryview(payload), 0,
                FetchResponseError)
     got = r.int32()
@@ -123,8 +143,9 @@ def decode_fetch_response(payload: bytes | memoryview, correlation_id: int) -> F
     throttle_ms, code, session_id = r.unpack(_ANSWER_TOP)
     top_error = _error(code, r)
     responses = []
-    for _ in range(r.count(True, 2)):
-        name = r.string_field(True, False)
+    for _ in range(r.count(True, 17)):
+        topic_id = uuid_field(r.view(16))  # the zero id reads as None, as kio reads it
+        name = names.get(topic_id, "") if topic_id is not None else ""
         partitions = []
         for _ in range(r.count(True, _ANSWER_PARTITION.size + 7)):
             index, code, hw, lso, start = r.unpack(_ANSWER_PARTITION)
@@ -141,7 +162,7 @@ def decode_fetch_response(payload: bytes | memoryview, correlation_id: int) -> F
             r.skip_tagged_fields()
             partitions.append(FetchedPartition(index, error, hw, lso, start, records))
         r.skip_tagged_fields()
-        responses.append(FetchedTopic(name, partitions))
+        responses.append(FetchedTopic(name, partitions, topic_id))
     r.skip_tagged_fields()
     if r.pos != r.end:
         raise r.error(f"{r.end - r.pos} bytes after the answer")

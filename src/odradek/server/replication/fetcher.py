@@ -20,13 +20,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable
+import uuid
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from odradek.client.aio import AsyncBrokerConnection, KafkaClientError
+from odradek.client.aio import DEFAULT_VERSIONS, AsyncBrokerConnection, KafkaClientError
 from odradek.client.codec import FETCH, OFFSET_FOR_LEADER_EPOCH
 from odradek.cluster.replication import truncation_point
 from odradek.cluster.state import TopicPartition
@@ -61,6 +62,9 @@ _WAIT_ERRORS = frozenset({
     ErrorCode.unknown_leader_epoch, ErrorCode.unknown_topic_or_partition,
     ErrorCode.kafka_storage_error, ErrorCode.replica_not_available,
     ErrorCode.leader_not_available,
+    # The follower's metadata has another incarnation of the topic than the leader's
+    # (deleted and re-created): it catches up with the store's next event.
+    ErrorCode.unknown_topic_id, ErrorCode.inconsistent_topic_id,
 })
 
 
@@ -71,10 +75,18 @@ class FetchState:
     not_before: float = 0.0  # monotonic time before which it is not fetched (backoff)
 
 
+# The Fetch versions a follower speaks: v13's topic ids by hand (protocol/replica_fetch.py)
+# with a leader that serves them, older ones by name through kio.
+FOLLOWER_VERSIONS = {**DEFAULT_VERSIONS, FETCH: (DEFAULT_VERSIONS[FETCH][0],
+                                                 replica_fetch.VERSION)}
+
+
 async def _send_fetch(conn: AsyncBrokerConnection, body: FetchRequestBody, *,
-                      timeout_s: float) -> Any:
-    """A follower's Fetch: encoded and its answer read by hand at v12 (what Odradek
-    brokers serve each other: protocol/replica_fetch.py), else through kio."""
+                      timeout_s: float, names: Mapping[uuid.UUID, str] | None = None
+                      ) -> Any:
+    """A follower's Fetch: encoded and its answer read by hand at v13, topics by id
+    (what Odradek brokers serve each other: protocol/replica_fetch.py; ``names`` names
+    the ids of the answer), else by name through kio."""
     version = conn.version(FETCH)
     if version == replica_fetch.VERSION:
         client_id = conn.client_id
@@ -82,7 +94,8 @@ async def _send_fetch(conn: AsyncBrokerConnection, body: FetchRequestBody, *,
             FETCH, version,
             lambda correlation: replica_fetch.encode_fetch_request(correlation, client_id,
                                                                    body),
-            replica_fetch.decode_fetch_response, timeout_s=timeout_s)
+            lambda payload, correlation: replica_fetch.decode_fetch_response(
+                payload, correlation, names), timeout_s=timeout_s)
     data = body._asdict()
     data["topics"] = [{"topic": t.topic, "partitions": [p._asdict() for p in t.partitions]}
                       for t in body.topics]
@@ -236,7 +249,7 @@ class ReplicaFetcher:
         if self._conn is None:
             self._conn = await self.manager.node.inter_broker.open(
                 info.host, info.port, client_id=f"broker-{self.manager.me}-fetcher-{self.index}",
-                timeout_s=self.socket_timeout_s)
+                timeout_s=self.socket_timeout_s, versions=FOLLOWER_VERSIONS)
             self._endpoint = endpoint
         return self._conn
 
@@ -369,14 +382,22 @@ class ReplicaFetcher:
         gone: dict[str, list[int]] = {}
         for t, p in forgotten:
             gone.setdefault(t, []).append(p)
+        # Topics by id as well (v13): the ids this broker's metadata has for the names.
+        assignments = manager.metadata.assignments
+
+        def topic_id(name: str) -> uuid.UUID | None:
+            found = assignments.get(name)
+            return found.topic_id if found is not None else None
+
         body = FetchRequestBody(
             manager.me, max_wait_ms, self.min_bytes, self.max_bytes, 0, self._session_id,
             INITIAL_SESSION_EPOCH if full else self._session_epoch,
-            [FetchTopic(t, ps) for t, ps in topics.items()],
-            [ForgottenTopic(t, ps) for t, ps in gone.items()], "")
+            [FetchTopic(t, ps, topic_id(t)) for t, ps in topics.items()],
+            [ForgottenTopic(t, ps, topic_id(t)) for t, ps in gone.items()], "")
         try:
             answer = await _send_fetch(conn, body,
-                                       timeout_s=max_wait_ms / 1000 + self.socket_timeout_s)
+                                       timeout_s=max_wait_ms / 1000 + self.socket_timeout_s,
+                                       names=manager.metadata.names_by_id)
         except BaseException:
             # Not sent, or its answer lost: the session starts over with a full fetch
             # (the connection is closed on the way out), which looks at everything.

@@ -46,6 +46,7 @@ from odradek.server.replication.partition import Partition
 from odradek.server.replication.purgatory import DelayedProduce, Purgatory
 from odradek.server.replication.reads import PartitionResult, Refused, Wanted
 from odradek.server.tasks import TaskSet
+from odradek.server.topic_ids import is_unknown
 from odradek.storage.errors import OffsetOutOfRangeError
 
 if TYPE_CHECKING:
@@ -461,7 +462,11 @@ class ReplicaManager:
             tp = (topic, partition)
             part = self.leaders.get(tp)
             if part is None:
-                code = missing(topic, partition)
+                # An id this broker does not know (v13+: a follower with another
+                # incarnation of the topic in its metadata) is UNKNOWN_TOPIC_ID, as
+                # Kafka's leader answers it.
+                code = (ErrorCode.unknown_topic_id if is_unknown(topic)
+                        else missing(topic, partition))
             elif not registered or replica not in part.replicas:
                 code = ErrorCode.replica_not_available  # not a broker holding a replica of it
             else:
