@@ -128,11 +128,10 @@ class LogDirMoves:
                     self.broker.topology.replace_log(topic, partition, moved)
                     return
                 now = time.monotonic()
-                quota.record(future.size_bytes - before, now)
+                # (Less than before when the copy started again: nothing spent.)
+                quota.record(max(0, future.size_bytes - before), now)
                 await asyncio.sleep(quota.wait_s(now))
-        except asyncio.CancelledError:
-            raise
-        except Exception:
+        except Exception:  # not CancelledError: a stop leaves the future for the next start
             log.exception("%s-%d: moving its log failed; the move is abandoned", topic,
                           partition)
             logs.abort_move(topic, partition)
