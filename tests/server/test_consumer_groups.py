@@ -17,7 +17,9 @@ FAST = {"group.consumer.heartbeat.interval.ms": 200, "group.consumer.session.tim
 
 
 def heartbeat(c: WireClient, version: int, member: str, epoch: int, *, group: str = "g",
-              topics: list[str] | None = None, owned=None, **extra):
+              topics: list[str] | None = None, owned=..., **extra):
+    if owned is ...:  # a join owns nothing (an empty list: Kafka refuses a null one)
+        owned = [] if epoch == 0 else None
     return c.request(68, version, {
         "group_id": group, "member_id": member, "member_epoch": epoch,
         "instance_id": None, "rack_id": None,
