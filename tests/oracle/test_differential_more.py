@@ -670,6 +670,13 @@ def seq_offsets_by_topic_id(r: Recorder, name: str) -> None:
     deleted = request(r.c, 20, 6, {"topics": [{"name": other, "topic_id": None}],
                                    "timeout": 30_000})
     r.step("DeleteTopics u", deleted, drop=["name"])
+
+    def offsets_dropped() -> bool:  # Kafka drops them at its next metadata image
+        answer = request(r.c, 9, 10, {"groups": [{
+            "group_id": group, "member_id": None, "member_epoch": -1, "topics": None}],
+            "require_stable": False})
+        return all(t.topic_id != known[other] for g in answer.groups for t in g.topics)
+    wait_for("the deleted topic's offsets to go", offsets_dropped)
     fetch("OffsetFetch v10: all topics, u deleted", None)
     fetch("OffsetFetch v10: u's old id", [{"topic_id": known[other], "partition_indexes": [0]}])
 
