@@ -15,7 +15,8 @@ from odradek.cluster.replica_selector import (
     preferred_read_replica,
     select_rack_aware,
 )
-from odradek.server.config import ConfigError, load_config
+from odradek.server.config import load_config
+from odradek.server.settings import ConfigError
 
 NOW = 1_000_000
 

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from odradek.devcluster.certs import TestCA
-from odradek.server.config import HIDDEN, ConfigError, load_config
+from odradek.server.config import HIDDEN, load_config
 from odradek.server.network.tls import map_principal, principal_rules
+from odradek.server.settings import ConfigError
 from odradek.testing import running_broker
 
 

@@ -42,7 +42,8 @@ from odradek.security.oauth import (
     parse_initial_response,
 )
 from odradek.security.scram import AuthenticationFailed
-from odradek.server.config import ConfigError, load_config
+from odradek.server.config import load_config
+from odradek.server.settings import ConfigError
 
 AUDIENCE = "odradek"
 ISSUER = "https://idp.example.com"

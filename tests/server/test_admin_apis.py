@@ -35,8 +35,8 @@ from confluent_kafka.admin import (
 from kio.schema.errors import ErrorCode
 
 from odradek.client.wire import WireClient
-from odradek.server.config import DYNAMIC_BROKER_SETTINGS, SETTINGS
 from odradek.server.dynamic_configs import STORED_ONLY
+from odradek.server.settings import DYNAMIC_BROKER_SETTINGS, SETTINGS
 from odradek.storage import checkpoint
 from odradek.storage.config import LogConfig
 from odradek.storage.layout import LOG_START_FILE

@@ -17,7 +17,8 @@ from contextlib import contextmanager
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from odradek.server.config import ConfigError, load_config
+from odradek.server.config import load_config
+from odradek.server.settings import ConfigError
 
 
 @contextmanager

@@ -114,9 +114,10 @@ def _serve(args: argparse.Namespace) -> int:
     import asyncio
 
     from odradek.server.cluster.node import ClusterStartupError
-    from odradek.server.config import ConfigError, load_config
+    from odradek.server.config import load_config
     from odradek.server.log_setup import configure_logging
     from odradek.server.run import serve
+    from odradek.server.settings import ConfigError
     from odradek.storage import LogDirLockedError
 
     logging.getLogger("odradek").setLevel(logging.INFO)

@@ -28,7 +28,7 @@ from odradek.protocol.codec import Request, encode_response, response_schema
 from odradek.protocol.framing import BufferPool
 from odradek.protocol.messages import build
 from odradek.security.delegation_tokens import Lifetimes
-from odradek.server.config import SETTINGS, BrokerConfig, Listener
+from odradek.server.config import BrokerConfig, Listener
 from odradek.server.coordinators.groups import ClientViewOfInternalLog, GroupRuntime
 from odradek.server.coordinators.share_state import ShareStateRuntime
 from odradek.server.coordinators.transactions import TxnRuntime
@@ -51,6 +51,7 @@ from odradek.server.security.credentials import CredentialStore
 from odradek.server.security.documents import Document
 from odradek.server.security.quotas import ClientQuotas
 from odradek.server.security.tokens import TokenStore
+from odradek.server.settings import SETTINGS
 from odradek.server.share.partitions import SharePartitions
 from odradek.server.share.sessions import ShareSessionCache
 from odradek.server.topology import SingleNode, Topology

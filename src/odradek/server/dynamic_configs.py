@@ -5,7 +5,7 @@ cluster-wide default) or a GROUP resource (KIP-848 group configs), kept durably.
 Broker configs. Kafka lets some broker settings change at run time
 (DynamicBrokerConfig.AllDynamicConfigs, plus the replication throttle rates of
 DynamicConfig.Broker). Of those, Odradek acts on the ones it has
-(``config.DYNAMIC_BROKER_SETTINGS``: the throttle rates and the broker-wide defaults of
+(``settings.DYNAMIC_BROKER_SETTINGS``: the throttle rates and the broker-wide defaults of
 topic configs, ``log.retention.ms`` & co., which reach open logs at once). Kafka's
 dynamic configs Odradek has no machinery for (``STORED_ONLY``: thread pool sizes, SASL
 Kerberos and login-refresh settings, connection limits, ...) are accepted, validated by
@@ -36,8 +36,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from odradek.server.config import DYNAMIC_BROKER_SETTINGS, SETTINGS, ConfigError
 from odradek.server.security.documents import Document, DocumentError
+from odradek.server.settings import DYNAMIC_BROKER_SETTINGS, SETTINGS, ConfigError
 
 BROKER_DOCUMENT = "broker_configs"
 GROUP_DOCUMENT = "group_configs"

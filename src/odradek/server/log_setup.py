@@ -13,7 +13,7 @@
 
 Level names are log4j's (TRACE, DEBUG, INFO, WARN, ERROR, FATAL, OFF, as Kafka's
 log4j.properties take them) or Python's (WARNING, CRITICAL); TRACE is DEBUG here.
-``server/config.py`` refuses any other name at start-up, naming the setting.
+``server/settings.py`` refuses any other name at start-up, naming the setting.
 
 Standard library ``logging`` only: a Formatter subclass and ``json.dumps``; no logging
 library is worth a dependency for one line format.

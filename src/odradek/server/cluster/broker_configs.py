@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from odradek.cluster import state as zk
 from odradek.server.cluster.store import NoNodeError, StoreError
-from odradek.server.config import SETTINGS
 from odradek.server.metadata import TopicError
+from odradek.server.settings import SETTINGS
 
 if TYPE_CHECKING:
     from odradek.server.cluster.node import ClusterNode

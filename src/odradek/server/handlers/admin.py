@@ -28,7 +28,6 @@ from kio.schema.errors import ErrorCode
 
 from odradek.protocol.codec import Request
 from odradek.security.acls import Operation, ResourceType
-from odradek.server.config import DYNAMIC_BROKER_SETTINGS, SETTINGS, Setting
 from odradek.server.dynamic_configs import (
     GROUP_CONFIGS,
     STORED_ONLY,
@@ -48,6 +47,7 @@ from odradek.server.handlers.base import (
 )
 from odradek.server.handlers.metadata import brokers, controller_id
 from odradek.server.metadata import Topic, TopicError
+from odradek.server.settings import DYNAMIC_BROKER_SETTINGS, SETTINGS, Setting
 from odradek.storage.config import LogConfig
 
 if TYPE_CHECKING:

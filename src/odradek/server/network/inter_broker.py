@@ -26,8 +26,9 @@ from dataclasses import dataclass
 from odradek.client.aio import AsyncBrokerConnection
 from odradek.client.secure import MECHANISMS, SaslLogin
 from odradek.security.sasl import parse_jaas
-from odradek.server.config import BrokerConfig, ConfigError
+from odradek.server.config import BrokerConfig
 from odradek.server.network.tls import load_keystore
+from odradek.server.settings import ConfigError
 
 
 @dataclass(frozen=True)
