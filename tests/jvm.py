@@ -14,25 +14,34 @@ or Java that does not compile, fails the test.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
 
-from odradek.devcluster import jvm
+from odradek.devcluster import connect, jvm
 from odradek.devcluster.jvm import LIB, JvmError
 
-__all__ = ["LIB", "compile_java", "java_command", "require_jars"]
+__all__ = ["LIB", "compile_java", "java_command", "require_connect_jars", "require_jars"]
 
 
-def require_jars() -> None:
-    """Skip (locally) or fail (CI) when scripts/fetch_jvm.sh has not run."""
+def _require(check: Callable[[], None]) -> None:
     try:
-        jvm.require_jars()
+        check()
     except JvmError as exc:
         if os.environ.get("CI"):
             pytest.fail(str(exc))
         pytest.skip(str(exc))
+
+
+def require_jars() -> None:
+    """Skip (locally) or fail (CI) when scripts/fetch_jvm.sh has not run."""
+    _require(jvm.require_jars)
+
+
+def require_connect_jars() -> None:
+    """The same for Kafka Connect's jars (.cache/connect/lib, also scripts/fetch_jvm.sh)."""
+    _require(connect.require_connect_jars)
 
 
 def compile_java(sources: Path) -> Path:
