@@ -126,13 +126,13 @@ class ConnectRest:
     def put_config(self, name: str, config: Mapping[str, str]) -> dict[str, Any]:
         """Create or update connector ``name`` (PUT .../config: the same call twice does
         not fail as a second POST /connectors would)."""
-        return self.call("PUT", f"/connectors/{_q(name)}/config", dict(config))  # type: ignore[no-any-return]
+        return self.call("PUT", f"/connectors/{_q(name)}/config", dict(config))
 
     def config(self, name: str) -> dict[str, str]:
-        return self.call("GET", f"/connectors/{_q(name)}/config")  # type: ignore[no-any-return]
+        return self.call("GET", f"/connectors/{_q(name)}/config")
 
     def status(self, name: str) -> dict[str, Any]:
-        return self.call("GET", f"/connectors/{_q(name)}/status")  # type: ignore[no-any-return]
+        return self.call("GET", f"/connectors/{_q(name)}/status")
 
     def pause(self, name: str) -> None:
         self.call("PUT", f"/connectors/{_q(name)}/pause")
@@ -154,7 +154,7 @@ class ConnectRest:
         self.call("DELETE", f"/connectors/{_q(name)}")
 
     def offsets(self, name: str) -> dict[str, Any]:
-        return self.call("GET", f"/connectors/{_q(name)}/offsets")  # type: ignore[no-any-return]
+        return self.call("GET", f"/connectors/{_q(name)}/offsets")
 
     def wait_state(self, name: str, state: str, *, tasks: int | None = None,
                    timeout: float = 90.0) -> dict[str, Any]:
