@@ -12,7 +12,8 @@ connectors, its REST API as an operator uses it.
   the task's transactional producer and goes on; read_committed has every line once.
 - Odradek stopped (SIGTERM) and crashed (SIGKILL) and restarted under a running
   pipeline: the connectors resume from their stored offsets, nothing lost.
-- The same pipeline on a 3-broker Odradek cluster, internal topics with 3 replicas.
+- The same pipeline on a 3-broker Odradek cluster (internal topics with 3 replicas), the
+  leader of its topic SIGKILLed mid-run and started again.
 
 Every wait is bounded; each worker's log tail is printed (shown when a test fails).
 """
@@ -33,7 +34,9 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from odradek.client.wire import WireClient
 from odradek.devcluster import free_port
 from odradek.devcluster.connect import ConnectWorker
+from tests.cluster_processes import run_cluster
 from tests.jvm import require_connect_jars
+from tests.zookeeper import ZooKeeperServer
 
 from .conftest import BrokerProcess, start_broker
 
@@ -407,3 +410,34 @@ def test_broker_restarts_under_running_connectors(tmp_path: Path) -> None:
                     connect.close()  # the worker stops while its broker is still up
                 elif stop == "kill -9":
                     broker.kill()
+
+
+@pytest.mark.cluster
+def test_pipeline_on_three_broker_cluster(tmp_path: Path, zookeeper: ZooKeeperServer) -> None:
+    """Two workers on a 3-broker Odradek cluster: Connect's internal topics get three
+    replicas; the leader of the pipeline's topic is SIGKILLed mid-run and started again;
+    the sink has every line."""
+    lines = numbered("line", 0, 10_000)
+    source, sink = tmp_path / "in.txt", tmp_path / "out.txt"
+    source.touch()
+    with run_cluster(zookeeper, tmp_path / "cluster") as cluster:
+        bootstrap = cluster.bootstrap
+        cluster.create_topic("lines", partitions=1, rf=3)
+        with workers(tmp_path, bootstrap, 2, group_id="clustered",
+                     replication_factor=3) as (a, _b):
+            assert_internal_topics(bootstrap, "clustered", replication=3)
+            a.rest.put_config("file-source", source_config(source, "lines"))
+            a.rest.put_config("file-sink", sink_config(sink, "lines"))
+            a.rest.wait_state("file-sink", "RUNNING")
+            writer = Writer(source, lines, per_second=2000)
+            writer.start()
+            writer.wait_written(3000)
+            leader = cluster.leader("lines")
+            cluster.kill(leader)
+            cluster.wait_for(lambda: cluster.leader("lines") != leader, 60, "a new leader")
+            cluster.start_broker(leader)
+            writer.join(60)
+            got = wait_sink(sink, lines)
+            duplicates = assert_at_least_once(got, lines)
+            print(f"cluster, leader {leader} killed: {len(lines)} lines, "
+                  f"{duplicates} written twice")
