@@ -113,31 +113,41 @@ if [ $# -gt 0 ]; then
   exit 0
 fi
 
-# The whole suite (CI): the spark tier (`-m spark`: tests/spark and the fault tier's Spark
-# tests, a JVM and Python workers busy computing) runs in a second pytest process beside
-# everything else (`-m "not spark"`, mostly waiting on sockets, timeouts and other
+# The whole suite (CI): two pytest processes side by side. The second runs the spark
+# tier (`-m spark`: tests/spark and the fault tier's Spark tests, a JVM and Python
+# workers busy computing), then the connect tier (`-m connect`: Kafka Connect workers
+# and MirrorMaker 2, JVMs of their own); the first runs everything else
+# (`-m "not spark and not connect"`, mostly waiting on sockets, timeouts and other
 # processes), which on 2 cores takes minutes off the sequential run. The two share
-# nothing: each starts its own brokers, ZooKeepers and Spark on free ports and its own
-# temporary directories. The spark tier's output goes to a file, printed after the rest
-# (the rest prints as it runs); no cache provider there, so that the two don't both write
-# .pytest_cache.
-spark_log=$(mktemp)
-.venv/bin/python -m pytest -m spark -p no:cacheprovider --durations=25 >"$spark_log" 2>&1 &
-spark_pid=$!
-# Stopped with the script if the script is stopped first.
-trap 'kill "$spark_pid" 2>/dev/null || true; rm -f "$spark_log"' EXIT
+# nothing: each starts its own brokers, ZooKeepers, Spark and Connect on free ports and
+# its own temporary directories. The second process's output goes to a file, printed
+# after the rest (the rest prints as it runs); no cache provider there, so that the two
+# don't both write .pytest_cache.
+side_log=$(mktemp)
+(
+  side_rc=0
+  .venv/bin/python -m pytest -m spark -p no:cacheprovider --durations=25 || side_rc=$?
+  echo "scripts/test.sh: pytest -m spark exited with $side_rc"
+  connect_rc=0
+  .venv/bin/python -m pytest -m "connect and not spark" -p no:cacheprovider \
+    --durations=10 || connect_rc=$?
+  echo "scripts/test.sh: pytest -m connect exited with $connect_rc"
+  check "-m spark" "$side_rc" && check "-m connect" "$connect_rc"
+) >"$side_log" 2>&1 &
+side_pid=$!
+# Stopped with the script if the script is stopped first (the subshell's pytest first).
+trap 'pkill -TERM -P "$side_pid" 2>/dev/null; kill "$side_pid" 2>/dev/null || true
+      rm -f "$side_log"' EXIT
 rest_rc=0
-.venv/bin/python -m pytest -m "not spark" --durations=25 || rest_rc=$?
-spark_rc=0
-wait "$spark_pid" || spark_rc=$?
-trap 'rm -f "$spark_log"' EXIT
+.venv/bin/python -m pytest -m "not spark and not connect" --durations=25 || rest_rc=$?
+side_status=0
+wait "$side_pid" || side_status=$?
+trap 'rm -f "$side_log"' EXIT
 echo
-echo "=================== the spark tier (pytest -m spark, run beside the rest) ==================="
-cat "$spark_log"
-echo "scripts/test.sh: pytest -m 'not spark' exited with $rest_rc, pytest -m spark with $spark_rc"
+echo "============ the spark and connect tiers (pytest -m spark, then -m connect, beside the rest) ============"
+cat "$side_log"
+echo "scripts/test.sh: pytest -m 'not spark and not connect' exited with $rest_rc"
 rc=0
-check "-m 'not spark'" "$rest_rc" || rc=$?
-spark_status=0
-check "-m spark" "$spark_rc" || spark_status=$?
-[ "$rc" -ne 0 ] || rc=$spark_status
+check "-m 'not spark and not connect'" "$rest_rc" || rc=$?
+[ "$rc" -ne 0 ] || rc=$side_status
 exit "$rc"

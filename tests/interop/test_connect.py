@@ -77,9 +77,11 @@ def workers(root: Path, bootstrap: str, count: int, **kwargs: object
             print(w.output(60))
 
 
-def make_topic(bootstrap: str, name: str, partitions: int = 1, replication: int = 1) -> None:
+def make_topic(bootstrap: str, name: str, partitions: int = 1, replication: int = 1,
+               **configs: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions, replication)])[name].result(30)
+    admin.create_topics([NewTopic(name, partitions, replication,
+                                  config=configs)])[name].result(30)
 
 
 def source_config(path: Path, topic: str, **extra: str) -> dict[str, str]:
@@ -441,3 +443,91 @@ def test_pipeline_on_three_broker_cluster(tmp_path: Path, zookeeper: ZooKeeperSe
             duplicates = assert_at_least_once(got, lines)
             print(f"cluster, leader {leader} killed: {len(lines)} lines, "
                   f"{duplicates} written twice")
+
+
+# --- bad input and faults -----------------------------------------------------------
+
+
+def assert_no_traceback(broker: BrokerProcess) -> None:
+    assert "Traceback" not in broker.this_start(stderr=True), broker.output()
+
+
+def test_record_larger_than_the_topic_allows(tmp_path: Path, broker: BrokerProcess) -> None:
+    """A source line bigger than the topic's max.message.bytes: the broker refuses that
+    record alone (MESSAGE_TOO_LARGE; the lines polled with it, before and after, are
+    written), Connect's producer raises RecordTooLargeException and the task FAILs with
+    it (errors.tolerance=none, Kafka's default); with errors.tolerance=all the task
+    skips it and stays RUNNING."""
+    bootstrap = broker.bootstrap
+    make_topic(bootstrap, "small", **{"max.message.bytes": "2000"})
+    make_topic(bootstrap, "tolerant", **{"max.message.bytes": "2000"})
+    before, after = numbered("before", 0, 100), numbered("after", 0, 100)
+    huge = "x" * 5000
+    strict, tolerant = tmp_path / "strict.txt", tmp_path / "tolerant.txt"
+    for path in (strict, tolerant):
+        append(path, [*before, huge, *after])
+    with workers(tmp_path, bootstrap, 1, group_id="large") as (worker,):
+        worker.rest.put_config("strict", source_config(strict, "small"))
+        worker.rest.put_config("tolerant", source_config(
+            tolerant, "tolerant", **{"errors.tolerance": "all",
+                                     "errors.log.enable": "true"}))
+
+        def failed() -> bool:
+            tasks = worker.rest.status("strict")["tasks"]
+            return bool(tasks) and tasks[0]["state"] == "FAILED"
+        until(failed, "the strict task FAILED", timeout=WAIT)
+        trace = worker.rest.status("strict")["tasks"][0]["trace"]
+        assert "RecordTooLargeException" in trace, trace
+        assert read_topic(bootstrap, "small", len(before + after),
+                          committed=False) == before + after
+        assert read_topic(bootstrap, "tolerant", len(before + after),
+                          committed=False) == before + after
+        assert worker.rest.status("tolerant")["tasks"][0]["state"] == "RUNNING"
+    assert_no_traceback(broker)
+
+
+def test_offset_topic_not_compacted_is_refused(tmp_path: Path, broker: BrokerProcess) -> None:
+    """An offset.storage.topic made beforehand with cleanup.policy=delete: Connect reads
+    the topic's real config from the broker (DescribeConfigs) and refuses to start,
+    naming the topic and the setting."""
+    bootstrap = broker.bootstrap
+    make_topic(bootstrap, "wrong-offsets", 25, **{"cleanup.policy": "delete"})
+    worker = ConnectWorker(tmp_path / "worker", bootstrap, group_id="wrong",
+                           settings={"offset.storage.topic": "wrong-offsets"})
+    with pytest.raises(RuntimeError) as refused:
+        worker.start(timeout=WAIT)
+    message = str(refused.value)
+    assert "wrong-offsets" in message and "offset.storage.topic" in message, message
+    assert "cleanup.policy=compact" in message, message
+    assert_no_traceback(broker)
+
+
+def test_internal_topics_deleted_under_a_running_worker(tmp_path: Path,
+                                                        broker: BrokerProcess) -> None:
+    """Connect's status and config topics deleted while its pipeline runs: the broker
+    answers the worker's requests for them with Kafka's errors (and, auto-creation on as
+    in Kafka, makes the status topic again when the worker writes to it), logs no
+    traceback, and the pipeline carries every line."""
+    bootstrap = broker.bootstrap
+    source, sink = tmp_path / "in.txt", tmp_path / "out.txt"
+    source.touch()
+    lines = numbered("line", 0, 6000)
+    make_topic(bootstrap, "lines")
+    with workers(tmp_path, bootstrap, 1, group_id="deleted") as (worker,):
+        worker.rest.put_config("file-source", source_config(source, "lines"))
+        worker.rest.put_config("file-sink", sink_config(sink, "lines"))
+        worker.rest.wait_state("file-sink", "RUNNING")
+        writer = Writer(source, lines, per_second=2000)
+        writer.start()
+        writer.wait_written(2000)
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        for done in admin.delete_topics(["deleted-status", "deleted-configs"]).values():
+            done.result(30)
+        writer.join(60)
+        got = wait_sink(sink, lines)
+        duplicates = assert_at_least_once(got, lines)
+        print(f"internal topics deleted: {len(lines)} lines, {duplicates} written twice")
+        worker.rest.pause("file-source")  # a status write: the topic comes back
+        until(lambda: "deleted-status" in admin.list_topics(timeout=30).topics,
+              "the status topic made again")
+    assert_no_traceback(broker)
