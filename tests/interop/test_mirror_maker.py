@@ -7,6 +7,7 @@ Apache Kafka 4.4 into Odradek (issue 33).
   heartbeats, checkpoints; a consumer group's offsets translated
   (``sync.group.offsets.enabled``), so the group, moved to west, resumes where it was;
   east SIGKILLed and restarted mid-replication, nothing acknowledged lost.
+- The same three connectors on a Connect worker, configured through its REST API.
 - The migration runbook of docs/operations.md ("Moving from Apache Kafka to Odradek"):
   MirrorMaker 2 from a running Apache Kafka 4.4 into Odradek with topic names kept
   (``IdentityReplicationPolicy``), the group's offsets translated, the consumers switched
@@ -38,7 +39,7 @@ from confluent_kafka.admin import (
 
 from odradek.devcluster import free_port
 from odradek.devcluster.apache_kafka import ApacheKafka
-from odradek.devcluster.connect import MirrorMaker
+from odradek.devcluster.connect import ConnectWorker, MirrorMaker
 from tests.jvm import require_connect_jars, require_jars
 
 from .conftest import start_broker
@@ -46,6 +47,7 @@ from .conftest import start_broker
 pytestmark = [pytest.mark.interop, pytest.mark.connect]
 
 WAIT = 120.0
+MIRROR = "org.apache.kafka.connect.mirror"
 PARTITIONS = 3
 RECORDS = 3000
 # A broker whose ACLs MirrorMaker can read and copy: the authorizer on, everyone (the
@@ -357,3 +359,46 @@ def test_migration_from_apache_kafka(tmp_path: Path) -> None:
         read += consume(odradek.bootstrap, "billing", "orders", RECORDS)
         assert per_partition(read) == per_partition(before + during + after)
         assert topic_config(odradek.bootstrap, "orders", "retention.ms") == "604800000"
+
+
+def test_mirror_maker_connectors_on_a_connect_cluster(tmp_path: Path) -> None:
+    """MirrorMaker 2's three connectors run on a Connect worker (of the target cluster)
+    instead of the dedicated driver, configured through Connect's REST API."""
+    with contextlib.ExitStack() as stack:
+        east = stack.enter_context(start_broker(tmp_path / "east", *BROKER_SETTINGS))
+        west = stack.enter_context(start_broker(tmp_path / "west", *BROKER_SETTINGS))
+        make_topic(east.bootstrap, "orders")
+        acked = produce(east.bootstrap, "orders", 0, RECORDS)
+        consume(east.bootstrap, "billing", "orders", RECORDS)  # to the end: exact
+        east_offsets = committed(east.bootstrap, "billing", "orders")
+        worker = stack.enter_context(ConnectWorker(tmp_path / "worker", west.bootstrap,
+                                                   group_id="mirror"))
+        common = {
+            "source.cluster.alias": "east", "target.cluster.alias": "west",
+            "source.cluster.bootstrap.servers": east.bootstrap,
+            "target.cluster.bootstrap.servers": west.bootstrap,
+            "key.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
+            "value.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
+            "tasks.max": "1",
+        }
+        worker.rest.put_config("mirror-source", {
+            **common, "connector.class": f"{MIRROR}.MirrorSourceConnector",
+            "topics": "orders", "replication.factor": "1",
+            "offset-syncs.topic.replication.factor": "1", "offset.lag.max": "0",
+            "refresh.topics.interval.seconds": "2"})
+        worker.rest.put_config("mirror-checkpoint", {
+            **common, "connector.class": f"{MIRROR}.MirrorCheckpointConnector",
+            "groups": "billing", "checkpoints.topic.replication.factor": "1",
+            "sync.group.offsets.enabled": "true", "sync.group.offsets.interval.seconds": "1",
+            "emit.checkpoints.interval.seconds": "1", "refresh.groups.interval.seconds": "2"})
+        worker.rest.put_config("mirror-heartbeat", {
+            **common, "connector.class": f"{MIRROR}.MirrorHeartbeatConnector",
+            "heartbeats.topic.replication.factor": "1",
+            "emit.heartbeats.interval.seconds": "1"})
+        for name in ("mirror-source", "mirror-checkpoint", "mirror-heartbeat"):
+            worker.rest.wait_state(name, "RUNNING")
+        mirrored = read_all(west.bootstrap, "east.orders", RECORDS)
+        assert per_partition(mirrored) == per_partition(acked)
+        until(lambda: committed(west.bootstrap, "billing", "east.orders") == east_offsets,
+              f"billing's offsets {east_offsets} on west")
+        until(lambda: records_in(west.bootstrap, "heartbeats") > 0, "heartbeats")
