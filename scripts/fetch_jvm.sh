@@ -4,6 +4,11 @@
 #   jvm/pom.xml         -> .cache/jvm/lib      kafka-clients, kafka-streams, kafka-tools and
 #                                              the kafka_2.13 broker (4.4.0)
 #   jvm/connect/pom.xml -> .cache/connect/lib  Kafka Connect and MirrorMaker 2 (4.3.1)
+#   jvm/spark/pom.xml   -> .cache/spark-kafka/lib  Spark's own Kafka connector
+#                          (spark-sql-kafka-0-10_2.13 at pyspark's version) and the jars
+#                          it needs that pyspark/jars lacks (kafka-clients,
+#                          spark-token-provider-kafka-0-10, commons-pool2): the spark
+#                          tier gives a SparkSession these files as spark.jars
 # Quick when nothing changed: a stamp beside each directory records the pom it copied for.
 # Tests and benchmarks put a directory's jars on a java -cp (odradek.devcluster.jvm).
 set -euo pipefail
@@ -28,3 +33,4 @@ copy() {  # copy POM DIRECTORY
 
 copy jvm/pom.xml jvm
 copy jvm/connect/pom.xml connect
+copy jvm/spark/pom.xml spark-kafka

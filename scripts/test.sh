@@ -82,11 +82,10 @@ elif [ ! -d "$JS/node_modules" ]; then
 fi
 
 # Kafka's own JVM artifacts (the Java client, Streams, Kafka's tools, the Apache Kafka
-# broker) for the interop and oracle tiers: jvm/pom.xml, copied by Maven into .cache/jvm.
+# broker: jvm/pom.xml) for the interop and oracle tiers, Kafka Connect and MirrorMaker 2
+# (jvm/connect/pom.xml) for the connect tier and Spark's own Kafka connector
+# (format("kafka"), jvm/spark/pom.xml) for the spark tier, copied by Maven into .cache.
 quietly bash scripts/fetch_jvm.sh
-# Spark's own Kafka connector (format("kafka"), jvm/spark/pom.xml) for the spark tier,
-# into .cache/spark-kafka.
-quietly bash scripts/fetch_spark_kafka.sh
 # The Go clients' interop programs (franz-go, sarama, kafka-go: tests/interop/go), built
 # with their modules into .cache/go.
 quietly bash scripts/fetch_go.sh

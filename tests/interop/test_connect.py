@@ -289,11 +289,21 @@ def test_file_pipeline_on_two_workers(tmp_path: Path, broker: BrokerProcess) -> 
             time.sleep(0.25)
 
 
-def worker_running(workers_: list[ConnectWorker], connector: str) -> ConnectWorker:
-    """The worker that runs ``connector``'s task 0."""
-    status = workers_[0].rest.wait_state(connector, "RUNNING")
-    owner = status["tasks"][0]["worker_id"]
-    return next(w for w in workers_ if w.worker_id == owner)
+def kill_mid_run(group: list[ConnectWorker], connector: str, source: Path,
+                 lines: list[str]) -> ConnectWorker:
+    """Write ``lines`` into the source's file at 2,000 a second; once 6,000 are written,
+    SIGKILL the worker running ``connector``'s task; return the survivor once it runs
+    the task (the writing finished)."""
+    writer = Writer(source, lines, per_second=2000)
+    writer.start()
+    writer.wait_written(6000)
+    owner = group[0].rest.wait_state(connector, "RUNNING")["tasks"][0]["worker_id"]
+    victim = next(w for w in group if w.worker_id == owner)
+    survivor = next(w for w in group if w is not victim)
+    victim.kill()
+    writer.join(60)
+    wait_moved(survivor, connector)
+    return survivor
 
 
 def wait_moved(worker: ConnectWorker, connector: str) -> None:
@@ -320,18 +330,11 @@ def test_worker_killed_mid_run_tasks_move(tmp_path: Path, broker: BrokerProcess)
     with workers(tmp_path, bootstrap, 2, group_id="failover",
                  settings={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}
                  ) as group:
-        survivor_rest = group[0].rest
-        survivor_rest.put_config("file-source", source_config(source, "lines"))
-        survivor_rest.put_config("file-sink", sink_config(sink, "lines"))
-        survivor_rest.wait_state("file-sink", "RUNNING")
-        writer = Writer(source, lines, per_second=2000)
-        writer.start()
-        writer.wait_written(6000)
-        victim = worker_running(group, "file-source")
-        survivor = next(w for w in group if w is not victim)
-        victim.kill()
-        writer.join(60)
-        wait_moved(survivor, "file-source")
+        rest = group[0].rest
+        rest.put_config("file-source", source_config(source, "lines"))
+        rest.put_config("file-sink", sink_config(sink, "lines"))
+        rest.wait_state("file-sink", "RUNNING")
+        survivor = kill_mid_run(group, "file-source", source, lines)
         wait_moved(survivor, "file-sink")
         got = wait_sink(sink, lines)
         duplicates = assert_at_least_once(got, lines)
@@ -357,14 +360,7 @@ def test_exactly_once_source_worker_killed(tmp_path: Path, broker: BrokerProcess
         group[0].rest.put_config("eos-source", source_config(
             source, "eos-lines", **{"exactly.once.support": "required",
                                     "transaction.boundary": "poll"}))
-        writer = Writer(source, lines, per_second=2000)
-        writer.start()
-        writer.wait_written(6000)
-        victim = worker_running(group, "eos-source")
-        survivor = next(w for w in group if w is not victim)
-        victim.kill()
-        writer.join(60)
-        wait_moved(survivor, "eos-source")
+        kill_mid_run(group, "eos-source", source, lines)
         values = read_topic(bootstrap, "eos-lines", len(lines), committed=True)
         counts = Counter(values)
         assert [v for v, n in counts.items() if n > 1] == []

@@ -46,7 +46,7 @@ def spark() -> Iterator[SparkSession]:
                .config("spark.sql.streaming.stopTimeout", "10s")
                .config("spark.python.authenticate.socketTimeout", SPARK_SOCKET_TIMEOUT)
                # Spark's own Kafka connector, for format("kafka") (test_kafka_connector.py),
-               # when scripts/fetch_spark_kafka.sh fetched it: jars are fixed at creation.
+               # when scripts/fetch_jvm.sh fetched it: jars are fixed at creation.
                .config("spark.jars", ",".join(str(j) for j in connector.jars()))
                .getOrCreate())
     session.sparkContext.setLogLevel("ERROR")

@@ -1,5 +1,5 @@
 """Spark's own Kafka connector (`format("kafka")`, spark-sql-kafka-0-10 at pyspark's
-version) for the spark tier: the jars scripts/fetch_spark_kafka.sh copies into
+version) for the spark tier: the jars scripts/fetch_jvm.sh copies into
 .cache/spark-kafka/lib (from jvm/spark/pom.xml), which the tier's SparkSession gets as
 `spark.jars` when it is created (tests/spark/conftest.py).
 
@@ -33,7 +33,7 @@ def require_connector() -> None:
     if jars():
         return
     message = (f"Spark's Kafka connector {pyspark.__version__} is not in {LIB}: "
-               f"run bash scripts/fetch_spark_kafka.sh")
+               f"run bash scripts/fetch_jvm.sh")
     if os.environ.get("CI"):
         pytest.fail(message)
     pytest.skip(message)
