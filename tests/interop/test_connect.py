@@ -347,8 +347,8 @@ EOS_WORKER = {"exactly.once.source.support": "enabled",
 
 
 def test_exactly_once_source_worker_killed(tmp_path: Path, broker: BrokerProcess) -> None:
-    """KIP-618: the source task writes its records and offsets in one transaction per
-    poll. SIGKILL its worker mid-run: the survivor fences the task's transactional id
+    """KIP-618: the source task writes its records and offsets in one transaction every
+    2 s. SIGKILL its worker mid-transaction: the survivor fences the task's transactional id
     (its producer epoch goes up), aborts what the dead one left open, and resumes from
     the committed offsets: read_committed has every line exactly once, in order."""
     bootstrap = broker.bootstrap
@@ -359,7 +359,9 @@ def test_exactly_once_source_worker_killed(tmp_path: Path, broker: BrokerProcess
     with workers(tmp_path, bootstrap, 2, group_id="eos", settings=EOS_WORKER) as group:
         group[0].rest.put_config("eos-source", source_config(
             source, "eos-lines", **{"exactly.once.support": "required",
-                                    "transaction.boundary": "poll"}))
+                                    # Transactions of 2 s: the kill lands inside one.
+                                    "transaction.boundary": "interval",
+                                    "transaction.boundary.interval.ms": "2000"}))
         kill_mid_run(group, "eos-source", source, lines)
         values = read_topic(bootstrap, "eos-lines", len(lines), committed=True)
         counts = Counter(values)
@@ -368,8 +370,10 @@ def test_exactly_once_source_worker_killed(tmp_path: Path, broker: BrokerProcess
         # Uncommitted reads see what the killed worker's open transaction had written
         # and the survivor's replay of it: the difference is what the abort hid.
         raw = read_topic(bootstrap, "eos-lines", len(lines), committed=False)
-        print(f"exactly-once: {len(lines)} lines once each; {len(raw) - len(lines)} "
-              f"records of aborted transactions hidden")
+        hidden = len(raw) - len(lines)
+        print(f"exactly-once: {len(lines)} lines once each; {hidden} records of the "
+              f"killed worker's aborted transaction hidden")
+        assert hidden > 0, "the kill did not land inside a transaction"
         with WireClient(port_of(bootstrap)) as client:
             described = client.request(65, 0, {"transactional_ids": ["eos-eos-source-0"]})
         state = described.transaction_states[0]
