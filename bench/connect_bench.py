@@ -82,6 +82,7 @@ from odradek.devcluster.connect import (
     ConnectWorker,
     MirrorMaker,
     connect_jars_present,
+    mirror_maker_settings,
 )
 
 RESULTS = Path(__file__).parent / "results" / "connect.json"
@@ -341,25 +342,12 @@ def warm_up(broker: Broker, records: int, value_bytes: int) -> None:
 def mm2_settings(source: str, target: str) -> dict[str, object]:
     """source -> target, ``MIRROR_TOPIC`` only, MirrorMaker 2's defaults otherwise but for
     single-broker clusters (RF 1) without an authorizer (no ACL sync)."""
-    return {
-        "clusters": f"{SOURCE},{TARGET}",
-        f"{SOURCE}.bootstrap.servers": source,
-        f"{TARGET}.bootstrap.servers": target,
-        f"{SOURCE}->{TARGET}.enabled": "true",
-        f"{TARGET}->{SOURCE}.enabled": "false",
-        f"{SOURCE}->{TARGET}.topics": MIRROR_TOPIC,
-        "replication.factor": 1,
-        "checkpoints.topic.replication.factor": 1,
-        "heartbeats.topic.replication.factor": 1,
-        "offset-syncs.topic.replication.factor": 1,
-        "offset.storage.replication.factor": 1,
-        "status.storage.replication.factor": 1,
-        "config.storage.replication.factor": 1,
+    return mirror_maker_settings((SOURCE, source), (TARGET, target), MIRROR_TOPIC, extra={
         "sync.topic.acls.enabled": "false",
         # What MirrorMaker's start-up advises (every plugin on the classpath has a
         # manifest): seconds less of scanning jars before the first record.
         "plugin.discovery": "service_load",
-    }
+    })
 
 
 class Watermarks:

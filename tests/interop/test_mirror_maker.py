@@ -39,7 +39,7 @@ from confluent_kafka.admin import (
 
 from odradek.devcluster import free_port
 from odradek.devcluster.apache_kafka import ApacheKafka
-from odradek.devcluster.connect import ConnectWorker, MirrorMaker
+from odradek.devcluster.connect import ConnectWorker, MirrorMaker, mirror_maker_settings
 from tests.jvm import require_connect_jars, require_jars
 
 from .conftest import start_broker
@@ -66,26 +66,13 @@ def _connect_jars() -> None:
 
 def mm2_settings(source: tuple[str, str], target: tuple[str, str], topics: str,
                  **extra: object) -> dict[str, object]:
-    """An mm2.properties for one flow, source -> target, quick intervals for a test.
-    ``offset.lag.max=0``: an offset sync for every record, so a group's offsets translate
-    exactly (Kafka's default, 100, lets a translated offset fall up to 100 behind)."""
-    (src, src_bootstrap), (dst, dst_bootstrap) = source, target
-    return {
-        "clusters": f"{src},{dst}",
-        f"{src}.bootstrap.servers": src_bootstrap,
-        f"{dst}.bootstrap.servers": dst_bootstrap,
-        f"{src}->{dst}.enabled": "true",
-        f"{dst}->{src}.enabled": "false",
-        f"{src}->{dst}.topics": topics,
+    """One flow, source -> target, every group's offsets synced, quick intervals for a
+    test. ``offset.lag.max=0``: an offset sync for every record, so a group stopped at
+    the end of its partitions translates exactly (Kafka's default, 100, lets a
+    translated offset fall up to 100 behind)."""
+    src, dst = source[0], target[0]
+    return mirror_maker_settings(source, target, topics, extra={
         f"{src}->{dst}.groups": ".*",
-        # Single-broker clusters: every topic MirrorMaker makes has one replica.
-        "replication.factor": 1,
-        "checkpoints.topic.replication.factor": 1,
-        "heartbeats.topic.replication.factor": 1,
-        "offset-syncs.topic.replication.factor": 1,
-        "offset.storage.replication.factor": 1,
-        "status.storage.replication.factor": 1,
-        "config.storage.replication.factor": 1,
         "offset.lag.max": 0,
         "sync.group.offsets.enabled": "true",
         "sync.group.offsets.interval.seconds": 1,
@@ -96,7 +83,7 @@ def mm2_settings(source: tuple[str, str], target: tuple[str, str], topics: str,
         "sync.topic.configs.interval.seconds": 2,
         "sync.topic.acls.interval.seconds": 2,
         **extra,
-    }
+    })
 
 
 def produce(bootstrap: str, topic: str, start: int, stop: int,

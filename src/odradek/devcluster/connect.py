@@ -320,6 +320,34 @@ class ConnectWorker:
         self.stop()
 
 
+def mirror_maker_settings(source: tuple[str, str], target: tuple[str, str], topics: str,
+                          *, replication_factor: int = 1,
+                          extra: Mapping[str, object] | None = None) -> dict[str, object]:
+    """An mm2.properties for one flow: ``source`` -> ``target`` (each (alias,
+    bootstrap)), ``topics`` (a regex list) mirrored, the other direction off, every topic
+    MirrorMaker makes (mirrored topics, checkpoints, heartbeats, offset syncs, its
+    Connect topics) with ``replication_factor`` replicas; ``extra`` (Kafka's names) on
+    top."""
+    (src, src_bootstrap), (dst, dst_bootstrap) = source, target
+    rf = replication_factor
+    return {
+        "clusters": f"{src},{dst}",
+        f"{src}.bootstrap.servers": src_bootstrap,
+        f"{dst}.bootstrap.servers": dst_bootstrap,
+        f"{src}->{dst}.enabled": "true",
+        f"{dst}->{src}.enabled": "false",
+        f"{src}->{dst}.topics": topics,
+        "replication.factor": rf,
+        "checkpoints.topic.replication.factor": rf,
+        "heartbeats.topic.replication.factor": rf,
+        "offset-syncs.topic.replication.factor": rf,
+        "offset.storage.replication.factor": rf,
+        "status.storage.replication.factor": rf,
+        "config.storage.replication.factor": rf,
+        **(extra or {}),
+    }
+
+
 class MirrorMaker:
     """MirrorMaker 2's dedicated driver with ``settings`` as its mm2.properties (Kafka's
     names: ``clusters``, ``A.bootstrap.servers``, ``A->B.enabled``, ...). It has no REST
