@@ -94,9 +94,17 @@ def test_topic_znodes_that_are_no_topic_are_removed_and_a_corrupt_topic_kept(
         # A TypeError in the metadata cache's watch before (a traceback per change).
         client.create("/brokers/topics/garbage", b'{"partitions":{"0":5}}')
         client.create("/brokers/topics/binary", b"\xff\xfe\x00 not even UTF-8")
-        # makepath: ZooKeeper creates /brokers/topics/husk with no data, as the race did.
-        client.create("/brokers/topics/husk/partitions/0/state",
-                      zk.PartitionState(1, 0, (1, 2), 1).to_json(), makepath=True)
+        # /brokers/topics/husk with no data and a partition state below, as the race
+        # left it: made in one transaction, or the controller may remove the empty husk
+        # (no topic, nothing below it yet) between two of the creates.
+        husk = client.transaction()
+        husk.create("/brokers/topics/husk", b"")
+        husk.create("/brokers/topics/husk/partitions", b"")
+        husk.create("/brokers/topics/husk/partitions/0", b"")
+        husk.create("/brokers/topics/husk/partitions/0/state",
+                    zk.PartitionState(1, 0, (1, 2), 1).to_json())
+        assert all(r is not None and not isinstance(r, Exception)
+                   for r in husk.commit()), "the husk's transaction failed"
         client.set("/brokers/topics/mangled", b'{"partitions":{"0":5}}')
     assert_one_line_errors(pair, "/brokers/topics/mangled")
     with pair.zk() as client:

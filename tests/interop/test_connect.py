@@ -453,11 +453,10 @@ def assert_no_traceback(broker: BrokerProcess) -> None:
 
 
 def test_record_larger_than_the_topic_allows(tmp_path: Path, broker: BrokerProcess) -> None:
-    """A source line bigger than the topic's max.message.bytes: the broker refuses that
-    record alone (MESSAGE_TOO_LARGE; the lines polled with it, before and after, are
-    written), Connect's producer raises RecordTooLargeException and the task FAILs with
-    it (errors.tolerance=none, Kafka's default); with errors.tolerance=all the task
-    skips it and stays RUNNING."""
+    """A source line bigger than the topic's max.message.bytes: the broker refuses it
+    (MESSAGE_TOO_LARGE), Connect's producer raises RecordTooLargeException and the task
+    FAILs with it (errors.tolerance=none, Kafka's default); with errors.tolerance=all
+    the task skips it, writes every other line and stays RUNNING."""
     bootstrap = broker.bootstrap
     make_topic(bootstrap, "small", **{"max.message.bytes": "2000"})
     make_topic(bootstrap, "tolerant", **{"max.message.bytes": "2000"})
@@ -478,8 +477,13 @@ def test_record_larger_than_the_topic_allows(tmp_path: Path, broker: BrokerProce
         until(failed, "the strict task FAILED", timeout=WAIT)
         trace = worker.rest.status("strict")["tasks"][0]["trace"]
         assert "RecordTooLargeException" in trace, trace
-        assert read_topic(bootstrap, "small", len(before + after),
-                          committed=False) == before + after
+        # The strict task's records sent before it failed are written, in order, the
+        # huge one not: which of the rest got out first depends on the producer's
+        # batching (a batch over the limit is split and sent again) and is not fixed.
+        written = read_topic(bootstrap, "small", 1, committed=False)
+        assert huge not in written and len(set(written)) == len(written), written
+        rest = iter(before + after)
+        assert all(line in rest for line in written), "out of order"  # a subsequence
         assert read_topic(bootstrap, "tolerant", len(before + after),
                           committed=False) == before + after
         assert worker.rest.status("tolerant")["tasks"][0]["state"] == "RUNNING"
@@ -494,9 +498,9 @@ def test_offset_topic_not_compacted_is_refused(tmp_path: Path, broker: BrokerPro
     make_topic(bootstrap, "wrong-offsets", 25, **{"cleanup.policy": "delete"})
     worker = ConnectWorker(tmp_path / "worker", bootstrap, group_id="wrong",
                            settings={"offset.storage.topic": "wrong-offsets"})
-    with pytest.raises(RuntimeError) as refused:
+    with pytest.raises(RuntimeError, match="exited with code 1 while starting"):
         worker.start(timeout=WAIT)
-    message = str(refused.value)
+    message = worker.log_file.read_text()
     assert "wrong-offsets" in message and "offset.storage.topic" in message, message
     assert "cleanup.policy=compact" in message, message
     assert_no_traceback(broker)
