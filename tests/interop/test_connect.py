@@ -33,7 +33,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from odradek.client.wire import WireClient
 from odradek.devcluster import free_port
-from odradek.devcluster.connect import ConnectWorker
+from odradek.devcluster.connect import ConnectRest, ConnectWorker
 from tests.cluster_processes import run_cluster
 from tests.jvm import require_connect_jars
 from tests.zookeeper import ZooKeeperServer
@@ -92,6 +92,13 @@ def source_config(path: Path, topic: str, **extra: str) -> dict[str, str]:
 def sink_config(path: Path, topic: str, **extra: str) -> dict[str, str]:
     return {"connector.class": FILE_SINK, "file": str(path), "topics": topic,
             "tasks.max": "1", **extra}
+
+
+def file_pipeline(rest: ConnectRest, source: Path, sink: Path, topic: str = "lines") -> None:
+    """Create the FileStream source and sink connectors of ``topic``; wait for the sink."""
+    rest.put_config("file-source", source_config(source, topic))
+    rest.put_config("file-sink", sink_config(sink, topic))
+    rest.wait_state("file-sink", "RUNNING")
 
 
 def numbered(prefix: str, start: int, stop: int) -> list[str]:
@@ -331,9 +338,7 @@ def test_worker_killed_mid_run_tasks_move(tmp_path: Path, broker: BrokerProcess)
                  settings={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}
                  ) as group:
         rest = group[0].rest
-        rest.put_config("file-source", source_config(source, "lines"))
-        rest.put_config("file-sink", sink_config(sink, "lines"))
-        rest.wait_state("file-sink", "RUNNING")
+        file_pipeline(rest, source, sink)
         survivor = kill_mid_run(group, "file-source", source, lines)
         wait_moved(survivor, "file-sink")
         got = wait_sink(sink, lines)
@@ -397,9 +402,7 @@ def test_broker_restarts_under_running_connectors(tmp_path: Path) -> None:
                     make_topic(broker.bootstrap, "lines")
                     (worker,) = connect.enter_context(workers(tmp_path, broker.bootstrap, 1,
                                                               group_id="restarts"))
-                    worker.rest.put_config("file-source", source_config(source, "lines"))
-                    worker.rest.put_config("file-sink", sink_config(sink, "lines"))
-                    worker.rest.wait_state("file-sink", "RUNNING")
+                    file_pipeline(worker.rest, source, sink)
                     writer.start()
                 writer.wait_written(written)
                 if stop is None:
@@ -428,9 +431,7 @@ def test_pipeline_on_three_broker_cluster(tmp_path: Path, zookeeper: ZooKeeperSe
         with workers(tmp_path, bootstrap, 2, group_id="clustered",
                      replication_factor=3) as (a, _b):
             assert_internal_topics(bootstrap, "clustered", replication=3)
-            a.rest.put_config("file-source", source_config(source, "lines"))
-            a.rest.put_config("file-sink", sink_config(sink, "lines"))
-            a.rest.wait_state("file-sink", "RUNNING")
+            file_pipeline(a.rest, source, sink)
             writer = Writer(source, lines, per_second=2000)
             writer.start()
             writer.wait_written(3000)
@@ -518,9 +519,7 @@ def test_internal_topics_deleted_under_a_running_worker(tmp_path: Path,
     lines = numbered("line", 0, 6000)
     make_topic(bootstrap, "lines")
     with workers(tmp_path, bootstrap, 1, group_id="deleted") as (worker,):
-        worker.rest.put_config("file-source", source_config(source, "lines"))
-        worker.rest.put_config("file-sink", sink_config(sink, "lines"))
-        worker.rest.wait_state("file-sink", "RUNNING")
+        file_pipeline(worker.rest, source, sink)
         writer = Writer(source, lines, per_second=2000)
         writer.start()
         writer.wait_written(2000)
