@@ -114,6 +114,15 @@ _SPECS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
                                               _throttled_replicas),
     "follower.replication.throttled.replicas": ("follower_replication_throttled_replicas",
                                                 _throttled_replicas),
+    # Tiered storage (KIP-405): whether rolled segments go to the remote tier, how much
+    # stays on the local disk (-2: as much as retention.ms/bytes keeps), and the 4.x
+    # switches that stop uploads or, with remote.storage.enable turned off, delete the
+    # remote copy (KIP-950). Read by the remote log manager and the local retention.
+    "remote.storage.enable": ("remote_storage_enable", _bool),
+    "local.retention.ms": ("local_retention_ms", _long(-2)),
+    "local.retention.bytes": ("local_retention_bytes", _long(-2)),
+    "remote.log.copy.disable": ("remote_log_copy_disable", _bool),
+    "remote.log.delete.on.disable": ("remote_log_delete_on_disable", _bool),
 }
 
 
@@ -146,6 +155,11 @@ class LogConfig:
     unclean_leader_election_enable: bool = False  # never elect outside the ISR
     leader_replication_throttled_replicas: str = ""  # none throttled
     follower_replication_throttled_replicas: str = ""
+    remote_storage_enable: bool = False  # copy rolled segments to the remote tier
+    local_retention_ms: int = -2  # local tier's time retention; -2 = retention.ms
+    local_retention_bytes: int = -2  # local tier's size retention; -2 = retention.bytes
+    remote_log_copy_disable: bool = False  # stop uploading; remote reads go on
+    remote_log_delete_on_disable: bool = False  # needed to turn remote.storage.enable off
 
     @classmethod
     def from_kafka(cls, settings: Mapping[str, Any], base: LogConfig | None = None) -> LogConfig:
@@ -157,7 +171,28 @@ class LogConfig:
                 raise InvalidConfigError(f"unknown topic config {name!r}")
             attr, parse = spec
             changes[attr] = parse(name, raw)
-        return dataclasses.replace(base or cls(), **changes)
+        config = dataclasses.replace(base or cls(), **changes)
+        if config.remote_storage_enable:
+            config._check_tiered()
+        return config
+
+    def _check_tiered(self) -> None:
+        """Kafka's rules for a tiered topic (LogConfig.validateRemoteStorage*)."""
+        if self.compacts:
+            raise InvalidConfigError(
+                "remote.storage.enable cannot be true for a compacted topic "
+                f"(cleanup.policy={self.cleanup_policy})")
+        for local, total, what in ((self.local_retention_ms, self.retention_ms, "ms"),
+                                   (self.local_retention_bytes, self.retention_bytes,
+                                    "bytes")):
+            if local == -1 and total != -1:
+                raise InvalidConfigError(
+                    f"local.retention.{what}=-1 keeps everything locally, but "
+                    f"retention.{what}={total} deletes: set it to at most {total}")
+            if local >= 0 and total >= 0 and local > total:
+                raise InvalidConfigError(
+                    f"local.retention.{what} ({local}) must not exceed "
+                    f"retention.{what} ({total})")
 
     def to_kafka(self) -> dict[str, str]:
         """Every setting under its Kafka name, as strings (DescribeConfigs' form)."""
@@ -175,3 +210,12 @@ class LogConfig:
     @property
     def compacts(self) -> bool:
         return "compact" in self.cleanup_policy
+
+    @property
+    def local_retention(self) -> tuple[int, int]:
+        """(ms, bytes) the local tier keeps of a tiered log: local.retention.*, where
+        -2 stands for the total retention.ms/bytes (Kafka's rule)."""
+        ms = self.retention_ms if self.local_retention_ms == -2 else self.local_retention_ms
+        size = (self.retention_bytes if self.local_retention_bytes == -2
+                else self.local_retention_bytes)
+        return ms, size

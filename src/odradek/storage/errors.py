@@ -24,6 +24,27 @@ class OffsetOutOfRangeError(StorageError):
         self.log_end_offset = log_end_offset
 
 
+class OffsetMovedToTieredStorageError(OffsetOutOfRangeError):
+    """A read of a tiered log below its local log start: the offset is only in the
+    remote tier (OFFSET_MOVED_TO_TIERED_STORAGE, 109, as a follower is answered;
+    a consumer's fetch is served from the remote tier instead)."""
+
+    kafka_error = "OFFSET_MOVED_TO_TIERED_STORAGE"
+
+    def __init__(self, offset: int, log_start_offset: int, log_end_offset: int,
+                 local_log_start_offset: int) -> None:
+        super().__init__(offset, log_start_offset, log_end_offset)
+        self.local_log_start_offset = local_log_start_offset
+
+
+class RemoteStorageError(StorageError):
+    """The remote tier failed a read or write: unreachable, refusing, or holding a
+    missing or corrupt object. Answered KAFKA_STORAGE_ERROR (56), which every client
+    retries (Kafka answers UNKNOWN_SERVER_ERROR, which clients do not retry alike)."""
+
+    kafka_error = "KAFKA_STORAGE_ERROR"
+
+
 class KafkaStorageError(StorageError):
     """A write or sync failed (disk full, I/O error): nothing of the append was kept
     (KAFKA_STORAGE_ERROR, 56)."""

@@ -364,7 +364,13 @@ def delete_records_before(lg: Log, offset: int) -> int:
 
 def apply_retention(lg: Log, now: int | None = None) -> int:
     """Delete whole old segments by ``retention.ms`` and ``retention.bytes`` (never the
-    active one). Returns how many were deleted."""
+    active one). Returns how many were deleted.
+
+    A tiered log (``remote.storage.enable``) keeps locally what ``local.retention.*``
+    says, and deletes a segment only once the remote tier holds all of it
+    (``highest_remote_offset``), so an unreachable store makes the disk grow rather
+    than lose data; the total retention applies to the remote tier (the remote log
+    manager's), and the log start stays where the remote part begins."""
     cfg = lg.config
     if not cfg.deletes:
         return 0
@@ -373,32 +379,48 @@ def apply_retention(lg: Log, now: int | None = None) -> int:
     with lg.lock:
         if lg.closed:  # deleted, or moved to another log directory, meanwhile
             return 0
-        if cfg.retention_ms >= 0:
+        tiered = lg.tiered
+        retention_ms, retention_bytes = (cfg.local_retention if tiered
+                                         else (cfg.retention_ms, cfg.retention_bytes))
+        remote_end = lg.highest_remote_offset + 1 if tiered else LONG_MAX
+        if retention_ms >= 0:
             deleted += _delete_leading(
                 lg,
-                lambda seg, _nxt: seg.max_timestamp < now - cfg.retention_ms
-                if seg.size else True
+                lambda seg, nxt: nxt <= remote_end and (
+                    seg.max_timestamp < now - retention_ms if seg.size else True),
+                move_start=not tiered,
             )
-        if cfg.retention_bytes >= 0:
-            excess = lg.size_bytes - cfg.retention_bytes
+        if retention_bytes >= 0:
+            excess = lg.size_bytes - retention_bytes
 
-            def over(seg: LogSegment, _nxt: int) -> bool:
+            def over(seg: LogSegment, nxt: int) -> bool:
                 nonlocal excess
-                if excess - seg.size < 0:
+                if excess - seg.size < 0 or nxt > remote_end:
                     return False
                 excess -= seg.size
                 return True
 
-            deleted += _delete_leading(lg, over)
+            deleted += _delete_leading(lg, over, move_start=not tiered)
     return deleted
 
 
-def _delete_leading(lg: Log, predicate: Callable[[LogSegment, int], bool]) -> int:
+def pending_upload_bytes(lg: Log) -> int:
+    """Bytes of a tiered log's rolled segments the remote tier does not hold yet (what
+    local retention must keep however old: the metric an unreachable store grows)."""
+    with lg.lock:
+        remote_end = lg.highest_remote_offset + 1
+        return sum(seg.size for seg, nxt in zip(lg.segments[:-1], lg._bases[1:], strict=True)
+                   if nxt > remote_end)
+
+
+def _delete_leading(lg: Log, predicate: Callable[[LogSegment, int], bool], *,
+                    move_start: bool = True) -> int:
     """Delete segments from the oldest while ``predicate(segment, next segment's base)``
     holds; the active segment always stays, and so does any segment with offsets at
     or above the high watermark (Kafka's deletableSegments: the log start never
     passes it; unreplicated, the high watermark is the log end and this never
-    binds)."""
+    binds). ``move_start`` False: the log start stays (a tiered log's local
+    retention: what is deleted here is still in the remote tier)."""
     deleted = 0
     hw = lg.high_watermark
     while (len(lg.segments) > 1 and lg._bases[1] <= hw
@@ -407,17 +429,19 @@ def _delete_leading(lg: Log, predicate: Callable[[LogSegment, int], bool]) -> in
         lg._bases.pop(0)
         deleted += 1
     if deleted:
-        lg.log_start_offset = max(lg.log_start_offset, lg.segments[0].base_offset)
+        if move_start:
+            lg.log_start_offset = max(lg.log_start_offset, lg.segments[0].base_offset)
         _log_start_moved(lg)
-        log.info("%s: deleted %d segment(s); log start offset is now %d",
-                 lg.name, deleted, lg.log_start_offset)
+        log.info("%s: deleted %d segment(s); log start offset is now %d%s",
+                 lg.name, deleted, lg.log_start_offset,
+                 "" if move_start else f", local log start {lg.local_log_start_offset}")
     return deleted
 
 
 def _log_start_moved(lg: Log) -> None:
     """Keep the high watermark and the leader epochs at or after a new log start."""
     lg._high_watermark = max(lg._high_watermark, lg.log_start_offset)
-    lg.leader_epochs.truncate_from_start(lg.log_start_offset)
+    lg.leader_epochs.truncate_from_start(lg.local_log_start_offset)
 
 
 def _retire(lg: Log, segment: LogSegment) -> None:

@@ -65,7 +65,11 @@ from odradek.records.errors import (
 )
 from odradek.storage import local_log, log_loader
 from odradek.storage.config import LogConfig
-from odradek.storage.errors import InvalidOffsetError, OffsetOutOfRangeError
+from odradek.storage.errors import (
+    InvalidOffsetError,
+    OffsetMovedToTieredStorageError,
+    OffsetOutOfRangeError,
+)
 from odradek.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT_FILE, LeaderEpochCache
 
 # Moved to the modules that use them; still importable from here.
@@ -208,6 +212,12 @@ class Log:
         # _high_watermark is only kept in range, ready for when it becomes True.
         self.replicated = False
         self._high_watermark = 0  # in [log_start_offset, log_end_offset]
+        # Tiered storage (remote.storage.enable): the last offset the remote tier holds
+        # (-1: none), set by the remote log manager; local retention deletes only
+        # segments at or below it. ``log_start_offset`` is then the start of the whole
+        # log, remote part included (Kafka's logStartOffset), and
+        # ``local_log_start_offset`` the first offset on this disk.
+        self.highest_remote_offset = -1
         # The read cursor: (segment, position, header, offset) of the batch right after
         # what the last read returned, and the offset a sequential reader asks for next.
         # The header is the one that read had to look at anyway, or None when the read
@@ -319,6 +329,19 @@ class Log:
         active = self.segments[-1]
         end, base = active.next_offset, active.base_offset
         return end if end >= base else base
+
+    @property
+    def local_log_start_offset(self) -> int:
+        """The first offset on the local disk: the log start, or above it where a
+        tiered log's oldest segments are only in the remote tier."""
+        base = self._bases[0]
+        start = self.log_start_offset
+        return base if base > start else start
+
+    @property
+    def tiered(self) -> bool:
+        """Whether rolled segments go to the remote tier (``remote.storage.enable``)."""
+        return self.config.remote_storage_enable
 
     @property
     def size_bytes(self) -> int:
@@ -721,6 +744,11 @@ class Log:
             start, end = self.log_start_offset, self.log_end_offset
             if offset < start or offset > end:
                 raise OffsetOutOfRangeError(offset, start, end)
+            if offset < self._bases[0] and self.config.remote_storage_enable:
+                # Below the local disk, in the remote tier. (A compacted log's first
+                # segment may start above its log start too: the cleaner removed the
+                # segments whose records were all obsolete; a read goes on past them.)
+                raise OffsetMovedToTieredStorageError(offset, start, end, self._bases[0])
             limit = end if max_offset is None else min(max_offset, end)
             if offset >= limit:
                 return ReadResult(None, offset, start, end)
@@ -767,6 +795,7 @@ class Log:
     truncate_fully_and_start_at = local_log.truncate_fully_and_start_at
     delete_records_before = local_log.delete_records_before
     apply_retention = local_log.apply_retention
+    pending_upload_bytes = local_log.pending_upload_bytes
     close_retired = local_log.close_retired
     replace_segment = local_log.replace_segment
     remove_segment = local_log.remove_segment

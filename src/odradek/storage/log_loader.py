@@ -94,8 +94,13 @@ def load(
     recovered_from = _recover(lg, recovery_point, clean_shutdown)
     _load_txn_indexes(lg)
     lg.active.ensure_indexes()  # appends extend them
-    lg.log_start_offset = max(log_start_offset, lg.segments[0].base_offset)
-    lg.log_start_offset = min(lg.log_start_offset, lg.log_end_offset)
+    if lg.tiered:
+        # The checkpointed start may lie below the local segments: in the remote tier
+        # (the remote log manager moves it on as remote segments expire).
+        lg.log_start_offset = min(log_start_offset, lg.log_end_offset)
+    else:
+        lg.log_start_offset = max(log_start_offset, lg.segments[0].base_offset)
+        lg.log_start_offset = min(lg.log_start_offset, lg.log_end_offset)
     if clean_shutdown:
         lg.recovery_point = lg.log_end_offset  # the clean stop synced everything
     else:
@@ -114,13 +119,14 @@ def load(
     # read them). Opening a cleanly closed log reads one small file at most.
     has_batches = any(segment.size for segment in lg.segments)
     lg.leader_epochs = LeaderEpochCache.open(
-        directory, log_start_offset=lg.log_start_offset,
+        directory, log_start_offset=lg.local_log_start_offset,
         log_end_offset=lg.log_end_offset,
         rebuild=lg._epoch_starts_from_headers if has_batches else None,
         recovered_from=recovered_from, durable=clean_shutdown)
     lg.replicated = high_watermark is not None if replicated is None else replicated
-    hw = lg.log_start_offset if high_watermark is None else high_watermark
-    lg._high_watermark = min(max(hw, lg.log_start_offset), lg.log_end_offset)
+    local_start = lg.local_log_start_offset
+    hw = local_start if high_watermark is None else high_watermark
+    lg._high_watermark = min(max(hw, local_start), lg.log_end_offset)
     return lg
 
 
