@@ -334,6 +334,8 @@ class Log:
     def local_log_start_offset(self) -> int:
         """The first offset on the local disk: the log start, or above it where a
         tiered log's oldest segments are only in the remote tier."""
+        if not self.config.remote_storage_enable:
+            return self.log_start_offset
         base = self._bases[0]
         start = self.log_start_offset
         return base if base > start else start
