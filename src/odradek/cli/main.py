@@ -166,7 +166,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     try:
         asyncio.run(serve(config, started))
-    except (LogDirLockedError, ClusterStartupError) as exc:
+    except (LogDirLockedError, ClusterStartupError, ConfigError) as exc:
         fail(str(exc))
         return 1
     except OSError as exc:

@@ -54,6 +54,7 @@ from odradek.server.security.tokens import TokenStore
 from odradek.server.settings import SETTINGS
 from odradek.server.share.partitions import SharePartitions
 from odradek.server.share.sessions import ShareSessionCache
+from odradek.server.tiered import TieredStorage, open_tiered
 from odradek.server.topology import SingleNode, Topology
 from odradek.storage import DutyIntervals, Log, LogConfig, LogDuties, LogManager
 from odradek.storage.log import wall_clock_ms
@@ -123,6 +124,8 @@ class Broker:
         self._serving = False  # set once start() is done (/readyz)
         self._documents: list[Document] = []  # the security state's, to stop
         self._duties: LogDuties | None = None
+        # With remote.log.storage.system.enable (server/tiered.py), from start().
+        self.tiered: TieredStorage | None = None
         self.log_dir_moves = LogDirMoves(self)  # AlterReplicaLogDirs' moves
         self.groups: GroupRuntime | None = None  # consumer groups, from start()
         self.transactions: TxnRuntime | None = None  # transactions, from start()
@@ -147,6 +150,8 @@ class Broker:
     async def start(self) -> None:
         cfg = self.config
         os.makedirs(cfg.data_dir, exist_ok=True)
+        # First: a wrong rsm.config.* stops the start before anything opens.
+        self.tiered = open_tiered(self)
         # Before the logs open: they open with the topics' settings and the dynamic
         # topic-config defaults the topology holds.
         await self._join_topology()
@@ -195,6 +200,8 @@ class Broker:
             self.share_state.start()
             self.topology.start_replicas()  # leaders of internal partitions load them
             self.log_dir_moves.start()  # the partitions are there to take moved logs
+            if self.tiered is not None:
+                self.tiered.start()  # copies what the partitions led here have rolled
             await self._listen()
             self._idle_sweep = asyncio.get_running_loop().create_task(self._close_idle())
             await self.topology.register()  # the port is known: others may find us
@@ -220,6 +227,8 @@ class Broker:
             if self.groups is not None:
                 await self.groups.stop()
             await self.log_dir_moves.stop()
+            if self.tiered is not None:
+                self.tiered.stop()
             if self._duties is not None:
                 self._duties.stop()
             self.logs.close()
@@ -321,6 +330,8 @@ class Broker:
                 await asyncio.wait(pending)
         for server in self._servers:
             await server.wait_closed()
+        if self.tiered is not None:
+            self.tiered.stop()  # after the requests: none reads the remote tier now
         if self._duties is not None:
             self._duties.stop()
         self.group_commit.close()  # requests are done: no fsync is waited for any more

@@ -64,6 +64,9 @@ _ALIASES = {
 
 # Per-logger levels: ``log.level.<logger name>=LEVEL`` (server.log_setup).
 LOGGER_LEVEL_PREFIX = "log.level."
+# The remote storage manager's own settings (Kafka's remote.log.storage.manager.impl.
+# prefix), passed to storage/remote/store.py without the prefix.
+RSM_PREFIX = "rsm.config."
 
 
 # Per-listener settings (Kafka's ``listener.name.<listener>.<setting>``): a listener's
@@ -93,6 +96,8 @@ def is_sensitive(name: str) -> bool:
     if name.startswith(LISTENER_PREFIX):
         name = _listener_setting(name)[1]
     setting = SETTINGS.get(name)
+    if name.startswith(RSM_PREFIX):
+        return "secret" in name or "password" in name
     return name.endswith("sasl.jaas.config") or (setting is not None and setting.sensitive)
 
 
@@ -113,6 +118,7 @@ class BrokerConfig:
     sources: dict[str, str] = field(default_factory=dict)
     listener_values: dict[str, str] = field(default_factory=dict)
     logger_levels: dict[str, str] = field(default_factory=dict)  # logger name -> level
+    rsm_config: dict[str, str] = field(default_factory=dict)  # rsm.config.* unprefixed
 
     def __getitem__(self, name: str) -> Any:
         return self.values[name]
@@ -182,6 +188,9 @@ class BrokerConfig:
         rows += [(f"{LOGGER_LEVEL_PREFIX}{logger}", level,
                   self.sources.get(f"{LOGGER_LEVEL_PREFIX}{logger}", "default"))
                  for logger, level in sorted(self.logger_levels.items())]
+        rows += [(f"{RSM_PREFIX}{name}", HIDDEN if is_sensitive(RSM_PREFIX + name) else value,
+                  self.sources.get(f"{RSM_PREFIX}{name}", "default"))
+                 for name, value in sorted(self.rsm_config.items())]
         return rows
 
 
@@ -195,6 +204,12 @@ def _apply(values: dict[str, Any], sources: dict[str, str], name: str, raw: Any,
         except ConfigError as exc:
             raise ConfigError(f"{exc} (from {source})") from None
         values.setdefault(LISTENER_PREFIX, {})[name] = str(raw)
+        sources[name] = source
+        return
+    if name.startswith(RSM_PREFIX):
+        if name == RSM_PREFIX:
+            raise ConfigError(f"{name!r} names no setting (from {source})")
+        values.setdefault(RSM_PREFIX, {})[name[len(RSM_PREFIX):]] = str(raw)
         sources[name] = source
         return
     if name.startswith(LOGGER_LEVEL_PREFIX):
@@ -270,6 +285,9 @@ def load_config(
             directory = raw
         elif key in known_env:
             _apply(values, sources, known_env[key], raw, f"environment {key}")
+        elif key.startswith(ENV_PREFIX + "RSM_CONFIG_"):
+            rest = key[len(ENV_PREFIX + "RSM_CONFIG_"):].lower().replace("_", ".")
+            _apply(values, sources, RSM_PREFIX + rest, raw, f"environment {key}")
         else:
             raise ConfigError(f"unknown setting in environment variable {key}")
     for name, raw in (overrides or {}).items():
@@ -280,8 +298,10 @@ def load_config(
         directory = data_dir
     per_listener = values.pop(LISTENER_PREFIX, {})
     logger_levels = values.pop(LOGGER_LEVEL_PREFIX, {})
+    rsm_config = values.pop(RSM_PREFIX, {})
     host, port = _main_listener(values, host, port, listen_given, per_listener)
-    return BrokerConfig(host, port, directory, values, sources, per_listener, logger_levels)
+    return BrokerConfig(host, port, directory, values, sources, per_listener, logger_levels,
+                        rsm_config)
 
 
 def _main_listener(values: dict[str, Any], host: str, port: int, listen_given: bool,

@@ -237,6 +237,19 @@ _SETTINGS = [
     Setting("log.flush.offset.checkpoint.interval.ms", 60000, _int(1), "checkpoint period"),
     Setting("log.cleaner.backoff.ms", 15000, _int(1), "compaction check period"),
     Setting("log.cleaner.enable", True, _bool, "run the log cleaner"),
+    # Tiered storage (KIP-405; docs/tiered-storage.md). The store itself is configured
+    # by rsm.config.* (storage/remote/store.py).
+    Setting("remote.log.storage.system.enable", False, _bool,
+            "allow topics with remote.storage.enable=true (tiered storage)"),
+    Setting("remote.log.manager.task.interval.ms", 30000, _int(1),
+            "how often tiered logs' rolled segments are copied and expired"),
+    Setting("remote.log.reader.threads", 10, _int(1), "threads reading the remote tier"),
+    Setting("remote.log.index.file.cache.total.size.bytes", 1073741824, _int(1),
+            "bytes of remote segment chunks and indexes cached for reads"),
+    Setting("log.local.retention.ms", -2, _int(-2), "local tier's time retention",
+            "local.retention.ms"),
+    Setting("log.local.retention.bytes", -2, _int(-2), "local tier's size retention",
+            "local.retention.bytes"),
     # Consumer groups (the coordinator and its internal topic __consumer_offsets).
     Setting("offsets.topic.num.partitions", 50, _int(1),
             "partitions of __consumer_offsets (fixed once the topic exists)"),

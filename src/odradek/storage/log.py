@@ -151,6 +151,20 @@ class FileRegion(NamedTuple):
         return os.pread(self.fd, self.length, self.position)
 
 
+class BytesRegion(NamedTuple):
+    """Whole batches already in memory, where a ``FileRegion`` would name them in a file:
+    a read of the remote tier (storage/remote/reader.py)."""
+
+    data: bytes
+
+    @property
+    def length(self) -> int:
+        return len(self.data)
+
+    def read(self) -> bytes:
+        return self.data
+
+
 # Results are NamedTuples: the append and read paths make one per call, and a tuple is
 # several times cheaper to build than a frozen dataclass.
 class ReadResult(NamedTuple):

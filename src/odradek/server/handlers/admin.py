@@ -48,6 +48,7 @@ from odradek.server.handlers.base import (
 from odradek.server.handlers.metadata import brokers, controller_id
 from odradek.server.metadata import Topic, TopicError
 from odradek.server.settings import DYNAMIC_BROKER_SETTINGS, SETTINGS, Setting
+from odradek.server.tiered import check_topic_configs
 from odradek.storage.config import LogConfig
 
 if TYPE_CHECKING:
@@ -92,6 +93,11 @@ TOPIC_CONFIG_TYPES = {
     "unclean.leader.election.enable": BOOLEAN,
     "leader.replication.throttled.replicas": LIST,
     "follower.replication.throttled.replicas": LIST,
+    "remote.storage.enable": BOOLEAN,
+    "local.retention.ms": LONG,
+    "local.retention.bytes": LONG,
+    "remote.log.copy.disable": BOOLEAN,
+    "remote.log.delete.on.disable": BOOLEAN,
 }
 LIST_CONFIGS = frozenset(n for n, t in TOPIC_CONFIG_TYPES.items() if t == LIST)
 
@@ -419,7 +425,11 @@ async def _alter(broker: Broker, request: Request,
                     assert broker.group_configs is not None
                     await broker.group_configs.set(res.resource_name, configs)
             else:
-                await broker.topology.set_configs(res.resource_name, new_configs(res),
+                configs = new_configs(res)
+                if broker.topic(res.resource_name) is not None:
+                    check_topic_configs(broker, configs,
+                                        broker.log_config_for(res.resource_name))
+                await broker.topology.set_configs(res.resource_name, configs,
                                                   validate_only=body.validate_only)
         except (ConfigRequestError, DynamicConfigError, TopicError) as exc:
             entry.update(_failure(exc))

@@ -79,8 +79,12 @@ from odradek.server.replication.reads import (
     Wanted,
 )
 from odradek.server.topic_ids import is_unknown, name_for
-from odradek.storage.errors import OffsetOutOfRangeError
-from odradek.storage.log import FileRegion
+from odradek.storage.errors import (
+    OffsetMovedToTieredStorageError,
+    OffsetOutOfRangeError,
+    RemoteStorageError,
+)
+from odradek.storage.log import BytesRegion, FileRegion
 from odradek.storage.txn_index import AbortedTxn
 
 if TYPE_CHECKING:
@@ -155,7 +159,7 @@ def _read(broker: Broker, wanted: list[Wanted], max_bytes: int,
         budget = max_bytes - total
         if partition_max_bytes < budget:
             budget = partition_max_bytes
-        region = None
+        region: FileRegion | BytesRegion | None = None
         aborted: list[AbortedTxn] | None = [] if read_committed else None
         try:
             if (budget > 0 or total == 0) and read_committed:
@@ -184,6 +188,14 @@ def _read(broker: Broker, wanted: list[Wanted], max_bytes: int,
                 hw, start = lg.high_watermark, lg.log_start_offset
                 lso = min(lg.last_stable_offset, hw)
             error = 0
+        except OffsetMovedToTieredStorageError:
+            # Only in the remote tier (KIP-405): from its reader's cache, or pending
+            # (no records, no error: the fetch waits and the chunk's arrival wakes it).
+            region, aborted, error = _read_remote(broker, topic, partition, fetch_offset,
+                                                  max(budget, 0), total == 0,
+                                                  read_committed)
+            hw = lg.high_watermark
+            start, lso = lg.log_start_offset, min(lg.last_stable_offset, hw)
         except OffsetOutOfRangeError as exc:
             # As Kafka's ReplicaManager: an out-of-range read names no offsets (-1); a
             # consumer resets with ListOffsets (found by the oracle tier, tests/oracle).
@@ -193,6 +205,27 @@ def _read(broker: Broker, wanted: list[Wanted], max_bytes: int,
         results.append(PartitionResult(topic, partition, error, hw, lso, start, region,
                                        aborted))
     return results, total
+
+
+def _read_remote(broker: Broker, topic: str, partition: int, offset: int, max_bytes: int,
+                 min_one: bool, read_committed: bool
+                 ) -> tuple[BytesRegion | None, list[AbortedTxn] | None, int]:
+    """(records, aborted transactions, error) of a read of the remote tier."""
+    tiered = broker.tiered
+    if tiered is None:  # a tiered log on a broker with the system off: nothing to read
+        return None, None, ErrorCode.offset_out_of_range
+    try:
+        got = tiered.reader.read(topic, partition, offset, max_bytes, min_one=min_one,
+                                 read_committed=read_committed)
+    except RemoteStorageError as exc:
+        return None, None, error_code(exc)
+    except LookupError:
+        return None, None, ErrorCode.offset_out_of_range
+    if got is None:
+        return None, [] if read_committed else None, 0
+    _, data, aborted = got
+    return (BytesRegion(data) if data else None,
+            (aborted or []) if read_committed else None, 0)
 
 
 def handle_now(broker: Broker, request: Request
@@ -661,11 +694,14 @@ def encode_fetch_response(request: Request, results: list[PartitionResult], sess
             else:
                 out.append(_uvarint(region.length + 1) if flexible
                            else _I32.pack(region.length))
-                chunk = b"".join(out)
-                parts.append(chunk)
-                parts.append(region)
-                size += len(chunk) + region.length
-                out = []
+                if isinstance(region, BytesRegion):  # from the remote tier: bytes in hand
+                    out.append(region.data)
+                else:  # a file region, sent with sendfile
+                    chunk = b"".join(out)
+                    parts.append(chunk)
+                    parts.append(region)
+                    size += len(chunk) + region.length
+                    out = []
             if hints and r.error in _LEADER_ERRORS and names is not None:
                 leader, epoch = names.current_leader(topic, r.partition)
                 out.append(current_leader_field(_CURRENT_LEADER_TAG, leader, epoch))

@@ -63,10 +63,19 @@ def lookup(broker: Broker, topic: str, partition: int, timestamp: int,
         # read_committed (v2+): the end a read_committed consumer can reach is the
         # last stable offset, not the high watermark (KIP-98).
         found = (lg.last_stable_offset if read_committed else visible, -1)
-    elif timestamp in (EARLIEST, EARLIEST_LOCAL):
-        found = (lg.log_start_offset, -1)
-    elif timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
-        found = None
+    elif timestamp == EARLIEST:
+        found = (lg.log_start_offset, -1)  # a tiered log's remote part included
+    elif timestamp == EARLIEST_LOCAL:
+        found = (lg.local_log_start_offset, -1)
+    elif timestamp == LATEST_TIERED:
+        # The last offset in the remote tier; none (-1) while nothing is there or the
+        # topic is not tiered, as Kafka answers.
+        remote = lg.highest_remote_offset if lg.tiered else -1
+        found = (remote, -1) if remote >= 0 else None
+    elif timestamp == EARLIEST_PENDING_UPLOAD:
+        # KIP-1023: the first offset not yet in the remote tier (tiered topics only).
+        found = ((lg.highest_remote_offset + 1 if lg.highest_remote_offset >= 0
+                  else lg.log_start_offset), -1) if lg.tiered else None
     else:
         if timestamp == MAX_TIMESTAMP:
             found = lg.offset_of_max_timestamp()

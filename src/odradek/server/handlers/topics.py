@@ -28,6 +28,7 @@ from odradek.server.handlers.base import (
     respond,
 )
 from odradek.server.metadata import TopicError
+from odradek.server.tiered import check_topic_configs
 
 if TYPE_CHECKING:
     import uuid
@@ -103,6 +104,7 @@ async def create_topics(broker: Broker, request: Request) -> bytes:
             results.append(entry)
             continue
         try:
+            check_topic_configs(broker, configs)
             topic = await broker.topology.create_topic(
                 t.name, partitions, t.replication_factor, configs, assignment=assignment,
                 validate_only=validate_only)

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from odradek.storage.log import FileRegion
+from odradek.storage.log import BytesRegion, FileRegion
 from odradek.storage.txn_index import AbortedTxn
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ class PartitionResult:
     high_watermark: int
     last_stable_offset: int
     log_start_offset: int
-    region: FileRegion | None
+    region: FileRegion | BytesRegion | None  # bytes: read from the remote tier
     # read_committed: the aborted transactions of what is returned (None: not asked)
     aborted: list[AbortedTxn] | None = None
     preferred_replica: int = -1  # KIP-392: fetch from this broker instead (-1: none)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import uuid
 from collections.abc import Iterator, Mapping
 from datetime import timedelta
@@ -34,6 +35,7 @@ S3_BACKENDS = ("s3", "io.aiven.kafka.tieredstorage.storage.s3.S3Storage")
 FILESYSTEM_BACKENDS = ("filesystem",
                        "io.aiven.kafka.tieredstorage.storage.filesystem.FileSystemStorage")
 PROBE_KEY = ".odradek-probe"
+_S3_CODE = re.compile(r"<Code>(\w+)</Code>")
 
 
 class RemoteObjectMissing(RemoteStorageError):
@@ -189,10 +191,15 @@ class S3Store:
                           client_options=options, retry_config=retry)  # type: ignore[arg-type]
 
     def _fail(self, what: str, key: str, exc: Exception) -> RemoteStorageError:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        if isinstance(exc, FileNotFoundError) and "NoSuchBucket" not in str(exc):
-            return RemoteObjectMissing(f"{what} {self.description}{key}: {first}")
-        return RemoteStorageError(f"{what} {self.description}{key}: {first}")
+        text = str(exc)
+        first = text.split(": <?xml")[0].splitlines()[0] if text else type(exc).__name__
+        code = _S3_CODE.search(text)  # S3's own error code, e.g. NoSuchBucket
+        if code is not None:
+            first += f" ({code.group(1)})"
+        where = f"{what} {key!r} in {self.description}: {first}"
+        if isinstance(exc, FileNotFoundError) and "NoSuchBucket" not in text:
+            return RemoteObjectMissing(where)
+        return RemoteStorageError(where)
 
     def put_file(self, key: str, f: BinaryIO, size: int) -> None:
         import obstore

@@ -1,0 +1,237 @@
+"""Tiered storage on a broker (KIP-405): a topic's history in an S3 bucket (moto's S3
+server, started here) or a directory, read back by an unchanged librdkafka consumer from
+the earliest offset; Kafka's ListOffsets specs; the settings' rules; and the store
+failing under a running broker."""
+
+from __future__ import annotations
+
+import shutil
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
+
+from odradek.client.wire import WireClient
+from odradek.devcluster.s3 import S3Server
+from odradek.server.settings import ConfigError
+from odradek.testing import RunningBroker, running_broker
+
+FAST = {"remote.log.storage.system.enable": "true",
+        "remote.log.manager.task.interval.ms": "200",
+        "log.retention.check.interval.ms": "200",
+        "log.segment.delete.delay.ms": "0"}
+TIERED = {"remote.storage.enable": "true", "segment.bytes": "16384",
+          "local.retention.bytes": "0"}
+
+
+def until(condition: Callable[[], object], timeout: float = 30.0, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what or condition}")
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    with S3Server(tmp_path_factory.mktemp("s3")) as server:
+        yield server
+
+
+@pytest.fixture
+def bucket(s3: S3Server) -> dict[str, str]:
+    name = f"tiered-{uuid.uuid4().hex[:12]}"
+    s3.create_bucket(name)
+    return {**FAST, **s3.rsm_config(name), "rsm.config.storage.s3.api.call.timeout": "2000",
+            "rsm.config.storage.s3.max.retries": "1"}
+
+
+def create(bootstrap: str, name: str, **configs: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, 1, 1, config={**TIERED, **configs})])[name].result(10)
+
+
+def produce(bootstrap: str, topic: str, count: int, start: int = 0) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
+                         "batch.num.messages": 50})
+    for i in range(start, start + count):
+        producer.produce(topic, f"record-{i:06d}".ljust(100, ".").encode())
+        if i % 500 == 0:
+            producer.poll(0)
+    assert producer.flush(30) == 0
+
+
+def consume_all(bootstrap: str, topic: str, count: int, timeout: float = 60.0) -> list[str]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex,
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    values: list[str] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(values) < count and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                raise KafkaException(msg.error())
+            values.append(msg.value().decode().rstrip("."))
+    finally:
+        consumer.close()
+    return values
+
+
+def expected(count: int, start: int = 0) -> list[str]:
+    return [f"record-{i:06d}" for i in range(start, start + count)]
+
+
+def list_offset(broker: RunningBroker, topic: str, spec: int) -> int:
+    with WireClient(broker.port) as c:
+        r = c.request(2, 11, {"replica_id": -1, "isolation_level": 0, "timeout": 5000,
+                              "topics": [{"name": topic, "partitions": [
+                                  {"partition_index": 0, "current_leader_epoch": -1,
+                                   "timestamp": spec}]}]})
+    p = r.topics[0].partitions[0]
+    assert p.error_code.value == 0
+    return p.offset
+
+
+def tiered_away(broker: RunningBroker, topic: str) -> bool:
+    """Some of the topic's history is only in the remote tier."""
+    lg = broker.broker.logs.get_log(topic, 0)
+    return lg.local_log_start_offset > lg.log_start_offset
+
+
+def test_a_consumer_reads_the_whole_history_from_s3_and_the_local_tail(bucket):
+    with running_broker(**bucket) as broker:
+        create(broker.bootstrap, "history")
+        produce(broker.bootstrap, "history", 3000)
+        until(lambda: tiered_away(broker, "history"), what="segments tiered and deleted")
+        lg = broker.broker.logs.get_log("history", 0)
+        assert lg.log_start_offset == 0
+        assert list_offset(broker, "history", -2) == 0  # the earliest, remote included
+        assert list_offset(broker, "history", -4) == lg.local_log_start_offset > 0
+        assert list_offset(broker, "history", -5) == lg.highest_remote_offset
+        assert lg.highest_remote_offset >= lg.local_log_start_offset - 1
+        assert consume_all(broker.bootstrap, "history", 3000) == expected(3000)
+
+
+def test_history_survives_a_restart_of_the_broker(bucket, tmp_path):
+    data = str(tmp_path / "data")
+    with running_broker(data, **bucket) as broker:
+        create(broker.bootstrap, "kept")
+        produce(broker.bootstrap, "kept", 2000)
+        until(lambda: tiered_away(broker, "kept"), what="segments tiered")
+    with running_broker(data, **bucket) as broker:
+        lg = broker.broker.logs.get_log("kept", 0)
+        assert lg.log_start_offset == 0 < lg.local_log_start_offset
+        produce(broker.bootstrap, "kept", 500, start=2000)
+        assert consume_all(broker.bootstrap, "kept", 2500) == expected(2500)
+
+
+def test_a_single_node_whose_log_disk_is_lost_serves_its_history_and_goes_on(bucket,
+                                                                             tmp_path):
+    # The broker's own files (topic ids) on one disk, the logs (log.dirs) on another.
+    settings = {**bucket, "log.dirs": str(tmp_path / "logs")}
+    data = str(tmp_path / "data")
+    with running_broker(data, **settings) as broker:
+        create(broker.bootstrap, "lost")
+        produce(broker.bootstrap, "lost", 2000)
+        lg = broker.broker.logs.get_log("lost", 0)
+        until(lambda: lg.highest_remote_offset > 1000 and lg.pending_upload_bytes() == 0,
+              what="every rolled segment tiered")
+        remote_end = lg.highest_remote_offset
+    shutil.rmtree(tmp_path / "logs")
+    with running_broker(data, **settings) as broker:
+        lg = broker.broker.logs.get_log("lost", 0)
+        until(lambda: lg.log_end_offset == remote_end + 1, what="the log after the remote part")
+        assert lg.log_start_offset == 0
+        # New records take new offsets: none of the remote part's is used again.
+        produce(broker.bootstrap, "lost", 100, start=remote_end + 1)
+        assert consume_all(broker.bootstrap, "lost", remote_end + 101) == expected(
+            remote_end + 101)
+
+
+def test_remote_storage_needs_the_broker_setting_and_a_delete_to_turn_off(bucket):
+    with running_broker() as plain:
+        admin = AdminClient({"bootstrap.servers": plain.bootstrap})
+        future = admin.create_topics([NewTopic("refused", 1, 1, config=TIERED)])["refused"]
+        with pytest.raises(KafkaException, match="Tiered Storage functionality is disabled"):
+            future.result(10)
+    with running_broker(**bucket) as broker:
+        create(broker.bootstrap, "on")
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        off = ConfigResource(ConfigResource.Type.TOPIC, "on", incremental_configs=[
+            ConfigEntry("remote.storage.enable", "false",
+                        incremental_operation=AlterConfigOpType.SET)])
+        with pytest.raises(KafkaException, match="remote.log.delete.on.disable"):
+            admin.incremental_alter_configs([off])[off].result(10)
+        compacted = admin.create_topics([NewTopic("compact", 1, 1, config={
+            **TIERED, "cleanup.policy": "compact"})])["compact"]
+        with pytest.raises(KafkaException, match="compacted"):
+            compacted.result(10)
+
+
+def test_a_missing_bucket_stops_the_start_naming_the_setting(s3):
+    settings = {**FAST, **s3.rsm_config("no-such-bucket")}
+    with pytest.raises(ConfigError, match="storage.s3.bucket.name"), \
+            running_broker(**settings):
+        pass
+
+
+def test_a_store_that_stops_answering_holds_local_deletion_and_catches_up(bucket, s3):
+    with running_broker(**bucket) as broker:
+        create(broker.bootstrap, "patient")
+        produce(broker.bootstrap, "patient", 1000)
+        lg = broker.broker.logs.get_log("patient", 0)
+        until(lambda: tiered_away(broker, "patient"), what="first segments tiered")
+        s3.pause()
+        try:
+            time.sleep(0.5)  # a pass in flight ends (it times out)
+            start = lg.local_log_start_offset
+            produce(broker.bootstrap, "patient", 2000, start=1000)  # produce goes on
+            time.sleep(3)
+            # Nothing copied meanwhile, so nothing more deleted locally.
+            assert lg.local_log_start_offset <= start + 200
+            assert lg.pending_upload_bytes() > 0
+            # Remote reads answer an error the client retries, not a hang.
+            with WireClient(broker.port, timeout=30) as c:
+                r = c.request(1, 12, {"replica_id": -1, "max_wait": 100, "min_bytes": 1,
+                                      "max_bytes": 1 << 20, "isolation_level": 0,
+                                      "session_id": 0, "session_epoch": -1, "topics": [
+                                          {"topic": "patient", "partitions": [
+                                              {"partition": 0, "fetch_offset": 0,
+                                               "partition_max_bytes": 1 << 20,
+                                               "current_leader_epoch": -1,
+                                               "log_start_offset": -1,
+                                               "last_fetched_epoch": -1}]}],
+                                      "forgotten_topics_data": [], "rack_id": ""})
+                codes = [p.error_code.value for t in r.responses for p in t.partitions]
+                assert codes in ([0], [56])
+        finally:
+            s3.resume()
+        until(lambda: lg.pending_upload_bytes() == 0, timeout=60, what="uploads caught up")
+        until(lambda: lg.local_log_start_offset > start + 200, what="local deletion resumed")
+        assert consume_all(broker.bootstrap, "patient", 3000) == expected(3000)
+
+
+def test_a_directory_store_serves_a_single_node(tmp_path):
+    root = Path(tmp_path / "remote")
+    root.mkdir()
+    settings = {**FAST, "rsm.config.storage.backend.class": "filesystem",
+                "rsm.config.storage.root": str(root)}
+    with running_broker(**settings) as broker:
+        create(broker.bootstrap, "local")
+        produce(broker.bootstrap, "local", 2000)
+        until(lambda: tiered_away(broker, "local"), what="segments tiered")
+        assert list(root.rglob("*.log"))
+        assert consume_all(broker.bootstrap, "local", 2000) == expected(2000)
