@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shutil
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -188,8 +189,18 @@ def test_a_missing_bucket_stops_the_start_naming_the_setting(s3):
         pass
 
 
-def test_a_store_that_stops_answering_holds_local_deletion_and_catches_up(bucket, s3):
-    with running_broker(**bucket) as broker:
+def metric(broker: RunningBroker, name: str, topic: str) -> float:
+    port = broker.broker.metrics_port
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read()
+    for line in text.decode().splitlines():
+        if line.startswith(name + "{") and f'topic="{topic}"' in line:
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"no {name} for {topic}")
+
+
+def test_a_store_that_stops_answering_holds_local_deletion_and_catches_up(bucket, s3,
+                                                                          caplog):
+    with running_broker(**bucket, **{"metrics.listen": "127.0.0.1:0"}) as broker:
         create(broker.bootstrap, "patient")
         produce(broker.bootstrap, "patient", 1000)
         lg = broker.broker.logs.get_log("patient", 0)
@@ -203,6 +214,10 @@ def test_a_store_that_stops_answering_holds_local_deletion_and_catches_up(bucket
             # Nothing copied meanwhile, so nothing more deleted locally.
             assert lg.local_log_start_offset <= start + 200
             assert lg.pending_upload_bytes() > 0
+            # Said: a WARN naming the partition, and the copy lag metric (KIP-963).
+            until(lambda: "patient-0: the remote tier failed" in caplog.text, what="a WARN")
+            assert metric(broker, "kafka_server_brokertopicmetrics_remotecopylagbytes",
+                          "patient") > 0
             # Remote reads answer an error the client retries, not a hang.
             with WireClient(broker.port, timeout=30) as c:
                 r = c.request(1, 12, {"replica_id": -1, "max_wait": 100, "min_bytes": 1,
@@ -221,6 +236,10 @@ def test_a_store_that_stops_answering_holds_local_deletion_and_catches_up(bucket
             s3.resume()
         until(lambda: lg.pending_upload_bytes() == 0, timeout=60, what="uploads caught up")
         until(lambda: lg.local_log_start_offset > start + 200, what="local deletion resumed")
+        assert metric(broker, "kafka_server_brokertopicmetrics_remotecopylagbytes",
+                      "patient") == 0
+        assert metric(broker, "kafka_server_brokertopicmetrics_remotelogsizebytes",
+                      "patient") > 0
         assert consume_all(broker.bootstrap, "patient", 3000) == expected(3000)
 
 

@@ -253,6 +253,11 @@ class Snapshot:
     isr_changes: tuple[int, int] = (0, 0)  # shrinks, expands
     log_flush: tuple[float, list[int]] | None = None  # (sum, buckets) of fsync times
     ready: str | None = "starting"  # None: ready; else why not
+    # Tiered storage (KIP-405, KIP-963): (topic, partition, remote bytes, bytes waiting
+    # to be copied) of each tiered log, and the broker's copied and fetched bytes and
+    # failed copy passes and remote reads.
+    tiered: list[tuple[str, int, int, int]] = field(default_factory=list)
+    tiered_totals: tuple[int, int, int, int] | None = None
 
 
 def take_snapshot(broker: Broker) -> Snapshot:
@@ -277,6 +282,15 @@ def take_snapshot(broker: Broker) -> Snapshot:
         for (topic, partition), lg in list(logs.logs.items()):
             snap.logs.append((topic, partition, lg.size_bytes, lg.log_start_offset,
                               lg.log_end_offset))
+    tiered = broker.tiered
+    if tiered is not None and logs is not None:
+        for (topic, partition), lg in list(logs.logs.items()):
+            if lg.tiered:
+                snap.tiered.append((topic, partition,
+                                    tiered.manager.remote_size(topic, partition),
+                                    lg.pending_upload_bytes()))
+        snap.tiered_totals = (tiered.manager.copied_bytes, tiered.reader.fetched_bytes,
+                              tiered.manager.failures, tiered.reader.errors)
     snap.purgatory_fetch = broker.purgatory.size()
     if broker.groups is not None:
         for coordinator in list(broker.groups.coordinators.values()):
@@ -324,6 +338,33 @@ class BrokerCollector:
         yield from _topic_families(snap)
         yield from _request_families(snap)
         yield from _broker_families(snap)
+
+
+def _tiered_families(snap: Snapshot) -> Iterator[Any]:
+    """Kafka's tiered-storage metrics (KIP-405, KIP-963), where tiered storage is on."""
+    if snap.tiered_totals is None:
+        return
+    size = GaugeMetricFamily("kafka_server_brokertopicmetrics_remotelogsizebytes",
+                             "bytes of the partition in the remote tier",
+                             labels=["topic", "partition"])
+    lag = GaugeMetricFamily("kafka_server_brokertopicmetrics_remotecopylagbytes",
+                            "bytes of rolled segments not yet copied to the remote tier "
+                            "(kept locally whatever local.retention says)",
+                            labels=["topic", "partition"])
+    for topic, partition, remote, waiting in sorted(snap.tiered):
+        size.add_metric([topic, str(partition)], remote)
+        lag.add_metric([topic, str(partition)], waiting)
+    yield size
+    yield lag
+    copied, fetched, copy_errors, fetch_errors = snap.tiered_totals
+    yield CounterMetricFamily("kafka_server_brokertopicmetrics_remotecopybytes",
+                              "bytes copied to the remote tier", value=copied)
+    yield CounterMetricFamily("kafka_server_brokertopicmetrics_remotefetchbytes",
+                              "bytes read from the remote tier", value=fetched)
+    yield CounterMetricFamily("kafka_server_brokertopicmetrics_remotecopyerrors",
+                              "copy passes the remote tier failed", value=copy_errors)
+    yield CounterMetricFamily("kafka_server_brokertopicmetrics_remotefetcherrors",
+                              "reads of the remote tier that failed", value=fetch_errors)
 
 
 def _topic_families(snap: Snapshot) -> Iterator[Any]:
@@ -412,6 +453,7 @@ def _broker_families(snap: Snapshot) -> Iterator[Any]:
         gauges["start"].add_metric(labels, start)
         gauges["end"].add_metric(labels, end)
     yield from gauges.values()
+    yield from _tiered_families(snap)
     purgatory = GaugeMetricFamily("kafka_server_delayedoperationpurgatory_purgatorysize",
                                   "requests waiting", labels=["delayedOperation"])
     purgatory.add_metric(["Fetch"], snap.purgatory_fetch)

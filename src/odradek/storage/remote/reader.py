@@ -98,6 +98,7 @@ class RemoteReader:
         self.fetched_bytes = 0
         self.hits = 0
         self.misses = 0
+        self.errors = 0
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -145,6 +146,7 @@ class RemoteReader:
             log.error("%s-%d: %s", tp[0], tp[1], why)
             with self._lock:
                 self._failed[key] = (time.monotonic(), why)
+                self.errors += 1
         finally:
             with self._lock:
                 self._inflight.discard(key)
