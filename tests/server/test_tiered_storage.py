@@ -174,7 +174,7 @@ def test_remote_storage_needs_the_broker_setting_and_a_delete_to_turn_off(bucket
         off = ConfigResource(ConfigResource.Type.TOPIC, "on", incremental_configs=[
             ConfigEntry("remote.storage.enable", "false",
                         incremental_operation=AlterConfigOpType.SET)])
-        with pytest.raises(KafkaException, match="remote.log.delete.on.disable"):
+        with pytest.raises(KafkaException, match=r"remote\.log\.delete\.on\.disable"):
             admin.incremental_alter_configs([off])[off].result(10)
         compacted = admin.create_topics([NewTopic("compact", 1, 1, config={
             **TIERED, "cleanup.policy": "compact"})])["compact"]
@@ -184,7 +184,7 @@ def test_remote_storage_needs_the_broker_setting_and_a_delete_to_turn_off(bucket
 
 def test_a_missing_bucket_stops_the_start_naming_the_setting(s3):
     settings = {**FAST, **s3.rsm_config("no-such-bucket")}
-    with pytest.raises(ConfigError, match="storage.s3.bucket.name"), \
+    with pytest.raises(ConfigError, match=r"storage\.s3\.bucket\.name"), \
             running_broker(**settings):
         pass
 

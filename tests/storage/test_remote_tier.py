@@ -20,6 +20,7 @@ from odradek.storage.remote.manager import RemoteLogManager
 from odradek.storage.remote.metadata import (
     COPY_FINISHED,
     COPY_STARTED,
+    DELETE_STARTED,
     META_SUFFIX,
     RemoteSegment,
     serving_chain,
@@ -176,6 +177,25 @@ def test_a_half_copied_segment_is_never_served_and_is_removed_by_the_next_manage
     assert len(r.objects(".log")) == len(rp.segments)
 
 
+def test_a_half_deleted_segment_is_never_served_and_its_deletion_is_finished(rig):
+    r = rig()
+    fill(r.lg, 40)
+    r.manager.run_once()
+    rp = r.manager.get("topic", 0)
+    first = rp.chain[0]
+    # A crash after the DELETE_STARTED metadata and the .log's deletion.
+    r.store.put(first.key(rp.prefix, META_SUFFIX),
+                first.with_state(DELETE_STARTED, 0).encode())
+    r.store.delete(first.key(rp.prefix, ".log"))
+    fresh = r.new_manager()
+    fresh.run_once()
+    rp = fresh.get("topic", 0)
+    assert first.segment_id not in rp.segments
+    assert not list(r.root.rglob(f"*{first.segment_id}*"))
+    # Its range is served by no segment: the log (still local here) serves it.
+    assert rp.find(first.base_offset) is None
+
+
 def test_a_disk_lost_single_node_continues_after_the_remote_part(tmp_path, rig, clock):
     r = rig()
     fill(r.lg, 40)
@@ -240,8 +260,8 @@ def test_tiered_topic_settings_follow_kafkas_rules():
                               "local.retention.ms": 2000})
     cfg = LogConfig.from_kafka({"remote.storage.enable": "true", "retention.bytes": 100})
     assert cfg.local_retention == (cfg.retention_ms, 100)
-    with pytest.raises(InvalidConfigError, match="storage.backend.class"):
+    with pytest.raises(InvalidConfigError, match=r"storage\.backend\.class"):
         open_store({"storage.backend.class": "ftp"})
-    with pytest.raises(InvalidConfigError, match="storage.root"):
+    with pytest.raises(InvalidConfigError, match=r"storage\.root"):
         open_store({"storage.backend.class": "filesystem", "storage.root": "/nonexistent/x"}
                    ).check()
