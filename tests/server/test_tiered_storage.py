@@ -243,7 +243,7 @@ def test_a_store_that_stops_answering_holds_local_deletion_and_catches_up(bucket
         assert consume_all(broker.bootstrap, "patient", 3000) == expected(3000)
 
 
-def test_a_directory_store_serves_a_single_node(tmp_path):
+def test_a_directory_store_serves_a_single_node_and_forgets_a_deleted_topic(tmp_path):
     root = Path(tmp_path / "remote")
     root.mkdir()
     settings = {**FAST, "rsm.config.storage.backend.class": "filesystem",
@@ -254,3 +254,8 @@ def test_a_directory_store_serves_a_single_node(tmp_path):
         until(lambda: tiered_away(broker, "local"), what="segments tiered")
         assert list(root.rglob("*.log"))
         assert consume_all(broker.bootstrap, "local", 2000) == expected(2000)
+        # Deleting the topic deletes its remote segments too (Kafka's rule).
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.delete_topics(["local"])["local"].result(10)
+        until(lambda: not [p for p in root.rglob("*") if p.is_file()],
+              what="the deleted topic's remote objects gone")

@@ -347,8 +347,12 @@ class SingleNode:
             self.broker.groups.topics_deleted([name])
         for partition in range(topic.partitions):
             self.leaders.pop((name, partition), None)
+        tiered = self.broker.tiered
         for partition in range(topic.partitions):
+            lg = logs.get_log(name, partition)
             logs.delete_log(name, partition)
+            if tiered is not None and lg is not None and lg.tiered:
+                tiered.manager.delete_partition(name, partition, topic.topic_id)
         log.info("deleted topic %s", name)
         return topic
 

@@ -113,6 +113,7 @@ class RemoteLogManager:
         self.clock = clock or (lambda: time.time_ns() // 1_000_000)
         self.instance = uuid.uuid4().hex  # tells this process's uploads from others'
         self._partitions: dict[TopicPartition, RemotePartition] = {}
+        self._doomed: list[str] = []  # key prefixes of deleted topics' partitions
         self._lock = threading.Lock()  # the partition map; passes run one at a time
         self._pass_lock = threading.Lock()
         self._stop = threading.Event()
@@ -196,6 +197,8 @@ class RemoteLogManager:
     def run_once(self) -> None:
         """One pass over the tiered logs: load, copy (leaders), expire (leaders)."""
         with self._pass_lock:
+            if self._doomed:
+                self._delete_doomed()
             for topic, partition, lg, lead in list(self.leading()):
                 if lg.closed or not lg.tiered:
                     continue
@@ -337,11 +340,29 @@ class RemoteLogManager:
         store.delete(meta)
         rp.segments.pop(seg.segment_id, None)
 
-    def delete_partition(self, topic: str, partition: int, prefix: str) -> None:
-        """Remove every object of a deleted topic's partition."""
-        for key in self.store.list(prefix):
-            self.store.delete(key)
+    def delete_partition(self, topic: str, partition: int, topic_id: uuid.UUID | None) -> None:
+        """A deleted topic's partition: its objects go at the next pass (retried while
+        the store fails, as Kafka's remote log manager deletes a deleted topic's
+        segments)."""
         self.forget(topic, partition)
+        with self._lock:
+            self._doomed.append(partition_prefix(topic, topic_id, partition))
+        self.wake()
+
+    def _delete_doomed(self) -> None:
+        with self._lock:
+            doomed = list(self._doomed)
+        for prefix in doomed:
+            try:
+                for key in self.store.list(prefix):
+                    self.store.delete(key)
+            except RemoteStorageError as exc:
+                log.warning("cannot delete the remote objects of deleted %s yet: %s",
+                            prefix, exc)
+                continue
+            log.info("deleted the remote objects under %s (topic deleted)", prefix)
+            with self._lock:
+                self._doomed.remove(prefix)
 
 
 @dataclass(slots=True)
