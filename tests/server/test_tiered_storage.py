@@ -259,3 +259,60 @@ def test_a_directory_store_serves_a_single_node_and_forgets_a_deleted_topic(tmp_
         admin.delete_topics(["local"])["local"].result(10)
         until(lambda: not [p for p in root.rglob("*") if p.is_file()],
               what="the deleted topic's remote objects gone")
+
+
+def test_read_committed_consumers_skip_aborted_records_read_from_s3(bucket):
+    with running_broker(**bucket) as broker:
+        create(broker.bootstrap, "txns")
+        producer = Producer({"bootstrap.servers": broker.bootstrap,
+                             "transactional.id": "tiered-txn", "linger.ms": 5})
+        producer.init_transactions(10)
+        committed = []
+        for round_ in range(12):
+            producer.begin_transaction()
+            for i in range(150):
+                value = f"r{round_}-{i}".ljust(100, ".")
+                producer.produce("txns", value.encode())
+            if round_ % 3 == 1:
+                producer.abort_transaction(10)
+            else:
+                producer.commit_transaction(10)
+                committed += [f"r{round_}-{i}" for i in range(150)]
+        until(lambda: tiered_away(broker, "txns"), what="segments tiered")
+        lg = broker.broker.logs.get_log("txns", 0)
+        until(lambda: lg.local_log_start_offset > 600, what="most rounds only remote")
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap,
+                             "group.id": uuid.uuid4().hex, "auto.offset.reset": "earliest",
+                             "isolation.level": "read_committed"})
+        consumer.subscribe(["txns"])
+        got: list[str] = []
+        deadline = time.monotonic() + 60
+        try:
+            while len(got) < len(committed) and time.monotonic() < deadline:
+                msg = consumer.poll(0.5)
+                if msg is not None and not msg.error():
+                    got.append(msg.value().decode().rstrip("."))
+            time.sleep(1)  # nothing aborted comes after
+            while (msg := consumer.poll(0.2)) is not None:
+                if not msg.error():
+                    got.append(msg.value().decode().rstrip("."))
+        finally:
+            consumer.close()
+        assert got == committed
+
+
+def test_a_pure_python_client_reads_the_history_too(bucket):
+    from kafka import KafkaConsumer
+
+    with running_broker(**bucket) as broker:
+        create(broker.bootstrap, "pure")
+        produce(broker.bootstrap, "pure", 2000)
+        until(lambda: tiered_away(broker, "pure"), what="segments tiered")
+        consumer = KafkaConsumer("pure", bootstrap_servers=broker.bootstrap,
+                                 auto_offset_reset="earliest", group_id=uuid.uuid4().hex,
+                                 consumer_timeout_ms=3_000)
+        try:
+            values = [m.value.decode().rstrip(".") for m in consumer]
+        finally:
+            consumer.close()
+        assert values == expected(2000)
