@@ -49,16 +49,15 @@ pytestmark = pytest.mark.oracle
 
 # --- DescribeConfigs -------------------------------------------------------------------
 
-# Topic configs Apache Kafka 4.4 describes that Odradek does not have (tiered storage,
-# compression levels, timestamp bounds, ...): left out of the comparison of a topic's
+# Topic configs Apache Kafka 4.4 describes that Odradek does not have (tiered storage's
+# copy-lag bounds, compression levels, timestamp bounds, ...): left out of the comparison of a topic's
 # full config list; listed in docs/compatibility.md.
 KAFKA_ONLY_TOPIC_CONFIGS = frozenset({
     "compression.gzip.level", "compression.lz4.level", "compression.zstd.level",
-    "errors.deadletterqueue.group.enable", "local.retention.bytes", "local.retention.ms",
+    "errors.deadletterqueue.group.enable",
     "max.decompressed.message.bytes", "message.timestamp.after.max.ms",
     "message.timestamp.before.max.ms", "preallocate", "remote.copy.lag.bytes",
-    "remote.copy.lag.ms", "remote.log.copy.disable", "remote.log.delete.on.disable",
-    "remote.storage.enable", "segment.jitter.ms",
+    "remote.copy.lag.ms", "segment.jitter.ms",
 })
 # Kafka 4.4 reports min.insync.replicas as a static broker config (with a default
 # synonym) though the oracle's server.properties does not set it: its value is compared,
@@ -77,6 +76,8 @@ BROKER_TOPIC_DEFAULTS = [
     "log.cleaner.min.compaction.lag.ms", "log.index.interval.bytes",
     "log.index.size.max.bytes", "log.segment.delete.delay.ms",
     "unclean.leader.election.enable", "num.partitions", "default.replication.factor",
+    "log.local.retention.bytes", "log.local.retention.ms", "remote.log.storage.system.enable",
+    "remote.log.manager.task.interval.ms", "remote.log.reader.threads",
 ]
 
 
