@@ -6,7 +6,7 @@ segment chunks (``rsm.config.chunk.size`` bytes of a segment's .log each, Aiven'
 plugin's unit) and of segments' indexes; what is missing is fetched on reader threads
 (``remote.log.reader.threads``) and ``read`` returns ``PENDING``; when the bytes land,
 ``on_ready(topic, partition)`` wakes the fetch waiting for them (the fetch purgatory).
-The next chunk is fetched ahead while one is served, so a consumer reading the
+The next chunks are fetched ahead while one is served, so a consumer reading the
 history in order finds it cached.
 
 Returned batches are whole, start at the batch holding the offset asked for, and pass
@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 
 PENDING: Final = None
 FAILURE_BACKOFF_S = 1.0
+READ_AHEAD_CHUNKS = 4  # chunks fetched ahead of a read (16 MiB at the default size)
 _HEADER = rb.HEADER_SIZE
 _TXN_ENTRY = struct.Struct(">hqqqq")  # Kafka's .txnindex entry (storage/txn_index.py)
 
@@ -273,10 +274,13 @@ class RemoteReader:
             if data is None:
                 return PENDING
             self._check_crcs(data, seg, start, topic, partition)
-            # Read ahead: the chunk after the one this read ended in.
+            # Read ahead: the chunks after the one this read ended in, so that a consumer
+            # reading on finds them cached (the reader threads fetch them side by side).
             nxt = end // self.chunk_size
-            if nxt * self.chunk_size < seg.size:
-                self._chunk(rp.prefix, seg, nxt, tp)
+            for ahead in range(nxt, nxt + READ_AHEAD_CHUNKS):
+                if ahead * self.chunk_size >= seg.size:
+                    break
+                self._chunk(rp.prefix, seg, ahead, tp)
             aborted = None
             if read_committed:
                 last = _last_offset(data)
