@@ -89,14 +89,21 @@ class TieredStorage:
         self.reader.close()
 
     def _leading(self) -> Iterator[tuple[str, int, Log, bool]]:
-        """The logs this broker leads (read on the manager's thread: a snapshot)."""
+        """The tiered logs this broker leads (True) or follows (False), read on the
+        manager's thread: a snapshot of the event loop's state."""
         logs = self.broker.logs
         if logs is None:
             return
-        leader_log = self.broker.topology.leader_log
+        topology = self.broker.topology
+        leader_log, following = topology.leader_log, topology.following
         for (topic, partition), lg in list(logs.logs.items()):
-            if lg.tiered and leader_log(topic, partition) is lg:
+            if not lg.tiered:
+                continue
+            if leader_log(topic, partition) is lg:
                 yield topic, partition, lg, True
+            elif following is not None and (part := following(topic, partition)) is not None \
+                    and part.log is lg:
+                yield topic, partition, lg, False
 
     def _ready(self, topic: str, partition: int) -> None:
         """A chunk landed (a reader thread): the fetches waiting on it read again."""

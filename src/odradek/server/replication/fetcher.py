@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from odradek.client.aio import DEFAULT_VERSIONS, AsyncBrokerConnection, KafkaClientError
-from odradek.client.codec import FETCH, OFFSET_FOR_LEADER_EPOCH
+from odradek.client.codec import FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH
 from odradek.cluster.replication import truncation_point
 from odradek.cluster.state import TopicPartition
 from odradek.protocol import replica_fetch
@@ -66,6 +66,10 @@ _WAIT_ERRORS = frozenset({
     # (deleted and re-created): it catches up with the store's next event.
     ErrorCode.unknown_topic_id, ErrorCode.inconsistent_topic_id,
 })
+
+
+EARLIEST_LOCAL = -4  # ListOffsets' spec of a log's first local offset (KIP-405)
+LIST_OFFSETS_EARLIEST_LOCAL = 9  # the first version with it (and the leader epoch)
 
 
 @dataclass(slots=True)
@@ -126,6 +130,10 @@ class ReplicaFetcher:
         self._changed: set[TopicPartition] = set()
         self._truncating: set[TopicPartition] = set()
         self._backing_off: set[TopicPartition] = set()
+        # Tiered partitions whose fetch offset is only in the leader's remote tier
+        # (OFFSET_MOVED_TO_TIERED_STORAGE) -> the leader's log start: they start over at
+        # the leader's local log start, asked with ListOffsets.
+        self._moved: dict[TopicPartition, int] = {}
         self._task: asyncio.Task[None] | None = None
         cfg = manager.config
         self.max_wait_ms: int = cfg["replica.fetch.wait.max.ms"]
@@ -151,6 +159,7 @@ class ReplicaFetcher:
         self.partitions.pop(tp, None)
         self._changed.add(tp)
         self._truncating.discard(tp)
+        self._moved.pop(tp, None)
         self._backing_off.discard(tp)
         self._wake.set()
 
@@ -163,6 +172,7 @@ class ReplicaFetcher:
         self._changed.clear()
         self._truncating.clear()
         self._backing_off.clear()
+        self._moved.clear()
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
@@ -191,6 +201,9 @@ class ReplicaFetcher:
                               if (st := self.partitions.get(tp)) and st.not_before <= now]
                 if truncating:
                     await self._truncate(conn, truncating)
+                    continue
+                if self._moved:
+                    await self._start_at_local_log(conn)
                     continue
                 if not await self._fetch(conn, now):
                     waits = [st.not_before - now for tp in self._backing_off
@@ -293,6 +306,58 @@ class ReplicaFetcher:
                     continue
                 self._set_truncating(tp, state, not self._truncate_to_leader(
                     part, p.leader_epoch, p.end_offset))
+        manager.checkpoint_truncations()
+
+    async def _start_at_local_log(self, conn: AsyncBrokerConnection) -> None:
+        """Tiered partitions this follower lacks below the leader's local log start
+        (KIP-405: a new replica, or one far behind): the leader's local log start, asked
+        with ListOffsets (-4, earliest local), becomes this log's start and fetch offset;
+        what lies below stays in the remote tier, which this follower's log start still
+        covers. Only the local tail is copied from the leader, not the whole history."""
+        manager = self.manager
+        moved = dict(self._moved)
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for tp in moved:
+            st = self.partitions.get(tp)
+            if st is None:
+                self._moved.pop(tp, None)
+                continue
+            topics.setdefault(tp[0], []).append({
+                "partition_index": tp[1], "current_leader_epoch": st.leader_epoch,
+                "timestamp": EARLIEST_LOCAL})
+        if not topics:
+            return
+        answer = await conn.request(LIST_OFFSETS, {
+            "replica_id": manager.me, "isolation_level": 0,
+            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]},
+            version=LIST_OFFSETS_EARLIEST_LOCAL)
+        for topic in answer.topics:
+            for p in topic.partitions:
+                tp = (topic.name, p.partition_index)
+                state = self.partitions.get(tp)
+                leader_start = self._moved.pop(tp, None)
+                if state is None or leader_start is None:
+                    continue
+                part = manager.following(*tp)
+                if part is None:
+                    continue
+                if p.error_code != ErrorCode.none or p.offset < 0:
+                    state.truncating = False
+                    self._wait(tp, state, p.error_code or ErrorCode.unknown_server_error)
+                    continue
+                local_start = p.offset
+                lg = part.log
+                log.info("%s-%d: below leader %d's local log start %d (the rest is in the "
+                         "remote tier): starting there", tp[0], tp[1], self.leader_id,
+                         local_start)
+                manager.truncate_fully(part, local_start)
+                with lg.lock:
+                    if lg.tiered and 0 <= leader_start < local_start:
+                        lg.log_start_offset = leader_start
+                    lg.highest_remote_offset = max(lg.highest_remote_offset,
+                                                   local_start - 1)
+                state.truncating = False
+                self._changed.add(tp)
         manager.checkpoint_truncations()
 
     def _truncate_to_leader(self, part: Partition, leader_epoch: int, leader_end: int
@@ -435,6 +500,11 @@ class ReplicaFetcher:
                 changed.add(tp)  # its log end moves, or its state does
                 if p.error_code == ErrorCode.offset_out_of_range:
                     self._out_of_range(tp, state, p.log_start_offset)
+                    continue
+                if p.error_code == ErrorCode.offset_moved_to_tiered_storage:
+                    # Out of the fetches until it starts over at the leader's local log.
+                    state.truncating = True
+                    self._moved[tp] = p.log_start_offset
                     continue
                 if p.error_code != ErrorCode.none:
                     self._wait(tp, state, p.error_code)

@@ -47,6 +47,7 @@ from odradek.server.replication.purgatory import DelayedProduce, Purgatory
 from odradek.server.replication.reads import PartitionResult, Refused, Wanted
 from odradek.server.tasks import TaskSet
 from odradek.server.topic_ids import is_unknown
+from odradek.storage import partition_metadata
 from odradek.storage.errors import OffsetOutOfRangeError
 
 if TYPE_CHECKING:
@@ -135,8 +136,15 @@ class ReplicaManager:
             fetcher.endpoint_changed()
 
     def topic_removed(self, topic: str, partitions: int) -> None:
+        tiered = self.broker.tiered
         for tp in [tp for tp in self.partitions if tp[0] == topic]:
+            lg = self.partitions[tp].log
+            topic_id = partition_metadata.read(lg.directory) if lg.tiered else None
             self._remove(tp, delete_log=True)
+            if tiered is not None and lg.tiered:
+                # Kafka's rule: a deleted topic's remote segments go too (every replica's
+                # broker asks; deleting what is gone already is no error).
+                tiered.manager.delete_partition(*tp, topic_id)
 
     def topic_unusable(self, topic: str) -> None:
         """Nothing here: a topic known before keeps its last good assignment, and one

@@ -74,6 +74,7 @@ class RemotePartition:
     chain: list[RemoteSegment] = field(default_factory=list)  # serves reads
     bases: list[int] = field(default_factory=list)  # the chain's base offsets
     failing: bool = False  # the last pass failed (said once, WARN)
+    lead: bool = False  # loaded as the leader (crash leftovers handled)
 
     def rebuild(self) -> None:
         self.chain = serving_chain(list(self.segments.values()))
@@ -140,24 +141,21 @@ class RemoteLogManager:
             self._partitions.pop((topic, partition), None)
 
     def _load(self, topic: str, partition: int, lg: Log, lead: bool) -> RemotePartition:
+        """The partition's remote view: read from the store once while this broker
+        leads it (it alone changes it then), at every pass while it follows (the
+        leader's copies and deletions show up there)."""
         tp = (topic, partition)
         rp = self._partitions.get(tp)
-        if rp is not None:
+        if rp is not None and rp.lead and lead:
+            return rp
+        if rp is not None and not lead:
+            self._read_metadata(rp, lg)
+            rp.rebuild()
+            self._tell_log(lg, rp, loaded=True, lead=False)
             return rp
         prefix = partition_prefix(topic, partition_metadata.read(lg.directory), partition)
-        rp = RemotePartition(prefix)
-        for key in self.store.list(prefix):
-            if not key.endswith(META_SUFFIX):
-                continue
-            try:
-                seg = RemoteSegment.decode(self.store.get(key))
-            except RemoteObjectMissing:
-                continue  # deleted meanwhile
-            except ValueError as exc:
-                log.error("%s: remote metadata %s is unreadable (%s): ignored", lg.name,
-                          key, exc)
-                continue
-            rp.segments[seg.segment_id] = seg
+        rp = RemotePartition(prefix, lead=lead)
+        self._read_metadata(rp, lg)
         if lead:
             for seg in list(rp.segments.values()):
                 if seg.state == DELETE_STARTED or (seg.state == COPY_STARTED
@@ -172,6 +170,27 @@ class RemoteLogManager:
             self._partitions[tp] = rp
         self._tell_log(lg, rp, loaded=True, lead=lead)
         return rp
+
+    def _read_metadata(self, rp: RemotePartition, lg: Log) -> None:
+        """Bring ``rp.segments`` in line with the store's metadata objects: new ones
+        read, gone ones dropped, and those not FINISHED when last read read again (a
+        FINISHED one changes only to DELETE_STARTED, then goes: not worth a request)."""
+        keys = {key for key in self.store.list(rp.prefix) if key.endswith(META_SUFFIX)}
+        known = {seg.key(rp.prefix, META_SUFFIX): seg.segment_id
+                 for seg in rp.segments.values() if seg.state == COPY_FINISHED}
+        for seg in list(rp.segments.values()):
+            if seg.state != COPY_FINISHED or seg.key(rp.prefix, META_SUFFIX) not in keys:
+                rp.segments.pop(seg.segment_id, None)
+        for key in keys - known.keys():
+            try:
+                seg = RemoteSegment.decode(self.store.get(key))
+            except RemoteObjectMissing:
+                continue  # deleted meanwhile
+            except ValueError as exc:
+                log.error("%s: remote metadata %s is unreadable (%s): ignored", lg.name,
+                          key, exc)
+                continue
+            rp.segments[seg.segment_id] = seg
 
     def _tell_log(self, lg: Log, rp: RemotePartition, *, loaded: bool = False,
                   lead: bool = True) -> None:
