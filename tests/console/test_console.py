@@ -21,6 +21,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
+from odradek.client.wire import WireClient
 from odradek.devcluster import free_port
 from tests.console.conftest import shot, start_console
 from tests.interop.conftest import BrokerProcess, start_broker
@@ -348,3 +349,50 @@ def test_the_console_outlives_a_broker_restart(page: Any, tmp_path: Path) -> Non
                     time.sleep(1)
                 assert page.locator("#topics tr[data-topic=survivor]").count() == 1
             assert console.process.poll() is None
+
+
+def test_a_tiered_topic_shows_its_local_and_remote_parts(page: Any, tmp_path: Path) -> None:
+    """Tiered storage (docs/tiered-storage.md): the topic page says where each
+    partition's local log starts and how far the remote tier reaches (ListOffsets -4
+    and -5 to the leader)."""
+    store = tmp_path / "remote"
+    store.mkdir()
+    args = [f"--override={k}={v}" for k, v in {
+        "remote.log.storage.system.enable": "true",
+        "remote.log.manager.task.interval.ms": "200",
+        "log.retention.check.interval.ms": "200",
+        "rsm.config.storage.backend.class": "filesystem",
+        "rsm.config.storage.root": str(store)}.items()]
+    with start_broker(tmp_path / "data", *args) as tiered:
+        admin = AdminClient({"bootstrap.servers": tiered.bootstrap})
+        admin.create_topics([NewTopic("archive", 1, 1, config={
+            "remote.storage.enable": "true", "segment.bytes": "16384",
+            "local.retention.bytes": "0"})])["archive"].result(timeout=30)
+        for start in range(0, 2000, 100):  # small batches: segments of 16 KiB roll
+            _produce(tiered, "archive", [{"value": f"event-{i}".ljust(100, ".")}
+                                         for i in range(start, start + 100)])
+
+        def offsets() -> tuple[int, int]:
+            with WireClient(tiered.port) as c:
+                found = []
+                for spec in (-4, -5):
+                    r = c.request(2, 9, {"replica_id": -1, "isolation_level": 0, "topics": [
+                        {"name": "archive", "partitions": [
+                            {"partition_index": 0, "current_leader_epoch": -1,
+                             "timestamp": spec}]}]})
+                    found.append(r.topics[0].partitions[0].offset)
+            return found[0], found[1]
+
+        deadline = time.monotonic() + 30
+        while offsets()[0] == 0:
+            assert time.monotonic() < deadline, "nothing tiered"
+            time.sleep(0.2)
+        local_start, tiered_end = offsets()
+        with start_console(tiered.bootstrap) as console:
+            page.goto(console.url + "/topics/archive")
+            assert _column(page, "partitions", "td.local-start") == [str(local_start)]
+            assert _column(page, "partitions", "td.tiered-end") == [str(tiered_end)]
+            assert "remote tier" in page.locator("body").inner_text()
+            # A topic without tiered storage shows no such columns.
+            page.goto(console.url + "/topics/__consumer_offsets")
+            assert page.locator("#partitions td.local-start").count() == 0

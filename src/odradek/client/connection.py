@@ -52,12 +52,13 @@ __all__ = [
 
 # The versions this client speaks: Fetch from v4 (record batches v2, the last stable
 # offset) to v12 (topic names; v13 switched to topic ids), Metadata v1-12, ListOffsets
-# v1-7 (one offset per partition, isolation level from v2). Kafka 4 serves all of them.
+# v1-9 (one offset per partition, isolation level from v2; v8 and v9, the same fields,
+# let a request ask tiered storage's -4 and -5). Kafka 4 serves all of them.
 # The admin requests a controller answers (client/admin.py): ElectLeaders v1-2 (the
 # election type), the reassignment APIs at their first versions; the client quota APIs
 # (KIP-546), DescribeLogDirs v1-4 (the web console's partition sizes; Kafka 4 dropped
 # v0) and, for SASL listeners, SaslHandshake v1 and SaslAuthenticate.
-SPOKEN = {FETCH: (4, 12), METADATA: (1, 12), LIST_OFFSETS: (1, 7), ELECT_LEADERS: (1, 2),
+SPOKEN = {FETCH: (4, 12), METADATA: (1, 12), LIST_OFFSETS: (1, 9), ELECT_LEADERS: (1, 2),
           DESCRIBE_LOG_DIRS: (1, 4),
           ALTER_PARTITION_REASSIGNMENTS: (0, 0), LIST_PARTITION_REASSIGNMENTS: (0, 0),
           DESCRIBE_CLIENT_QUOTAS: (0, 1), ALTER_CLIENT_QUOTAS: (0, 1), **secure.SPOKEN}

@@ -44,7 +44,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from odradek.client.codec import DESCRIBE_LOG_DIRS, KafkaClientError
+from odradek.client.codec import DESCRIBE_LOG_DIRS, LIST_OFFSETS, KafkaClientError
 from odradek.client.connection import BrokerConnection
 
 log = logging.getLogger(__name__)
@@ -132,6 +132,10 @@ class PartitionInfo:
     end: int = 0
     error: str | None = None
     size: int | None = None  # bytes in the leader's log (None: not known)
+    # Tiered storage (KIP-405): the first offset on the leader's disk and the last in
+    # the remote tier (None: not asked, or -1 from the broker: nothing tiered).
+    local_start: int | None = None
+    tiered_end: int | None = None
 
     @property
     def messages(self) -> int:
@@ -155,6 +159,11 @@ class TopicInfo:
     @property
     def messages(self) -> int:
         return sum(p.messages for p in self.partitions)
+
+    @property
+    def tiered(self) -> bool:
+        """Whether some of its history is in a remote tier (tiered storage)."""
+        return any(p.tiered_end is not None and p.tiered_end >= 0 for p in self.partitions)
 
     @property
     def size(self) -> int | None:
@@ -315,6 +324,42 @@ class KafkaView:
                 except KafkaException as exc:
                     parts[tp.topic, tp.partition].error = _error(exc).name
 
+    def _fill_tiers(self, topic: TopicInfo) -> None:
+        """Each partition's first local offset and last tiered one (ListOffsets -4 and
+        -5, which confluent-kafka's Admin API does not ask) from its leader."""
+        security = {k: str(v) for k, v in self.config.items()
+                    if k.startswith(("security.", "ssl.", "sasl."))}
+        by_leader: dict[int, list[PartitionInfo]] = {}
+        for p in topic.partitions:
+            if p.leader >= 0:
+                by_leader.setdefault(p.leader, []).append(p)
+        for leader, parts in by_leader.items():
+            if leader not in self._addresses:
+                continue
+            try:
+                conn = BrokerConnection(*self._addresses[leader], client_id="odradek-console",
+                                        timeout_s=self.timeout, security=security)
+                try:
+                    if conn.version(LIST_OFFSETS) < 9:
+                        continue  # a broker without tiered storage's specs
+                    for spec, attr in ((-4, "local_start"), (-5, "tiered_end")):
+                        answer = conn.request(LIST_OFFSETS, {
+                            "replica_id": -1, "isolation_level": 0, "topics": [{
+                                "name": topic.name, "partitions": [{
+                                    "partition_index": p.partition,
+                                    "current_leader_epoch": -1, "timestamp": spec}
+                                    for p in parts]}]})
+                        found = {x.partition_index: x for t in answer.topics
+                                 for x in t.partitions}
+                        for p in parts:
+                            x = found.get(p.partition)
+                            if x is not None and x.error_code == 0:
+                                setattr(p, attr, x.offset)
+                finally:
+                    conn.close()
+            except KafkaClientError as exc:
+                log.info("no tiered offsets from broker %d: %s", leader, exc)
+
     def _fill_sizes(self, topics: list[TopicInfo]) -> None:
         """Each partition's size in its leader's log, from DescribeLogDirs to the leaders
         (sizes stay unknown where a broker cannot be asked: a SASL mechanism Odradek's
@@ -360,6 +405,7 @@ class KafkaView:
         self._fill_offsets(found)
         if sizes:
             self._fill_sizes(found)
+            self._fill_tiers(found[0])
         return found[0]
 
     def configs(self, topic: str) -> list[ConfigInfo]:
