@@ -316,3 +316,35 @@ def test_a_pure_python_client_reads_the_history_too(bucket):
         finally:
             consumer.close()
         assert values == expected(2000)
+
+
+def test_a_timestamp_lookup_finds_records_in_the_remote_tier(bucket):
+    with running_broker(**bucket) as broker:
+        create(broker.bootstrap, "timed")
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5,
+                             "batch.num.messages": 50})
+        base = 1_700_000_000_000
+        for i in range(2000):
+            producer.produce("timed", f"t-{i}".ljust(100, ".").encode(),
+                             timestamp=base + i * 1000)
+        assert producer.flush(30) == 0
+        lg = broker.broker.logs.get_log("timed", 0)
+        until(lambda: lg.local_log_start_offset > 1000, what="half the log only remote")
+        # Offsets below the local log start are found in the remote tier: the first
+        # record at or after the time asked, its own timestamp.
+        for i in (0, 7, 500, 999):
+            assert lookup_time(broker, "timed", base + i * 1000 - 1) == (i, base + i * 1000)
+        tail = lg.local_log_start_offset + 3
+        assert lookup_time(broker, "timed", base + tail * 1000) == (tail, base + tail * 1000)
+        assert lookup_time(broker, "timed", base + 10_000_000) == (-1, -1)
+
+
+def lookup_time(broker: RunningBroker, topic: str, timestamp: int) -> tuple[int, int]:
+    with WireClient(broker.port) as c:
+        r = c.request(2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+            {"name": topic, "partitions": [{"partition_index": 0,
+                                            "current_leader_epoch": -1,
+                                            "timestamp": timestamp}]}]})
+    p = r.topics[0].partitions[0]
+    assert p.error_code.value == 0
+    return p.offset, p.timestamp

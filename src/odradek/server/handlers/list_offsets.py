@@ -3,10 +3,13 @@ or after a timestamp (time index lookup), per partition. The latest offset is th
 watermark (on a single node, the log end), for read_committed (v2+) the last stable
 offset, and a lookup by timestamp never answers an offset at or past either. In a
 cluster only the leader answers (NOT_LEADER_OR_FOLLOWER elsewhere), and a request naming
-another leader epoch (v4+, KIP-320) gets FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH."""
+another leader epoch (v4+, KIP-320) gets FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH.
+A tiered log's timestamp lookup searches its remote part first (on a worker thread: it
+reads the store), then the local log."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -14,11 +17,13 @@ from kio.schema.errors import ErrorCode
 from odradek.cluster.replication import epoch_error
 from odradek.protocol.codec import Request
 from odradek.security.acls import Operation, ResourceType
+from odradek.server.errors import error_code
 from odradek.server.handlers.base import (
     Api,
     allowed,
     respond,
 )
+from odradek.storage.errors import RemoteStorageError
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
@@ -26,10 +31,10 @@ if TYPE_CHECKING:
 LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3  # KIP-734, v7+
-# Tiered storage's specs (Kafka 4.x's kafka-get-offsets offers them as --time -4/-5/-6).
-# Nothing is tiered here, so Kafka's answers for a topic without remote storage apply
-# (UnifiedLog.fetchOffsetByTimestamp): the local log start is the log start, and there
-# is no tiered offset and no pending upload (offset -1).
+# Tiered storage's specs (Kafka 4.x's kafka-get-offsets offers them as --time -4/-5/-6),
+# answered from the tiers (docs/tiered-storage.md); for a topic without remote storage as
+# Kafka answers (UnifiedLog.fetchOffsetByTimestamp): the local log start is the log
+# start, and there is no tiered offset and no pending upload (offset -1).
 EARLIEST_LOCAL = -4  # KIP-405, v8+
 LATEST_TIERED = -5  # KIP-1005, v9+ (v10 adds TimeoutMs, for remote reads: unused)
 EARLIEST_PENDING_UPLOAD = -6  # KIP-1023, v11+
@@ -40,7 +45,8 @@ _SPEC_SINCE = {LATEST: 0, EARLIEST: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATE
 
 def lookup(broker: Broker, topic: str, partition: int, timestamp: int,
            read_committed: bool = False, current_leader_epoch: int = -1,
-           version: int = 11) -> dict[str, Any]:
+           version: int = 11, remote: tuple[int, int] | None = None) -> dict[str, Any]:
+    """One partition's answer; ``remote``: what the remote tier's search found."""
     lg = broker.get_log(topic, partition)
     epoch = broker.topology.leader_epoch(topic, partition)
     if lg is None:
@@ -70,8 +76,8 @@ def lookup(broker: Broker, topic: str, partition: int, timestamp: int,
     elif timestamp == LATEST_TIERED:
         # The last offset in the remote tier; none (-1) while nothing is there or the
         # topic is not tiered, as Kafka answers.
-        remote = lg.highest_remote_offset if lg.tiered else -1
-        found = (remote, -1) if remote >= 0 else None
+        tiered_end = lg.highest_remote_offset if lg.tiered else -1
+        found = (tiered_end, -1) if tiered_end >= 0 else None
     elif timestamp == EARLIEST_PENDING_UPLOAD:
         # KIP-1023: the first offset not yet in the remote tier (tiered topics only).
         found = ((lg.highest_remote_offset + 1 if lg.highest_remote_offset >= 0
@@ -80,7 +86,7 @@ def lookup(broker: Broker, topic: str, partition: int, timestamp: int,
         if timestamp == MAX_TIMESTAMP:
             found = lg.offset_of_max_timestamp()
         else:
-            found = lg.offset_for_timestamp(timestamp)
+            found = remote or lg.offset_for_timestamp(timestamp)
         limit = lg.last_stable_offset if read_committed else visible
         if found is not None and found[0] >= limit:
             # A client cannot be pointed past what it may read (Kafka's
@@ -89,6 +95,21 @@ def lookup(broker: Broker, topic: str, partition: int, timestamp: int,
     offset, ts = found if found is not None else (-1, -1)
     return {"partition_index": partition, "error_code": 0, "timestamp": ts, "offset": offset,
             "leader_epoch": epoch if offset >= 0 else -1}
+
+
+async def _search_remote(broker: Broker, topic: str, partition: int, timestamp: int
+                         ) -> tuple[int, int] | None:
+    """A timestamp lookup in a tiered log's remote part (None: not tiered, nothing
+    remote, or nothing there at or after ``timestamp``)."""
+    tiered = broker.tiered
+    if timestamp < 0 or tiered is None:
+        return None
+    lg = broker.get_log(topic, partition)
+    if lg is None or not lg.tiered or lg.local_log_start_offset <= lg.log_start_offset:
+        return None
+    return await asyncio.get_running_loop().run_in_executor(
+        None, tiered.reader.offset_for_timestamp, topic, partition,
+        lg.local_log_start_offset, timestamp)
 
 
 async def handle(broker: Broker, request: Request) -> bytes:
@@ -101,13 +122,20 @@ async def handle(broker: Broker, request: Request) -> bytes:
                  "error_code": ErrorCode.topic_authorization_failed,
                  "timestamp": -1, "offset": -1, "leader_epoch": -1} for p in topic.partitions]})
             continue
-        topics.append({
-            "name": topic.name,
-            "partitions": [lookup(broker, topic.name, p.partition_index, p.timestamp,
-                                  read_committed, getattr(p, "current_leader_epoch", -1),
-                                  request.api_version)
-                           for p in topic.partitions],
-        })
+        partitions = []
+        for p in topic.partitions:
+            try:
+                remote = await _search_remote(broker, topic.name, p.partition_index,
+                                              p.timestamp)
+            except RemoteStorageError as exc:
+                partitions.append({"partition_index": p.partition_index,
+                                   "error_code": error_code(exc), "timestamp": -1,
+                                   "offset": -1, "leader_epoch": -1})
+                continue
+            partitions.append(lookup(broker, topic.name, p.partition_index, p.timestamp,
+                                     read_committed, getattr(p, "current_leader_epoch", -1),
+                                     request.api_version, remote))
+        topics.append({"name": topic.name, "partitions": partitions})
     return respond(request, {"throttle_time": 0, "topics": topics})
 
 

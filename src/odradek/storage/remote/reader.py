@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Final
 
 from odradek.records import batch as rb
+from odradek.records import builder
 from odradek.records.errors import CorruptRecordError
 from odradek.storage.errors import RemoteStorageError
 from odradek.storage.index import IndexCorruptError, OffsetIndex
@@ -37,6 +38,7 @@ from odradek.storage.remote.metadata import (
     INDEXES_SUFFIX,
     LOG_SUFFIX,
     RemoteSegment,
+    pack_indexes,
     unpack_indexes,
 )
 from odradek.storage.txn_index import ENTRY_SIZE, AbortedTxn
@@ -48,6 +50,12 @@ FAILURE_BACKOFF_S = 1.0
 READ_AHEAD_CHUNKS = 4  # chunks fetched ahead of a read (16 MiB at the default size)
 _HEADER = rb.HEADER_SIZE
 _TXN_ENTRY = struct.Struct(">hqqqq")  # Kafka's .txnindex entry (storage/txn_index.py)
+_TIME_ENTRY_STRUCT = struct.Struct(">qi")  # Kafka's .timeindex entry (storage/index.py)
+
+
+def _pack_offset_only(parts: dict[str, bytes]) -> bytes:
+    """An .indexes object of ``parts``' offset index alone (for ``_Indexes``)."""
+    return pack_indexes({"offset": parts["offset"]})
 
 
 class _Indexes:
@@ -299,6 +307,55 @@ class RemoteReader:
             if found is not None:
                 out += found.aborted
         return out
+
+    # --- ListOffsets by timestamp (blocking: called on a worker thread) ----------------
+
+    def offset_for_timestamp(self, topic: str, partition: int, lower_than: int,
+                             timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first remote record below ``lower_than`` (the
+        local log start) with timestamp >= ``timestamp``, or None: the remote segment by
+        its largest timestamp, its time index to skip what is older, then its batches
+        read from the store chunk by chunk (Kafka's RemoteLogManager.findOffsetByTimestamp).
+        Blocking; raises RemoteStorageError."""
+        rp = self.manager.get(topic, partition)
+        if rp is None:
+            return None
+        for seg in list(rp.chain):
+            if seg.max_timestamp < timestamp or seg.base_offset >= lower_than:
+                continue
+            parts = unpack_indexes(self.store.get(seg.key(rp.prefix, INDEXES_SUFFIX)))
+            start = seg.base_offset
+            for ts, rel in _TIME_ENTRY_STRUCT.iter_unpack(parts["time"]):
+                if ts >= timestamp:
+                    break
+                start = seg.base_offset + rel
+            index = _Indexes(_pack_offset_only(parts), seg.base_offset, seg.segment_id)
+            pos = index.floor_position(start)
+            while pos < seg.size:
+                length = min(self.chunk_size, seg.size - pos)
+                data = self.store.get_range(seg.key(rp.prefix, LOG_SUFFIX), pos, length)
+                if len(data) < _HEADER:
+                    break
+                header = rb.read_header(data, 0)
+                if header.size > len(data):
+                    data = self.store.get_range(seg.key(rp.prefix, LOG_SUFFIX), pos,
+                                                header.size)
+                view = memoryview(data)
+                at = 0
+                while at + _HEADER <= len(view):
+                    header = rb.read_header(view, at)
+                    if at + header.size > len(view):
+                        break
+                    if header.max_timestamp >= timestamp:
+                        decoded = builder.decode_batch(bytes(view[at:at + header.size]))
+                        for r in decoded.records:
+                            if r.timestamp >= timestamp and r.offset < lower_than:
+                                return r.offset, r.timestamp
+                    at += header.size
+                if at == 0:
+                    break
+                pos += at
+        return None
 
     def _frame(self, head: bytes, seg: RemoteSegment, pos: int, length: int
                ) -> rb.BatchHeader:
