@@ -71,7 +71,9 @@ def kill_in_flight(broker: BrokerProcess, s3: S3Server) -> None:
     """Hang the store under the broker's next copy or delete, kill the broker, let the
     store go: what the broker had sent lands after it died."""
     s3.pause()
-    time.sleep(0.6)  # a pass (every 100 ms) meets the hung store
+    # Passes run every 100 ms and the producer rolls a segment every ~0.6 s: within this
+    # a copy (or a deletion) meets the hung store.
+    time.sleep(1.5)
     broker.kill()
     s3.resume()
 

@@ -50,8 +50,8 @@ pytestmark = pytest.mark.oracle
 # --- DescribeConfigs -------------------------------------------------------------------
 
 # Topic configs Apache Kafka 4.4 describes that Odradek does not have (tiered storage's
-# copy-lag bounds, compression levels, timestamp bounds, ...): left out of the comparison of a topic's
-# full config list; listed in docs/compatibility.md.
+# copy-lag bounds, compression levels, timestamp bounds, ...): left out of the
+# comparison of a topic's full config list; listed in docs/compatibility.md.
 KAFKA_ONLY_TOPIC_CONFIGS = frozenset({
     "compression.gzip.level", "compression.lz4.level", "compression.zstd.level",
     "errors.deadletterqueue.group.enable",

@@ -303,14 +303,16 @@ def test_read_committed_consumers_skip_aborted_records_read_from_s3(bucket):
 
 def test_a_pure_python_client_reads_the_history_too(bucket):
     from kafka import KafkaConsumer
+    from kafka import TopicPartition as KTopicPartition
 
     with running_broker(**bucket) as broker:
         create(broker.bootstrap, "pure")
         produce(broker.bootstrap, "pure", 2000)
         until(lambda: tiered_away(broker, "pure"), what="segments tiered")
-        consumer = KafkaConsumer("pure", bootstrap_servers=broker.bootstrap,
-                                 auto_offset_reset="earliest", group_id=uuid.uuid4().hex,
-                                 consumer_timeout_ms=3_000)
+        # Assigned, not subscribed: no group join to wait for; it reads from offset 0.
+        consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap,
+                                 auto_offset_reset="earliest", consumer_timeout_ms=5_000)
+        consumer.assign([KTopicPartition("pure", 0)])
         try:
             values = [m.value.decode().rstrip(".") for m in consumer]
         finally:
