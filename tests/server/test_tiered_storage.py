@@ -189,6 +189,18 @@ def test_a_missing_bucket_stops_the_start_naming_the_setting(s3):
         pass
 
 
+def test_credentials_the_store_refuses_stop_the_start_naming_the_settings(tmp_path):
+    with S3Server(tmp_path / "s3", authenticated=True) as strict:
+        strict.create_bucket("guarded")
+        settings = {**FAST, **strict.rsm_config("guarded")}
+        with running_broker(**settings):  # its own key: let in
+            pass
+        wrong = {**settings, "rsm.config.storage.aws.secret.access.key": "not-the-secret"}
+        with pytest.raises(ConfigError, match=r"storage\.aws\.secret\.access\.key"), \
+                running_broker(**wrong):
+            pass
+
+
 def metric(broker: RunningBroker, name: str, topic: str) -> float:
     port = broker.broker.metrics_port
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read()

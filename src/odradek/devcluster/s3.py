@@ -2,12 +2,18 @@
 server (``moto[server]`` from PyPI, a test dependency), started on 127.0.0.1 and a free
 port. It speaks the S3 REST protocol (signed requests, multipart uploads, ranged GETs)
 and keeps objects in its memory: a stop loses them, so faults are made by pausing it
-(SIGSTOP: every request hangs until SIGCONT) or by a second server the client cannot
-reach."""
+(SIGSTOP: every request hangs until SIGCONT).
+
+By default it checks no signatures (any credentials do). ``authenticated=True`` makes it
+check them as S3 does: a user with an access key and an s3:* policy is made through
+moto's IAM API in its first unauthenticated requests (INITIAL_NO_AUTH_ACTION_COUNT), and
+from then on only that key, rightly signed, is let in (``rsm_config`` gives it)."""
 
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 import signal
 import subprocess
 import sys
@@ -16,6 +22,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from odradek.devcluster.processes import ClusterError, free_port, read_log, spawn, stop_process
 
@@ -23,17 +30,22 @@ INSTALL_HINT = "an S3 server here needs moto's standalone server: pip install 'm
 ACCESS_KEY = "odradek-test"
 SECRET_KEY = "odradek-test-secret"
 REGION = "us-east-1"
+_IAM_USER = "odradek"
+_IAM_SETUP = ("CreateUser", "CreateAccessKey", "PutUserPolicy")  # unauthenticated
 
 
 class S3Server:
     """``python -m moto.server`` on 127.0.0.1:``port``, its output in ``directory``."""
 
-    def __init__(self, directory: Path | str, port: int | None = None) -> None:
+    def __init__(self, directory: Path | str, port: int | None = None, *,
+                 authenticated: bool = False) -> None:
         self.directory = Path(directory)
         self.port = port or free_port()
         self.log_path = self.directory / "s3.log"
         self.process: subprocess.Popen[bytes] | None = None
         self.paused = False
+        self.authenticated = authenticated
+        self.access_key, self.secret_key = ACCESS_KEY, SECRET_KEY
 
     @property
     def endpoint(self) -> str:
@@ -44,20 +56,50 @@ class S3Server:
             import moto.server  # noqa: F401
         except ImportError:
             raise ClusterError(INSTALL_HINT) from None
+        env = dict(os.environ)
+        if self.authenticated:
+            # The readiness probe below reaches it once, then the IAM set-up's requests.
+            env["INITIAL_NO_AUTH_ACTION_COUNT"] = str(1 + len(_IAM_SETUP))
         self.process = spawn([sys.executable, "-m", "moto.server", "-H", "127.0.0.1",
-                              "-p", str(self.port)], self.log_path, die_with_parent=True)
+                              "-p", str(self.port)], self.log_path, env=env,
+                             die_with_parent=True)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise ClusterError(f"the S3 server exited: {read_log(self.log_path, 20)}")
             try:
                 urllib.request.urlopen(self.endpoint + "/", timeout=1).close()
-                return self
+            except urllib.error.HTTPError:
+                pass  # answering (403 once it checks signatures)
             except (urllib.error.URLError, OSError):
                 time.sleep(0.1)
+                continue
+            if self.authenticated:
+                self._make_user()
+            return self
         raise ClusterError(f"the S3 server did not answer in {timeout_s} s")
 
+    def _client(self, service: str) -> Any:
+        import boto3  # moto's own dependency
+
+        return boto3.client(service, endpoint_url=self.endpoint, region_name=REGION,
+                            aws_access_key_id=self.access_key,
+                            aws_secret_access_key=self.secret_key)
+
+    def _make_user(self) -> None:
+        """The user whose key is let in (the first, unauthenticated, requests)."""
+        iam = self._client("iam")
+        iam.create_user(UserName=_IAM_USER)
+        key = iam.create_access_key(UserName=_IAM_USER)["AccessKey"]
+        iam.put_user_policy(UserName=_IAM_USER, PolicyName="s3", PolicyDocument=json.dumps({
+            "Version": "2012-10-17",
+            "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}))
+        self.access_key, self.secret_key = key["AccessKeyId"], key["SecretAccessKey"]
+
     def create_bucket(self, name: str) -> None:
+        if self.authenticated:
+            self._client("s3").create_bucket(Bucket=name)
+            return
         request = urllib.request.Request(f"{self.endpoint}/{name}", method="PUT")
         urllib.request.urlopen(request, timeout=10).close()
 
@@ -68,8 +110,8 @@ class S3Server:
             "rsm.config.storage.s3.bucket.name": bucket,
             "rsm.config.storage.s3.endpoint.url": self.endpoint,
             "rsm.config.storage.s3.region": REGION,
-            "rsm.config.storage.aws.access.key.id": ACCESS_KEY,
-            "rsm.config.storage.aws.secret.access.key": SECRET_KEY,
+            "rsm.config.storage.aws.access.key.id": self.access_key,
+            "rsm.config.storage.aws.secret.access.key": self.secret_key,
         }
         if prefix:
             settings["rsm.config.key.prefix"] = prefix
