@@ -23,7 +23,7 @@ from confluent_kafka.admin import (
 )
 
 from odradek.client.wire import WireClient
-from odradek.devcluster.s3 import S3Server
+from odradek.devcluster.s3 import S3FaultProxy, S3Server
 from odradek.server.settings import ConfigError
 from odradek.testing import RunningBroker, running_broker
 
@@ -231,19 +231,7 @@ def test_a_store_that_stops_answering_holds_local_deletion_and_catches_up(bucket
             assert metric(broker, "kafka_server_brokertopicmetrics_remotecopylagbytes",
                           "patient") > 0
             # Remote reads answer an error the client retries, not a hang.
-            with WireClient(broker.port, timeout=30) as c:
-                r = c.request(1, 12, {"replica_id": -1, "max_wait": 100, "min_bytes": 1,
-                                      "max_bytes": 1 << 20, "isolation_level": 0,
-                                      "session_id": 0, "session_epoch": -1, "topics": [
-                                          {"topic": "patient", "partitions": [
-                                              {"partition": 0, "fetch_offset": 0,
-                                               "partition_max_bytes": 1 << 20,
-                                               "current_leader_epoch": -1,
-                                               "log_start_offset": -1,
-                                               "last_fetched_epoch": -1}]}],
-                                      "forgotten_topics_data": [], "rack_id": ""})
-                codes = [p.error_code.value for t in r.responses for p in t.partitions]
-                assert codes in ([0], [56])
+            assert fetch_codes(broker, "patient", 0) in ([0], [56])
         finally:
             s3.resume()
         until(lambda: lg.pending_upload_bytes() == 0, timeout=60, what="uploads caught up")
@@ -253,6 +241,53 @@ def test_a_store_that_stops_answering_holds_local_deletion_and_catches_up(bucket
         assert metric(broker, "kafka_server_brokertopicmetrics_remotelogsizebytes",
                       "patient") > 0
         assert consume_all(broker.bootstrap, "patient", 3000) == expected(3000)
+
+
+def fetch_codes(broker: RunningBroker, topic: str, offset: int) -> list[int]:
+    """The error codes of one Fetch v12 of ``topic`` partition 0 from ``offset``."""
+    with WireClient(broker.port, timeout=30) as c:
+        r = c.request(1, 12, {"replica_id": -1, "max_wait": 100, "min_bytes": 1,
+                              "max_bytes": 1 << 20, "isolation_level": 0, "session_id": 0,
+                              "session_epoch": -1, "topics": [{"topic": topic, "partitions": [
+                                  {"partition": 0, "fetch_offset": offset,
+                                   "partition_max_bytes": 1 << 20,
+                                   "current_leader_epoch": -1, "log_start_offset": -1,
+                                   "last_fetched_epoch": -1}]}],
+                              "forgotten_topics_data": [], "rack_id": ""})
+    return [p.error_code.value for t in r.responses for p in t.partitions]
+
+
+@pytest.mark.parametrize("answer", ["503", "500"])
+def test_a_store_answering_errors_holds_local_deletion_and_catches_up(s3, tmp_path, caplog,
+                                                                      answer):
+    name = f"refusing-{answer}"
+    s3.create_bucket(name)
+    proxy = S3FaultProxy(s3.endpoint)
+    settings = {**FAST, **s3.rsm_config(name),
+                "rsm.config.storage.s3.endpoint.url": proxy.endpoint,
+                "rsm.config.storage.s3.api.call.timeout": "2000",
+                "rsm.config.storage.s3.max.retries": "1"}
+    try:
+        with running_broker(**settings) as broker:
+            create(broker.bootstrap, "refused")
+            produce(broker.bootstrap, "refused", 1000)
+            lg = broker.broker.logs.get_log("refused", 0)
+            until(lambda: tiered_away(broker, "refused"), what="first segments tiered")
+            proxy.mode = answer
+            time.sleep(0.5)
+            start = lg.local_log_start_offset
+            produce(broker.bootstrap, "refused", 2000, start=1000)
+            until(lambda: "refused-0: the remote tier failed" in caplog.text, what="a WARN")
+            assert lg.pending_upload_bytes() > 0
+            assert lg.local_log_start_offset <= start + 200
+            # A read of the remote part: KAFKA_STORAGE_ERROR, which clients retry.
+            until(lambda: fetch_codes(broker, "refused", 0) == [56], what="error 56")
+            assert proxy.answered[answer] > 0
+            proxy.mode = "pass"
+            until(lambda: lg.pending_upload_bytes() == 0, timeout=60, what="caught up")
+            assert consume_all(broker.bootstrap, "refused", 3000) == expected(3000)
+    finally:
+        proxy.close()
 
 
 def test_a_directory_store_serves_a_single_node_and_forgets_a_deleted_topic(tmp_path):

@@ -143,3 +143,79 @@ class S3Server:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.stop()
+
+
+class S3FaultProxy:
+    """An HTTP proxy in front of an S3 server that can fail on request: ``mode`` "pass"
+    forwards every request as it is, "503" answers each with 503 SlowDown (S3's
+    throttling answer, which clients retry), "500" with 500 InternalError. For tests of
+    a store that refuses rather than hangs (``S3Server.pause``)."""
+
+    def __init__(self, target: str) -> None:
+        import http.server
+        import threading
+
+        host, _, port = target.removeprefix("http://").partition(":")
+        self.target = (host, int(port))
+        self.mode = "pass"
+        self.answered: dict[str, int] = {}
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _any(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                mode = proxy.mode
+                proxy.answered[mode] = proxy.answered.get(mode, 0) + 1
+                if mode in ("500", "503"):
+                    code = "SlowDown" if mode == "503" else "InternalError"
+                    data = (f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}'
+                            f"</Code><Message>injected</Message></Error>").encode()
+                    self.send_response(int(mode))
+                    self.send_header("Content-Type", "application/xml")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
+                import http.client
+
+                conn = http.client.HTTPConnection(*proxy.target, timeout=60)
+                try:
+                    headers = {k: v for k, v in self.headers.items()
+                               if k.lower() not in ("connection", "transfer-encoding")}
+                    conn.request(self.command, self.path, body=body, headers=headers)
+                    answer = conn.getresponse()
+                    data = answer.read()
+                    self.send_response(answer.status, answer.reason)
+                    for k, v in answer.getheaders():
+                        if k.lower() not in ("connection", "transfer-encoding",
+                                             "content-length"):
+                            self.send_header(k, v)
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    if self.command != "HEAD":
+                        self.wfile.write(data)
+                finally:
+                    conn.close()
+
+            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _any
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.port = self._server.server_address[1]
+        self._thread = threading.Thread(target=self._server.serve_forever,
+                                        name="s3-fault-proxy", daemon=True)
+        self._thread.start()
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
