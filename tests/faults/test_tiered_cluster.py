@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Producer
 from kafka import KafkaAdminClient
 from kafka import TopicPartition as KTopicPartition
 
@@ -57,6 +58,13 @@ def test_leaders_copy_followers_trim_and_a_new_replica_copies_only_the_tail(
                                "segment.bytes": str(SEGMENT),
                                "local.retention.bytes": str(2 * SEGMENT),
                                "min.insync.replicas": "1"})], timeout_ms=30_000)
+            # An idempotent producer that writes first and then stays idle: its state
+            # lies below every later local log start, only in the store's snapshots.
+            idle = Producer({"bootstrap.servers": cluster.bootstrap,
+                             "enable.idempotence": True, "acks": "all"})
+            for i in range(10):
+                idle.produce(TOPIC, f"idle-{i}".encode())
+            assert idle.flush(30) == 0
             run = start_producer(cluster.bootstrap, TOPIC, 1, "tiered", payload_bytes=200)
             cluster.wait_for(lambda: len(run.acked) > 3000, 90, "3,000 records acked")
             # The follower (2) trims its disk too: it holds only about the local retention.
@@ -88,6 +96,12 @@ def test_leaders_copy_followers_trim_and_a_new_replica_copies_only_the_tail(
             cluster.wait_for(lambda: cluster.leader(TOPIC) == new, 30, "the new one leads")
             time.sleep(1)
             stop_producers(run)
+            # The idle producer's next batch is taken in sequence by the new leader,
+            # which knows it from the producer state it read from the store.
+            errors: list[object] = []
+            idle.produce(TOPIC, b"idle-10", on_delivery=lambda err, msg: errors.append(err))
+            assert idle.flush(30) == 0
+            assert errors == [None]
             report = check(cluster.bootstrap, run)
             report.assert_consistent()
             total = sum(1 for _ in run.acked)
@@ -98,4 +112,5 @@ def test_leaders_copy_followers_trim_and_a_new_replica_copies_only_the_tail(
         finally:
             admin.close()
         out = cluster.output()
-        assert "starting there" in out  # the new replica started at the local log start
+        # The new replica started at the local log start, with the producers' state.
+        assert "starting there, with the producer state from the remote tier" in out

@@ -10,7 +10,9 @@ import os
 
 import pytest
 
+from odradek.records import builder
 from odradek.storage import Log, LogConfig
+from odradek.storage.producer_state import ProducerStateManager
 from odradek.storage.errors import (
     InvalidConfigError,
     OffsetMovedToTieredStorageError,
@@ -194,6 +196,28 @@ def test_a_half_deleted_segment_is_never_served_and_its_deletion_is_finished(rig
     assert not list(r.root.rglob(f"*{first.segment_id}*"))
     # Its range is served by no segment: the log (still local here) serves it.
     assert rp.find(first.base_offset) is None
+
+
+def test_the_producer_state_at_each_roll_goes_up_with_the_segment_before(rig):
+    r = rig()
+    lg = r.lg
+    for i in range(20):  # an idempotent producer's batches, rolled every few
+        lg.append(builder.build_simple([b"p%d".ljust(40, b".") % (i * 5 + j)
+                                        for j in range(5)], producer_id=42,
+                                       producer_epoch=0, base_sequence=i * 5))
+    fill(lg, 20)  # then others, so the producer's last batch is far below the end
+    r.manager.run_once()
+    chain = r.manager.get("topic", 0).chain
+    for seg in chain:
+        data = r.manager.producer_snapshot_at("topic", None, 0, seg.end_offset + 1)
+        assert data is not None
+        state = ProducerStateManager()
+        path = r.root / "snapshot"
+        path.write_bytes(data)
+        assert state.load_snapshot(str(path))
+        if seg.end_offset >= 99:  # past the producer's last batch: it is known
+            assert state.producers[42].last_seq == 99
+    assert r.manager.producer_snapshot_at("topic", None, 0, chain[0].end_offset + 2) is None
 
 
 def test_a_disk_lost_single_node_continues_after_the_remote_part(tmp_path, rig, clock):

@@ -76,6 +76,8 @@ def roll(lg: Log, base_offset: int | None = None) -> LogSegment:
             return lg.active
         lg.active.offset_index.flush(fsync=False)  # entries out of memory: written
         lg.active.time_index.flush(fsync=False)
+        if lg.config.remote_storage_enable:
+            lg.roll_snapshots[base] = lg.producer_state.snapshot_bytes()
         return add_segment(lg, base)
 
 

@@ -232,6 +232,10 @@ class Log:
         # log, remote part included (Kafka's logStartOffset), and
         # ``local_log_start_offset`` the first offset on this disk.
         self.highest_remote_offset = -1
+        # A tiered log's producer state at each roll, by the new segment's base offset:
+        # copied with the segment before it (Kafka's LogSegmentData producer snapshot),
+        # then dropped. In memory only: after a restart the newest snapshot file is used.
+        self.roll_snapshots: dict[int, bytes] = {}
         # The read cursor: (segment, position, header, offset) of the batch right after
         # what the last read returned, and the offset a sequential reader asks for next.
         # The header is the one that read had to look at anyway, or None when the read

@@ -235,15 +235,20 @@ class ProducerStateManager:
 
     # --- snapshots ---------------------------------------------------------------------
 
-    def write_snapshot(self, directory: str, offset: int) -> None:
-        data = {"version": SNAPSHOT_VERSION, "producers": {
+    def snapshot_bytes(self) -> bytes:
+        """The state as a snapshot file holds it (JSON, version 2)."""
+        return json.dumps({"version": SNAPSHOT_VERSION, "producers": {
             str(pid): [e.epoch, [list(b) for b in e.batches], e.coordinator_epoch,
                        e.txn_first_offset]
-            for pid, e in self.producers.items()}}
+            for pid, e in self.producers.items()}}).encode()
+
+    def write_snapshot(self, directory: str, offset: int, data: bytes | None = None) -> None:
+        """Write the snapshot at ``offset`` (this state's, or ``data``: one read from
+        the remote tier) and delete the older ones."""
         path = os.path.join(directory, f"{offset:020d}{SNAPSHOT_SUFFIX}")
         tmp = path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(data, f)
+        with open(tmp, "wb") as f:
+            f.write(self.snapshot_bytes() if data is None else data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 import uuid
 from collections.abc import Iterable, Mapping
@@ -34,7 +35,9 @@ from odradek.cluster.state import TopicPartition
 from odradek.protocol import replica_fetch
 from odradek.protocol.fetch import FetchPartition, FetchRequestBody, FetchTopic, ForgottenTopic
 from odradek.records.errors import RecordError
-from odradek.storage.errors import InvalidOffsetError
+from odradek.storage import partition_metadata
+from odradek.storage.errors import InvalidOffsetError, RemoteStorageError
+from odradek.storage.producer_state import SNAPSHOT_SUFFIX
 
 if TYPE_CHECKING:
     from odradek.server.replication.partition import Partition
@@ -346,19 +349,46 @@ class ReplicaFetcher:
                     self._wait(tp, state, p.error_code or ErrorCode.unknown_server_error)
                     continue
                 local_start = p.offset
+                snapshot = await self._producer_snapshot(tp, part, local_start)
+                if self.partitions.get(tp) is not state or manager.following(*tp) is not part:
+                    continue  # no longer followed, or under another epoch, meanwhile
                 lg = part.log
                 log.info("%s-%d: below leader %d's local log start %d (the rest is in the "
-                         "remote tier): starting there", tp[0], tp[1], self.leader_id,
-                         local_start)
+                         "remote tier): starting there%s", tp[0], tp[1], self.leader_id,
+                         local_start, ", with the producer state from the remote tier"
+                         if snapshot is not None else "")
                 manager.truncate_fully(part, local_start)
                 with lg.lock:
                     if lg.tiered and 0 <= leader_start < local_start:
                         lg.log_start_offset = leader_start
                     lg.highest_remote_offset = max(lg.highest_remote_offset,
                                                    local_start - 1)
+                    if snapshot is not None:
+                        # As Kafka's follower builds its auxiliary state: an idempotent or
+                        # transactional producer idle since before this offset is known
+                        # here when this replica leads.
+                        lg.producer_state.write_snapshot(lg.directory, local_start, snapshot)
+                        lg.producer_state.load_snapshot(os.path.join(
+                            lg.directory, f"{local_start:020d}{SNAPSHOT_SUFFIX}"))
                 state.truncating = False
                 self._changed.add(tp)
         manager.checkpoint_truncations()
+
+    async def _producer_snapshot(self, tp: TopicPartition, part: Partition,
+                                 offset: int) -> bytes | None:
+        """The producer state at ``offset`` from the remote tier (None: none there, or
+        the store failed: the follower goes on without, as before)."""
+        tiered = self.manager.broker.tiered
+        if tiered is None or not part.log.tiered:
+            return None
+        topic_id = partition_metadata.read(part.log.directory)
+        try:
+            return await asyncio.get_running_loop().run_in_executor(
+                None, tiered.manager.producer_snapshot_at, tp[0], topic_id, tp[1], offset)
+        except RemoteStorageError as exc:
+            log.warning("%s-%d: no producer state from the remote tier: %s", tp[0], tp[1],
+                        exc)
+            return None
 
     def _truncate_to_leader(self, part: Partition, leader_epoch: int, leader_end: int
                             ) -> bool:

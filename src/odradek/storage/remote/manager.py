@@ -53,6 +53,7 @@ from odradek.storage.remote.metadata import (
     pack_indexes,
     partition_prefix,
     serving_chain,
+    unpack_indexes,
 )
 from odradek.storage.remote.store import ObjectStore, RemoteObjectMissing
 
@@ -296,6 +297,9 @@ class RemoteLogManager:
             os.close(snap.fd)
         rp.segments[done.segment_id] = done
         rp.rebuild()
+        with lg.lock:
+            for offset in [o for o in lg.roll_snapshots if o <= snap.next_offset]:
+                del lg.roll_snapshots[offset]
         self.copied_bytes += snap.size
         self.copied_segments += 1
         self._tell_log(lg, rp)
@@ -358,6 +362,32 @@ class RemoteLogManager:
         store.delete(seg.key(rp.prefix, INDEXES_SUFFIX))
         store.delete(meta)
         rp.segments.pop(seg.segment_id, None)
+
+    def producer_snapshot_at(self, topic: str, topic_id: uuid.UUID | None, partition: int,
+                             offset: int) -> bytes | None:
+        """The producer state at ``offset`` as the remote segment ending just below it
+        holds it (KIP-405's auxiliary state of a replica that starts at the leader's
+        local log start), or None if no such segment or snapshot is there. Blocking: a
+        listing and two reads; raises RemoteStorageError."""
+        prefix = partition_prefix(topic, topic_id, partition)
+        for key in sorted(self.store.list(prefix), reverse=True):
+            if not key.endswith(META_SUFFIX):
+                continue
+            base = int(key[len(prefix):].split("-", 1)[0])
+            if base >= offset:
+                continue
+            try:
+                seg = RemoteSegment.decode(self.store.get(key))
+            except (RemoteObjectMissing, ValueError):
+                continue
+            if seg.state != COPY_FINISHED or seg.end_offset != offset - 1:
+                continue
+            parts = unpack_indexes(self.store.get(seg.key(prefix, INDEXES_SUFFIX)))
+            data = parts["producer_snapshot"]
+            if len(data) > _I64.size and _I64.unpack_from(data)[0] == offset:
+                return data[_I64.size:]
+            return None
+        return None
 
     def delete_partition(self, topic: str, partition: int, topic_id: uuid.UUID | None) -> None:
         """A deleted topic's partition: its objects go at the next pass (retried while
@@ -432,7 +462,9 @@ def _next_to_copy(lg: Log, highest_remote: int) -> _SegmentSnapshot | None:
                 "offset": _read_file(seg.offset_index.path),
                 "time": _read_file(seg.time_index.path),
                 "transaction": _read_file(txn.path) if txn is not None else b"",
-                "producer_snapshot": _snapshot_at(lg.directory, nxt),
+                "producer_snapshot": (_I64.pack(nxt) + lg.roll_snapshots[nxt]
+                                      if nxt in lg.roll_snapshots
+                                      else _snapshot_at(lg.directory, nxt)),
             }
             entries = lg.leader_epochs.entries
             epochs: list[tuple[int, int]] = []
