@@ -12,12 +12,12 @@ import pytest
 
 from odradek.records import builder
 from odradek.storage import Log, LogConfig
-from odradek.storage.producer_state import ProducerStateManager
 from odradek.storage.errors import (
     InvalidConfigError,
     OffsetMovedToTieredStorageError,
     RemoteStorageError,
 )
+from odradek.storage.producer_state import ProducerStateManager
 from odradek.storage.remote.manager import RemoteLogManager
 from odradek.storage.remote.metadata import (
     COPY_FINISHED,
