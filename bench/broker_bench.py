@@ -219,6 +219,8 @@ class Broker:
 
     # More `odradek serve` arguments (metrics_bench.py: metrics.listen).
     extra_args: tuple[str, ...] = ()
+    # More Apache Kafka server.properties (tiered_bench.py: its tiered storage).
+    kafka_settings: dict[str, str] = {}
 
     def __init__(self, kind: str, tmp_root: str) -> None:
         self.kind = kind
@@ -257,7 +259,7 @@ class Broker:
         self.startup_s = time.monotonic() - began
 
     def _start_kafka(self) -> None:
-        kafka = ApacheKafka(self.data_dir)
+        kafka = ApacheKafka(self.data_dir, settings=self.kafka_settings)
         kafka.ready_poll_s = READY_POLL_S
         try:
             kafka.start()  # formats the storage, spawns, waits as _wait_ready does

@@ -25,8 +25,14 @@ remote read cache of ``--cache-mib``):
    client's per-record calls cap any read near 190k records/s here). Measured: records/s
    and broker CPU per million records of each; the ratio remote/local (medians).
 
+The same for Apache Kafka 4.4 (``kafka``: one KRaft node) with Kafka's own
+``LocalTieredStorage`` (the remote storage manager of its tiered-storage tests, a
+directory store; kafka-storage's 4.3.1 test jar, see ``kafka_tiered_plugin``): the peer
+of Odradek's ``directory`` store. Copy lag is read from ListOffsets for both brokers
+(the last offset tiered, -5, against the end): records not copied, in segments.
+
 Targets (issue 34): remote reads >= 0.5x the local-read rate; copies keep up with 100% of
-the produce rate (the copy lag when the produce ends at most two segments, and zero soon
+the produce rate (the copy lag when the produce ends at most two segments, and gone soon
 after).
 
 Run: ``.venv/bin/python bench/tiered_bench.py [--records 6000000] [--rounds 3]
@@ -43,6 +49,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -50,12 +57,15 @@ from typing import Any
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from _common import finish, machine_info, machine_line, note
-from broker_bench import ODRADEK, Broker, children_cpu_s, kcat_binary, produce
+from broker_bench import KAFKA, ODRADEK, Broker, children_cpu_s, kcat_binary, produce
 from odradek.devcluster import free_port
 from odradek.devcluster.s3 import S3Server
 
 PLAIN, TIERED, WARM = "plain", "tiered", "warm-up"
-STORES = ("directory", "s3")
+STORES = ("directory", "kafka", "s3")
+PLUGIN_VERSION = "4.3.1"
+STORE_NAMES = {"directory": "directory store", "s3": "S3 (moto)",
+               "kafka": "LocalTieredStorage (directory)"}
 STALL_S = 60.0
 
 
@@ -107,82 +117,137 @@ def consume_range(broker: Broker, topic: str, start: int, count: int) -> dict[st
             "client_cpu_s": round(children_cpu_s() - child0, 3)}
 
 
+def kafka_tiered_plugin() -> str:
+    """The class path of Apache Kafka's own ``LocalTieredStorage`` (the remote storage
+    manager of Kafka's tiered-storage tests: a directory store): kafka-storage's test
+    jar, which Maven Central serves up to 4.3.1 here (not 4.4.0), and a shim of 4.3.1's
+    ``LogContext``, which 4.4 moved and the plugin still names. Fetched into
+    .cache/kafka-tiered once (Maven; Connect's kafka-clients 4.3.1 from
+    scripts/fetch_jvm.sh)."""
+    root = Path(".cache/kafka-tiered").resolve()
+    test_jar = root / f"kafka-storage-{PLUGIN_VERSION}-test.jar"
+    shim = root / "logcontext-shim.jar"
+    if not test_jar.exists():
+        root.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["mvn", "-q", "dependency:copy",
+                        f"-Dartifact=org.apache.kafka:kafka-storage:{PLUGIN_VERSION}:jar:test",
+                        f"-DoutputDirectory={root}"], check=True, timeout=600)
+    if not shim.exists():
+        clients = Path(f".cache/connect/lib/kafka-clients-{PLUGIN_VERSION}.jar")
+        with zipfile.ZipFile(clients) as src, zipfile.ZipFile(shim, "w") as out:
+            for name in src.namelist():
+                if name.startswith("org/apache/kafka/common/utils/LogContext"):
+                    out.writestr(name, src.read(name))
+    return f"{test_jar}:{shim}"
+
+
+class TieredKafka(Broker):
+    """Apache Kafka 4.4 (one KRaft node) with LocalTieredStorage in a directory."""
+
+    def __init__(self, tmp_root: str, remote_dir: str) -> None:
+        self.kafka_settings = {
+            "remote.log.storage.system.enable": "true",
+            "remote.log.storage.manager.class.name":
+                "org.apache.kafka.server.log.remote.storage.LocalTieredStorage",
+            "remote.log.storage.manager.class.path": kafka_tiered_plugin(),
+            "rsm.config.dir": remote_dir,
+            "remote.log.metadata.manager.listener.name": "PLAINTEXT",
+            "rlmm.config.remote.log.metadata.topic.replication.factor": "1",
+            "remote.log.manager.task.interval.ms": "500",
+            "log.retention.check.interval.ms": "1000",
+            "log.initial.task.delay.ms": "0",
+        }
+        super().__init__(KAFKA, tmp_root)
+
+
+def offsets(broker: Broker, topic: str) -> dict[str, int]:
+    """The tiers' offsets: end (-1), earliest local (-4), latest tiered (-5)."""
+    return {name: list_offset(broker.bootstrap, topic, spec)
+            for name, spec in (("end", -1), ("local_start", -4), ("tiered_end", -5))}
+
+
 def run_store(store: str, args: argparse.Namespace, tmp: str) -> dict[str, Any]:
     s3: S3Server | None = None
-    if store == "s3":
-        s3 = S3Server(Path(tmp) / "s3").start()
-        s3.create_bucket("bench")
-        rsm = {k: v for k, v in s3.rsm_config("bench").items()}
+    broker: Broker
+    if store == "kafka":
+        remote = Path(tmp) / "kafka-remote"
+        remote.mkdir()
+        broker = TieredKafka(tmp, str(remote))
     else:
-        root = Path(tmp) / "remote"
-        root.mkdir()
-        rsm = {"rsm.config.storage.backend.class": "filesystem",
-               "rsm.config.storage.root": str(root)}
-    settings = {"remote.log.storage.system.enable": "true",
-                "remote.log.manager.task.interval.ms": "500",
-                "log.retention.check.interval.ms": "1000",
-                "log.segment.delete.delay.ms": "1000",
-                "remote.log.index.file.cache.total.size.bytes": str(args.cache_mib << 20),
-                **rsm}
-    broker = TieredBroker(tmp, settings)
-    out: dict[str, Any] = {"store": store}
+        if store == "s3":
+            s3 = S3Server(Path(tmp) / "s3").start()
+            s3.create_bucket("bench")
+            rsm = dict(s3.rsm_config("bench"))
+        else:
+            root = Path(tmp) / "remote"
+            root.mkdir()
+            rsm = {"rsm.config.storage.backend.class": "filesystem",
+                   "rsm.config.storage.root": str(root)}
+        broker = TieredBroker(tmp, {
+            "remote.log.storage.system.enable": "true",
+            "remote.log.manager.task.interval.ms": "500",
+            "log.retention.check.interval.ms": "1000",
+            "log.segment.delete.delay.ms": "1000",
+            "remote.log.index.file.cache.total.size.bytes": str(args.cache_mib << 20),
+            **rsm})
+    out: dict[str, Any] = {"store": store, "broker": broker.kind}
     try:
-        data_bytes = args.records * (args.value_bytes + 8)  # ~ record size in a batch
-        local = max(data_bytes // 10, 2 * args.segment_mib << 20)
+        record_bytes = args.value_bytes + 10  # in a large batch, about
+        segment = args.segment_mib << 20
+        segment_records = segment // record_bytes
+        local = max(args.records * record_bytes // 10, 2 * segment)
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         futures = admin.create_topics([
             NewTopic(WARM, 1, 1),
-            NewTopic(PLAIN, 1, 1, config={"segment.bytes": str(args.segment_mib << 20)}),
-            NewTopic(TIERED, 1, 1, config={"segment.bytes": str(args.segment_mib << 20),
+            NewTopic(PLAIN, 1, 1, config={"segment.bytes": str(segment)}),
+            NewTopic(TIERED, 1, 1, config={"segment.bytes": str(segment),
                                            "remote.storage.enable": "true",
                                            "local.retention.bytes": str(local)})])
         for f in futures.values():
-            f.result(30)
+            f.result(60)
         # Untimed: the broker's first produce and fetch requests cost it one-offs.
         produce(broker, 100_000, args.value_bytes, topic=WARM)
         consume_range(broker, WARM, 0, 1000)
         # Produce: plain and tiered, the order alternating with the store.
-        order = (PLAIN, TIERED) if store == STORES[0] else (TIERED, PLAIN)
+        order = (PLAIN, TIERED) if STORES.index(store) % 2 == 0 else (TIERED, PLAIN)
         produced: dict[str, Any] = {}
-        copied0 = broker.metric("kafka_server_brokertopicmetrics_remotecopybytes")
         for topic in order:
             t0 = time.monotonic()
             m = produce(broker, args.records, args.value_bytes, topic=topic)
             produced[topic] = m.as_dict()
-            if topic == TIERED:
-                lag_at_end = broker.metric("kafka_server_brokertopicmetrics_remotecopylagbytes",
-                                           TIERED)
-                end = time.monotonic()
-                while broker.metric("kafka_server_brokertopicmetrics_remotecopylagbytes",
-                                    TIERED) > 0:
-                    if time.monotonic() - end > STALL_S:
-                        raise RuntimeError("copies did not catch up")
-                    time.sleep(0.05)
-                caught_up = time.monotonic()
-                copied = broker.metric("kafka_server_brokertopicmetrics_remotecopybytes") \
-                    - copied0
-                produced["copy"] = {
-                    "lag_bytes_at_produce_end": int(lag_at_end),
-                    "lag_segments_at_produce_end": round(lag_at_end
-                                                         / (args.segment_mib << 20), 2),
-                    "catch_up_s": round(caught_up - end, 3),
-                    "copied_mib": round(copied / (1 << 20), 1),
-                    "copied_mib_s": round(copied / (1 << 20) / (caught_up - t0), 1),
-                }
+            if topic != TIERED:
+                continue
+            # Copied: everything but the active segment (at most segment_records).
+            at_end = offsets(broker, TIERED)
+            end = time.monotonic()
+            while True:
+                now = offsets(broker, TIERED)
+                if now["end"] - now["tiered_end"] - 1 <= segment_records:
+                    break
+                if time.monotonic() - end > STALL_S:
+                    raise RuntimeError(f"copies did not catch up: {now}")
+                time.sleep(0.05)
+            caught_up = time.monotonic()
+            lag = at_end["end"] - at_end["tiered_end"] - 1
+            copied_mib = (now["tiered_end"] + 1) * record_bytes / (1 << 20)
+            produced["copy"] = {
+                "lag_segments_at_produce_end": round(lag / segment_records, 2),
+                "catch_up_s": round(caught_up - end, 3),
+                "copied_mib_s": round(copied_mib / (caught_up - t0), 1),
+            }
         plain, tiered = produced[PLAIN], produced[TIERED]
-        extra_cpu = (tiered["broker_cpu_s"] - plain["broker_cpu_s"])
-        produced["copy"]["extra_broker_cpu_s_per_gib"] = round(
-            extra_cpu / max(produced["copy"]["copied_mib"], 1e-9) * 1024, 2)
         produced["ratio_tiered_produce_rate"] = round(tiered["records_s"] / plain["records_s"], 3)
         out["produce"] = produced
         # Consume: wait for local retention to leave only the tail.
         deadline = time.monotonic() + STALL_S
-        segment = args.segment_mib << 20
-        while broker.metric("kafka_log_log_size", TIERED) > local + 2 * segment:
+        while True:
+            now = offsets(broker, TIERED)
+            if now["end"] - now["local_start"] <= local // record_bytes + 2 * segment_records:
+                break
             if time.monotonic() > deadline:
-                raise RuntimeError("local retention did not delete down to the tail")
+                raise RuntimeError(f"local retention did not delete down to the tail: {now}")
             time.sleep(0.2)
-        local_start = list_offset(broker.bootstrap, TIERED, -4)
+        local_start = now["local_start"]
         k = args.records - local_start
         rounds = []
         for i in range(args.rounds):
@@ -201,12 +266,14 @@ def run_store(store: str, args: argparse.Namespace, tmp: str) -> dict[str, Any]:
             note(f"{store} round {i + 1}: remote {pair['remote']['records_s']:,}/s, local "
                  f"{pair['local']['records_s']:,}/s ({pair['ratio_rate']}x)")
             rounds.append(pair)
-        out["consume"] = {"records_per_read": k, "local_log_start": local_start,
-                          "rounds": rounds,
-                          "median_ratio_rate": statistics.median(r["ratio_rate"]
-                                                                 for r in rounds),
-                          "median_ratio_cpu": statistics.median(r["ratio_cpu"]
-                                                                for r in rounds)}
+        out["consume"] = {
+            "records_per_read": k, "local_log_start": local_start, "rounds": rounds,
+            "median_ratio_rate": statistics.median(r["ratio_rate"] for r in rounds),
+            "median_ratio_cpu": statistics.median(r["ratio_cpu"] for r in rounds),
+            "median_remote_records_s": statistics.median(r["remote"]["records_s"]
+                                                         for r in rounds),
+            "median_remote_cpu_s_per_m": statistics.median(
+                r["remote"]["broker_cpu_s_per_m"] for r in rounds)}
         errors = [line for line in broker.output().splitlines()
                   if " ERROR " in line or line.startswith("Traceback")]
         out["broker_errors"] = errors[:10]
@@ -218,21 +285,30 @@ def run_store(store: str, args: argparse.Namespace, tmp: str) -> dict[str, Any]:
 
 
 def markdown(results: dict[str, Any]) -> str:
-    rows = ["| store | produce plain / tiered (records/s) | copy lag at produce end | "
-            "catch-up | copied MiB/s | extra broker CPU per GiB copied | remote / local "
-            "read rate (rounds) | remote / local CPU per record |",
+    rows = ["| broker, store | produce plain / tiered (records/s) | copy lag at produce end | "
+            "copied after | copy rate | remote / local read rate (rounds) | remote reads, "
+            "records/s | broker CPU per M records, remote / local |",
             "|---|---|---|---|---|---|---|---|"]
     for r in results["stores"]:
         p, c = r["produce"], r["consume"]
         rows.append(
-            f"| {r['store']} | {p[PLAIN]['records_s']:,} / {p[TIERED]['records_s']:,} | "
-            f"{p['copy']['lag_segments_at_produce_end']} segments | "
-            f"{p['copy']['catch_up_s']} s | {p['copy']['copied_mib_s']} | "
-            f"{p['copy']['extra_broker_cpu_s_per_gib']} s | **{c['median_ratio_rate']}x** ("
-            + ", ".join(f"{x['remote']['records_s']:,} vs {x['local']['records_s']:,}"
-                        for x in c["rounds"])
-            + f") | {c['median_ratio_cpu']}x |")
-    return (f"{machine_line(results['machine'])}\n\n" + "\n".join(rows) + "\n")
+            f"| {r['broker']}, {STORE_NAMES[r['store']]} | {p[PLAIN]['records_s']:,} / "
+            f"{p[TIERED]['records_s']:,} | {p['copy']['lag_segments_at_produce_end']} "
+            f"segments | {p['copy']['catch_up_s']} s | {p['copy']['copied_mib_s']} MiB/s | "
+            f"**{c['median_ratio_rate']:.2f}x** ("
+            + ", ".join(f"{x['ratio_rate']}" for x in c["rounds"])
+            + f") | {round(c['median_remote_records_s']):,} | "
+            + f"{c['median_remote_cpu_s_per_m']:.3f} s / "
+            + f"{statistics.median(x['local']['broker_cpu_s_per_m'] for x in c['rounds']):.3f} s |")
+    by = {r["store"]: r["consume"] for r in results["stores"]}
+    lines = [f"{machine_line(results['machine'])}", "", *rows, ""]
+    if "kafka" in by and "directory" in by:
+        ours, kafka = by["directory"], by["kafka"]
+        rate = ours["median_remote_records_s"] / kafka["median_remote_records_s"]
+        cpu = ours["median_remote_cpu_s_per_m"] / kafka["median_remote_cpu_s_per_m"]
+        lines.append(f"Odradek (directory) / Kafka (LocalTieredStorage), remote reads: "
+                     f"{rate:.2f}x the records/s at {cpu:.2f}x the broker CPU per record")
+    return "\n".join(lines) + "\n"
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
