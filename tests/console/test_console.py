@@ -383,11 +383,13 @@ def test_a_tiered_topic_shows_its_local_and_remote_parts(page: Any, tmp_path: Pa
                     found.append(r.topics[0].partitions[0].offset)
             return found[0], found[1]
 
+        # Settled: every rolled segment copied and deleted locally (local retention
+        # 0), so neither offset moves while the page is read.
         deadline = time.monotonic() + 30
-        while offsets()[0] == 0:
-            assert time.monotonic() < deadline, "nothing tiered"
+        while (found := offsets())[0] == 0 or found[0] != found[1] + 1:
+            assert time.monotonic() < deadline, f"not settled: {found}"
             time.sleep(0.2)
-        local_start, tiered_end = offsets()
+        local_start, tiered_end = found
         with start_console(tiered.bootstrap) as console:
             page.goto(console.url + "/topics/archive")
             assert _column(page, "partitions", "td.local-start") == [str(local_start)]
