@@ -397,3 +397,29 @@ def lookup_time(broker: RunningBroker, topic: str, timestamp: int) -> tuple[int,
     p = r.topics[0].partitions[0]
     assert p.error_code.value == 0
     return p.offset, p.timestamp
+
+
+def test_a_share_group_gets_the_records_of_the_remote_tier(bucket):
+    from confluent_kafka import ShareConsumer
+
+    from tests.server.test_share_groups import set_group_configs
+
+    with running_broker(**bucket) as broker:
+        create(broker.bootstrap, "queued")
+        produce(broker.bootstrap, "queued", 2000)
+        until(lambda: tiered_away(broker, "queued"), what="segments tiered")
+        with WireClient(broker.port) as admin:
+            set_group_configs(admin, "workers", share_auto_offset_reset="earliest")
+        consumer = ShareConsumer({"bootstrap.servers": broker.bootstrap,
+                                  "group.id": "workers"})
+        consumer.subscribe(["queued"])
+        offsets: set[int] = set()
+        deadline = time.monotonic() + 60
+        try:
+            while len(offsets) < 2000 and time.monotonic() < deadline:
+                for m in consumer.poll(0.5) or []:
+                    if not m.error():
+                        offsets.add(m.offset())
+        finally:
+            consumer.close()
+        assert offsets == set(range(2000))
