@@ -285,21 +285,33 @@ def test_what_a_group_consumed_outlives_a_restart(tmp_path: Path) -> None:
         assert acquired(m.fetch()) == [(4, 5, 2)]
         m.close()
         # The state is in __share_group_state in Kafka's layout.
-        states = []
         logs = running.broker.logs
         assert logs is not None
-        for (topic, _), lg in logs.logs.items():
-            if topic != "__share_group_state" or lg.log_end_offset == 0:
-                continue
-            for batch in builder.decode_batches(lg.read(0, 1 << 20).region.read()):
-                for r in batch.records:
-                    key = decode_key(r.key)
-                    assert isinstance(key, ShareSnapshotKey)
-                    states.append((key.group_id, decode_value(key, r.value)))
-        last = states[-1][1]
-        assert states[-1][0] == group and last.start_offset == 4
-        assert [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
-                for b in last.state_batches] == [(4, 5, 0, 1)]
+
+        def last_state() -> tuple[str, Any]:
+            states = []
+            for (topic, _), lg in list(logs.logs.items()):
+                if topic != "__share_group_state" or lg.log_end_offset == 0:
+                    continue
+                for batch in builder.decode_batches(lg.read(0, 1 << 20).region.read()):
+                    for r in batch.records:
+                        key = decode_key(r.key)
+                        assert isinstance(key, ShareSnapshotKey)
+                        states.append((key.group_id, decode_value(key, r.value)))
+            return states[-1]
+
+        # The close's release (delivery count back to 1) is written after close()
+        # returns: wait for it rather than read the record before it.
+        deadline = time.monotonic() + 10
+        while True:
+            owner, last = last_state()
+            batches = [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+                       for b in last.state_batches]
+            if batches == [(4, 5, 0, 1)] or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert owner == group and last.start_offset == 4
+        assert batches == [(4, 5, 0, 1)]
 
 
 def test_latest_by_default_and_earliest_when_asked() -> None:
