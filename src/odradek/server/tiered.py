@@ -13,8 +13,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
+from kio.schema.errors import ErrorCode
+
+from odradek.server.errors import error_code
 from odradek.server.metadata import TopicError
 from odradek.server.settings import ConfigError
 from odradek.storage import Log
@@ -23,6 +26,7 @@ from odradek.storage.errors import InvalidConfigError, RemoteStorageError
 from odradek.storage.remote.manager import RemoteLogManager
 from odradek.storage.remote.reader import RemoteReader
 from odradek.storage.remote.store import open_store
+from odradek.storage.txn_index import AbortedTxn
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
@@ -110,6 +114,36 @@ class TieredStorage:
         loop = self._loop
         if loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(self.broker.purgatory.notify, (topic, partition))
+
+
+class RemoteRead(NamedTuple):
+    """A read of the remote tier for a fetch: ``data`` None while the reader fetches
+    (or on an error); ``aborted`` for read_committed; ``error`` a Kafka error code."""
+
+    data: bytes | None
+    aborted: list[AbortedTxn]
+    error: int
+
+
+def read_remote(broker: Broker, topic: str, partition: int, offset: int, max_bytes: int,
+                *, min_one: bool = True, read_committed: bool = False) -> RemoteRead:
+    """The one place a fetch (consumers', share groups') reads the remote tier:
+    KAFKA_STORAGE_ERROR when the tier fails (logged by the reader), OFFSET_OUT_OF_RANGE
+    when no remote segment holds the offset or the broker has the system off."""
+    tiered = broker.tiered
+    if tiered is None:
+        return RemoteRead(None, [], ErrorCode.offset_out_of_range)
+    try:
+        got = tiered.reader.read(topic, partition, offset, max_bytes, min_one=min_one,
+                                 read_committed=read_committed)
+    except RemoteStorageError as exc:
+        return RemoteRead(None, [], error_code(exc))
+    except LookupError:
+        return RemoteRead(None, [], ErrorCode.offset_out_of_range)
+    if got is None:
+        return RemoteRead(None, [], 0)
+    _, data, aborted = got
+    return RemoteRead(data or None, aborted or [], 0)
 
 
 def open_tiered(broker: Broker) -> TieredStorage | None:

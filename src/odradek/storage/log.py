@@ -53,7 +53,6 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import NamedTuple
 
 from odradek.records import batch as rb
 from odradek.records import builder, codecs
@@ -78,6 +77,13 @@ from odradek.storage.local_log import DELETED_SUFFIX as DELETED_SUFFIX
 from odradek.storage.local_log import SWAP_SUFFIX as SWAP_SUFFIX
 from odradek.storage.log_loader import LEADER_EPOCH_TMP as LEADER_EPOCH_TMP
 from odradek.storage.producer_state import CompletedTxn, ProducerStateManager
+
+# What the append and read paths answer with (results.py); importable from here too.
+from odradek.storage.results import AppendInfo as AppendInfo
+from odradek.storage.results import BytesRegion as BytesRegion
+from odradek.storage.results import CommittedRead as CommittedRead
+from odradek.storage.results import FileRegion as FileRegion
+from odradek.storage.results import ReadResult as ReadResult
 from odradek.storage.segment import LogSegment, segment_name
 from odradek.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, TransactionIndex
 
@@ -134,64 +140,6 @@ _OFFSET_LENGTH_EPOCH = struct.Struct(">qii")
 def _check_crcs(view: memoryview, batches: Sequence[tuple[int, BatchHeader]]) -> None:
     for pos, header in batches:
         rb.check_crc(view, pos, header)
-
-
-class FileRegion(NamedTuple):
-    """Bytes of whole batches in a segment file, to hand to ``os.sendfile``.
-
-    The fd stays open at least ``file.delete.delay.ms`` after the segment leaves the log
-    (retention, truncation, compaction), so a region can be sent after it was read."""
-
-    fd: int
-    position: int
-    length: int
-
-    def read(self) -> bytes:
-        """Copy the bytes through Python (for tests and tools; the broker uses sendfile)."""
-        return os.pread(self.fd, self.length, self.position)
-
-
-class BytesRegion(NamedTuple):
-    """Whole batches already in memory, where a ``FileRegion`` would name them in a file:
-    a read of the remote tier (storage/remote/reader.py)."""
-
-    data: bytes
-
-    @property
-    def length(self) -> int:
-        return len(self.data)
-
-    def read(self) -> bytes:
-        return self.data
-
-
-# Results are NamedTuples: the append and read paths make one per call, and a tuple is
-# several times cheaper to build than a frozen dataclass.
-class ReadResult(NamedTuple):
-    region: FileRegion | None  # None: nothing to return from this offset
-    first_offset: int  # base offset of the first batch returned (or the requested offset)
-    log_start_offset: int
-    log_end_offset: int
-
-
-class CommittedRead(NamedTuple):
-    """A read_committed read: batches below the last stable offset, the LSO, and the
-    aborted transactions overlapping [first offset returned, LSO)."""
-
-    result: ReadResult
-    last_stable_offset: int
-    aborted: list[AbortedTxn]
-
-
-class AppendInfo(NamedTuple):
-    first_offset: int
-    last_offset: int
-    max_timestamp: int  # largest timestamp appended (the broker's time for LogAppendTime)
-    log_append_time: int  # -1 for CreateTime logs, as the Produce response wants
-    record_count: int
-    log_start_offset: int
-    batches: tuple[BatchHeader, ...]  # as received
-    duplicate: bool = False  # a producer's retry: nothing written, first offsets returned
 
 
 class Log:

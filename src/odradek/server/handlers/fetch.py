@@ -78,11 +78,11 @@ from odradek.server.replication.reads import (
     Refused,
     Wanted,
 )
+from odradek.server.tiered import read_remote
 from odradek.server.topic_ids import is_unknown, name_for
 from odradek.storage.errors import (
     OffsetMovedToTieredStorageError,
     OffsetOutOfRangeError,
-    RemoteStorageError,
 )
 from odradek.storage.log import BytesRegion, FileRegion
 from odradek.storage.txn_index import AbortedTxn
@@ -191,9 +191,11 @@ def _read(broker: Broker, wanted: list[Wanted], max_bytes: int,
         except OffsetMovedToTieredStorageError:
             # Only in the remote tier (KIP-405): from its reader's cache, or pending
             # (no records, no error: the fetch waits and the chunk's arrival wakes it).
-            region, aborted, error = _read_remote(broker, topic, partition, fetch_offset,
-                                                  max(budget, 0), total == 0,
-                                                  read_committed)
+            remote = read_remote(broker, topic, partition, fetch_offset, max(budget, 0),
+                                 min_one=total == 0, read_committed=read_committed)
+            region = None if remote.data is None else BytesRegion(remote.data)
+            aborted = remote.aborted if read_committed else None
+            error = remote.error
             hw = lg.high_watermark
             start, lso = lg.log_start_offset, min(lg.last_stable_offset, hw)
         except OffsetOutOfRangeError as exc:
@@ -205,27 +207,6 @@ def _read(broker: Broker, wanted: list[Wanted], max_bytes: int,
         results.append(PartitionResult(topic, partition, error, hw, lso, start, region,
                                        aborted))
     return results, total
-
-
-def _read_remote(broker: Broker, topic: str, partition: int, offset: int, max_bytes: int,
-                 min_one: bool, read_committed: bool
-                 ) -> tuple[BytesRegion | None, list[AbortedTxn] | None, int]:
-    """(records, aborted transactions, error) of a read of the remote tier."""
-    tiered = broker.tiered
-    if tiered is None:  # a tiered log on a broker with the system off: nothing to read
-        return None, None, ErrorCode.offset_out_of_range
-    try:
-        got = tiered.reader.read(topic, partition, offset, max_bytes, min_one=min_one,
-                                 read_committed=read_committed)
-    except RemoteStorageError as exc:
-        return None, None, error_code(exc)
-    except LookupError:
-        return None, None, ErrorCode.offset_out_of_range
-    if got is None:
-        return None, [] if read_committed else None, 0
-    _, data, aborted = got
-    return (BytesRegion(data) if data else None,
-            (aborted or []) if read_committed else None, 0)
 
 
 def handle_now(broker: Broker, request: Request

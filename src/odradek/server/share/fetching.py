@@ -36,11 +36,11 @@ from odradek.server.dynamic_configs import (
 from odradek.server.features import SHARE_VERSION
 from odradek.server.share.partitions import ShareError, ShareGroupPartition
 from odradek.server.share.sessions import ShareSession
+from odradek.server.tiered import read_remote
 from odradek.server.topic_ids import is_unknown
 from odradek.storage.errors import (
     OffsetMovedToTieredStorageError,
     OffsetOutOfRangeError,
-    RemoteStorageError,
 )
 from odradek.storage.txn_index import AbortedTxn
 
@@ -208,11 +208,11 @@ class ShareFetcher:
                 except OffsetMovedToTieredStorageError:
                     # In the remote tier (KIP-405): from the reader's cache, or nothing
                     # this time while it fetches (the member asks again).
-                    remote = _read_remote(broker, topic, partition, offset, budget,
-                                          read_committed)
-                    if remote is None:
+                    remote = read_remote(broker, topic, partition, offset, budget,
+                                         read_committed=read_committed)
+                    if remote.data is None:
                         continue
-                    data, aborted = remote
+                    data, aborted = remote.data, remote.aborted
                 except OffsetOutOfRangeError:
                     state.advance_to(lg.log_start_offset)
                     continue
@@ -285,19 +285,3 @@ def _archive_aborted(state: SharePartition, member_id: str, data: bytes,
     state.acknowledge(member_id, rejects, now_ms)
     return kept
 
-
-def _read_remote(broker: Broker, topic: str, partition: int, offset: int, max_bytes: int,
-                 read_committed: bool) -> tuple[bytes, list[AbortedTxn]] | None:
-    """Whole batches from the remote tier and, for read_committed, their aborted
-    transactions; None while the reader fetches, or if the tier fails (logged there)."""
-    tiered = broker.tiered
-    if tiered is None:
-        return None
-    try:
-        got = tiered.reader.read(topic, partition, offset, max_bytes,
-                                 read_committed=read_committed)
-    except (RemoteStorageError, LookupError):
-        return None
-    if got is None or not got[1]:
-        return None
-    return got[1], got[2] or []
