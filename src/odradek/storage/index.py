@@ -49,6 +49,20 @@ class _SparseIndex(ABC):
             self._reset_columns()
             self._truncate_file(0)
 
+    @classmethod
+    def from_bytes(cls, name: str, base_offset: int, data: bytes) -> _SparseIndex:
+        """An index read from bytes held elsewhere (a remote segment's, in the remote
+        tier), with no file: for lookups only. ``name`` names it in errors."""
+        index = cls.__new__(cls)
+        index.path = name
+        index.base_offset = base_offset
+        index._loaded = True
+        index._persisted = 0
+        index._dirty_file = False
+        index._reset_columns()
+        index._load_bytes(data)
+        return index
+
     # Subclasses own their columns.
     @abstractmethod
     def _reset_columns(self) -> None:

@@ -63,10 +63,8 @@ class _Indexes:
 
     def __init__(self, data: bytes, base: int, name: str) -> None:
         parts = unpack_indexes(data)
-        index = OffsetIndex.__new__(OffsetIndex)
-        index.path = name
-        index._reset_columns()
-        index._load_bytes(parts["offset"])
+        index = OffsetIndex.from_bytes(name, base, parts["offset"])
+        assert isinstance(index, OffsetIndex)
         self.offsets = [base + o for o in index.offsets]
         self.positions = list(index.positions)
         txn = parts["transaction"]
